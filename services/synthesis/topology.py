@@ -1,0 +1,198 @@
+"""The Topology type: a port-accurate directed multigraph (paper section 3, digest 1.3 and 10.1).
+
+Nodes are 0..N-1. Arcs are stored as two sorted integer arrays (tail, head); parallel arcs are distinct
+links ("lanes" 0, 1, ... between the same ordered pair) and self-loops are allowed: as in the paper a
+self-loop occupies one of the d ports and carries B/d of bandwidth but can carry nothing useful.
+Every topology is d-regular (in- and out-degree d at every node) and strongly connected.
+
+A bidirectional topology is one whose arc multiset equals its reverse (every cable is duplex); this is
+computed from the arcs, never claimed. A vertex-transitive family may carry a `Translation`: a labelling of
+the nodes as an abelian group such that x -> x + u is an automorphism for every u; BFB then solves one
+node per step and maps the solution to every node (DESIGN section 8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components, shortest_path
+
+UNREACHABLE = np.iinfo(np.int32).max
+
+
+class TopologyError(ValueError):
+    """Impossible family parameters or a graph that is not a valid direct-connect topology."""
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Nodes labelled as Z_{m_1} x ... x Z_{m_k} (mixed radix, first coordinate most significant).
+
+    `twist = (wrap_axis, shifted_axis, shift)` makes it the quotient used by twisted tori: carrying over
+    the wrap of `wrap_axis` adds `shift` to `shifted_axis`. x -> x + u is an automorphism of the topology.
+    """
+
+    moduli: tuple[int, ...]
+    twist: tuple[int, int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.moduli))
+
+    def coords(self, x: np.ndarray) -> list[np.ndarray]:
+        out, rest = [], np.asarray(x, dtype=np.int64)
+        for m in reversed(self.moduli):
+            out.append(rest % m)
+            rest = rest // m
+        return out[::-1]
+
+    def index(self, coords: list[np.ndarray]) -> np.ndarray:
+        idx = np.zeros_like(coords[0])
+        for c, m in zip(coords, self.moduli):
+            idx = idx * m + c
+        return idx
+
+    def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Group sum of node labels (broadcasting)."""
+        cx, cy = self.coords(x), self.coords(y)
+        s = [a + b for a, b in zip(cx, cy)]
+        if self.twist is not None:
+            wrap, shifted, shift = self.twist
+            carry = s[wrap] >= self.moduli[wrap]
+            s[shifted] = s[shifted] + shift * carry
+        return self.index([c % m for c, m in zip(s, self.moduli)])
+
+    def negate(self, x: int) -> int:
+        """The label y with x + y = 0."""
+        everyone = np.arange(self.size)
+        return int(everyone[self.add(np.full(self.size, x), everyone) == 0][0])
+
+
+class Topology:
+    """A d-regular, strongly connected directed multigraph with its canonical expression."""
+
+    def __init__(self, nodes: int, tails, heads, expr: str, *, vertex_transitive: bool = False,
+                 translation: Translation | None = None):
+        tails = np.asarray(tails, dtype=np.int64).ravel()
+        heads = np.asarray(heads, dtype=np.int64).ravel()
+        if nodes < 2:
+            raise TopologyError(f"{expr}: a topology needs at least 2 nodes, got {nodes}")
+        if tails.shape != heads.shape or tails.size == 0:
+            raise TopologyError(f"{expr}: needs a non-empty arc list")
+        bad = (tails < 0) | (tails >= nodes) | (heads < 0) | (heads >= nodes)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TopologyError(f"{expr}: arc {tails[i]}>{heads[i]} names a node outside 0..{nodes - 1}")
+        order = np.lexsort((heads, tails))
+        self.nodes = int(nodes)
+        self.tails = tails[order].astype(np.int32)
+        self.heads = heads[order].astype(np.int32)
+        self.expr = expr
+        out_deg = np.bincount(self.tails, minlength=nodes)
+        in_deg = np.bincount(self.heads, minlength=nodes)
+        d = int(out_deg[0])
+        irregular = np.flatnonzero((out_deg != d) | (in_deg != d))
+        if irregular.size:
+            u = int(irregular[0])
+            raise TopologyError(f"{expr}: not regular: node {u} has out-degree {out_deg[u]} and in-degree "
+                                f"{in_deg[u]}, node 0 has degree {d}")
+        self.degree = d
+        n_comp, _ = connected_components(self.adjacency, directed=True, connection="strong")
+        if n_comp != 1:
+            raise TopologyError(f"{expr}: not strongly connected ({n_comp} strong components)")
+        self.vertex_transitive = bool(vertex_transitive or translation is not None)
+        self.translation = translation
+        if translation is not None and translation.size != nodes:
+            raise TopologyError(f"{expr}: translation group has {translation.size} elements, not {nodes}")
+
+    # ----- structure -------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"Topology({self.expr}, N={self.nodes}, d={self.degree})"
+
+    @property
+    def arcs(self) -> int:
+        return int(self.tails.size)
+
+    @cached_property
+    def lanes(self) -> np.ndarray:
+        """Index of each arc among the parallel arcs with the same (tail, head), in arc order."""
+        key = self.tails.astype(np.int64) * self.nodes + self.heads
+        first = np.searchsorted(key, key, side="left")
+        return (np.arange(key.size) - first).astype(np.int32)
+
+    @cached_property
+    def arc_keys(self) -> np.ndarray:
+        """Sorted int64 keys (tail * N + head) * d + lane, one per arc: the link identity."""
+        return (self.tails.astype(np.int64) * self.nodes + self.heads) * self.degree + self.lanes
+
+    @cached_property
+    def adjacency(self) -> csr_matrix:
+        """Simple 0/1 adjacency (parallel arcs collapsed), row = tail."""
+        m = csr_matrix((np.ones(self.arcs, dtype=np.int8), (self.tails, self.heads)),
+                       shape=(self.nodes, self.nodes))
+        m.data[:] = 1
+        return m
+
+    @cached_property
+    def in_arcs(self) -> np.ndarray:
+        """Arc indices into each node, shape (N, d), grouped by head."""
+        order = np.argsort(self.heads, kind="stable")
+        return order.reshape(self.nodes, self.degree)
+
+    @cached_property
+    def self_loops(self) -> bool:
+        return bool((self.tails == self.heads).any())
+
+    @cached_property
+    def multi_arcs(self) -> bool:
+        return bool((self.lanes > 0).any())
+
+    @cached_property
+    def bidirectional(self) -> bool:
+        fwd = np.sort(self.tails.astype(np.int64) * self.nodes + self.heads)
+        rev = np.sort(self.heads.astype(np.int64) * self.nodes + self.tails)
+        return bool(np.array_equal(fwd, rev))
+
+    def transpose(self) -> "Topology":
+        """G^T: every arc reversed (paper App. B); a translation stays an automorphism."""
+        if self.bidirectional:
+            return self
+        return Topology(self.nodes, self.heads, self.tails, f"transpose({self.expr})",
+                        vertex_transitive=self.vertex_transitive, translation=self.translation)
+
+    def graph(self) -> nx.MultiDiGraph:
+        g = nx.MultiDiGraph(expr=self.expr)
+        g.add_nodes_from(range(self.nodes))
+        g.add_edges_from(zip(self.tails.tolist(), self.heads.tolist()))
+        return g
+
+    # ----- distances -------------------------------------------------------------------------------
+    def distances_from(self, sources) -> np.ndarray:
+        """dist[i, x] = directed distance from sources[i] to x (one sparse BFS per source)."""
+        d = shortest_path(self.adjacency, unweighted=True, indices=np.asarray(sources))
+        return d.astype(np.int32)
+
+    def distances_to(self, targets) -> np.ndarray:
+        """dist[i, x] = directed distance from x to targets[i]."""
+        d = shortest_path(self.adjacency.T.tocsr(), unweighted=True, indices=np.asarray(targets))
+        return d.astype(np.int32)
+
+    @cached_property
+    def distance_matrix(self) -> np.ndarray:
+        """dist[v, u] for every ordered pair (v to u), int16 when the diameter allows."""
+        d = shortest_path(self.adjacency, unweighted=True)
+        return d.astype(np.int16 if d.max() < 2**15 else np.int32)
+
+    @cached_property
+    def diameter(self) -> int:
+        if self.translation is not None:   # every node has the same eccentricity
+            return int(max(self.distances_from([0]).max(), self.distances_to([0]).max()))
+        return int(self.distance_matrix.max())
+
+    def info(self) -> dict:
+        return {"expr": self.expr, "nodes": self.nodes, "degree": self.degree,
+                "bidirectional": self.bidirectional, "vertex_transitive": self.vertex_transitive,
+                "self_loops": self.self_loops, "multi_arcs": self.multi_arcs}
