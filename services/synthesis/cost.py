@@ -1,0 +1,100 @@
+"""Alpha-beta cost model (paper section 3.2; digest 1.5-1.7 and 13).
+
+T_L = alpha * (number of comm steps); T_B = sum over steps of (max bytes on any link) / (B/d), where B is
+a node's total egress bandwidth and a link carries B/d. With shard size M/N, T_B = tau * M/B and
+tau = (d / N) * sum_t maxload_t, maxload_t measured in shards. Everything here is computed from the
+schedule itself; theorems only predict it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .schedule import Collective, Schedule
+
+
+def step_max_loads(schedule: Schedule) -> np.ndarray:
+    """Per step, the largest amount (in grid units of a shard) carried by one link (sender, receiver, lane)."""
+    out = np.zeros(schedule.steps, dtype=np.int64)
+    n = schedule.nodes
+    for t in range(1, schedule.steps + 1):
+        s = schedule.step_slice(t)
+        if s.start == s.stop:
+            continue
+        key = ((schedule.sender[s].astype(np.int64) * n + schedule.receiver[s]) << 16) | schedule.lane[s]
+        size = schedule.hi[s] - schedule.lo[s]
+        order = np.argsort(key, kind="stable")
+        k = key[order]
+        starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+        out[t - 1] = int(np.add.reduceat(size[order], starts).max())
+    return out
+
+
+def measured_tau(schedule: Schedule, degree: int) -> Fraction:
+    """tau with T_B = tau * M/B, computed from the schedule's link loads (exact)."""
+    total = int(step_max_loads(schedule).sum())
+    return Fraction(degree * total, schedule.nodes * schedule.grid)
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """alpha (seconds per comm step) and B (bytes/second of total node egress)."""
+
+    alpha_s: float
+    node_bandwidth_Bps: float
+
+    @classmethod
+    def from_units(cls, alpha_us: float, bandwidth_gbps: float) -> "LinkModel":
+        return cls(alpha_us * 1e-6, bandwidth_gbps * 1e9 / 8)
+
+    def time(self, steps: int, tau: Fraction | float, size_bytes: float) -> float:
+        """T = T_L + T_B = steps * alpha + tau * M / B (seconds)."""
+        return steps * self.alpha_s + float(tau) * size_bytes / self.node_bandwidth_Bps
+
+    def collective_time(self, collective: Collective, steps: int, tau, size_bytes: float) -> float:
+        """Runtime of `collective` from an allgather's (steps, tau): AG and RS cost the same (Theorem 1);
+        allreduce = RS + AG = 2 (T_L + T_B) (digest 6)."""
+        t = self.time(steps, tau, size_bytes)
+        return 2 * t if collective is Collective.ALLREDUCE else t
+
+
+def moore_nodes(d: int, k: int) -> int:
+    """Moore bound M_{d,k} = sum_{i<=k} d^i (Definition 9)."""
+    return k + 1 if d == 1 else (d ** (k + 1) - 1) // (d - 1)
+
+
+def moore_steps(nodes: int, d: int) -> int:
+    """k*(N, d) = min{k : M_{d,k} >= N}: T_L*(N, d) = alpha * k* (Definition 10)."""
+    k = 0
+    while moore_nodes(d, k) < nodes:
+        k += 1
+    return k
+
+
+def undirected_moore_steps(nodes: int, d: int) -> int:
+    """T_L** of Table 8: min{k : 1 + d * sum_{i<k} (d-1)^i >= N}."""
+    k, reach, layer = 0, 1, d
+    while reach < nodes:
+        reach += layer
+        layer *= d - 1
+        k += 1
+        if d == 1 and k > nodes:
+            raise ValueError("an undirected degree-1 graph has at most 2 nodes")
+    return k
+
+
+def optimal_tau(nodes: int) -> Fraction:
+    """T_B*(N) = (M/B)(N-1)/N (Theorem 4)."""
+    return Fraction(nodes - 1, nodes)
+
+
+def is_moore_optimal(nodes: int, d: int, steps: int) -> bool:
+    """Moore optimal iff N > M_{d,k-1} (Definition 10)."""
+    return steps == 0 or nodes > moore_nodes(d, steps - 1)
+
+
+def lcm_range(k: int) -> int:
+    return math.lcm(*range(1, k + 1))
