@@ -37,6 +37,18 @@ from .schedule import Collective, Op, Schedule, allreduce
 from .topology import Topology
 
 ZETA_MAX_DEGREE = 12
+MAX_SCHEDULE_NODES = 4096      # an allgather has at least N(N-1) transfers: 16.8 M at this size
+
+
+class ScheduleTooLarge(ValueError):
+    """The requested schedule cannot be materialised within the service's limits."""
+
+
+def check_schedule_size(topology: Topology) -> None:
+    if topology.nodes > MAX_SCHEDULE_NODES:
+        raise ScheduleTooLarge(f"{topology.expr} has {topology.nodes} nodes; a full schedule has at least "
+                               f"N(N-1) = {topology.nodes * (topology.nodes - 1)} transfers, and schedules are "
+                               f"built for at most {MAX_SCHEDULE_NODES} nodes")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -97,30 +109,23 @@ def _flow(masks: list[int], counts: list[int], d: int, demand: int, capacity: in
 
 
 def _min_max_load_dinkelbach(masks: list[int], counts: list[int], d: int) -> tuple[int, int]:
-    """U* = max_S load(S)/|S| by Dinkelbach's method; each iteration is one feasibility max-flow."""
-    num, den = sum(counts), bin(np.bitwise_or.reduce(masks)).count("1")
+    """U* = max_S load(S)/|S| by Dinkelbach's method for large d: start from the ratio of all eligible
+    arcs and move to the densest set for the current ratio (a max-closure min cut) until none is denser."""
+    num, den = sum(counts), bin(int(np.bitwise_or.reduce(np.array(masks, dtype=np.int64)))).count("1")
     while True:
-        g = math.gcd(num, den)
-        num, den = num // g, den // g
-        ok, flows = _flow(masks, counts, d, den, num)
-        if ok:
-            return num, den
-        # the arcs saturated in a densest violated set: take the set of overloaded arcs by min cut
-        best = (num, den)
-        for s in range(1, 1 << d):
-            pass  # replaced below (kept explicit for clarity of the fallback)
-        load = _densest_by_cut(masks, counts, d, num, den)
-        if load[0] * den <= num * load[1]:
-            return best
-        num, den = load
+        load, size = _densest_by_cut(masks, counts, d, num, den)
+        if size == 0 or load * den <= num * size:
+            g = math.gcd(num, den)
+            return num // g, den // g
+        num, den = load, size
 
 
 def _densest_by_cut(masks, counts, d, num, den) -> tuple[int, int]:
-    """Most violated set for ratio num/den: maximise den*load(S) - num*|S| as a closure (min cut)."""
+    """The set of types J maximising den*|J| - num*|arcs(J)| (max closure = source side of a min cut);
+    returns (|J|, |arcs(J)|)."""
     T = len(masks)
     src, sink = 0, T + d + 1
-    smf = max_flow.SimpleMaxFlow()
-    big = sum(counts) * den + num * d + 1
+    big = sum(counts) * den + 1
     tails, heads, cap = [], [], []
     for i, m in enumerate(masks):
         tails.append(src), heads.append(1 + i), cap.append(counts[i] * den)
@@ -128,12 +133,15 @@ def _densest_by_cut(masks, counts, d, num, den) -> tuple[int, int]:
             tails.append(1 + i), heads.append(1 + T + k), cap.append(big)
     for k in range(d):
         tails.append(1 + T + k), heads.append(sink), cap.append(num)
+    smf = max_flow.SimpleMaxFlow()
     smf.add_arcs_with_capacity(np.array(tails), np.array(heads), np.array(cap))
     smf.solve(src, sink)
-    side = smf.get_source_side_min_cut()
-    arcs_in = [k for k in range(d) if 1 + T + k in side]
-    load = sum(counts[i] for i in range(T) if 1 + i in side)
-    return load, max(len(arcs_in), 1)
+    side = set(smf.get_source_side_min_cut())
+    chosen = [i for i in range(T) if 1 + i in side]
+    arcs_used = 0
+    for i in chosen:
+        arcs_used |= masks[i]
+    return sum(counts[i] for i in chosen), bin(arcs_used).count("1")
 
 
 def _disaggregate(sources: np.ndarray, flows_row: list[int], demand: int):
@@ -162,13 +170,17 @@ class BfbContext:
     topology: Topology
     shortcut: bool
     chunks: int | None = None
+    method: str = "auto"          # "zeta" (subset sums), "cut" (Dinkelbach min cuts) or "auto" by degree
     diameter: int = 0
     _dist: np.ndarray | None = field(default=None, repr=False)
     _dist0: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, topology: Topology, shortcut: bool = True, chunks: int | None = None) -> "BfbContext":
-        ctx = cls(topology, bool(shortcut and topology.translation is not None), chunks)
+    def create(cls, topology: Topology, shortcut: bool = True, chunks: int | None = None,
+               method: str = "auto") -> "BfbContext":
+        if method not in ("auto", "zeta", "cut"):
+            raise ValueError(f"method must be auto, zeta or cut, got {method!r}")
+        ctx = cls(topology, bool(shortcut and topology.translation is not None), chunks, method)
         if ctx.shortcut:
             w = topology.tails[topology.in_arcs[0]]
             ctx._dist0 = topology.distances_to(np.concatenate([[0], w]))    # (1 + d, N)
@@ -203,6 +215,58 @@ class BlockResult:
     u_den: np.ndarray      # (B, D)
 
 
+@dataclass
+class StepTypes:
+    """The (u, t) problem on source types: sources of `masks[i]` (a bitmask of u's in-arc slots) number
+    `counts[i]` and are `sources[starts[i]:starts[i] + counts[i]]`."""
+
+    t: int
+    masks: list[int]
+    counts: list[int]
+    starts: list[int]
+    sources: np.ndarray
+
+
+def receiver_types(dcol: np.ndarray, dw: np.ndarray, d: int) -> tuple[np.ndarray, list[StepTypes]]:
+    """Group the sources of one receiver by (distance t, eligible in-arc mask). Source v is eligible on
+    in-arc (w, u) iff d(v, w) = d(v, u) - 1 (Definition 15). Returns the (t, mask) count table and the
+    per-step groups."""
+    dc = dcol.astype(np.int64)
+    mask = (dw == (dc[:, None] - 1)).astype(np.int64) @ (1 << np.arange(d, dtype=np.int64))
+    v_all = np.flatnonzero(dc > 0)
+    key = dc[v_all] * (1 << d) + mask[v_all]
+    order = np.argsort(key, kind="stable")
+    v_sorted, key_sorted = v_all[order], key[order]
+    run_start = np.flatnonzero(np.concatenate([[True], key_sorted[1:] != key_sorted[:-1]]))
+    run_key = key_sorted[run_start]
+    run_count = np.diff(np.concatenate([run_start, [key_sorted.size]]))
+    run_t, run_mask = run_key >> d, run_key & ((1 << d) - 1)
+    groups = []
+    for t in np.unique(run_t).tolist():
+        sel = run_t == t
+        groups.append(StepTypes(t, run_mask[sel].tolist(), run_count[sel].tolist(),
+                                run_start[sel].tolist(), v_sorted))
+    return (run_t, run_mask, run_count), groups
+
+
+class _Collector:
+    """Accumulates transfers (chunk bounds in units of 1/den) for a block."""
+
+    def __init__(self):
+        self.cols = {k: [] for k in ("step", "source", "arc", "lo", "hi", "den")}
+
+    def add(self, g: StepTypes, flows, demand: int, arcs_u: np.ndarray) -> None:
+        for i in range(len(g.masks)):
+            s0 = g.starts[i]
+            src, slot, lo, hi = _disaggregate(g.sources[s0:s0 + g.counts[i]], flows[i], demand)
+            for k, col in (("step", np.full(src.size, g.t)), ("source", src), ("arc", arcs_u[slot]),
+                           ("lo", lo), ("hi", hi), ("den", np.full(src.size, demand))):
+                self.cols[k].append(col)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in self.cols.items()}
+
+
 def solve_block(ctx: BfbContext, receivers) -> BlockResult:
     """Solve LP (1) for every (u, t) with u in `receivers` and t = 1..D(G). Pure and picklable: the unit
     of work for a process pool or a Celery task."""
@@ -210,59 +274,35 @@ def solve_block(ctx: BfbContext, receivers) -> BlockResult:
     d, D = g.degree, ctx.diameter
     receivers = np.asarray(receivers, dtype=np.int64)
     dcol, dw = ctx.receiver_distances(receivers)
-    weights = (1 << np.arange(d, dtype=np.int64))
-    out = {k: [] for k in ("step", "source", "arc", "lo", "hi", "den")}
+    zeta = ctx.method == "zeta" or (ctx.method == "auto" and d <= ZETA_MAX_DEGREE)
+    out = _Collector()
     u_num = np.zeros((receivers.size, D), dtype=np.int64)
     u_den = np.ones((receivers.size, D), dtype=np.int64)
     for b, u in enumerate(receivers.tolist()):
-        dc = dcol[:, b].astype(np.int64)
-        elig = dw[:, b, :] == (dc[:, None] - 1)
-        mask = elig.astype(np.int64) @ weights
-        v_all = np.flatnonzero(dc > 0)
-        key = dc[v_all] * (1 << d) + mask[v_all]
-        order = np.argsort(key, kind="stable")
-        v_sorted, key_sorted = v_all[order], key[order]
-        run_start = np.flatnonzero(np.concatenate([[True], key_sorted[1:] != key_sorted[:-1]]))
-        run_key = key_sorted[run_start]
-        run_count = np.diff(np.concatenate([run_start, [key_sorted.size]]))
-        run_t, run_mask = run_key >> d, run_key & ((1 << d) - 1)
-        if d <= ZETA_MAX_DEGREE:
+        (run_t, run_mask, run_count), groups = receiver_types(dcol[:, b], dw[:, b, :], d)
+        if zeta:
             counts = np.zeros((D, 1 << d), dtype=np.int64)
             counts[run_t - 1, run_mask] = run_count
             num_t, den_t = _min_max_load_zeta(counts, d)
-        arcs_u = g.in_arcs[u]
-        for t in range(1, D + 1):
-            sel = np.flatnonzero(run_t == t)
-            if sel.size == 0:
-                continue
-            masks = run_mask[sel].tolist()
-            cnts = run_count[sel].tolist()
-            if d <= ZETA_MAX_DEGREE:
+        for grp in groups:
+            t = grp.t
+            if zeta:
                 num, den = int(num_t[t - 1]), int(den_t[t - 1])
             else:
-                num, den = _min_max_load_dinkelbach(masks, cnts, d)
+                num, den = _min_max_load_dinkelbach(grp.masks, grp.counts, d)
             gcd = math.gcd(num, den)
             num, den = num // gcd, den // gcd
-            u_num[b, t - 1], u_den[b, t - 1] = num, den
             if ctx.chunks:                      # App. E.2: P chunks per shard, exact integer optimum
                 demand, capacity = ctx.chunks, -(-ctx.chunks * num // den)
                 u_num[b, t - 1], u_den[b, t - 1] = capacity, demand
             else:
                 demand, capacity = den, num
-            ok, flows = _flow(masks, cnts, d, demand, capacity)
+                u_num[b, t - 1], u_den[b, t - 1] = num, den
+            ok, flows = _flow(grp.masks, grp.counts, d, demand, capacity)
             if not ok:
                 raise RuntimeError(f"BFB: infeasible flow at u={u}, t={t} with U={num}/{den}")
-            for i, r in enumerate(sel.tolist()):
-                s0 = int(run_start[r])
-                src, slot, lo, hi = _disaggregate(v_sorted[s0:s0 + cnts[i]], flows[i], demand)
-                out["step"].append(np.full(src.size, t))
-                out["source"].append(src)
-                out["arc"].append(arcs_u[slot])
-                out["lo"].append(lo)
-                out["hi"].append(hi)
-                out["den"].append(np.full(src.size, demand))
-    cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in out.items()}
-    return BlockResult(receivers, u_num=u_num, u_den=u_den, **cat)
+            out.add(grp, flows, demand, g.in_arcs[u])
+    return BlockResult(receivers, u_num=u_num, u_den=u_den, **out.arrays())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -302,13 +342,14 @@ def receiver_blocks(nodes: int, parts: int) -> list[np.ndarray]:
 
 
 def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: bool = True,
-                  chunks: int | None = None) -> BfbResult:
+                  chunks: int | None = None, method: str = "auto") -> BfbResult:
     """The optimal BFB allgather schedule of `topology` (Theorem 16), solved in parallel blocks."""
     global _POOL_CTX
     if chunks is not None and (not isinstance(chunks, int) or chunks < 1):
         raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
+    check_schedule_size(topology)
     t0 = time.perf_counter()
-    ctx = BfbContext.create(topology, shortcut, chunks)
+    ctx = BfbContext.create(topology, shortcut, chunks, method)
     if ctx.shortcut:
         blocks = [solve_block(ctx, np.array([0]))]
     else:
@@ -390,14 +431,11 @@ def _map_by_translation(ctx: BfbContext, ref: BlockResult):
 
 
 def bfb_schedule(topology: Topology, collective: Collective = Collective.ALLGATHER, **kw) -> Schedule:
-    """BFB schedule of any collective: reduce-scatter = BFB allgather on G^T reversed (Cor. 1.1,
-    Def. 5); allreduce = reduce-scatter then allgather."""
+    """BFB schedule of any collective: reduce-scatter = BFB allgather on G^T, reversed (Cor. 1.1, Def. 5);
+    allreduce = reduce-scatter then allgather. On a bidirectional G (G^T = G) the allgather is solved once."""
+    ag = bfb_allgather(topology, **kw).schedule
     if collective is Collective.ALLGATHER:
-        return bfb_allgather(topology, **kw).schedule
-    rs = bfb_allgather(topology.transpose(), **kw).schedule.reverse(topology=topology.expr)
-    if collective is Collective.REDUCESCATTER:
-        return rs
-    ag = rs_ag = bfb_allgather(topology, **kw).schedule if not topology.bidirectional else None
-    if rs_ag is None:
-        ag = rs.reverse(topology=topology.expr)   # G = G^T: the allgather is the reversed reduce-scatter
-    return allreduce(rs, ag)
+        return ag
+    base = ag if topology.bidirectional else bfb_allgather(topology.transpose(), **kw).schedule
+    rs = base.reverse(topology=topology.expr)
+    return rs if collective is Collective.REDUCESCATTER else allreduce(rs, ag)

@@ -98,3 +98,22 @@ def is_moore_optimal(nodes: int, d: int, steps: int) -> bool:
 
 def lcm_range(k: int) -> int:
     return math.lcm(*range(1, k + 1))
+
+
+def heterogeneous_time(schedule: Schedule, topology, link_alpha_s, link_bandwidth_Bps, size_bytes: float) -> float:
+    """sum_t max over used links (alpha_link + bytes_link / B_link): App. E.3's cost, from the schedule."""
+    alpha = np.asarray(link_alpha_s, dtype=float)
+    bw = np.asarray(link_bandwidth_Bps, dtype=float)
+    arc = topology.arc_index(schedule.sender, schedule.receiver, schedule.lane)
+    if (arc < 0).any():
+        raise ValueError("the schedule uses a link the topology does not have")
+    unit = size_bytes / schedule.nodes / schedule.grid
+    total = 0.0
+    for t in range(1, schedule.steps + 1):
+        s = schedule.step_slice(t)
+        if s.start == s.stop:
+            continue
+        load = np.bincount(arc[s], weights=(schedule.hi[s] - schedule.lo[s]) * unit, minlength=topology.arcs)
+        used = np.flatnonzero(load > 0)
+        total += float((alpha[used] + load[used] / bw[used]).max())
+    return total

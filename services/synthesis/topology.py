@@ -128,6 +128,13 @@ class Topology:
         """Sorted int64 keys (tail * N + head) * d + lane, one per arc: the link identity."""
         return (self.tails.astype(np.int64) * self.nodes + self.heads) * self.degree + self.lanes
 
+    def arc_index(self, tails, heads, lanes) -> np.ndarray:
+        """Arc indices of (tail, head, lane) triples; -1 where the topology has no such arc."""
+        key = (np.asarray(tails, dtype=np.int64) * self.nodes + heads) * self.degree + lanes
+        pos = np.minimum(np.searchsorted(self.arc_keys, key), self.arcs - 1)
+        ok = (self.arc_keys[pos] == key) & (np.asarray(lanes) < self.degree) & (np.asarray(lanes) >= 0)
+        return np.where(ok, pos, -1)
+
     @cached_property
     def adjacency(self) -> csr_matrix:
         """Simple 0/1 adjacency (parallel arcs collapsed), row = tail."""

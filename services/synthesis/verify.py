@@ -124,10 +124,7 @@ def _check_structure(s: Schedule, g: Topology, collective: Collective) -> Violat
 
 
 def _check_links(s: Schedule, g: Topology) -> Violation | None:
-    key = (s.sender.astype(np.int64) * g.nodes + s.receiver) * g.degree + s.lane
-    pos = np.searchsorted(g.arc_keys, key)
-    pos = np.minimum(pos, g.arc_keys.size - 1)
-    bad = np.flatnonzero((g.arc_keys[pos] != key) | (s.lane >= g.degree))
+    bad = np.flatnonzero(g.arc_index(s.sender, s.receiver, s.lane) < 0)
     if bad.size:
         i = int(bad[0])
         return _transfer_violation("missing_arc", s, i, f"the topology has no arc {s.sender[i]}->{s.receiver[i]}"
@@ -174,9 +171,11 @@ def _check_allgather(s: Schedule) -> Violation | None:
             v = s.source[rep] - b0
             ok = held[v, s.sender[rep], atom]
             if not ok.all():
-                i = int(rep[np.flatnonzero(~ok)[0]])
-                return _transfer_violation("not_held", s, i, f"node {s.sender[i]} does not hold this data "
-                                                             f"at the start of step {t}")
+                first = int(np.flatnonzero(~ok)[0])
+                i, a = int(rep[first]), int(atom[first])
+                gap = _chunk(int(atoms.cuts[a]), int(atoms.cuts[a + 1]), s.grid)
+                return _transfer_violation("not_held", s, i, f"node {s.sender[i]} does not hold this data at "
+                                                             f"the start of step {t} (it lacks [{gap[0]}, {gap[1]}))")
             held[v, s.receiver[rep], atom] = True
         missing = np.argwhere(~held)
         if missing.size:
