@@ -75,37 +75,30 @@ def _min_max_load_zeta(counts_by_mask: np.ndarray, d: int) -> tuple[np.ndarray, 
     return num, den
 
 
-def _flow(masks: list[int], counts: list[int], d: int, demand: int, capacity: int | list[int]):
+def _flow(masks, counts, d: int, demand: int, capacity: int | list[int]):
     """Integer max-flow: counts[i] jobs of type masks[i] each need `demand` units from the arcs in the mask;
-    arc k carries at most capacity[k]. Returns (feasible, flows[i][k])."""
-    caps = [capacity] * d if isinstance(capacity, int) else list(capacity)
-    if all(m & (m - 1) == 0 for m in masks):            # every source has one eligible arc: forced
-        flows = [[counts[i] * demand if masks[i] >> k & 1 else 0 for k in range(d)] for i in range(len(masks))]
-        load = [sum(f[k] for f in flows) for k in range(d)]
-        return all(load[k] <= caps[k] for k in range(d)), flows
-    T = len(masks)
+    arc k carries at most capacity[k]. Returns (feasible, flows) with flows an int array (types, d)."""
+    masks = np.asarray(masks, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    caps = np.full(d, capacity, dtype=np.int64) if np.isscalar(capacity) else np.asarray(capacity, dtype=np.int64)
+    bits = ((masks[:, None] >> np.arange(d)) & 1).astype(bool)
+    T = masks.size
+    if (bits.sum(axis=1) == 1).all():                     # every source has one eligible arc: forced
+        flows = bits * (counts * demand)[:, None]
+        return bool((flows.sum(axis=0) <= caps).all()), flows
+    ii, kk = np.nonzero(bits)
     src, sink = 0, T + d + 1
-    tails, heads, cap = [], [], []
-    for i, m in enumerate(masks):
-        tails.append(src), heads.append(1 + i), cap.append(counts[i] * demand)
-    pairs = []
-    for i, m in enumerate(masks):
-        for k in _bits(m, d):
-            pairs.append((i, k))
-            tails.append(1 + i), heads.append(1 + T + k), cap.append(counts[i] * demand)
-    for k in range(d):
-        tails.append(1 + T + k), heads.append(sink), cap.append(caps[k])
+    tails = np.concatenate([np.zeros(T, np.int64), 1 + ii, 1 + T + np.arange(d)])
+    heads = np.concatenate([1 + np.arange(T), 1 + T + kk, np.full(d, sink)])
+    cap = np.concatenate([counts * demand, counts[ii] * demand, caps])
     smf = max_flow.SimpleMaxFlow()
-    arcs = smf.add_arcs_with_capacity(np.array(tails), np.array(heads), np.array(cap))
+    arcs = smf.add_arcs_with_capacity(tails, heads, cap)
     status = smf.solve(src, sink)
     if status != smf.OPTIMAL:
         raise RuntimeError(f"max-flow failed with status {status}")
-    total = sum(counts) * demand
-    flows = [[0] * d for _ in range(T)]
-    f = smf.flows(arcs[T:T + len(pairs)])
-    for (i, k), x in zip(pairs, f.tolist()):
-        flows[i][k] = x
-    return smf.optimal_flow() == total, flows
+    flows = np.zeros((T, d), dtype=np.int64)
+    flows[ii, kk] = smf.flows(arcs[T:T + ii.size])
+    return smf.optimal_flow() == int(counts.sum()) * demand, flows
 
 
 def _min_max_load_dinkelbach(masks: list[int], counts: list[int], d: int) -> tuple[int, int]:
@@ -144,19 +137,20 @@ def _densest_by_cut(masks, counts, d, num, den) -> tuple[int, int]:
     return sum(counts[i] for i in chosen), bin(arcs_used).count("1")
 
 
-def _disaggregate(sources: np.ndarray, flows_row: list[int], demand: int):
-    """Split one type's per-arc flows among its sources: source j gets units [j*demand, (j+1)*demand) of
-    the type's stream, arc k a consecutive run of it. Returns (source, arc slot, lo, hi) arrays."""
-    ks = [k for k, f in enumerate(flows_row) if f > 0]
-    f = np.array([flows_row[k] for k in ks], dtype=np.int64)
-    c = sources.size
-    cum = np.cumsum(f)
-    bp = np.union1d(cum[:-1], np.arange(1, c, dtype=np.int64) * demand)
+def _disaggregate(sources: np.ndarray, flows: np.ndarray, demand: int):
+    """Turn type-level flows into chunks. The group's sources, in type order, own consecutive blocks of
+    `demand` units of one stream; the nonzero flows (type-major, then arc) are consecutive runs of the same
+    stream, and both partitions align at type boundaries because a type's flows sum to count * demand.
+    Each piece of the common refinement is one transfer. Returns (source, arc slot, lo, hi)."""
+    ii, kk = np.nonzero(flows)
+    cum = np.cumsum(flows[ii, kk])
+    total = int(cum[-1]) if cum.size else 0
+    bp = np.union1d(cum[:-1], np.arange(demand, total, demand, dtype=np.int64))
     starts = np.concatenate([[0], bp])
-    ends = np.concatenate([bp, [c * demand]])
+    ends = np.concatenate([bp, [total]])
     j = starts // demand
-    slot = np.searchsorted(cum, starts, side="right")
-    return sources[j], np.array(ks, dtype=np.int64)[slot], starts - j * demand, ends - j * demand
+    piece = np.searchsorted(cum, starts, side="right")
+    return sources[j], kk[piece], starts - j * demand, ends - j * demand
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -255,13 +249,13 @@ class _Collector:
     def __init__(self):
         self.cols = {k: [] for k in ("step", "source", "arc", "lo", "hi", "den")}
 
-    def add(self, g: StepTypes, flows, demand: int, arcs_u: np.ndarray) -> None:
-        for i in range(len(g.masks)):
-            s0 = g.starts[i]
-            src, slot, lo, hi = _disaggregate(g.sources[s0:s0 + g.counts[i]], flows[i], demand)
-            for k, col in (("step", np.full(src.size, g.t)), ("source", src), ("arc", arcs_u[slot]),
-                           ("lo", lo), ("hi", hi), ("den", np.full(src.size, demand))):
-                self.cols[k].append(col)
+    def add(self, g: StepTypes, flows: np.ndarray, demand: int, arcs_u: np.ndarray) -> None:
+        first = g.starts[0]
+        group = g.sources[first:first + int(sum(g.counts))]      # a group's types are one contiguous run
+        src, slot, lo, hi = _disaggregate(group, np.asarray(flows, dtype=np.int64), demand)
+        for k, col in (("step", np.full(src.size, g.t)), ("source", src), ("arc", arcs_u[slot]),
+                       ("lo", lo), ("hi", hi), ("den", np.full(src.size, demand))):
+            self.cols[k].append(col)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in self.cols.items()}
