@@ -433,3 +433,46 @@ def bfb_schedule(topology: Topology, collective: Collective = Collective.ALLGATH
     base = ag if topology.bidirectional else bfb_allgather(topology.transpose(), **kw).schedule
     rs = base.reverse(topology=topology.expr)
     return rs if collective is Collective.REDUCESCATTER else allreduce(rs, ag)
+
+
+# ---------------------------------------------------------------------------------------------------
+# (steps, tau) only, without building the schedule (the finder's evaluator)
+# ---------------------------------------------------------------------------------------------------
+TAU_BLOCK_ENTRIES = 1 << 22
+
+
+def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]:
+    """(D(G), tau) of the optimal BFB schedule (Eq. (2)) without materialising it: U*_{u,t} for all
+    receivers at once (vectorised subset sums), or node 0 alone with the translation shortcut."""
+    g = topology
+    ctx = BfbContext.create(g, shortcut=True)
+    D, d = ctx.diameter, g.degree
+    if D == 0:
+        return 0, Fraction(0)
+    zeta = method == "zeta" or (method == "auto" and d <= ZETA_MAX_DEGREE)
+    receivers = np.array([0]) if ctx.shortcut else np.arange(g.nodes)
+    best = [Fraction(0)] * D
+    per_block = max(1, TAU_BLOCK_ENTRIES // max(1, g.nodes * d + D * (1 << d if zeta else 1)))
+    weights = (1 << np.arange(d, dtype=np.int64))
+    for start in range(0, receivers.size, per_block):
+        block = receivers[start:start + per_block]
+        dcol, dw = ctx.receiver_distances(block)
+        dc = dcol.astype(np.int64)                                           # (N, B)
+        mask = ((dw == (dc[:, :, None] - 1)).astype(np.int64) * weights).sum(axis=2)
+        if zeta:
+            key = (np.arange(block.size)[None, :] * (D + 1) + dc) * (1 << d) + mask
+            counts = np.bincount(key[dc > 0], minlength=block.size * (D + 1) * (1 << d))
+            counts = counts.reshape(block.size * (D + 1), 1 << d)
+            num, den = _min_max_load_zeta(counts, d)
+            ratio_num, ratio_den = num.reshape(block.size, D + 1)[:, 1:], den.reshape(block.size, D + 1)[:, 1:]
+            for t in range(D):
+                q = ratio_num[:, t] / ratio_den[:, t]
+                i = int(q.argmax())
+                best[t] = max(best[t], Fraction(int(ratio_num[i, t]), int(ratio_den[i, t])))
+        else:
+            for b in range(block.size):
+                _, groups = receiver_types(dcol[:, b], dw[:, b, :], d)
+                for grp in groups:
+                    best[grp.t - 1] = max(best[grp.t - 1],
+                                          Fraction(*_min_max_load_dinkelbach(grp.masks, grp.counts, d)))
+    return D, Fraction(d, g.nodes) * sum(best)

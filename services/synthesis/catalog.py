@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 
 from .expansions import OPERATORS
 from .expr import Expr, parse
@@ -10,6 +11,7 @@ from .topology import Topology, TopologyError
 
 CONSTRUCTORS = {**FAMILIES, **OPERATORS}
 MAX_NODES = 1 << 16
+MAX_ARCS = 1 << 24
 
 
 def build(expr: str | Expr) -> Topology:
@@ -41,25 +43,47 @@ def _usage(fn) -> str:
     return str(inspect.signature(fn)).replace("'", "").replace(" -> Topology", "")
 
 
+def _power(base: int, exp: int) -> float:
+    """base ** exp, but as inf once it is clearly beyond any limit (no huge integers)."""
+    if base <= 1:
+        return float(max(base, 0))
+    return float(base) ** exp if exp * math.log2(base) < 200 else math.inf
+
+
 def _guard_size(tree: Expr) -> None:
-    """Refuse absurd sizes before allocating (e.g. hypercube(40))."""
+    """Refuse absurd sizes before allocating anything (e.g. hypercube(40), complete(65536))."""
     a = [x for x in tree.args if isinstance(x, int)]
-    est = None
-    if tree.name == "hypercube" and a:
-        est = 2 ** a[0]
-    elif tree.name == "hamming" and len(a) == 2:
-        est = a[1] ** a[0]
-    elif tree.name in ("debruijn",) and len(a) == 2:
-        est = a[0] ** a[1]
-    elif tree.name == "kautz" and len(a) == 2:
-        est = a[0] ** (a[1] + 1) + a[0] ** a[1]
-    elif tree.name in ("torus", "twisted_torus") and a:
-        est = 1
-        for x in a[:2] if tree.name == "twisted_torus" else a:
-            est *= max(x, 1)
-    elif tree.name in ("complete", "ring", "biring", "circulant", "dcirculant", "bipartite") and a:
-        est = a[0] * (2 if tree.name == "bipartite" else 1)
-    elif tree.name == "genkautz" and len(a) == 2:
-        est = a[1]
-    if est is not None and est > MAX_NODES:
-        raise TopologyError(f"{tree.name}: {est} nodes exceeds the limit of {MAX_NODES}")
+    nodes = degree = None
+    name = tree.name
+    if name == "hypercube" and a:
+        nodes, degree = _power(2, a[0]), a[0]
+    elif name == "hamming" and len(a) == 2:
+        nodes, degree = _power(a[1], a[0]), a[0] * (a[1] - 1)
+    elif name == "debruijn" and len(a) == 2:
+        nodes, degree = _power(a[0], a[1]), a[0]
+    elif name == "kautz" and len(a) == 2:
+        nodes, degree = _power(a[0], a[1] + 1) + _power(a[0], a[1]), a[0]
+    elif name == "torus" and a:
+        nodes, degree = math.prod(max(x, 1) for x in a), 2 * len(a)
+    elif name == "twisted_torus" and len(a) >= 2:
+        nodes, degree = a[0] * a[1], 4
+    elif name == "complete" and a:
+        nodes, degree = a[0], a[0] - 1
+    elif name == "bipartite" and a:
+        nodes, degree = 2 * a[0], a[0]
+    elif name in ("ring", "biring") and a:
+        nodes, degree = a[0], (a[1] if len(a) > 1 else (1 if name == "ring" else 2))
+    elif name == "circulant" and a:
+        nodes, degree = a[0], 2 * max(len(a) - 1, 2)
+    elif name == "dcirculant" and a:
+        nodes, degree = a[0], len(a) - 1
+    elif name == "genkautz" and len(a) == 2:
+        nodes, degree = a[1], a[0]
+    if nodes is not None and nodes > MAX_NODES:
+        raise TopologyError(f"{name}: {_count(nodes)} nodes exceeds the limit of {MAX_NODES}")
+    if nodes is not None and degree is not None and nodes * degree > MAX_ARCS:
+        raise TopologyError(f"{name}: {_count(nodes * degree)} arcs exceeds the limit of {MAX_ARCS}")
+
+
+def _count(x: float) -> str:
+    return str(int(x)) if x < 1e30 else "more than 10^30"

@@ -68,6 +68,8 @@ def moore_nodes(d: int, k: int) -> int:
 
 def moore_steps(nodes: int, d: int) -> int:
     """k*(N, d) = min{k : M_{d,k} >= N}: T_L*(N, d) = alpha * k* (Definition 10)."""
+    if d < 1:
+        raise ValueError(f"degree must be at least 1, got {d}")
     k = 0
     while moore_nodes(d, k) < nodes:
         k += 1
@@ -76,6 +78,8 @@ def moore_steps(nodes: int, d: int) -> int:
 
 def undirected_moore_steps(nodes: int, d: int) -> int:
     """T_L** of Table 8: min{k : 1 + d * sum_{i<k} (d-1)^i >= N}."""
+    if d < 1:
+        raise ValueError(f"degree must be at least 1, got {d}")
     k, reach, layer = 0, 1, d
     while reach < nodes:
         reach += layer

@@ -131,6 +131,8 @@ class Schedule:
     # ----- transformations --------------------------------------------------------------------------
     def regrid(self, grid: int) -> "Schedule":
         """Same schedule on a finer grid (grid must be a multiple of the current one)."""
+        if not isinstance(grid, (int, np.integer)) or grid < 1:
+            raise ValueError(f"grid must be a positive integer, got {grid!r}")
         if grid % self.grid:
             raise ValueError(f"grid {grid} is not a multiple of {self.grid}")
         f = grid // self.grid

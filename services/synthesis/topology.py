@@ -130,9 +130,11 @@ class Topology:
 
     def arc_index(self, tails, heads, lanes) -> np.ndarray:
         """Arc indices of (tail, head, lane) triples; -1 where the topology has no such arc."""
-        key = (np.asarray(tails, dtype=np.int64) * self.nodes + heads) * self.degree + lanes
+        tails, heads, lanes = (np.asarray(x, dtype=np.int64) for x in (tails, heads, lanes))
+        key = (tails * self.nodes + heads) * self.degree + lanes
         pos = np.minimum(np.searchsorted(self.arc_keys, key), self.arcs - 1)
-        ok = (self.arc_keys[pos] == key) & (np.asarray(lanes) < self.degree) & (np.asarray(lanes) >= 0)
+        inside = (tails >= 0) & (tails < self.nodes) & (heads >= 0) & (heads < self.nodes)
+        ok = (self.arc_keys[pos] == key) & inside & (lanes < self.degree) & (lanes >= 0)
         return np.where(ok, pos, -1)
 
     @cached_property
@@ -148,6 +150,12 @@ class Topology:
         """Arc indices into each node, shape (N, d), grouped by head."""
         order = np.argsort(self.heads, kind="stable")
         return order.reshape(self.nodes, self.degree)
+
+    @cached_property
+    def min_out_neighbours(self) -> int:
+        """The fewest distinct out-neighbours of any node (parallel arcs count once)."""
+        h = self.heads.reshape(self.nodes, self.degree)
+        return int((1 + (np.diff(h, axis=1) != 0).sum(axis=1)).min())
 
     @cached_property
     def self_loops(self) -> bool:
@@ -189,9 +197,27 @@ class Topology:
 
     @cached_property
     def distance_matrix(self) -> np.ndarray:
-        """dist[v, u] for every ordered pair (v to u), int16 when the diameter allows."""
-        d = shortest_path(self.adjacency, unweighted=True)
-        return d.astype(np.int16 if d.max() < 2**15 else np.int32)
+        """dist[v, u] for every ordered pair (v to u): a breadth-first search from every node at once on
+        bitsets (ball_t(v) = {v} + union of ball_{t-1}(w) over out-neighbours w)."""
+        n = self.nodes
+        succ = self.heads.reshape(n, self.degree)
+        words = (n + 63) // 64
+        everyone = np.arange(n)
+        ball = np.zeros((n, words), dtype=np.uint64)
+        ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
+        dist = np.zeros((n, n), dtype=np.int16)
+        t = 0
+        while True:
+            t += 1
+            grown = ball.copy()
+            for k in range(self.degree):
+                grown |= ball[succ[:, k]]
+            new = grown & ~ball
+            if not new.any():
+                return dist
+            bits = np.unpackbits(new.view(np.uint8), axis=1, bitorder="little")[:, :n].view(bool)
+            dist[bits] = t
+            ball = grown
 
     @cached_property
     def diameter(self) -> int:

@@ -1,0 +1,115 @@
+"""Build the schedule of any topology expression by its own construction (DESIGN section 5, `schedule`).
+
+line / degree / power use the expansion definitions (Def. 1, 2, 14) on the schedule of their argument;
+products, families and explicit graphs use BFB (LP (1); Theorem 13 for products). Reduce-scatter is the
+reverse of the allgather constructed on the transpose (Cor. 1.1 and 1.2): the expansions commute with
+transposition (L(G)^T = L(G^T) up to relabelling arcs, (G*n)^T = G^T*n, (G^{box n})^T = (G^T)^{box n}).
+Allreduce = reduce-scatter then allgather. Each result carries the prediction of Table 3's algebra.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from . import expansions as ex
+from .bfb import bfb_allgather, check_schedule_size
+from .catalog import build
+from .expr import Expr, parse
+from .schedule import Collective, Schedule, allreduce
+from .topology import Topology
+
+
+@dataclass
+class Prediction:
+    """(steps, tau) from the theorems; `exact` is False where the theorem only bounds tau (Theorem 7)."""
+
+    steps: int
+    tau: Fraction
+    exact: bool = True
+
+
+@dataclass
+class Constructed:
+    topology: Topology
+    schedule: Schedule
+    prediction: Prediction
+    seconds: float
+
+
+@dataclass
+class _Oriented:
+    true: Topology          # the topology the expression names
+    orient: Topology        # itself, or its transpose (same node labels)
+    schedule: Schedule      # an allgather on `orient`
+    prediction: Prediction
+    bfb_optimal: bool       # the schedule is the optimal BFB schedule of `orient`
+
+
+def _relabel(s: Schedule, perm: np.ndarray, topo: Topology) -> Schedule:
+    return Schedule(s.collective, s.nodes, s.grid, s.step_ptr, perm[s.source].astype(np.int32),
+                    perm[s.sender].astype(np.int32), perm[s.receiver].astype(np.int32), s.lane, s.lo, s.hi,
+                    s.ops, topo.expr)
+
+
+def _allgather(tree: Expr, transposed: bool) -> _Oriented:
+    name = tree.name
+    if name in ("line", "degree", "power"):
+        inner = _allgather(tree.args[0], transposed)
+        n = tree.args[1] if len(tree.args) > 1 else 1
+        g, o, s, p = inner.true, inner.orient, inner.schedule, inner.prediction
+        if name == "line":
+            bfb_opt = inner.bfb_optimal
+            for _ in range(n):
+                true = ex.line(g)
+                if transposed:     # L(G)^T: build L(G^T) and map arc j of G^T to the arc of G it reverses
+                    perm = g.arc_index(o.heads, o.tails, o.lanes)
+                    s = _relabel(ex.line_schedule(o, s, ex.line(o)), perm, true)
+                    o = true.transpose()
+                else:
+                    s = ex.line_schedule(g, s, true)
+                    o = true
+                # Theorem 10: exact (and optimal BFB again) for an optimal BFB base with > 1 out-neighbour;
+                # otherwise Theorem 7 bounds tau from above
+                bfb_opt = bfb_opt and g.min_out_neighbours > 1
+                p = Prediction(p.steps + 1, p.tau + Fraction(1, g.nodes), p.exact and bfb_opt)
+                g = true
+            true = Topology(g.nodes, g.tails, g.heads, str(tree))
+            orient = true.transpose() if transposed else true
+            s = Schedule(s.collective, s.nodes, s.grid, s.step_ptr, s.source, s.sender, s.receiver, s.lane,
+                         s.lo, s.hi, s.ops, true.expr)
+            return _Oriented(true, orient, s, p, bfb_opt)
+        if name == "degree":
+            true, orient = ex.degree(g, n), ex.degree(o, n)
+            s = ex.degree_schedule(o, n, s, orient)
+            p = Prediction(p.steps + 1, p.tau + Fraction(n - 1, n * g.nodes), p.exact)
+        else:
+            true, orient = ex.power(g, n), ex.power(o, n)
+            check_schedule_size(true)
+            s = ex.power_schedule(o, n, s, orient)
+            N = g.nodes
+            p = Prediction(n * p.steps, p.tau * Fraction(N, N - 1) * Fraction(N ** n - 1, N ** n), p.exact)
+        return _Oriented(true, orient, s, p, False)
+    true = build(tree)
+    orient = true.transpose() if transposed else true
+    r = bfb_allgather(orient)
+    return _Oriented(true, orient, r.schedule, Prediction(r.steps, r.tau), True)
+
+
+def construct(expr: str | Expr, collective: Collective = Collective.ALLGATHER) -> Constructed:
+    """Topology and schedule of `expr` by its construction, with the predicted (steps, tau)."""
+    t0 = time.perf_counter()
+    tree = parse(expr) if isinstance(expr, str) else expr
+    tree = parse(build(tree).expr)                    # canonical form (e.g. circulant(16) -> offsets)
+    ag = _allgather(tree, False) if collective is not Collective.REDUCESCATTER else None
+    if collective is Collective.ALLGATHER:
+        return Constructed(ag.true, ag.schedule, ag.prediction, time.perf_counter() - t0)
+    tr = _allgather(tree, True)
+    rs = tr.schedule.reverse(topology=tr.true.expr)
+    if collective is Collective.REDUCESCATTER:
+        return Constructed(tr.true, rs, tr.prediction, time.perf_counter() - t0)
+    pred = Prediction(tr.prediction.steps + ag.prediction.steps, tr.prediction.tau + ag.prediction.tau,
+                      tr.prediction.exact and ag.prediction.exact)
+    return Constructed(ag.true, allreduce(rs, ag.schedule), pred, time.perf_counter() - t0)

@@ -1,0 +1,81 @@
+"""`fabricplan bfb` (DESIGN section 5)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from services.cli import main
+from services.synthesis.schedule import Schedule
+
+REQUIRED = {"expr", "nodes", "degree", "diameter", "steps", "tau", "bw_optimal", "verified", "seconds"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_bfb_json_has_the_contract_fields(capsys):
+    code, out, _ = run(capsys, "bfb", "genkautz(4, 64)", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert REQUIRED <= data.keys()
+    assert data["expr"] == "genkautz(4, 64)" and data["nodes"] == 64 and data["degree"] == 4
+    assert data["diameter"] == 3 and data["steps"] == 3
+    assert data["tau"] == pytest.approx(1.3125) and data["tau_exact"] == "21/16"
+    assert data["verified"] is True and data["bw_optimal"] is False and data["moore_optimal"] is True
+    assert data["prediction_matches"] is True
+
+
+def test_bfb_canonicalises_and_reports_bw_optimality(capsys):
+    code, out, _ = run(capsys, "bfb", "circulant( 16 )", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["expr"] == "circulant(16, 3, 4)" and data["bw_optimal"] is True
+
+
+@pytest.mark.parametrize("collective,steps,tau", [("reducescatter", 5, "23/24"), ("allreduce", 10, "23/12")])
+def test_bfb_other_collectives(capsys, collective, steps, tau):
+    code, out, _ = run(capsys, "bfb", "torus(4, 6)", "--collective", collective, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["steps"] == steps and data["tau_exact"] == tau and data["bw_optimal"]
+
+
+def test_bfb_writes_the_schedule_blob(capsys, tmp_path):
+    path = tmp_path / "s.npz"
+    code, out, _ = run(capsys, "bfb", "hypercube(4)", "-o", str(path), "--json")
+    assert code == 0 and json.loads(out)["output"] == str(path)
+    s = Schedule.from_bytes(path.read_bytes())
+    assert s.nodes == 16 and s.steps == 4
+
+
+def test_bfb_chunks(capsys):
+    code, out, _ = run(capsys, "bfb", "genkautz(4, 64)", "--chunks", "4", "--json")
+    assert code == 0 and json.loads(out)["verified"]
+
+
+def test_plain_output(capsys):
+    code, out, _ = run(capsys, "bfb", "complete(5)")
+    assert code == 0 and "tau_exact" in out and "4/5" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["bfb", "torus(4,"], "position 8"),
+    (["bfb", "nosuch(3)"], "unknown topology 'nosuch'"),
+    (["bfb", "circulant(8, 2)"], "disconnected"),
+    (["bfb", "hypercube(13)"], "at most 4096 nodes"),
+    (["bfb", "torus(4, 4)", "--collective", "gather"], "unknown collective"),
+    (["bfb", "torus(4, 4)", "--chunks", "0"], "chunks must be a positive integer"),
+])
+def test_bad_input_exits_2_with_a_message(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and needle in err and err.startswith("fabricplan: error:") and out == ""
+
+
+def test_installed_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "services.cli", "bfb", "ring(4)", "--json"],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout)["tau_exact"] == "3/4"
+    bad = subprocess.run([sys.executable, "-m", "services.cli", "bfb", "ring("], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
