@@ -94,14 +94,14 @@ class _Parser:
     def arg(self) -> Arg:
         k, v, p = self.peek()
         if k == "int":
-            if len(v.lstrip("-")) > 9:
-                raise ExprError(self.text, p, "an integer below 10^9", repr(v[:12] + "..."))
+            if len(v.lstrip("-")) > 18:
+                raise ExprError(self.text, p, "an integer below 10^18", repr(v[:12] + "..."))
             self.i += 1
             if self.peek()[:2] == ("punct", ">"):
                 self.i += 1
                 head = self.take("int", expected="an integer (arc head)")
-                if len(head.lstrip("-")) > 9:
-                    raise ExprError(self.text, self.tokens[self.i - 1][2], "an integer below 10^9", "a longer one")
+                if len(head.lstrip("-")) > 18:
+                    raise ExprError(self.text, self.tokens[self.i - 1][2], "an integer below 10^18", "a longer one")
                 return (int(v), int(head))
             return int(v)
         if k == "name":
