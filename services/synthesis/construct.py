@@ -56,6 +56,13 @@ def _relabel(s: Schedule, perm: np.ndarray, topo: Topology) -> Schedule:
 
 def _allgather(tree: Expr, transposed: bool) -> _Oriented:
     name = tree.name
+    if name == "bidir":                      # bidir(G)^T = bidir(G): both orientations are the same
+        fwd, rev = _allgather(tree.args[0], False), _allgather(tree.args[0], True)
+        true = ex.bidir(fwd.true)
+        s = ex.bidir_schedule(fwd.true, fwd.schedule, rev.schedule, true)
+        p = Prediction(max(fwd.prediction.steps, rev.prediction.steps), max(fwd.prediction.tau, rev.prediction.tau),
+                       fwd.prediction.exact and rev.prediction.exact and fwd.prediction.tau == rev.prediction.tau)
+        return _Oriented(true, true, s, p, False)
     if name in ("line", "degree", "power"):
         inner = _allgather(tree.args[0], transposed)
         n = tree.args[1] if len(tree.args) > 1 else 1
@@ -103,6 +110,7 @@ def construct(expr: str | Expr, collective: Collective = Collective.ALLGATHER) -
     t0 = time.perf_counter()
     tree = parse(expr) if isinstance(expr, str) else expr
     tree = parse(build(tree).expr)                    # canonical form (e.g. circulant(16) -> offsets)
+    check_schedule_size(build(tree))
     ag = _allgather(tree, False) if collective is not Collective.REDUCESCATTER else None
     if collective is Collective.ALLGATHER:
         return Constructed(ag.true, ag.schedule, ag.prediction, time.perf_counter() - t0)

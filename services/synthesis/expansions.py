@@ -81,7 +81,28 @@ def power(g: Topology, n: int) -> Topology:
     return product(*([g] * n), expr=f"power({g.expr}, {n})")
 
 
-OPERATORS = {"line": line, "degree": degree, "product": product, "power": power}
+def bidir(g: Topology) -> Topology:
+    """G u G^T (App. A.6): every arc gets its reverse; 2d-regular and bidirectional. Arcs of G come first
+    among parallel arcs (lanes 0..), then those of G^T."""
+    return Topology(g.nodes, np.concatenate([g.tails, g.heads]), np.concatenate([g.heads, g.tails]),
+                    f"bidir({g.expr})", translation=g.translation, vertex_transitive=g.vertex_transitive)
+
+
+def bidir_schedule(g: Topology, ag: Schedule, ag_transpose: Schedule, gb: Topology) -> Schedule:
+    """App. A.6: the first half of every shard follows an allgather of G, the second an allgather of G^T;
+    they use disjoint arcs of G u G^T (lane offsets separate G's and G^T's parallel arcs)."""
+    grid = math.lcm(ag.grid, ag_transpose.grid)
+    a, b = ag.regrid(grid), ag_transpose.regrid(grid)
+    # an arc u->v of G^T is placed after the m_G(u, v) parallel arcs u->v that G itself has
+    offset = g.multiplicity(b.sender, b.receiver)
+    steps = max(a.steps, b.steps)
+    cols = {k: np.concatenate([getattr(a, k), getattr(b, k)]) for k in ("source", "sender", "receiver")}
+    return _schedule(gb, 2 * grid, np.concatenate([a.step_of, b.step_of]), steps, **cols,
+                     lane=np.concatenate([a.lane, b.lane + offset]),
+                     lo=np.concatenate([a.lo, b.lo + grid]), hi=np.concatenate([a.hi, b.hi + grid]))
+
+
+OPERATORS = {"line": line, "degree": degree, "product": product, "power": power, "bidir": bidir}
 
 
 # ---------------------------------------------------------------------------------------------------

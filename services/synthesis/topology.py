@@ -137,6 +137,12 @@ class Topology:
         ok = (self.arc_keys[pos] == key) & inside & (lanes < self.degree) & (lanes >= 0)
         return np.where(ok, pos, -1)
 
+    def multiplicity(self, tails, heads) -> np.ndarray:
+        """Number of parallel arcs tail -> head for each pair (0 where there is none)."""
+        pair = self.tails.astype(np.int64) * self.nodes + self.heads
+        key = np.asarray(tails, dtype=np.int64) * self.nodes + np.asarray(heads, dtype=np.int64)
+        return np.searchsorted(pair, key, side="right") - np.searchsorted(pair, key, side="left")
+
     @cached_property
     def adjacency(self) -> csr_matrix:
         """Simple 0/1 adjacency (parallel arcs collapsed), row = tail."""

@@ -1,0 +1,271 @@
+"""The base database (paper section 5.4, Table 9) and generative families instantiated at a size.
+
+Small bases are evaluated once by BFB (exact (steps, tau)) and cached in memory and, for the CLI, in a JSON
+file (FABRICPLAN_CACHE_DIR, default ~/.cache/fabricplan). Families whose optimal BFB cost is a theorem
+(rings, tori, Hamming graphs) are not solved at all. Paper families the text leaves under-specified are
+replaced by derived equivalents with the same (N, d, steps, tau) (see DERIVED).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import threading
+from functools import lru_cache
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .bfb import bfb_tau
+from .candidates import Candidate, from_topology, pareto
+from .catalog import build
+from .cost import optimal_tau
+from .distreg import CATALOGUE
+from .families import theorem22_offsets
+from .topology import TopologyError
+
+BASE_MAX_NODES = 64          # bases are small; larger sizes come from expansions and generative families
+GENERATIVE_BFB_LIMIT = 4096  # non-vertex-transitive generative families are solved by BFB up to this size
+
+# Paper bases whose definitions the text does not give, replaced by derived graphs with identical
+# (N, d, steps, tau): digest 4.10/4.11.
+DERIVED = {
+    # Diamond (Fig. 19): N=8, d=2, T_L=3, BW-optimal. The digest's substitute (BFB, reverse-symmetric).
+    "diamond": "edges(8, 0>1, 0>4, 1>3, 1>5, 2>1, 2>7, 3>4, 3>6, 4>2, 4>5, 5>6, 5>7, 6>0, 6>2, 7>0, 7>3)",
+    # DBJMod(2,4): N=16, d=2, T_L=5, BW-optimal; the directed circulant x -> x+1, x+7 has D=5 and a
+    # BW-optimal BFB schedule (found by exhaustive search over 2-offset directed circulants).
+    "dbjmod(2,4)": "dcirculant(16, 1, 7)",
+    # DBJMod(4,2): N=16, d=4, T_L=3, BW-optimal; C(16,{3,4}) has D=3 and is BW-optimal (Theorem 22).
+    "dbjmod(4,2)": "circulant(16, 3, 4)",
+}
+
+
+class _Cache:
+    """In-memory cache with optional JSON persistence of evaluated expressions -> (steps, tau, facts)."""
+
+    def __init__(self):
+        self.mem: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        self.path: Path | None = None
+        self.dirty = False
+
+    def attach(self, directory: str | os.PathLike | None) -> None:
+        if directory is None:
+            return
+        self.path = Path(directory) / "candidates-v1.json"
+        if self.path.exists():
+            try:
+                self.mem.update(json.loads(self.path.read_text()))
+            except (OSError, ValueError):
+                pass
+
+    def get(self, key: str) -> Candidate | None:
+        d = self.mem.get(key)
+        return None if d is None else _from_json(d)
+
+    def put(self, c: Candidate) -> None:
+        with self.lock:
+            self.mem[c.expr] = _to_json(c)
+            self.dirty = True
+
+    def flush(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.mem))
+        tmp.replace(self.path)
+        self.dirty = False
+
+
+def _to_json(c: Candidate) -> dict:
+    d = dict(c.__dict__)
+    d["tau"] = str(c.tau)
+    return d
+
+
+def _from_json(d: dict) -> Candidate:
+    return Candidate(**{**d, "tau": Fraction(d["tau"])})
+
+
+CACHE = _Cache()
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("FABRICPLAN_CACHE_DIR", Path.home() / ".cache" / "fabricplan"))
+
+
+def evaluate(expr: str, *, reverse_symmetric: bool, family: str, steps=None, tau=None) -> Candidate | None:
+    """Candidate for a concrete expression (cached); None if the parameters are invalid."""
+    c = CACHE.get(expr)
+    if c is not None:
+        return c
+    try:
+        t = build(expr)
+    except (TopologyError, ValueError):
+        return None
+    c = from_topology(t, reverse_symmetric=reverse_symmetric, family=family, steps=steps, tau=tau)
+    if c.expr != expr:
+        c2 = CACHE.get(c.expr)
+        if c2 is not None:
+            return c2
+    CACHE.put(c)
+    return c
+
+
+# ----- instances of each family at (n, d) ----------------------------------------------------------
+def _ring_family(n: int, d: int) -> list[Candidate]:
+    out = []
+    ring = evaluate(f"ring({n})" if d == 1 else f"ring({n}, {d})", reverse_symmetric=True, family="ring",
+                    steps=n - 1, tau=optimal_tau(n))
+    out.append(ring)
+    if d % 2 == 0 and n >= 3:
+        out.append(evaluate(f"biring({n})" if d == 2 else f"biring({n}, {d})", reverse_symmetric=True,
+                            family="biring", steps=n // 2, tau=optimal_tau(n)))
+    return [c for c in out if c is not None]
+
+
+def _torus_family(n: int, d: int) -> list[Candidate]:
+    """Every factorisation of n into dimensions whose degree (2 per dimension >= 3, 1 per size-2 one) is d:
+    BW-optimal with steps = sum floor(d_i / 2) (Theorem 13)."""
+    out = []
+    for dims in _factorisations(n):
+        if len(dims) < 2 or sum(1 if x == 2 else 2 for x in dims) != d:
+            continue
+        expr = f"torus({', '.join(map(str, dims))})"
+        steps = sum(x // 2 for x in dims)
+        c = evaluate(expr, reverse_symmetric=True, family="torus", steps=steps, tau=optimal_tau(n))
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def _factorisations(n: int, smallest: int = 2) -> list[tuple[int, ...]]:
+    out = [(n,)] if n >= smallest else []
+    for f in range(smallest, math.isqrt(n) + 1):
+        if n % f == 0:
+            out += [(f, *rest) for rest in _factorisations(n // f, f)]
+    return out
+
+
+def _hamming_family(n: int, d: int) -> list[Candidate]:
+    out = []
+    for dims in range(1, 13):
+        q = round(n ** (1 / dims))
+        for qq in (q - 1, q, q + 1):
+            if qq >= 2 and qq ** dims == n and dims * (qq - 1) == d and dims >= 2:
+                expr = f"hypercube({dims})" if qq == 2 else f"hamming({dims}, {qq})"
+                c = evaluate(expr, reverse_symmetric=True, family="hamming", steps=dims, tau=optimal_tau(n))
+                if c is not None:
+                    out.append(c)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tuple[int, ...], ...]:
+    """Offset sets for circulants on n nodes with k offsets, lowest diameter first: exhaustive when there are
+    few, otherwise runs of consecutive offsets, Theorem-22-like pairs scaled up, and a deterministic random
+    sample (never enumerating all subsets). Diameters come from one BFS (the graphs are vertex-transitive)."""
+    top = n - 1 if directed else n // 2
+    if top < k:
+        return ()
+    if math.comb(top, k) <= budget:
+        pool = list(itertools.combinations(range(1, top + 1), k))
+    else:
+        rng = np.random.default_rng(n * 131 + k * 7 + directed)
+        pool = {tuple(range(a, a + k)) for a in range(1, min(top - k + 2, 1 + budget // 4))}
+        step = max(1, round(n ** (1 / k)))
+        pool.add(tuple(sorted({min(top, max(1, step ** i)) for i in range(k)})))
+        while len(pool) < budget:
+            pool.add(tuple(sorted(rng.choice(np.arange(1, top + 1), size=k, replace=False).tolist())))
+        pool = [p for p in pool if len(p) == k]
+    scored = sorted((_circulant_diameter(n, offs, directed), offs) for offs in pool if math.gcd(n, *offs) == 1)
+    return tuple(o for _, o in scored[:2])
+
+
+def _circulant_diameter(n: int, offs: tuple[int, ...], directed: bool) -> int:
+    steps = set(offs) | (set() if directed else {(-a) % n for a in offs})
+    seen = np.zeros(n, dtype=bool)
+    seen[0] = True
+    frontier = np.array([0])
+    gens = np.array(sorted(steps))
+    t = 0
+    while not seen.all():
+        nxt = np.unique((frontier[:, None] + gens[None, :]) % n)
+        nxt = nxt[~seen[nxt]]
+        seen[nxt] = True
+        frontier = nxt
+        t += 1
+    return t
+
+
+def _circulant_family(n: int, d: int) -> list[Candidate]:
+    out = []
+    if d % 2 == 0 and d >= 4 and n >= d + 1:
+        k = d // 2
+        offsets = [theorem22_offsets(n)] if (k == 2 and n > 6) else []
+        offsets += _best_offsets(n, k, directed=False)
+        for offs in offsets:
+            if len(set(offs)) != len(offs) or any(2 * a == n for a in offs):
+                continue
+            c = evaluate(f"circulant({n}, {', '.join(map(str, offs))})", reverse_symmetric=True, family="circulant")
+            if c is not None and c.degree == d:
+                out.append(c)
+    if n >= d + 2:
+        for offs in _best_offsets(n, d, directed=True):
+            c = evaluate(f"dcirculant({n}, {', '.join(map(str, offs))})", reverse_symmetric=True,
+                         family="dcirculant")
+            if c is not None:
+                out.append(c)
+    return out
+
+
+def _kautz_family(n: int, d: int) -> list[Candidate]:
+    out = []
+    if d >= 2 and n >= d + 1 and n <= GENERATIVE_BFB_LIMIT:
+        c = evaluate(f"genkautz({d}, {n})", reverse_symmetric=False, family="genkautz")
+        if c is not None:
+            out.append(c)
+    if d >= 2:
+        k = round(math.log(n, d)) if n > 1 else 0
+        for kk in (k - 1, k, k + 1):
+            if kk >= 1 and d ** kk == n:
+                c = evaluate(f"debruijn({d}, {kk})", reverse_symmetric=True, family="debruijn")
+                if c is not None:
+                    out.append(c)
+    return out
+
+
+def _small_families(n: int, d: int) -> list[Candidate]:
+    out = []
+    if d == n - 1:
+        out.append(evaluate(f"complete({n})", reverse_symmetric=True, family="complete"))
+    if n % 2 == 0 and d == n // 2 and n >= 4:
+        out.append(evaluate(f"bipartite({n // 2})", reverse_symmetric=True, family="bipartite"))
+    if d == 4:
+        for name, entry in CATALOGUE.items():
+            if entry.nodes == n:
+                out.append(evaluate(f"distreg({name})", reverse_symmetric=True, family="distreg"))
+    for key, expr in DERIVED.items():
+        c = evaluate(expr, reverse_symmetric=True, family=key)
+        if c is not None and (c.nodes, c.degree) == (n, d):
+            out.append(c)
+    return [c for c in out if c is not None]
+
+
+@lru_cache(maxsize=None)
+def instances(n: int, d: int, target: bool = True) -> tuple[Candidate, ...]:
+    """Every generative or base candidate with exactly n nodes and degree d (Pareto-pruned). Below the
+    target size only cheap families (theorem-priced, vertex-transitive) and the small-base database
+    (n <= BASE_MAX_NODES) are used as expansion inputs."""
+    if n < 2 or d < 1:
+        return ()
+    cands = _ring_family(n, d) + _torus_family(n, d) + _hamming_family(n, d) + _small_families(n, d)
+    if target or n <= BASE_MAX_NODES:
+        cands += _circulant_family(n, d) + _kautz_family(n, d)
+    elif d == 4 and n > 6:
+        cands += [c for c in [evaluate(f"circulant({n}, {', '.join(map(str, theorem22_offsets(n)))})",
+                                       reverse_symmetric=True, family="circulant")] if c is not None]
+    return tuple(pareto(c for c in cands if c is not None and (c.nodes, c.degree) == (n, d)))
