@@ -116,15 +116,21 @@ def evaluate(expr: str, *, reverse_symmetric: bool, family: str, steps=None, tau
 
 
 # ----- instances of each family at (n, d) ----------------------------------------------------------
+def _priced(expr: str, n: int, d: int, steps: int, diameter: int, *, bidirectional: bool, simple: bool,
+            family: str, many_out: bool) -> Candidate:
+    """A candidate whose optimal BFB cost is a theorem (BW-optimal, steps = diameter): no graph is built."""
+    return Candidate(expr, n, d, steps, optimal_tau(n), diameter, bidirectional, simple, False, True, True,
+                     many_out, True, True, family)
+
+
 def _ring_family(n: int, d: int) -> list[Candidate]:
-    out = []
-    ring = evaluate(f"ring({n})" if d == 1 else f"ring({n}, {d})", reverse_symmetric=True, family="ring",
-                    steps=n - 1, tau=optimal_tau(n))
-    out.append(ring)
+    """UniRing(d, n): n-1 steps; BiRing(d, n), even d: floor(n/2) steps (BFB ring, App. F.1); both BW-optimal."""
+    out = [_priced(f"ring({n})" if d == 1 else f"ring({n}, {d})", n, d, n - 1, n - 1,
+                   bidirectional=n == 2 and d == 1, simple=d == 1, family="ring", many_out=False)]
     if d % 2 == 0 and n >= 3:
-        out.append(evaluate(f"biring({n})" if d == 2 else f"biring({n}, {d})", reverse_symmetric=True,
-                            family="biring", steps=n // 2, tau=optimal_tau(n)))
-    return [c for c in out if c is not None]
+        out.append(_priced(f"biring({n})" if d == 2 else f"biring({n}, {d})", n, d, n // 2, n // 2,
+                           bidirectional=True, simple=d == 2, family="biring", many_out=True))
+    return out
 
 
 def _torus_family(n: int, d: int) -> list[Candidate]:
@@ -134,11 +140,9 @@ def _torus_family(n: int, d: int) -> list[Candidate]:
     for dims in _factorisations(n):
         if len(dims) < 2 or sum(1 if x == 2 else 2 for x in dims) != d:
             continue
-        expr = f"torus({', '.join(map(str, dims))})"
         steps = sum(x // 2 for x in dims)
-        c = evaluate(expr, reverse_symmetric=True, family="torus", steps=steps, tau=optimal_tau(n))
-        if c is not None:
-            out.append(c)
+        out.append(_priced(f"torus({', '.join(map(str, dims))})", n, d, steps, steps, bidirectional=True,
+                           simple=True, family="torus", many_out=True))
     return out
 
 
@@ -151,15 +155,14 @@ def _factorisations(n: int, smallest: int = 2) -> list[tuple[int, ...]]:
 
 
 def _hamming_family(n: int, d: int) -> list[Candidate]:
+    """H(k, q), q^k = n, d = k(q-1): BW-optimal in k steps (Cartesian power of K_q)."""
     out = []
-    for dims in range(1, 13):
-        q = round(n ** (1 / dims))
+    for k in range(2, 13):
+        q = round(n ** (1 / k))
         for qq in (q - 1, q, q + 1):
-            if qq >= 2 and qq ** dims == n and dims * (qq - 1) == d and dims >= 2:
-                expr = f"hypercube({dims})" if qq == 2 else f"hamming({dims}, {qq})"
-                c = evaluate(expr, reverse_symmetric=True, family="hamming", steps=dims, tau=optimal_tau(n))
-                if c is not None:
-                    out.append(c)
+            if qq >= 2 and qq ** k == n and k * (qq - 1) == d:
+                out.append(_priced(f"hypercube({k})" if qq == 2 else f"hamming({k}, {qq})", n, d, k, k,
+                                   bidirectional=True, simple=True, family="hamming", many_out=True))
     return out
 
 
@@ -186,18 +189,18 @@ def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tup
 
 
 def _circulant_diameter(n: int, offs: tuple[int, ...], directed: bool) -> int:
-    steps = set(offs) | (set() if directed else {(-a) % n for a in offs})
-    seen = np.zeros(n, dtype=bool)
-    seen[0] = True
-    frontier = np.array([0])
-    gens = np.array(sorted(steps))
-    t = 0
-    while not seen.all():
-        nxt = np.unique((frontier[:, None] + gens[None, :]) % n)
-        nxt = nxt[~seen[nxt]]
-        seen[nxt] = True
-        frontier = nxt
-        t += 1
+    """Eccentricity of node 0 (= diameter: circulants are vertex-transitive), growing the ball as an
+    n-bit integer: ball |= rotate(ball, a) for every generator a."""
+    gens = set(offs) | (set() if directed else {(-a) % n for a in offs})
+    full = (1 << n) - 1
+    ball, t = 1, 0
+    while ball != full:
+        grown = ball
+        for a in gens:
+            grown |= ((ball << a) | (ball >> (n - a))) & full
+        if grown == ball:
+            return n            # disconnected (callers filter gcd != 1 first)
+        ball, t = grown, t + 1
     return t
 
 

@@ -18,7 +18,7 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components, shortest_path
+from scipy.sparse.csgraph import connected_components
 
 UNREACHABLE = np.iinfo(np.int32).max
 
@@ -192,14 +192,32 @@ class Topology:
 
     # ----- distances -------------------------------------------------------------------------------
     def distances_from(self, sources) -> np.ndarray:
-        """dist[i, x] = directed distance from sources[i] to x (one sparse BFS per source)."""
-        d = shortest_path(self.adjacency, unweighted=True, indices=np.asarray(sources))
-        return d.astype(np.int32)
+        """dist[i, x] = directed distance from sources[i] to x (breadth-first search per source)."""
+        return self._bfs(np.atleast_1d(sources), self.heads.reshape(self.nodes, self.degree))
 
     def distances_to(self, targets) -> np.ndarray:
         """dist[i, x] = directed distance from x to targets[i]."""
-        d = shortest_path(self.adjacency.T.tocsr(), unweighted=True, indices=np.asarray(targets))
-        return d.astype(np.int32)
+        return self._bfs(np.atleast_1d(targets), self.in_predecessors)
+
+    @cached_property
+    def in_predecessors(self) -> np.ndarray:
+        """(N, d): the tails of each node's in-arcs."""
+        return self.tails[self.in_arcs]
+
+    def _bfs(self, sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+        out = np.full((sources.size, self.nodes), -1, dtype=np.int32)
+        for i, src in enumerate(sources.tolist()):
+            dist = out[i]
+            dist[src] = 0
+            frontier = np.array([src])
+            t = 0
+            while frontier.size:
+                t += 1
+                cand = np.unique(nxt[frontier].ravel())
+                cand = cand[dist[cand] < 0]
+                dist[cand] = t
+                frontier = cand
+        return out
 
     @cached_property
     def distance_matrix(self) -> np.ndarray:
