@@ -46,6 +46,103 @@ def cmd_bfb(args) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_schedule(args) -> int:
+    from .synthesis.bfb import ScheduleTooLarge
+    from .synthesis.construct import construct
+    from .synthesis.report import schedule_summary
+    from .synthesis.schedule import Collective
+    from .synthesis.verify import verify
+
+    _topology(args.expr)                      # validates the expression with a clear message
+    collective = Collective.parse(args.collective)
+    try:
+        built = construct(args.expr, collective)
+    except (ScheduleTooLarge, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    report = verify(built.schedule, built.topology)
+    phases = 2 if collective is Collective.ALLREDUCE else 1
+    summary = schedule_summary(built.topology, report, built.seconds, collective,
+                               built.prediction.tau / phases)
+    summary["predicted_steps"] = built.prediction.steps
+    summary["prediction_is_bound"] = not built.prediction.exact
+    summary["prediction_matches"] = report.ok and report.steps == built.prediction.steps and (
+        report.tau == built.prediction.tau if built.prediction.exact else report.tau <= built.prediction.tau)
+    if args.output:
+        with open(args.output, "wb") as fh:
+            fh.write(built.schedule.to_bytes())
+        summary["output"] = args.output
+    _emit(summary, args.json)
+    return 0 if report.ok else 1
+
+
+def _frontier(args):
+    from .synthesis.finder import FinderError, frontier
+
+    try:
+        return frontier(args.nodes, args.degree, bidirectional=args.bidirectional)
+    except FinderError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _entry(c) -> dict:
+    return {"expr": c.expr, "nodes": c.nodes, "degree": c.degree, "steps": c.steps, "tau": float(c.tau),
+            "tau_exact": str(c.tau), "diameter": c.diameter, "bw_optimal": c.bw_optimal,
+            "moore_optimal": c.moore_optimal, "bidirectional": c.bidirectional,
+            "tau_is_bound": not c.exact, "family": c.family}
+
+
+def cmd_frontier(args) -> int:
+    from .synthesis.finder import bounds
+
+    entries = [_entry(c) for c in _frontier(args)]
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    b = bounds(args.nodes, args.degree)
+    print(f"Pareto frontier for N = {args.nodes}, d = {args.degree}"
+          f"{' (bidirectional only)' if args.bidirectional else ''}; bound: {b['steps']} steps, "
+          f"tau {float(b['tau']):.4f}")
+    print(f"{'steps':>5} {'tau':>8} {'D':>4}  {'BW':>3} {'Moore':>5}  expr")
+    for e in entries:
+        print(f"{e['steps']:>5} {e['tau']:>8.4f} {str(e['diameter']):>4}  {'yes' if e['bw_optimal'] else '':>3} "
+              f"{'yes' if e['moore_optimal'] else '':>5}  {e['expr']}{'  (tau is a bound)' if e['tau_is_bound'] else ''}")
+    return 0
+
+
+def cmd_select(args) -> int:
+    from .synthesis.cost import LinkModel
+    from .synthesis.finder import FinderError, WorkloadItem, select
+    from .synthesis.schedule import Collective
+
+    if args.alpha_us < 0 or args.bandwidth_gbps <= 0:
+        raise UsageError("--alpha-us must be >= 0 and --bandwidth-gbps > 0")
+    if not args.size:
+        raise UsageError("give at least one --size in bytes")
+    weights = args.weight or [1.0] * len(args.size)
+    if len(weights) != len(args.size):
+        raise UsageError(f"{len(args.size)} sizes but {len(weights)} weights")
+    collective = Collective.parse(args.collective)
+    items = [WorkloadItem(collective, float(s), float(w)) for s, w in zip(args.size, weights)]
+    link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
+    try:
+        sel = select(_frontier(args), link, items)
+    except FinderError as exc:
+        raise UsageError(str(exc)) from None
+    out = {"best": {**_entry(sel.best), "time_us": _time_of(sel, sel.best) * 1e6},
+           "frontier": [{**_entry(c), "time_us": t * 1e6} for c, t in sel.times_s]}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"best: {sel.best.expr} ({out['best']['time_us']:.1f} us for the workload)")
+        for e in out["frontier"]:
+            print(f"  {e['time_us']:>12.1f} us  steps {e['steps']:>3}  tau {e['tau']:.4f}  {e['expr']}")
+    return 0
+
+
+def _time_of(sel, cand) -> float:
+    return next(t for c, t in sel.times_s if c is cand)
+
+
 def _emit(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -57,6 +154,7 @@ def _emit(summary: dict, as_json: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fabricplan", description="Direct-connect topologies and collective schedules.")
+    p.add_argument("--version", action="version", version="fabricplan 0.1.0")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bfb", help="BFB schedule of a topology expression, model-checked")
     b.add_argument("expr", help="topology expression, e.g. 'torus(4, 6)' or 'genkautz(4, 64)'")
@@ -67,7 +165,35 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-shortcut", action="store_true", help="solve every node even on vertex-transitive topologies")
     b.add_argument("-o", "--output", help="write the schedule as one compressed blob (.npz)")
     b.set_defaults(func=cmd_bfb)
+
+    sc = sub.add_parser("schedule", help="the schedule the finder would use for an expression, model-checked")
+    sc.add_argument("expr")
+    sc.add_argument("--collective", default="allgather")
+    sc.add_argument("--json", action="store_true")
+    sc.add_argument("-o", "--output", help="write the schedule as one compressed blob (.npz)")
+    sc.set_defaults(func=cmd_schedule)
+
+    fr = sub.add_parser("frontier", help="Pareto-efficient topologies for N nodes of degree d")
+    fr.add_argument("nodes", type=int)
+    fr.add_argument("degree", type=int)
+    fr.add_argument("--bidirectional", action="store_true", help="only topologies duplex cabling can realise")
+    fr.add_argument("--json", action="store_true")
+    fr.set_defaults(func=cmd_frontier)
+
+    se = sub.add_parser("select", help="the frontier topology fastest for a workload")
+    se.add_argument("nodes", type=int)
+    se.add_argument("degree", type=int)
+    se.add_argument("--alpha-us", type=float, required=True)
+    se.add_argument("--bandwidth-gbps", type=float, required=True, help="node egress bandwidth B")
+    se.add_argument("--size", type=float, nargs="+", required=True, help="collective sizes in bytes")
+    se.add_argument("--weight", type=float, nargs="+", help="one weight per size (default 1)")
+    se.add_argument("--collective", default="allreduce")
+    se.add_argument("--bidirectional", action="store_true")
+    se.add_argument("--json", action="store_true")
+    se.set_defaults(func=cmd_select)
     return p
+
+
 
 
 

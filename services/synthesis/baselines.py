@@ -7,15 +7,15 @@ allreduce = reduce-scatter then allgather = 2 * steps, 2 * tau (digest 6). Whene
 is built as a real `Schedule` (tests model-check it with `verify` and compare the measured (steps, tau)
 with the formulas below).
 
-| baseline | topology | allgather steps | allgather tau | BW-optimal |
+| baseline | topology | allgather steps | allgather tau | BW-opt. |
 |---|---|---|---|---|
 | `ring` | UniRing(d, N) = `ring(N, d)` | N - 1 | (N-1)/N | yes |
-| `shifted_ring` | two bidirectional rings (+-1, +-s) = `circulant(N, 1, s)`, d = 4 | N - 1 | (N-1)/N | yes |
-| `shifted_bfb_ring` | the same topology, BFB ring schedule on each ring | floor(N/2) | (N-1)/N | yes |
-| `double_binary_tree` | NCCL's two binary trees (roots padded with self-loops), d = 4 | 2H + k - 1 (per pass) | d(2H+k-1)/(2k) | no |
-| `torus_classic` | torus(n_1, ..., n_m) | sum (n_i - 1) | `torus_classic_tau` | iff all n_i equal |
-| `torus_bfb` | torus(n_1, ..., n_m) | sum floor(n_i/2) | (N-1)/N | yes (Theorem 13) |
-| `totient_perms` | d TotientPerms rings x -> x + p_i (`dcirculant`), or d/2 bidirectional ones | N - 1 | (N-1)/N | yes |
+| `shifted_ring` | rings +-1 and +-s = `circulant(N, 1, s)`, d = 4 | N - 1 | (N-1)/N | yes |
+| `shifted_bfb_ring` | the same, BFB ring schedule on each ring | floor(N/2) | (N-1)/N | yes |
+| `double_binary_tree` | NCCL's two binary trees, d = 4 | 2H + k - 1 per pass | d(2H+k-1)/(2k) | no |
+| `torus_classic` | torus(n_1, ..., n_m) | sum (n_i - 1) | `torus_classic_tau` | iff n_i equal |
+| `torus_bfb` | torus(n_1, ..., n_m) | sum floor(n_i/2) | (N-1)/N | yes (Thm 13) |
+| `totient_perms` | d rings x -> x + p_i (`dcirculant`) or d/2 rings +-p_i | N - 1 | (N-1)/N | yes |
 
 Classic ring schedule (digest 4.9): on a directed cycle x -> x + g, chunk C of shard v travels
 v, v+g, ..., v+(N-1)g, one hop per step (allgather); for reduce-scatter the partial sum of C travels
@@ -47,18 +47,20 @@ with unequal ones two parts can meet on the same dimension and the loads add (`t
 computed step by step). BFB: sum floor(n_i/2) steps, BW-optimal for every torus.
 
 Double binary tree (NCCL 2.4, Sanders et al.): tree 0 is NCCL's `ncclGetBtree` on ranks 0..N-1
-(root 0 with the single child 2^ceil(log2 N)/2), tree 1 is tree 0 shifted by one rank (N even) or mirrored
-(N odd) (`ncclGetDtree` of NCCL 2.4-2.2x). Each node is interior in at most one tree, so it has at most 3 + 1
-links: the union is a degree-4 multigraph (an edge in both trees is two parallel links); the two roots
-have only two links each and get self-loops for their two unused ports (digest 1.3: a self-loop takes a
-port and carries nothing). Each tree reduces and then broadcasts half of the vector, pipelined in k
-chunks: a chunk moves one tree level per comm step, reduce up H levels (H = tree depth, 10 for
-N = 1024) and broadcast down H levels. With reduce and broadcast overlapped (opposite link directions)
-one pass takes 2H + k - 1 steps, each carrying (M/2)/k over a link of B/d:
+(root 0 with the single child 2^ceil(log2 N)/2), tree 1 is tree 0 shifted by one rank (`ncclGetDtree`;
+NCCL 2.4 mirrors instead for odd N, which would need 6 ports, so odd N are shifted too, as later NCCL
+versions do). Shifting turns leaves into interior nodes (for even N every non-root node has 3 links in one
+tree and 1 in the other), so the union has at most 4 links per node (checked for every N <= 2048; an edge
+of both trees is two parallel links). Nodes with fewer links (the roots) get self-loops for their unused
+ports (digest 1.3: a self-loop takes a port and carries nothing), which makes it a degree-4 topology.
+Each tree reduces and then broadcasts half of the vector, pipelined in k chunks: a chunk moves one tree
+level per comm step, reduce up H levels (H = tree depth, 10 for N = 1024) and broadcast down H levels.
+With reduce and broadcast overlapped (opposite link directions) one pass takes 2H + k - 1 steps, each
+carrying (M/2)/k over a link of B/d:
     T_pass(k) = (2H + k - 1) (alpha + (M/2) / (k B/d)),   steps = 2H + k - 1,  tau = d(2H + k - 1)/(2k).
 Table 4 (N = 1024, d = 4, alpha = 10 us, M/B = 2^20 B / 100 Gbps): the paper reports DBT allreduce
 1434 us. This is reproduced exactly by the paper's table convention "allreduce = 2 (T_L + T_B)" applied to
-one pass, with the pipelining degree swept over powers of two (the testbed sweeps powers of two too):
+one pass, with the pipelining degree swept over powers of two:
     2 * min_{k = 2^j} T_pass(k) = 2 * T_pass(16) = 2 * 35 * (10 + 167.77/16) us = 1434.003 us.
 (All integer k would give k = 18 and 1429.7 us; no other natural model we tried gives 1434.) Physically one
 overlapped pass already is a complete allreduce (717.0 us); `dbt_cost(..., model="pipelined")` reports
@@ -76,10 +78,10 @@ All-to-all (digest 7): T_a2a = (D/N) / (f B/d), f the MCF throughput (LP (3)), D
   (10737), s = 31/33 give 1365.8 us; s = N/2 +- 1 are the only shifts matching the table.
 - Double binary tree, Table 4: 21475 us. For N a power of two, the MCF of the NCCL DBT topology is
   f = 16/N^2: the bisection {1, ..., N/2} is crossed by exactly 4 tree edges, so f <= 4/(N/2)^2 = 16/N^2,
-  and the full LP attains it (checked for N = 16 ... 128; the cut is checked up to N = 1024). For
+  and the full LP attains it (checked for N = 16, 32, 64, 128, 256; the cut up to N = 1024). For
   N = 1024: T = 1024 B / (2^-16 * 25 Gbps) = 21474.84 us -> 21475 us (reproduced). It coincides with the
-  MCF of a ring with two parallel links to each neighbour (the hint in the digest), and with half the
-  ShiftedRing's f.
+  MCF of a ring with two parallel links to each neighbour (the hint in the digest) and is about half of
+  the ShiftedRing's f.
 - Anything else: `alltoall.alltoall_throughput(topology)` (another module, imported lazily).
 
 ShiftedRing allreduce, Table 4: 20640 us. NOT reproduced: the model of the text (2(N-1) alpha +
@@ -90,6 +92,7 @@ We keep the paper's stated model; tests compare with a 0.1% tolerance.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -517,18 +520,14 @@ def nccl_btree_parents(nodes: int) -> np.ndarray:
 
 
 def nccl_dtree_parents(nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Both trees of NCCL 2.4's `ncclGetDtree`: tree 1 is tree 0 shifted by one rank (N even) or
-    mirrored (N odd)."""
+    """Both trees of NCCL's `ncclGetDtree`: tree 1 is tree 0 shifted by one rank (rank r plays the role of
+    r - 1). NCCL 2.4 shifts for even N (the paper's N = 1024) and mirrors for odd N; later NCCL versions
+    shift for odd N, because mirroring an odd N keeps the odd ranks leaves in both trees and gives some
+    node 6 tree links. Shifting keeps every node at <= 4 links for every N, so it is used throughout."""
     n = _check_nodes(nodes, 2)
     p0 = nccl_btree_parents(n)
-    p1 = np.full(n, -1, dtype=np.int64)
-    r = np.arange(n)
-    if n % 2 == 0:
-        src = (r - 1) % n
-        p1 = np.where(p0[src] < 0, -1, (p0[src] + 1) % n)
-    else:
-        src = n - 1 - r
-        p1 = np.where(p0[src] < 0, -1, n - 1 - p0[src])
+    src = (np.arange(n) - 1) % n
+    p1 = np.where(p0[src] < 0, -1, (p0[src] + 1) % n)
     return p0, p1
 
 
@@ -751,12 +750,11 @@ def dbt_alltoall_throughput(nodes: int) -> float:
 
 def _alltoall_module(purpose: str):
     try:
-        from . import alltoall
+        return importlib.import_module(".alltoall", __package__)
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.endswith("alltoall"):
-            raise NotImplementedError(f"services.synthesis.alltoall is not available ({purpose})") from None
+        if exc.name == f"{__package__}.alltoall":
+            raise NotImplementedError(f"{__package__}.alltoall is not available ({purpose})") from None
         raise
-    return alltoall
 
 
 def alltoall_seconds(f: float, nodes: int, degree: int, bytes_per_node: float, node_bandwidth_Bps: float) -> float:

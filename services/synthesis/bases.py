@@ -271,4 +271,6 @@ def instances(n: int, d: int, target: bool = True) -> tuple[Candidate, ...]:
     elif d == 4 and n > 6:
         cands += [c for c in [evaluate(f"circulant({n}, {', '.join(map(str, theorem22_offsets(n)))})",
                                        reverse_symmetric=True, family="circulant")] if c is not None]
-    return tuple(pareto(c for c in cands if c is not None and (c.nodes, c.degree) == (n, d)))
+    cands = [c for c in cands if c is not None and (c.nodes, c.degree) == (n, d)]
+    keep = {c.expr: c for c in pareto(cands) + pareto([c for c in cands if c.bidirectional])}
+    return tuple(sorted(keep.values(), key=Candidate.key))     # both frontiers: all, and bidirectional

@@ -27,6 +27,7 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from fractions import Fraction
 import multiprocessing
 
@@ -58,6 +59,16 @@ def _bits(mask: int, d: int) -> list[int]:
     return [k for k in range(d) if mask >> k & 1]
 
 
+@lru_cache(maxsize=None)
+def _popcounts(d: int) -> np.ndarray:
+    """popcount of every d-bit mask (1 for the empty mask, which never wins)."""
+    pop = np.zeros(1 << d, dtype=np.int64)
+    for i in range(d):
+        pop[1 << i:1 << (i + 1)] = pop[:1 << i] + 1
+    pop[0] = 1
+    return pop
+
+
 def _min_max_load_zeta(counts_by_mask: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     """For rows of counts indexed by eligibility mask: (numerator, denominator) of U* per row."""
     c = counts_by_mask.astype(np.int64).copy()
@@ -65,9 +76,8 @@ def _min_max_load_zeta(counts_by_mask: np.ndarray, d: int) -> tuple[np.ndarray, 
     for i in range(d):
         v = c.reshape(rows, -1, 2, 1 << i)
         v[:, :, 1, :] += v[:, :, 0, :]
-    pop = np.array([bin(s).count("1") for s in range(1 << d)], dtype=np.int64)
-    pop[0] = 1
-    ratio = c / pop
+    pop = _popcounts(d)
+    ratio = c / _popcounts(d)
     ratio[:, 0] = 0
     best = ratio.argmax(axis=1)
     num = c[np.arange(rows), best]
@@ -111,6 +121,56 @@ def _min_max_load_dinkelbach(masks: list[int], counts: list[int], d: int) -> tup
             g = math.gcd(num, den)
             return num // g, den // g
         num, den = load, size
+
+
+def _batched_min_max_load(problems: list[tuple[np.ndarray, np.ndarray]], d: int) -> list[tuple[int, int]]:
+    """U* = max_S load(S)/|S| for many (u, t) problems at once: Dinkelbach iterations where each iteration is
+    ONE max-flow over the disjoint union of all unconverged problems (their max-closure networks)."""
+    out: list[tuple[int, int] | None] = [None] * len(problems)
+    ratio = []
+    for masks, counts in problems:
+        union = int(np.bitwise_or.reduce(masks))
+        ratio.append((int(counts.sum()), bin(union).count("1")))
+    active = list(range(len(problems)))
+    while active:
+        tails, heads, caps, owner_type, type_count = [], [], [], [], []
+        base = 2
+        slot_base = {}
+        for i in active:
+            masks, counts = problems[i]
+            num, den = ratio[i]
+            T = masks.size
+            tnodes = base + np.arange(T)
+            snodes = base + T + np.arange(d)
+            bits = ((masks[:, None] >> np.arange(d)) & 1).astype(bool)
+            ii, kk = np.nonzero(bits)
+            big = int(counts.sum()) * den + 1
+            tails += [np.zeros(T, np.int64), tnodes[ii], snodes]
+            heads += [tnodes, snodes[kk], np.ones(d, np.int64)]
+            caps += [counts * den, np.full(ii.size, big), np.full(d, num)]
+            slot_base[i] = (base, T)
+            base += T + d
+        smf = max_flow.SimpleMaxFlow()
+        smf.add_arcs_with_capacity(np.concatenate(tails), np.concatenate(heads), np.concatenate(caps))
+        smf.solve(0, 1)
+        side = np.zeros(base, dtype=bool)
+        side[np.asarray(smf.get_source_side_min_cut())] = True
+        still = []
+        for i in active:
+            masks, counts = problems[i]
+            b0, T = slot_base[i]
+            chosen = side[b0:b0 + T]
+            load = int(counts[chosen].sum())
+            size = bin(int(np.bitwise_or.reduce(masks[chosen])) if chosen.any() else 0).count("1")
+            num, den = ratio[i]
+            if size == 0 or load * den <= num * size:
+                g = math.gcd(num, den)
+                out[i] = (num // g, den // g)
+            else:
+                ratio[i] = (load, size)
+                still.append(i)
+        active = still
+    return out
 
 
 def _densest_by_cut(masks, counts, d, num, den) -> tuple[int, int]:
@@ -221,12 +281,23 @@ class StepTypes:
     sources: np.ndarray
 
 
-def receiver_types(dcol: np.ndarray, dw: np.ndarray, d: int) -> tuple[np.ndarray, list[StepTypes]]:
-    """Group the sources of one receiver by (distance t, eligible in-arc mask). Source v is eligible on
-    in-arc (w, u) iff d(v, w) = d(v, u) - 1 (Definition 15). Returns the (t, mask) count table and the
-    per-step groups."""
+def eligibility_masks(dc: np.ndarray, dw: np.ndarray) -> np.ndarray:
+    """Bit k set iff in-arc k of the receiver is eligible for the source: d(v, w_k) = d(v, u) - 1
+    (Definition 15). dc: (...,) distances to the receiver, dw: (..., d) distances to its in-arc tails."""
+    target = dc.astype(np.int32) - 1
+    mask = np.zeros(dc.shape, dtype=np.int64)
+    for k in range(dw.shape[-1]):
+        mask |= (dw[..., k] == target).astype(np.int64) << k
+    return mask
+
+
+def receiver_types(dcol: np.ndarray, dw: np.ndarray, d: int, mask: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, list[StepTypes]]:
+    """Group the sources of one receiver by (distance t, eligible in-arc mask). Returns the (t, mask) count
+    table and the per-step groups."""
     dc = dcol.astype(np.int64)
-    mask = (dw == (dc[:, None] - 1)).astype(np.int64) @ (1 << np.arange(d, dtype=np.int64))
+    if mask is None:
+        mask = eligibility_masks(dc, dw)
     v_all = np.flatnonzero(dc > 0)
     key = dc[v_all] * (1 << d) + mask[v_all]
     order = np.argsort(key, kind="stable")
@@ -453,12 +524,11 @@ def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]
     receivers = np.array([0]) if ctx.shortcut else np.arange(g.nodes)
     best = [Fraction(0)] * D
     per_block = max(1, TAU_BLOCK_ENTRIES // max(1, g.nodes * d + D * (1 << d if zeta else 1)))
-    weights = (1 << np.arange(d, dtype=np.int64))
     for start in range(0, receivers.size, per_block):
         block = receivers[start:start + per_block]
         dcol, dw = ctx.receiver_distances(block)
         dc = dcol.astype(np.int64)                                           # (N, B)
-        mask = ((dw == (dc[:, :, None] - 1)).astype(np.int64) * weights).sum(axis=2)
+        mask = eligibility_masks(dcol, dw)
         if zeta:
             key = (np.arange(block.size)[None, :] * (D + 1) + dc) * (1 << d) + mask
             counts = np.bincount(key[dc > 0], minlength=block.size * (D + 1) * (1 << d))
@@ -470,9 +540,18 @@ def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]
                 i = int(q.argmax())
                 best[t] = max(best[t], Fraction(int(ratio_num[i, t]), int(ratio_den[i, t])))
         else:
+            hard, hard_t = [], []
             for b in range(block.size):
-                _, groups = receiver_types(dcol[:, b], dw[:, b, :], d)
+                _, groups = receiver_types(dcol[:, b], dw[:, b, :], d, mask[:, b])
                 for grp in groups:
-                    best[grp.t - 1] = max(best[grp.t - 1],
-                                          Fraction(*_min_max_load_dinkelbach(grp.masks, grp.counts, d)))
+                    masks = np.asarray(grp.masks, dtype=np.int64)
+                    counts = np.asarray(grp.counts, dtype=np.int64)
+                    if (masks & (masks - 1) == 0).all():      # one eligible arc per source: max arc load
+                        slot = np.log2(masks).astype(np.int64)
+                        best[grp.t - 1] = max(best[grp.t - 1], Fraction(int(np.bincount(slot, counts).max())))
+                    else:
+                        hard.append((masks, counts))
+                        hard_t.append(grp.t)
+            for t, (num, den) in zip(hard_t, _batched_min_max_load(hard, d) if hard else []):
+                best[t - 1] = max(best[t - 1], Fraction(num, den))
     return D, Fraction(d, g.nodes) * sum(best)

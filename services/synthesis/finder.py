@@ -33,21 +33,25 @@ def _divisors(n: int) -> list[int]:
 
 
 @lru_cache(maxsize=None)
-def _state(n: int, deg: int, target: bool = False) -> tuple[Candidate, ...]:
-    """Pareto set of everything the search can build with n nodes and degree deg."""
-    cands: list[Candidate] = list(instances(n, deg, target))
-    if deg >= 2 and n % deg == 0 and n // deg >= 2:
+def _state(n: int, deg: int, target: bool = False, bidi: bool = False) -> tuple[Candidate, ...]:
+    """Pareto set of everything the search can build with n nodes and degree deg; with `bidi`, only
+    bidirectional topologies (pruned among themselves): bidirectional families, degree expansions, powers
+    and products of bidirectional ones, and App. A.6 conversions of reverse-symmetric ones of degree deg/2."""
+    cands: list[Candidate] = [c for c in instances(n, deg, target) if c.bidirectional or not bidi]
+    if deg >= 2 and n % deg == 0 and n // deg >= 2 and not bidi:
         cands += [line_of(c) for c in _state(n // deg, deg)]
+    if bidi and deg % 2 == 0:
+        cands += [b for b in (bidir_of(c) for c in _state(n, deg // 2, target)) if b is not None]
     for m in range(2, deg + 1):
         if deg % m == 0 and n % m == 0 and n // m >= 2:
-            cands += [degree_of(c, m) for c in _state(n // m, deg // m) if not c.self_loops]
+            cands += [degree_of(c, m) for c in _state(n // m, deg // m, False, bidi) if not c.self_loops]
     for p in range(2, deg + 1):
         if deg % p:
             continue
         b = round(n ** (1 / p))
         for bb in (b - 1, b, b + 1):
             if bb >= 2 and bb ** p == n:
-                cands += [power_of(c, p) for c in _state(bb, deg // p)]
+                cands += [power_of(c, p) for c in _state(bb, deg // p, False, bidi)]
     for n1 in _divisors(n):
         n2 = n // n1
         if n1 < 2 or n2 < 2 or n1 > n2:
@@ -56,10 +60,10 @@ def _state(n: int, deg: int, target: bool = False) -> tuple[Candidate, ...]:
             d2 = deg - d1
             if n1 == n2 and d1 > d2:
                 continue
-            for a in _state(n1, d1):
+            for a in _state(n1, d1, False, bidi):
                 if not a.bfb_bw_optimal:
                     continue
-                for b in _state(n2, d2):
+                for b in _state(n2, d2, False, bidi):
                     if a.expr != b.expr:
                         c = product_of(a, b)
                         if c is not None:
@@ -78,13 +82,9 @@ def _check(nodes, degree) -> None:
 def frontier(nodes: int, degree: int, *, bidirectional: bool = False) -> list[Candidate]:
     """All Pareto-efficient topologies for (N, d), sorted by steps (first: lowest T_L; last: lowest T_B)."""
     _check(nodes, degree)
-    cands = list(_state(nodes, degree, True))
-    if bidirectional:
-        cands = [c for c in cands if c.bidirectional]
-        if degree % 2 == 0:
-            cands += [b for b in (bidir_of(c) for c in _state(nodes, degree // 2)) if b is not None]
+    result = list(_state(nodes, degree, True, bidirectional))
     CACHE.flush()
-    return pareto(cands)
+    return result
 
 
 def bounds(nodes: int, degree: int) -> dict:
