@@ -121,3 +121,29 @@ def construct(expr: str | Expr, collective: Collective = Collective.ALLGATHER) -
     pred = Prediction(tr.prediction.steps + ag.prediction.steps, tr.prediction.tau + ag.prediction.tau,
                       tr.prediction.exact and ag.prediction.exact)
     return Constructed(ag.true, allreduce(rs, ag.schedule), pred, time.perf_counter() - t0)
+
+
+def construct_collectives(expr: str | Expr) -> dict[Collective, Constructed]:
+    """Allgather, reduce-scatter and allreduce of `expr`, solving each orientation once."""
+    t0 = time.perf_counter()
+    tree = parse(build(expr).expr) if isinstance(expr, str) else parse(build(expr).expr)
+    check_schedule_size(build(tree))
+    ag = _allgather(tree, False)
+    tr = ag if ag.true.bidirectional and tree.name != "line" else _allgather(tree, True)
+    rs = tr.schedule.reverse(topology=tr.true.expr)
+    secs = time.perf_counter() - t0
+    ar_pred = Prediction(tr.prediction.steps + ag.prediction.steps, tr.prediction.tau + ag.prediction.tau,
+                         tr.prediction.exact and ag.prediction.exact)
+    return {Collective.ALLGATHER: Constructed(ag.true, ag.schedule, ag.prediction, secs),
+            Collective.REDUCESCATTER: Constructed(ag.true, rs, tr.prediction, secs),
+            Collective.ALLREDUCE: Constructed(ag.true, allreduce(rs, ag.schedule), ar_pred, secs)}
+
+
+def needs_bfb_fanout(expr: str, min_nodes: int) -> bool:
+    """True when the schedule is one large BFB solve over every receiver (a family or product that is not
+    vertex-transitive): the case worth splitting into receiver blocks across workers."""
+    tree = parse(expr)
+    if tree.name in ("line", "degree", "power", "bidir"):
+        return False
+    t = build(tree)
+    return t.nodes >= min_nodes and t.translation is None

@@ -1,0 +1,96 @@
+"""FastAPI application factory: `create_app()` (uvicorn --factory services.api.app:create_app)."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.config import Settings, get_settings
+from services.store import repo
+from services.store.db import migrate, session_scope
+
+from .dispatch import Dispatcher
+from .routes_misc import health, router as misc_router
+from .routes_plans import router as plans_router
+
+log = logging.getLogger("fabricplan.api")
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.requests = Histogram("fabricplan_http_request_seconds", "HTTP request latency",
+                                  ["method", "route", "status"], registry=self.registry)
+        self.plans_created = Counter("fabricplan_plans_created_total", "plans accepted", registry=self.registry)
+        self.plans_by_status = Gauge("fabricplan_plans", "plans by status", ["status"], registry=self.registry)
+
+
+def _sweeper(app: FastAPI, stop: threading.Event) -> None:
+    """Fails plans whose worker died without redelivery (no progress for stale_plan_s)."""
+    st: Settings = app.state.settings
+    while not stop.wait(min(60.0, st.stale_plan_s / 4)):
+        try:
+            with session_scope(st.sqlalchemy_url) as s:
+                for pid in repo.fail_stale(s, st.stale_plan_s):
+                    log.warning("plan %s failed: worker lost", pid)
+        except Exception:                               # pragma: no cover - keep sweeping
+            log.exception("stale-plan sweep failed")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    st = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if st.embedded:
+            migrate(st.sqlalchemy_url)                 # Alembic is the only schema path
+        app.state.dispatcher.start()
+        if st.embedded:                                # plans orphaned by a previous embedded process
+            with session_scope(st.sqlalchemy_url) as s:
+                orphans = [p.id for p in repo.list_plans(s, limit=10000) if p.status in ("queued", "running")]
+            for pid in orphans:
+                app.state.dispatcher.submit(pid)
+        stop = threading.Event()
+        sweeper = threading.Thread(target=_sweeper, args=(app, stop), daemon=True, name="fabricplan-sweeper")
+        sweeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            app.state.dispatcher.stop()
+
+    app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan,
+                  description="Direct-connect topologies, collective schedules and cross-connects for "
+                              "optically patched ML clusters.")
+    app.state.settings = st
+    app.state.metrics = Metrics()
+    app.state.dispatcher = Dispatcher(st)
+    if st.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=st.cors_origins, allow_methods=["*"], allow_headers=["*"])
+
+    @app.middleware("http")
+    async def timing(request: Request, call_next):
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        app.state.metrics.requests.labels(request.method, getattr(route, "path", "unmatched"),
+                                          str(response.status_code)).observe(time.perf_counter() - t0)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        errors = [{"loc": list(e.get("loc", ())), "field": ".".join(str(x) for x in e.get("loc", ())[1:]),
+                   "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": errors})
+
+    app.include_router(plans_router)
+    app.include_router(misc_router)
+    app.include_router(health)
+    return app

@@ -1,0 +1,26 @@
+"""Request-scoped dependencies: settings, database session (one transaction per request)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import Request
+from sqlalchemy.orm import Session
+
+from services.config import Settings
+from services.store.db import session_factory
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    s = session_factory(request.app.state.settings.sqlalchemy_url)()
+    try:
+        yield s
+        s.commit()
+    except BaseException:
+        s.rollback()
+        raise
+    finally:
+        s.close()

@@ -1,0 +1,138 @@
+"""/v1/plans: submit (idempotent), inspect, events, artifacts (DESIGN 4.1-4.4)."""
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from sqlalchemy.orm import Session
+
+from services import planner
+from services.store import repo
+from services.synthesis.catalog import build
+from services.synthesis.schedule import Collective, Schedule
+
+from .deps import get_session
+from .schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
+
+router = APIRouter(prefix="/v1/plans", tags=["plans"])
+NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
+
+
+def plan_out(p, base: str) -> PlanOut:
+    r = p.result or {}
+    links = {"self": f"{base}/v1/plans/{p.id}", "events": f"{base}/v1/plans/{p.id}/events"}
+    schedules = None
+    if r.get("schedules"):
+        schedules = {}
+        for c, sm in r["schedules"].items():
+            url = f"{base}/v1/plans/{p.id}/schedules/{c}"
+            schedules[c] = {**sm, "url": url}
+            links[f"schedule:{c}"] = url
+        links["topology"] = f"{base}/v1/plans/{p.id}/topology"
+    return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
+                   reason=p.reason, created_at=p.created_at, updated_at=p.updated_at, request=p.request,
+                   topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
+                   predicted_time_us=r.get("predicted_time_us"), links=links)
+
+
+@router.post("", status_code=202, response_model=PlanAccepted,
+             responses={409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
+def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
+                idempotency_key: str | None = Header(default=None, max_length=200)):
+    """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202); poll
+    the plan URL. The same Idempotency-Key with the same body returns the same plan."""
+    try:
+        plan, created = repo.create_plan(s, body.model_dump(mode="json"), idempotency_key)
+    except repo.Conflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    s.commit()
+    if created:
+        request.app.state.metrics.plans_created.inc()
+        request.app.state.dispatcher.submit(plan.id)
+    url = f"{str(request.base_url).rstrip('/')}/v1/plans/{plan.id}"
+    response.headers["Location"] = url
+    if not created:
+        response.status_code = 200
+    return PlanAccepted(id=plan.id, status=plan.status, url=url)
+
+
+@router.get("", response_model=list[PlanOut])
+def list_plans(request: Request, job_id: str | None = None, limit: int = Query(50, ge=1, le=500),
+               s: Session = Depends(get_session)):
+    base = str(request.base_url).rstrip("/")
+    return [plan_out(p, base) for p in repo.list_plans(s, job_id, limit)]
+
+
+def _plan(s: Session, plan_id: str):
+    p = repo.get_plan(s, plan_id)
+    if p is None:
+        raise HTTPException(404, f"plan {plan_id} not found")
+    return p
+
+
+@router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)
+def get_plan(plan_id: str, request: Request, s: Session = Depends(get_session)):
+    return plan_out(_plan(s, plan_id), str(request.base_url).rstrip("/"))
+
+
+@router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses=NOT_FOUND)
+def plan_events(plan_id: str, s: Session = Depends(get_session)):
+    return [PlanEventOut(at=e.at, status=e.status, stage=e.stage, progress=e.progress, message=e.message)
+            for e in _plan(s, plan_id).events]
+
+
+def _blob_response(request: Request, data: bytes, digest: str, media_type: str, filename: str) -> Response:
+    etag = f'"{digest}"'
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    return Response(data, media_type=media_type, headers={
+        "ETag": etag, "Cache-Control": "private, max-age=31536000, immutable",
+        "Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@router.get("/{plan_id}/topology", responses={**NOT_FOUND, 409: {"model": ErrorOut}})
+def plan_topology(plan_id: str, request: Request, format: str = Query("json", pattern="^(json|graphml)$"),
+                  s: Session = Depends(get_session)):
+    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML. Content-addressed, with ETag."""
+    p = _plan(s, plan_id)
+    link = repo.plan_artifact(s, plan_id, "topology")
+    if link is None:
+        raise HTTPException(409, f"plan {plan_id} is {p.status}; the topology exists once it is done")
+    data, art = repo.get_blob(s, link.digest)
+    if format == "graphml":
+        topo = build(json.loads(data)["expr"])
+        return _blob_response(request, planner.topology_graphml(topo), link.digest + "-graphml",
+                              "application/graphml+xml", f"{plan_id}.graphml")
+    return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
+
+
+@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, 409: {"model": ErrorOut},
+                                                          501: {"model": ErrorOut}})
+def plan_schedule(plan_id: str, collective: str, request: Request,
+                  format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"), s: Session = Depends(get_session)):
+    """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step."""
+    try:
+        coll = Collective.parse(collective)
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from None
+    p = _plan(s, plan_id)
+    link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}")
+    if link is None:
+        raise HTTPException(409, f"plan {plan_id} is {p.status}; schedules exist once it is done")
+    if format in ("msccl", "oneccl"):
+        raise HTTPException(501, f"{format} compilation is not available yet; use format=json or npz")
+    data, _ = repo.get_blob(s, link.digest)
+    if format == "npz":
+        return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
+    sched = Schedule.from_bytes(data)
+    steps = []
+    for t in range(1, sched.steps + 1):
+        sl = sched.step_slice(t)
+        steps.append({"step": t, "op": "reduce" if sched.ops[t - 1] else "copy",
+                      "transfers": [[int(v), int(a), int(b), int(l), int(lo), int(hi)] for v, a, b, l, lo, hi in
+                                    zip(sched.source[sl], sched.sender[sl], sched.receiver[sl], sched.lane[sl],
+                                        sched.lo[sl], sched.hi[sl])]})
+    body = json.dumps({"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
+                       "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
+                       "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}).encode()
+    return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")

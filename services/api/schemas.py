@@ -1,0 +1,173 @@
+"""Request and response bodies (pydantic v2). Units are in the field names (DESIGN section 7)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    collective: CollectiveName | None = Field(default=None, description="one collective kind")
+    collectives: list[CollectiveName] | None = Field(default=None, min_length=1, description="several kinds")
+    sizes_bytes: list[int] = Field(min_length=1, max_length=1000, description="message sizes in bytes")
+    weights: list[float] | None = Field(default=None, description="one non-negative weight per size")
+
+    @field_validator("sizes_bytes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        for x in v:
+            if isinstance(x, bool) or x <= 0:
+                raise ValueError("every size must be a positive number of bytes")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.collective is None and not self.collectives:
+            self.collective = "allreduce"
+        if self.weights is not None:
+            if len(self.weights) != len(self.sizes_bytes):
+                raise ValueError(f"weights has {len(self.weights)} entries but sizes_bytes has {len(self.sizes_bytes)}")
+            if any(w < 0 for w in self.weights):
+                raise ValueError("weights must be non-negative")
+        return self
+
+
+class PlanRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+        "job_id": "j1", "nodes": 16, "degree": 4, "alpha_us": 10, "bandwidth_gbps": 100,
+        "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}]})
+
+    job_id: str = Field(min_length=1, max_length=200)
+    nodes: int = Field(strict=True, ge=2, le=4096, description="number of hosts N")
+    degree: int = Field(strict=True, ge=1, le=16, description="ports per host d")
+    alpha_us: float = Field(ge=0, le=1e6, description="per-step latency alpha in microseconds")
+    bandwidth_gbps: float = Field(gt=0, le=1e6, description="a host's total egress bandwidth B in Gbit/s")
+    bidirectional_only: bool = Field(default=False, description="only topologies duplex cables can realise")
+    workload: Workload
+    fabric_id: str | None = Field(default=None, max_length=100)
+
+
+class TopologyOut(BaseModel):
+    expr: str
+    nodes: int
+    degree: int
+    steps: int
+    tau: float
+    tau_exact: str
+    diameter: int | None = None
+    bw_optimal: bool
+    moore_optimal: bool
+    bidirectional: bool
+    t_l_us: float | None = None
+    workload_time_us: float | None = None
+
+
+class FrontierEntry(BaseModel):
+    expr: str
+    nodes: int
+    degree: int
+    steps: int
+    tau: float
+    tau_exact: str
+    diameter: int | None
+    bw_optimal: bool
+    moore_optimal: bool
+    bidirectional: bool
+    tau_is_bound: bool
+    family: str
+    workload_time_us: float | None = None
+
+
+class ScheduleSummary(BaseModel):
+    steps: int
+    tau: float
+    tau_exact: str
+    verified: bool
+    transfers: int
+    url: str
+
+
+class PlanEventOut(BaseModel):
+    at: datetime
+    status: str
+    stage: str
+    progress: float
+    message: str | None
+
+
+class Progress(BaseModel):
+    fraction: float
+    stage: str
+
+
+class PlanOut(BaseModel):
+    id: str
+    job_id: str
+    status: Literal["queued", "running", "done", "failed"]
+    progress: Progress
+    reason: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    request: dict
+    topology: TopologyOut | None = None
+    frontier: list[FrontierEntry] | None = None
+    schedules: dict[str, ScheduleSummary] | None = None
+    predicted_time_us: dict[str, dict[str, float]] | None = None
+    links: dict[str, str]
+
+
+class PlanAccepted(BaseModel):
+    id: str
+    status: str
+    url: str
+
+
+class FrontierOut(BaseModel):
+    nodes: int
+    degree: int
+    bidirectional: bool
+    cached: bool
+    bound: dict
+    entries: list[FrontierEntry]
+
+
+class EvaluateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expr: str | None = Field(default=None, max_length=2000, description="a topology expression")
+    nodes: int | None = Field(default=None, strict=True, ge=2, le=1024)
+    edges: list[tuple[int, int]] | None = Field(default=None, max_length=16384, description="explicit arcs [tail, head]")
+    collective: CollectiveName = "allgather"
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.expr is None) == (self.edges is None):
+            raise ValueError("give either expr or nodes + edges")
+        if self.edges is not None and self.nodes is None:
+            raise ValueError("an edge list needs nodes")
+        return self
+
+
+class EvaluateOut(BaseModel):
+    expr: str
+    collective: str
+    nodes: int
+    degree: int
+    diameter: int
+    steps: int
+    tau: float
+    tau_exact: str
+    bw_optimal: bool
+    moore_optimal: bool
+    verified: bool
+    transfers: int
+    seconds: float
+
+
+class ErrorOut(BaseModel):
+    detail: str

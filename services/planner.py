@@ -1,0 +1,244 @@
+"""The plan pipeline's stages (DESIGN 4.2): frontier -> selection -> schedules -> verification -> artifacts.
+
+Each stage is a plain function over the database (services.store) and the synthesis library; Celery tasks
+(workers.tasks) call them. Stages are idempotent: a redelivered task repeats its stage harmlessly, artifacts
+are content-addressed, and a finished plan is never changed again.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+
+import networkx as nx
+import numpy as np
+
+from .config import get_settings
+from .store import repo
+from .store.db import session_scope
+from .synthesis.bfb import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
+from .synthesis.catalog import build
+from .synthesis.construct import construct_collectives, needs_bfb_fanout
+from .synthesis.cost import LinkModel
+from .synthesis.finder import WorkloadItem, frontier, select
+from .synthesis.candidates import Candidate
+from .synthesis.schedule import Collective, allreduce
+from .synthesis.verify import verify
+from fractions import Fraction
+
+
+class PlanInputError(ValueError):
+    """The request cannot be planned (the reason is shown to the user)."""
+
+
+def _url() -> str:
+    return get_settings().sqlalchemy_url
+
+
+def _request(plan_id: str) -> dict:
+    with session_scope(_url()) as s:
+        plan = repo.get_plan(s, plan_id)
+        if plan is None:
+            raise PlanInputError(f"plan {plan_id} does not exist")
+        return dict(plan.request)
+
+
+def _advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> bool:
+    with session_scope(_url()) as s:
+        return repo.advance(s, plan_id, stage=stage, progress=progress, message=message)
+
+
+# ----- frontier (cached per N, d, options) -------------------------------------------------------------
+def _entry(c: Candidate) -> dict:
+    return {"expr": c.expr, "nodes": c.nodes, "degree": c.degree, "steps": c.steps, "tau": float(c.tau),
+            "tau_exact": str(c.tau), "diameter": c.diameter, "bw_optimal": c.bw_optimal,
+            "moore_optimal": c.moore_optimal, "bidirectional": c.bidirectional, "tau_is_bound": not c.exact,
+            "family": c.family}
+
+
+def frontier_entries(nodes: int, degree: int, bidirectional: bool) -> tuple[list[dict], bool]:
+    """(entries, from_cache)."""
+    options = f"bidirectional={str(bool(bidirectional)).lower()}"
+    with session_scope(_url()) as s:
+        hit = repo.cached_frontier(s, nodes, degree, options)
+        if hit is not None:
+            return list(hit.entries), True
+    t0 = time.perf_counter()
+    entries = [_entry(c) for c in frontier(nodes, degree, bidirectional=bidirectional)]
+    with session_scope(_url()) as s:
+        repo.store_frontier(s, nodes, degree, options, entries, time.perf_counter() - t0)
+    return entries, False
+
+
+def stage_frontier(plan_id: str) -> dict:
+    req = _request(plan_id)
+    with session_scope(_url()) as s:
+        repo.start_attempt(s, plan_id)
+    if not _advance(plan_id, "frontier", 0.05, "searching the Pareto frontier"):
+        return {"stop": True}
+    entries, cached = frontier_entries(req["nodes"], req["degree"], req.get("bidirectional_only", False))
+    _advance(plan_id, "frontier", 0.2, f"{len(entries)} Pareto-efficient topologies" + (" (cached)" if cached else ""))
+    return {"frontier": entries}
+
+
+# ----- selection ------------------------------------------------------------------------------------
+def workload_items(req: dict) -> list[WorkloadItem]:
+    w = req["workload"]
+    kinds = w.get("collectives") or [w.get("collective", "allreduce")]
+    weights = w.get("weights") or [1.0] * len(w["sizes_bytes"])
+    return [WorkloadItem(Collective.parse(k), float(sz), float(wt))
+            for k in kinds for sz, wt in zip(w["sizes_bytes"], weights)]
+
+
+def _candidate(e: dict) -> Candidate:
+    return Candidate(e["expr"], e["nodes"], e["degree"], e["steps"], Fraction(e["tau_exact"]), e["diameter"],
+                     e["bidirectional"], False, False, False, False, False, False, not e["tau_is_bound"], e["family"])
+
+
+def stage_select(state: dict, plan_id: str) -> dict:
+    if state.get("stop"):
+        return state
+    req = _request(plan_id)
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    items = workload_items(req)
+    cands = [_candidate(e) for e in state["frontier"]]
+    sel = select(cands, link, items)
+    times = {c.expr: t for c, t in sel.times_s}
+    for e in state["frontier"]:
+        e["workload_time_us"] = times[e["expr"]] * 1e6
+    best = next(e for e in state["frontier"] if e["expr"] == sel.best.expr)
+    _advance(plan_id, "select", 0.3, f"selected {best['expr']}")
+    return {**state, "selected": best}
+
+
+# ----- schedules ------------------------------------------------------------------------------------
+def fanout_plan(state: dict, plan_id: str) -> list[tuple[bool, list[int]]] | None:
+    """Receiver blocks (orientation, receivers) when the selected schedule is one large BFB solve."""
+    if state.get("stop"):
+        return None
+    expr = state["selected"]["expr"]
+    st = get_settings()
+    if not needs_bfb_fanout(expr, st.bfb_fanout_min_nodes):
+        return None
+    topo = build(expr)
+    orientations = [False] if topo.bidirectional else [False, True]
+    return [(o, b.tolist()) for o in orientations for b in receiver_blocks(topo.nodes, st.bfb_fanout_blocks)]
+
+
+def _oriented(expr: str, transposed: bool):
+    t = build(expr)
+    return t.transpose() if transposed else t
+
+
+def stage_bfb_block(plan_id: str, expr: str, transposed: bool, receivers: list[int]) -> str:
+    """One receiver block of LP (1): solved, stored as a blob, its digest returned (the group member)."""
+    ctx = BfbContext.create(_oriented(expr, transposed), shortcut=False)
+    res = solve_block(ctx, np.asarray(receivers))
+    buf = io.BytesIO()
+    np.savez(buf, receivers=res.receivers, step=res.step, source=res.source, arc=res.arc, lo=res.lo, hi=res.hi,
+             den=res.den, u_num=res.u_num, u_den=res.u_den, transposed=np.array([transposed]))
+    with session_scope(_url()) as s:
+        digest = repo.put_blob(s, buf.getvalue(), "bfb-block", "application/x-npz")
+        plan = repo.get_plan(s, plan_id)
+        if plan is not None and plan.status == "running":
+            repo.advance(s, plan_id, stage="schedule", progress=min(0.75, plan.progress + 0.4 / 16),
+                         message=f"solved receivers {receivers[0]}..{receivers[-1]}"
+                                 + (" of the transpose" if transposed else ""))
+    return digest
+
+
+def _load_block(digest: str) -> tuple[bool, BlockResult]:
+    with session_scope(_url()) as s:
+        data, _ = repo.get_blob(s, digest)
+    z = np.load(io.BytesIO(data))
+    fields = {k: z[k] for k in ("receivers", "step", "source", "arc", "lo", "hi", "den", "u_num", "u_den")}
+    return bool(z["transposed"][0]), BlockResult(**fields)
+
+
+def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None = None) -> dict:
+    """Build (or merge the fanned-out blocks into) allgather, reduce-scatter and allreduce schedules,
+    model-check every one, and store them as artifacts."""
+    if state.get("stop"):
+        return state
+    expr = state["selected"]["expr"]
+    _advance(plan_id, "schedule", 0.75 if block_digests else 0.4, "building schedules")
+    topo = build(expr)
+    if block_digests:
+        blocks = {False: [], True: []}
+        for d in block_digests:
+            o, b = _load_block(d)
+            blocks[o].append(b)
+        ag = merge_blocks(BfbContext.create(topo, shortcut=False), blocks[False]).schedule
+        if blocks[True]:
+            rs = merge_blocks(BfbContext.create(topo.transpose(), shortcut=False), blocks[True]).schedule
+            rs = rs.reverse(topology=topo.expr)
+        else:
+            rs = ag.reverse(topology=topo.expr)
+        schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs,
+                     Collective.ALLREDUCE: allreduce(rs, ag)}
+    else:
+        schedules = {c: b.schedule for c, b in construct_collectives(expr).items()}
+    _advance(plan_id, "verify", 0.85, "model-checking the schedules")
+    summaries = {}
+    for c, sched in schedules.items():
+        report = verify(sched, topo)
+        if not report.ok:
+            raise RuntimeError(f"the {c.value} schedule of {expr} failed model checking: {report.violation.message}")
+        summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
+                              "verified": True, "transfers": report.transfers}
+    _advance(plan_id, "store", 0.95, "storing artifacts")
+    with session_scope(_url()) as s:
+        for c, sched in schedules.items():
+            digest = repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False)
+            repo.attach(s, plan_id, f"schedule:{c.value}", digest, summaries[c.value])
+            summaries[c.value]["digest"] = digest
+        digest = repo.put_blob(s, json.dumps(topology_json(topo)).encode(), "topology", "application/json")
+        repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
+    return {**state, "schedules": summaries, "topology_digest": digest}
+
+
+def stage_finish(state: dict, plan_id: str) -> dict:
+    if state.get("stop"):
+        return state
+    req = _request(plan_id)
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    sel = state["selected"]
+    topo = build(sel["expr"])
+    predicted = {}
+    for size in req["workload"]["sizes_bytes"]:
+        for c in Collective:
+            sch = state["schedules"][c.value]
+            predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
+    result = {
+        "topology": {**sel, "diameter": topo.diameter, "bidirectional": topo.bidirectional,
+                     "t_l_us": sel["steps"] * req["alpha_us"],
+                     "t_b_us_per_mib": float(Fraction(sel["tau_exact"])) * (1 << 20) / link.node_bandwidth_Bps * 1e6},
+        "frontier": state["frontier"],
+        "schedules": state["schedules"],
+        "predicted_time_us": predicted,
+        "workload_time_us": sel.get("workload_time_us"),
+    }
+    with session_scope(_url()) as s:
+        repo.finish(s, plan_id, result)
+    return {"done": True}
+
+
+def fail_plan(plan_id: str, reason: str) -> None:
+    with session_scope(_url()) as s:
+        repo.fail(s, plan_id, reason)
+
+
+def topology_json(t) -> dict:
+    return {"expr": t.expr, "nodes": t.nodes, "degree": t.degree, "bidirectional": t.bidirectional,
+            "arcs": [[int(a), int(b), int(l)] for a, b, l in zip(t.tails, t.heads, t.lanes)]}
+
+
+def topology_graphml(t) -> bytes:
+    g = nx.MultiDiGraph(expr=t.expr, degree=t.degree)
+    g.add_nodes_from(range(t.nodes))
+    for a, b, l in zip(t.tails.tolist(), t.heads.tolist(), t.lanes.tolist()):
+        g.add_edge(a, b, key=l, lane=l)
+    buf = io.BytesIO()
+    nx.write_graphml(g, buf)
+    return buf.getvalue()

@@ -1,0 +1,114 @@
+"""SQLAlchemy models (DESIGN section 6). Large data (schedules, graphs, XML) lives in content-addressed
+compressed blobs in `artifacts`, never as one row per transfer."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text,
+                        UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Plan(Base):
+    __tablename__ = "plans"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(String(200), index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    request: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    stage: Mapped[str] = mapped_column(String(32), default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    result: Mapped[dict | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    events: Mapped[list["PlanEvent"]] = relationship(back_populates="plan", order_by="PlanEvent.id",
+                                                     cascade="all, delete-orphan")
+    artifacts: Mapped[list["PlanArtifact"]] = relationship(back_populates="plan", cascade="all, delete-orphan")
+
+
+class PlanEvent(Base):
+    __tablename__ = "plan_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    status: Mapped[str] = mapped_column(String(16))
+    stage: Mapped[str] = mapped_column(String(32))
+    progress: Mapped[float] = mapped_column(Float)
+    message: Mapped[str | None] = mapped_column(Text)
+
+    plan: Mapped[Plan] = relationship(back_populates="events")
+
+
+class Frontier(Base):
+    """Cached Pareto frontier per (N, d, options) - independent of alpha, M, B (paper 5.4)."""
+
+    __tablename__ = "frontiers"
+    __table_args__ = (UniqueConstraint("nodes", "degree", "options", name="uq_frontier_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    nodes: Mapped[int] = mapped_column(Integer)
+    degree: Mapped[int] = mapped_column(Integer)
+    options: Mapped[str] = mapped_column(String(100))
+    entries: Mapped[list] = mapped_column(JSON)
+    seconds: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Artifact(Base):
+    """A content-addressed compressed blob (sha256 of the stored bytes)."""
+
+    __tablename__ = "artifacts"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    media_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PlanArtifact(Base):
+    """A plan's named artifacts (e.g. schedule:allreduce, topology) pointing at blobs."""
+
+    __tablename__ = "plan_artifacts"
+
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    digest: Mapped[str] = mapped_column(ForeignKey("artifacts.digest"))
+    meta: Mapped[dict | None] = mapped_column(JSON)
+
+    plan: Mapped[Plan] = relationship(back_populates="artifacts")
+
+
+class ApiKey(Base):
+    """API keys, stored as sha256 hashes; role scheduler | agent | viewer (agents bound to one panel)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    panel_id: Mapped[str | None] = mapped_column(String(100))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

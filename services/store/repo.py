@@ -1,0 +1,168 @@
+"""Repositories: the only code that reads or writes rows. Every function takes a Session; callers own the
+transaction (services.store.db.session_scope), so a failure leaves nothing half-written."""
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .models import ApiKey, Artifact, Frontier, Plan, PlanArtifact, PlanEvent, utcnow
+
+TERMINAL = ("done", "failed")
+
+
+class Conflict(Exception):
+    """An Idempotency-Key reused with a different request body."""
+
+
+def request_hash(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# ----- plans ----------------------------------------------------------------------------------------
+def create_plan(s: Session, body: dict, idempotency_key: str | None) -> tuple[Plan, bool]:
+    """(plan, created). Same key and body -> the existing plan; same key, other body -> Conflict."""
+    h = request_hash(body)
+    if idempotency_key:
+        existing = s.scalar(select(Plan).where(Plan.idempotency_key == idempotency_key))
+        if existing is not None:
+            if existing.request_hash != h:
+                raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for a different request")
+            return existing, False
+    plan = Plan(job_id=body["job_id"], idempotency_key=idempotency_key, request_hash=h, request=body,
+                status="queued", stage="queued", progress=0.0)
+    s.add(plan)
+    s.add(PlanEvent(plan=plan, status="queued", stage="queued", progress=0.0, message="accepted"))
+    try:
+        s.flush()
+    except IntegrityError:                 # a concurrent request with the same key won the race
+        s.rollback()
+        existing = s.scalar(select(Plan).where(Plan.idempotency_key == idempotency_key))
+        if existing is None or existing.request_hash != h:
+            raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for a different request") from None
+        return existing, False
+    return plan, True
+
+
+def get_plan(s: Session, plan_id: str) -> Plan | None:
+    return s.get(Plan, plan_id)
+
+
+def list_plans(s: Session, job_id: str | None = None, limit: int = 100) -> list[Plan]:
+    q = select(Plan).order_by(Plan.created_at.desc()).limit(limit)
+    if job_id:
+        q = q.where(Plan.job_id == job_id)
+    return list(s.scalars(q))
+
+
+def advance(s: Session, plan_id: str, *, status: str = "running", stage: str, progress: float,
+            message: str | None = None) -> bool:
+    """Move a non-terminal plan to (status, stage, progress) and record the event; False if it is already
+    terminal (a redelivered task must not resurrect a finished plan)."""
+    now = utcnow()
+    res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL))
+                    .values(status=status, stage=stage, progress=progress, heartbeat_at=now, updated_at=now))
+    if res.rowcount == 0:
+        return False
+    s.add(PlanEvent(plan_id=plan_id, status=status, stage=stage, progress=progress, message=message))
+    return True
+
+
+def start_attempt(s: Session, plan_id: str) -> int:
+    s.execute(update(Plan).where(Plan.id == plan_id).values(attempts=Plan.attempts + 1))
+    return s.get(Plan, plan_id).attempts
+
+
+def finish(s: Session, plan_id: str, result: dict) -> bool:
+    """done, atomically with the result."""
+    now = utcnow()
+    res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL))
+                    .values(status="done", stage="done", progress=1.0, result=result, reason=None,
+                            updated_at=now, heartbeat_at=now))
+    if res.rowcount:
+        s.add(PlanEvent(plan_id=plan_id, status="done", stage="done", progress=1.0, message="plan complete"))
+    return bool(res.rowcount)
+
+
+def fail(s: Session, plan_id: str, reason: str, stage: str | None = None) -> bool:
+    now = utcnow()
+    plan = s.get(Plan, plan_id)
+    if plan is None or plan.status in TERMINAL:
+        return False
+    plan.status, plan.reason, plan.updated_at = "failed", reason, now
+    if stage:
+        plan.stage = stage
+    s.add(PlanEvent(plan_id=plan_id, status="failed", stage=plan.stage, progress=plan.progress, message=reason))
+    return True
+
+
+def fail_stale(s: Session, older_than_s: float) -> list[str]:
+    """Plans running without a heartbeat for `older_than_s`: their worker died and no redelivery picked
+    them up. They fail with a reason a person can act on."""
+    cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+    stale = list(s.scalars(select(Plan).where(Plan.status == "running", Plan.heartbeat_at < cutoff)))
+    for p in stale:
+        fail(s, p.id, f"the worker running stage '{p.stage}' stopped reporting progress for more than "
+                      f"{int(older_than_s)} s (worker lost); submit the plan again or check the workers")
+    return [p.id for p in stale]
+
+
+# ----- artifacts ----------------------------------------------------------------------------------
+def put_blob(s: Session, data: bytes, kind: str, media_type: str, *, compress: bool = True) -> str:
+    """Store bytes content-addressed (zlib-compressed unless already compressed); returns the digest."""
+    stored = zlib.compress(data, 6) if compress else data
+    digest = hashlib.sha256(stored).hexdigest()
+    if s.get(Artifact, digest) is None:
+        s.add(Artifact(digest=digest, kind=kind, media_type=media_type + ("+zlib" if compress else ""),
+                       size=len(stored), data=stored))
+        s.flush()
+    return digest
+
+
+def get_blob(s: Session, digest: str) -> tuple[bytes, Artifact] | None:
+    a = s.get(Artifact, digest)
+    if a is None:
+        return None
+    data = zlib.decompress(a.data) if a.media_type.endswith("+zlib") else a.data
+    return data, a
+
+
+def attach(s: Session, plan_id: str, name: str, digest: str, meta: dict | None = None) -> None:
+    link = s.get(PlanArtifact, (plan_id, name))
+    if link is None:
+        s.add(PlanArtifact(plan_id=plan_id, name=name, digest=digest, meta=meta))
+    else:
+        link.digest, link.meta = digest, meta
+
+
+def plan_artifact(s: Session, plan_id: str, name: str) -> PlanArtifact | None:
+    return s.get(PlanArtifact, (plan_id, name))
+
+
+# ----- frontier cache -----------------------------------------------------------------------------
+def cached_frontier(s: Session, nodes: int, degree: int, options: str) -> Frontier | None:
+    return s.scalar(select(Frontier).where(Frontier.nodes == nodes, Frontier.degree == degree,
+                                           Frontier.options == options))
+
+
+def store_frontier(s: Session, nodes: int, degree: int, options: str, entries: list, seconds: float) -> None:
+    if cached_frontier(s, nodes, degree, options) is None:
+        try:
+            with s.begin_nested():
+                s.add(Frontier(nodes=nodes, degree=degree, options=options, entries=entries, seconds=seconds))
+        except IntegrityError:
+            pass                              # another worker cached it first: same content
+
+
+# ----- api keys -------------------------------------------------------------------------------------
+def hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def find_key(s: Session, secret: str) -> ApiKey | None:
+    return s.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(secret), ApiKey.revoked.is_(False)))

@@ -1,0 +1,1 @@
+"""Celery app and tasks of the plan pipeline."""

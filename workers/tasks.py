@@ -1,0 +1,79 @@
+"""Plan pipeline tasks: thin wrappers over services.planner. A chain per plan:
+
+    frontier -> select -> schedules (-> chord(group(bfb_block...), merge) for large BFB solves) -> finish
+
+Input errors fail the plan with the reason; transient errors retry (bounded); anything else fails the plan
+with the stage and the error once the retries are used up.
+"""
+from __future__ import annotations
+
+from celery import chain, chord, group
+from sqlalchemy.exc import OperationalError
+
+from services import planner
+from services.synthesis.bfb import ScheduleTooLarge
+
+from .app import celery_app
+
+TRANSIENT = (OperationalError, ConnectionError, TimeoutError)
+
+
+class PlanTask(celery_app.Task):
+    autoretry_for = TRANSIENT
+    retry_backoff = 2
+    retry_backoff_max = 60
+    max_retries = 3
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        plan_id = kwargs.get("plan_id")                # every task takes plan_id by keyword
+        if isinstance(plan_id, str):
+            planner.fail_plan(plan_id, _reason(self.name, exc))
+
+
+def _reason(task: str, exc: BaseException) -> str:
+    stage = task.rsplit(".", 1)[-1]
+    if isinstance(exc, (planner.PlanInputError, ScheduleTooLarge, ValueError)):
+        return f"{stage}: {exc}"
+    return f"internal error in stage '{stage}': {type(exc).__name__}: {exc}"
+
+
+@celery_app.task(base=PlanTask, name="fabricplan.frontier")
+def plan_frontier(*, plan_id: str) -> dict:
+    return planner.stage_frontier(plan_id)
+
+
+@celery_app.task(base=PlanTask, name="fabricplan.select")
+def plan_select(state: dict, *, plan_id: str) -> dict:
+    return planner.stage_select(state, plan_id)
+
+
+@celery_app.task(base=PlanTask, bind=True, name="fabricplan.schedules")
+def plan_schedules(self, state: dict, *, plan_id: str) -> dict:
+    blocks = planner.fanout_plan(state, plan_id)
+    if blocks:     # one large BFB solve: fan out receiver blocks over the workers, merge in a chord
+        expr = state["selected"]["expr"]
+        return self.replace(chord(group(bfb_block.s(plan_id=plan_id, expr=expr, transposed=o, receivers=r)
+                                        for o, r in blocks),
+                                  merge_blocks.s(state=state, plan_id=plan_id)))
+    return planner.stage_schedules(state, plan_id)
+
+
+@celery_app.task(base=PlanTask, name="fabricplan.bfb_block")
+def bfb_block(*, plan_id: str, expr: str, transposed: bool, receivers: list[int]) -> str:
+    return planner.stage_bfb_block(plan_id, expr, transposed, receivers)
+
+
+@celery_app.task(base=PlanTask, name="fabricplan.merge_blocks")
+def merge_blocks(digests: list[str], *, state: dict, plan_id: str) -> dict:
+    return planner.stage_schedules(state, plan_id, digests)
+
+
+@celery_app.task(base=PlanTask, name="fabricplan.finish")
+def plan_finish(state: dict, *, plan_id: str) -> dict:
+    return planner.stage_finish(state, plan_id)
+
+
+def plan_workflow(plan_id: str):
+    """The whole plan as one Celery canvas."""
+    return chain(plan_frontier.si(plan_id=plan_id), plan_select.s(plan_id=plan_id),
+                 plan_schedules.s(plan_id=plan_id), plan_finish.s(plan_id=plan_id))
