@@ -143,6 +143,46 @@ def _time_of(sel, cand) -> float:
     return next(t for c, t in sel.times_s if c is cand)
 
 
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from .api.app import create_app
+    from .config import get_settings
+
+    st = get_settings()
+    mode = "embedded (SQLite + in-process worker)" if st.embedded else f"broker {st.broker_url.split('@')[-1]}"
+    print(f"fabricplan: serving on http://{args.host}:{args.port} - {mode}; database "
+          f"{st.sqlalchemy_url.split('@')[-1]}", file=sys.stderr)
+    uvicorn.run(create_app(st), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from .config import get_settings
+
+    st = get_settings()
+    if st.embedded:
+        raise UsageError("fabricplan worker needs FABRICPLAN_BROKER_URL (the embedded service runs its own worker)")
+    from workers.app import celery_app
+
+    argv = ["worker", f"--concurrency={args.concurrency}", f"--loglevel={args.log_level.upper()}",
+            "--without-gossip", "--without-mingle"]
+    if args.hostname:
+        argv.append(f"--hostname={args.hostname}")
+    celery_app.worker_main(argv)
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    from .config import get_settings
+    from .store.db import migrate
+
+    st = get_settings()
+    migrate(st.sqlalchemy_url, args.revision)
+    print(f"fabricplan: database at revision {args.revision}", file=sys.stderr)
+    return 0
+
+
 def _emit(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -191,6 +231,22 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--bidirectional", action="store_true")
     se.add_argument("--json", action="store_true")
     se.set_defaults(func=cmd_select)
+
+    sv = sub.add_parser("serve", help="run the HTTP API (and the embedded worker unless a broker is configured)")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--log-level", default="info")
+    sv.set_defaults(func=cmd_serve)
+
+    wk = sub.add_parser("worker", help="run a Celery worker for the scaled deployment (needs FABRICPLAN_BROKER_URL)")
+    wk.add_argument("--concurrency", type=int, default=2)
+    wk.add_argument("--hostname", default=None)
+    wk.add_argument("--log-level", default="info")
+    wk.set_defaults(func=cmd_worker)
+
+    mg = sub.add_parser("migrate", help="apply database migrations (Alembic)")
+    mg.add_argument("--revision", default="head")
+    mg.set_defaults(func=cmd_migrate)
     return p
 
 

@@ -224,6 +224,12 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     return {"done": True}
 
 
+def current_stage(plan_id: str) -> str:
+    with session_scope(_url()) as s:
+        plan = repo.get_plan(s, plan_id)
+        return plan.stage if plan else "unknown"
+
+
 def fail_plan(plan_id: str, reason: str) -> None:
     with session_scope(_url()) as s:
         repo.fail(s, plan_id, reason)

@@ -7,6 +7,8 @@ with the stage and the error once the retries are used up.
 """
 from __future__ import annotations
 
+import functools
+
 from celery import chain, chord, group
 from sqlalchemy.exc import OperationalError
 
@@ -31,23 +33,39 @@ class PlanTask(celery_app.Task):
 
 
 def _reason(task: str, exc: BaseException) -> str:
-    stage = task.rsplit(".", 1)[-1]
+    stage = task.rsplit(".", 1)[-1].removeprefix("plan_")
     if isinstance(exc, (planner.PlanInputError, ScheduleTooLarge, ValueError)):
         return f"{stage}: {exc}"
     return f"internal error in stage '{stage}': {type(exc).__name__}: {exc}"
 
 
+def stage(fn):
+    """Input problems (bad parameters, a schedule too large) fail the plan with the stage's reason and stop
+    the chain, in the broker and in the embedded worker alike; other errors propagate to retry/on_failure."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (planner.PlanInputError, ScheduleTooLarge, ValueError) as exc:
+            planner.fail_plan(kwargs["plan_id"], _reason(fn.__name__, exc))
+            return {"stop": True}
+    return run
+
+
 @celery_app.task(base=PlanTask, name="fabricplan.frontier")
+@stage
 def plan_frontier(*, plan_id: str) -> dict:
     return planner.stage_frontier(plan_id)
 
 
 @celery_app.task(base=PlanTask, name="fabricplan.select")
+@stage
 def plan_select(state: dict, *, plan_id: str) -> dict:
     return planner.stage_select(state, plan_id)
 
 
 @celery_app.task(base=PlanTask, bind=True, name="fabricplan.schedules")
+@stage
 def plan_schedules(self, state: dict, *, plan_id: str) -> dict:
     blocks = planner.fanout_plan(state, plan_id)
     if blocks:     # one large BFB solve: fan out receiver blocks over the workers, merge in a chord
@@ -59,16 +77,19 @@ def plan_schedules(self, state: dict, *, plan_id: str) -> dict:
 
 
 @celery_app.task(base=PlanTask, name="fabricplan.bfb_block")
+@stage
 def bfb_block(*, plan_id: str, expr: str, transposed: bool, receivers: list[int]) -> str:
     return planner.stage_bfb_block(plan_id, expr, transposed, receivers)
 
 
 @celery_app.task(base=PlanTask, name="fabricplan.merge_blocks")
+@stage
 def merge_blocks(digests: list[str], *, state: dict, plan_id: str) -> dict:
     return planner.stage_schedules(state, plan_id, digests)
 
 
 @celery_app.task(base=PlanTask, name="fabricplan.finish")
+@stage
 def plan_finish(state: dict, *, plan_id: str) -> dict:
     return planner.stage_finish(state, plan_id)
 

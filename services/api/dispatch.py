@@ -51,10 +51,11 @@ class Dispatcher:
                 if plan_id is None:
                     return
                 plan_workflow(plan_id).apply()
-            except Exception as exc:                   # the task's on_failure already recorded the reason
+            except Exception as exc:                   # an unexpected error: record it with the stage
                 log.warning("plan %s failed: %s", plan_id, exc)
                 try:
-                    planner.fail_plan(plan_id, f"internal error: {type(exc).__name__}: {exc}")
+                    planner.fail_plan(plan_id, f"internal error in stage '{planner.current_stage(plan_id)}': "
+                                               f"{type(exc).__name__}: {exc}")
                 except Exception:                      # pragma: no cover - database down
                     log.exception("could not record the failure of plan %s", plan_id)
             finally:
