@@ -1,0 +1,184 @@
+"""The scaled deployment: a separate `fabricplan worker` process on the Redis broker and PostgreSQL.
+Includes the BFB fan-out (a Celery group of receiver blocks merged by a chord) and worker crashes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from services.store import repo
+from services.store.db import session_scope
+
+from .conftest import MINIMAL, PG_URL, REDIS_URL, fresh_postgres_url, unique_job, wait_done
+
+pytestmark = pytest.mark.skipif(not (PG_URL and REDIS_URL),
+                                reason="needs PostgreSQL and Redis (scripts/dev test finds or starts them)")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _redis_db() -> int:
+    return 10 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 5
+
+
+@pytest.fixture
+def scaled(request, monkeypatch, tmp_path):
+    """Environment of the scaled deployment: PostgreSQL database, Redis broker/backend (private db index)."""
+    from redis import Redis
+
+    from services.config import Settings, get_settings
+    from services.store.db import migrate
+    from workers.app import celery_app, configure
+
+    db = fresh_postgres_url("e2e")
+    n = _redis_db()
+    Redis.from_url(f"{REDIS_URL}/{n}").flushdb()
+    env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
+           "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_DATA_DIR": str(tmp_path),
+           "FABRICPLAN_BFB_FANOUT_MIN_NODES": "48", "FABRICPLAN_BFB_FANOUT_BLOCKS": "4",
+           "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0])}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    get_settings.cache_clear()
+    st = Settings()
+    migrate(db)
+    configure(celery_app, st)
+    yield st, {**os.environ, **env}
+    get_settings.cache_clear()
+    configure(celery_app, get_settings())
+
+
+def start_worker(env: dict, tmp_path: Path, name: str) -> subprocess.Popen:
+    log = open(tmp_path / f"{name}.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "worker", "--concurrency", "1",
+                             "--hostname", f"{name}@%h", "--log-level", "warning"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(p.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+@pytest.fixture
+def api(scaled):
+    from fastapi.testclient import TestClient
+
+    from services.api.app import create_app
+
+    st, env = scaled
+    with TestClient(create_app(st)) as c:
+        yield c, st, env
+
+
+def test_worker_process_completes_a_plan(api, tmp_path):
+    client, st, env = api
+    assert not st.embedded
+    worker = start_worker(env, tmp_path, "w1")
+    try:
+        assert client.get("/readyz").json()["checks"]["broker"] == "ok"
+        r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
+        p = wait_done(client, r.json()["id"], timeout=120)
+        assert p["status"] == "done", (p["reason"], (tmp_path / "w1.log").read_text()[-3000:])
+        assert p["schedules"]["allreduce"]["verified"]
+    finally:
+        stop(worker)
+
+
+def test_large_bfb_fans_out_as_a_chord(api, tmp_path):
+    """N = 64 with a latency-bound workload selects a non-vertex-transitive BFB topology (de Bruijn /
+    generalized Kautz); with the fan-out threshold at 48 nodes its LP blocks run as a group + chord."""
+    client, st, env = api
+    workers = [start_worker(env, tmp_path, f"w{i}") for i in range(2)]
+    try:
+        body = {**MINIMAL, "job_id": unique_job(), "nodes": 64, "workload": {"collective": "allreduce",
+                                                                             "sizes_bytes": [1024]}}
+        p = wait_done(client, client.post("/v1/plans", json=body).json()["id"], timeout=180)
+        assert p["status"] == "done", p["reason"]
+        assert p["topology"]["steps"] == 3
+        events = client.get(f"/v1/plans/{p['id']}/events").json()
+        solved = [e for e in events if e["message"] and e["message"].startswith("solved receivers")]
+        assert len(solved) >= 4, [e["message"] for e in events]          # one per block and orientation
+        with session_scope(st.sqlalchemy_url) as s:
+            blocks = s.execute(__import__("sqlalchemy").text(
+                "SELECT count(*) FROM artifacts WHERE kind = 'bfb-block'")).scalar()
+        assert blocks >= 4
+    finally:
+        for w in workers:
+            stop(w)
+
+
+def _wait_stage(client, pid, stages, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = client.get(f"/v1/plans/{pid}").json()
+        if p["progress"]["stage"] in stages or p["status"] in ("done", "failed"):
+            return p
+        time.sleep(0.01)
+    raise AssertionError(f"plan never reached {stages}")
+
+
+def _big_plan(client):
+    body = {**MINIMAL, "job_id": unique_job(), "nodes": 1024, "workload": {"collective": "allreduce",
+                                                                           "sizes_bytes": [1 << 30]}}
+    return client.post("/v1/plans", json=body).json()["id"]
+
+
+def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_path):
+    """SIGKILL the pool process in the middle of building schedules: acks_late + reject_on_worker_lost
+    requeue the task, a fresh pool process repeats the stage, and the plan finishes with intact artifacts."""
+    client, st, env = api
+    worker = start_worker(env, tmp_path, "crash")
+    try:
+        pid = _big_plan(client)
+        p = _wait_stage(client, pid, {"schedule", "verify"})
+        assert p["status"] == "running", p
+        kids = children(worker.pid)
+        assert kids, "the worker's pool process was not found"
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+        p = wait_done(client, pid, timeout=240)
+        assert p["status"] == "done", (p["reason"], (tmp_path / "crash.log").read_text()[-3000:])
+        events = client.get(f"/v1/plans/{pid}/events").json()
+        assert sum(e["stage"] == "schedule" for e in events) >= 2          # the stage ran again
+        with session_scope(st.sqlalchemy_url) as s:
+            plan = repo.get_plan(s, pid)
+            assert {a.name for a in plan.artifacts} == {"schedule:allgather", "schedule:reducescatter",
+                                                       "schedule:allreduce", "topology"}
+        blob = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "npz"})
+        assert blob.status_code == 200
+    finally:
+        stop(worker)
+
+
+@pytest.mark.stale_s(4)
+def test_dead_worker_without_redelivery_fails_the_plan_with_a_reason(api, tmp_path):
+    """Kill the whole worker (no other worker left to take the message): the plan does not stay running;
+    the stale-plan sweeper fails it with a reason a person can act on."""
+    client, st, env = api
+    worker = start_worker(env, tmp_path, "dead")
+    pid = _big_plan(client)
+    p = _wait_stage(client, pid, {"schedule", "verify"})
+    assert p["status"] == "running"
+    stop(worker)
+    p = wait_done(client, pid, timeout=60)
+    assert p["status"] == "failed" and "worker lost" in p["reason"]
+    assert p["schedules"] is None
