@@ -1,0 +1,303 @@
+"""Service benchmark: plan latency end to end and GET /v1/plans/{id} latency under concurrent clients.
+
+    python -m bench.service                      # embedded: SQLite in a temp dir + in-process worker
+    python -m bench.service --backend redis      # PostgreSQL (127.0.0.1:5432/test) + Redis db 14 + 1 worker
+
+Starts the service as subprocesses (`python -m services.cli serve|worker|migrate`), waits for /readyz, then
+  1. for N = 16, 64, 256 at d = 4: time from POST /v1/plans (DESIGN 4.1's minimal body) to status done,
+     polling every 20 ms;
+  2. GET /v1/plans/{id} latency (p50/p99) from 50 concurrent clients (threads, one httpx.Client each),
+     bounded by a request count and a deadline.
+Targets: N = 64 done in <= 5 s; GET p99 <= 20 ms. Talks to 127.0.0.1 only. Exit code 1 if a target is missed.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+REDIS_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+REDIS_BROKER_URL = "redis://127.0.0.1:6379/14"
+SIZES = (16, 64, 256)
+DEGREE = 4
+POLL_S = 0.02
+PLAN_TARGET_N, PLAN_TARGET_S = 64, 5.0
+GET_P99_TARGET_MS = 20.0
+TERMINAL = {"done", "failed"}
+
+
+def minimal_body(job_id: str, nodes: int, degree: int = DEGREE) -> dict:
+    return {"job_id": job_id, "nodes": nodes, "degree": degree, "alpha_us": 10, "bandwidth_gbps": 100,
+            "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return float("nan")
+    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 100)) - 1))
+    return sorted_values[k]
+
+
+# ----- subprocesses ---------------------------------------------------------------------------------------
+class Proc:
+    """A child in its own process group (a Celery worker forks a pool), output in a log file."""
+
+    def __init__(self, name: str, argv: list[str], env: dict, logdir: Path):
+        self.name = name
+        self.log_path = logdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")
+        self.popen = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        try:
+            if self.alive():
+                self._signal(signal.SIGTERM)
+                try:
+                    self.popen.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    self._signal(signal.SIGKILL)
+                    self.popen.wait(timeout=5)
+            # pool children of a worker that exited first
+            self._signal(signal.SIGKILL, quiet=True)
+        finally:
+            self._log.close()
+
+    def _signal(self, sig: int, quiet: bool = False) -> None:
+        try:
+            os.killpg(self.popen.pid, sig)       # the group this script created (start_new_session)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            if not quiet:
+                raise
+
+
+def child_env(backend: str, data_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPLAN_")}
+    env["FABRICPLAN_DATA_DIR"] = str(data_dir)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONUNBUFFERED"] = "1"
+    if backend == "redis":
+        env["FABRICPLAN_DATABASE_URL"] = REDIS_DATABASE_URL
+        env["FABRICPLAN_BROKER_URL"] = REDIS_BROKER_URL
+    return env
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "services.cli", *args]
+
+
+def wait_ready(client: httpx.Client, server: Proc, timeout_s: float = 90.0) -> float:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout_s:
+        if not server.alive():
+            raise RuntimeError(f"the server exited ({server.popen.returncode}):\n{server.tail()}")
+        try:
+            r = client.get("/readyz", timeout=2)
+            if r.status_code == 200:
+                return time.perf_counter() - t0
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"/readyz not 200 within {timeout_s:.0f} s:\n{server.tail()}")
+
+
+# ----- measurements ---------------------------------------------------------------------------------------
+def time_plan(client: httpx.Client, nodes: int, run_id: str, timeout_s: float, procs: list[Proc]) -> dict:
+    body = minimal_body(f"bench-{run_id}-n{nodes}", nodes)
+    t0 = time.perf_counter()
+    r = client.post("/v1/plans", json=body)
+    if r.status_code not in (200, 202):
+        raise RuntimeError(f"POST /v1/plans answered {r.status_code}: {r.text[:500]}")
+    plan_id = r.json()["id"]
+    polls = 0
+    while True:
+        plan = client.get(f"/v1/plans/{plan_id}").json()
+        polls += 1
+        elapsed = time.perf_counter() - t0
+        if plan["status"] in TERMINAL:
+            break
+        if elapsed > timeout_s:
+            break
+        dead = [p for p in procs if not p.alive()]
+        if dead:
+            raise RuntimeError(f"{dead[0].name} exited while planning:\n{dead[0].tail()}")
+        time.sleep(POLL_S)
+    topo = plan.get("topology") or {}
+    return {"nodes": nodes, "id": plan_id, "status": plan["status"], "seconds": elapsed, "polls": polls,
+            "reason": plan.get("reason"), "expr": topo.get("expr"), "steps": topo.get("steps"),
+            "tau": topo.get("tau"), "stage": (plan.get("progress") or {}).get("stage")}
+
+
+def get_latency(base_url: str, plan_id: str, clients: int, total: int, deadline_s: float,
+                think_s: float = 0.0) -> dict:
+    """`clients` threads issue GETs back to back (closed loop; with think_s, each pauses that long between its
+    requests, like a poller) until `total` requests in all or the deadline."""
+    ticket = itertools.count()
+    lock = threading.Lock()
+    latencies: list[float] = []
+    errors: list[str] = []
+    start = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def client_loop():
+        mine, errs = [], []
+        with httpx.Client(base_url=base_url, timeout=10, trust_env=False) as c:
+            try:
+                c.get(f"/v1/plans/{plan_id}")                       # connect + warm up, not measured
+            except httpx.HTTPError:
+                pass
+            start.wait()
+            if think_s:
+                time.sleep(random.uniform(0, think_s))                # pollers are not in phase
+            while time.perf_counter() < stop_at[0]:
+                with lock:
+                    n = next(ticket)
+                if n >= total:
+                    break
+                t0 = time.perf_counter()
+                try:
+                    r = c.get(f"/v1/plans/{plan_id}")
+                    dt = time.perf_counter() - t0
+                    if r.status_code == 200:
+                        mine.append(dt)
+                    else:
+                        errs.append(f"HTTP {r.status_code}")
+                except httpx.HTTPError as exc:
+                    errs.append(type(exc).__name__)
+                if think_s:
+                    time.sleep(think_s)
+        with lock:
+            latencies.extend(mine)
+            errors.extend(errs)
+
+    threads = [threading.Thread(target=client_loop, daemon=True, name=f"bench-client-{i}") for i in range(clients)]
+    for t in threads:
+        t.start()
+    stop_at[0] = time.perf_counter() + deadline_s
+    start.wait(timeout=60)
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join(timeout=deadline_s + 30)
+    wall = time.perf_counter() - t0
+    latencies.sort()
+    return {"requests": len(latencies), "errors": len(errors), "error_kinds": sorted(set(errors))[:5],
+            "wall_s": wall, "rps": len(latencies) / wall if wall > 0 else 0.0,
+            "p50_ms": percentile(latencies, 50) * 1e3, "p90_ms": percentile(latencies, 90) * 1e3,
+            "p99_ms": percentile(latencies, 99) * 1e3, "max_ms": (latencies[-1] * 1e3) if latencies else float("nan")}
+
+
+# ----- main -----------------------------------------------------------------------------------------------
+def run(args) -> bool:
+    run_id = uuid.uuid4().hex[:8]
+    procs: list[Proc] = []
+    with tempfile.TemporaryDirectory(prefix="fabricplan-bench-") as tmp:
+        tmpdir = Path(tmp)
+        data_dir = tmpdir / "data"
+        data_dir.mkdir()            # migrate() on SQLite does not create the directory itself
+        env = child_env(args.backend, data_dir)
+        port = args.port or free_port()
+        base_url = f"http://{HOST}:{port}"
+        try:
+            if args.backend == "redis":
+                subprocess.run(cli("migrate"), env=env, cwd=ROOT, check=True, timeout=180)
+                procs.append(Proc("worker", cli("worker", "--concurrency", "1", "--log-level", "warning",
+                                                 "--hostname", f"bench-{run_id}@%h"), env, tmpdir))
+            server = Proc("server", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"),
+                          env, tmpdir)
+            procs.append(server)
+            with httpx.Client(base_url=base_url, timeout=10, trust_env=False) as client:
+                ready_s = wait_ready(client, server)
+                print(f"backend {args.backend}: ready in {ready_s:.1f} s at {base_url} (run {run_id})", flush=True)
+                plans = []
+                for n in args.sizes:
+                    res = time_plan(client, n, run_id, args.plan_timeout, procs)
+                    plans.append(res)
+                    print(f"  N = {n:>4}: {res['status']} in {res['seconds']:.2f} s ({res['expr']}, "
+                          f"{res['polls']} polls){'  reason: ' + str(res['reason']) if res['reason'] else ''}",
+                          flush=True)
+                done = [p for p in plans if p["status"] == "done"]
+                target_plan = next((p for p in done if p["nodes"] == PLAN_TARGET_N), done[0] if done else plans[0])
+            lat = get_latency(base_url, target_plan["id"], args.clients, args.requests, args.deadline,
+                              args.think_ms / 1e3)
+        finally:
+            for p in reversed(procs):
+                p.stop()
+    return report(args, plans, lat, target_plan)
+
+
+def report(args, plans: list[dict], lat: dict, target_plan: dict) -> bool:
+    ok_all = True
+    rows = []
+    for p in plans:
+        target, ok = "-", p["status"] == "done"
+        if p["nodes"] == PLAN_TARGET_N and DEGREE == 4:
+            target = f"<= {PLAN_TARGET_S:g} s"
+            ok = ok and p["seconds"] <= PLAN_TARGET_S
+        ok_all &= ok
+        rows.append((f"POST -> done, N = {p['nodes']}, d = {DEGREE}", f"{p['seconds']:.2f} s", target,
+                     "yes" if ok else "NO", f"{p['status']}; {p['expr']} steps {p['steps']} tau {p['tau']}"))
+    get_ok = lat["errors"] == 0 and lat["requests"] > 0 and lat["p99_ms"] <= GET_P99_TARGET_MS
+    ok_all &= get_ok
+    mode = f"think {args.think_ms:g} ms" if args.think_ms else "closed loop"
+    note = (f"{lat['requests']} requests, {args.clients} clients ({mode}), {lat['rps']:.0f} req/s, "
+            f"{lat['errors']} errors{' ' + str(lat['error_kinds']) if lat['errors'] else ''}")
+    rows.append(("GET /v1/plans/{id} p50", f"{lat['p50_ms']:.1f} ms", "-", "", note))
+    rows.append(("GET /v1/plans/{id} p90", f"{lat['p90_ms']:.1f} ms", "-", "", f"plan N = {target_plan['nodes']}"))
+    rows.append(("GET /v1/plans/{id} p99", f"{lat['p99_ms']:.1f} ms", f"<= {GET_P99_TARGET_MS:g} ms",
+                 "yes" if get_ok else "NO", f"max {lat['max_ms']:.1f} ms"))
+    print(f"\nfabricplan service benchmark, backend {args.backend}, {os.cpu_count()} CPUs")
+    print(f"{'measure':<34} {'measured':>10} {'target':>10} {'ok':>4}  notes")
+    for name, val, target, ok, notes in rows:
+        print(f"{name:<34} {val:>10} {target:>10} {ok:>4}  {notes}")
+    return ok_all
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.service", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=["embedded", "redis"], default="embedded")
+    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="plan sizes N (d = 4)")
+    ap.add_argument("--clients", type=int, default=50, help="concurrent GET clients")
+    ap.add_argument("--requests", type=int, default=2000, help="GET requests in total")
+    ap.add_argument("--think-ms", type=float, default=0.0,
+                    help="pause of each client between its GETs (default 0: closed loop, back to back)")
+    ap.add_argument("--deadline", type=float, default=60.0, help="seconds allowed for the GET phase")
+    ap.add_argument("--plan-timeout", type=float, default=300.0, help="seconds to wait for one plan")
+    ap.add_argument("--port", type=int, default=0, help="server port on 127.0.0.1 (default: a free one)")
+    args = ap.parse_args(argv)
+    return 0 if run(args) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
