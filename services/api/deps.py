@@ -7,7 +7,7 @@ from fastapi import Request
 from sqlalchemy.orm import Session
 
 from services.config import Settings
-from services.store.db import session_factory
+from services.store.db import session_scope
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -15,12 +15,5 @@ def get_settings_dep(request: Request) -> Settings:
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    s = session_factory(request.app.state.settings.sqlalchemy_url)()
-    try:
+    with session_scope(request.app.state.settings.sqlalchemy_url) as s:
         yield s
-        s.commit()
-    except BaseException:
-        s.rollback()
-        raise
-    finally:
-        s.close()

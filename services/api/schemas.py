@@ -52,7 +52,9 @@ class PlanRequest(BaseModel):
     fabric_id: str | None = Field(default=None, max_length=100)
 
 
-class TopologyOut(BaseModel):
+class CandidateOut(BaseModel):
+    """A topology with its predicted allgather cost: T_L = steps * alpha, T_B = tau * M/B."""
+
     expr: str
     nodes: int
     degree: int
@@ -63,24 +65,16 @@ class TopologyOut(BaseModel):
     bw_optimal: bool
     moore_optimal: bool
     bidirectional: bool
-    t_l_us: float | None = None
     workload_time_us: float | None = None
 
 
-class FrontierEntry(BaseModel):
-    expr: str
-    nodes: int
-    degree: int
-    steps: int
-    tau: float
-    tau_exact: str
-    diameter: int | None
-    bw_optimal: bool
-    moore_optimal: bool
-    bidirectional: bool
+class TopologyOut(CandidateOut):
+    t_l_us: float | None = None
+
+
+class FrontierEntry(CandidateOut):
     tau_is_bound: bool
     family: str
-    workload_time_us: float | None = None
 
 
 class ScheduleSummary(BaseModel):

@@ -154,6 +154,17 @@ def _source_blocks(s: Schedule, atoms: _Atoms, itemsize: int) -> list[tuple[int,
     return [(a, min(a + per, s.nodes)) for a in range(0, s.nodes, per)]
 
 
+def _block_steps(s: Schedule, atoms: _Atoms, b0: int, b1: int):
+    """Per step, the atom-level transfers of the shards b0..b1-1: (t, transfer index, atom, shard - b0)."""
+    for t in range(1, s.steps + 1):
+        sl = s.step_slice(t)
+        idx = np.arange(sl.start, sl.stop)
+        idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
+        if idx.size:
+            rep, atom = atoms.expand(idx)
+            yield t, rep, atom, s.source[rep] - b0
+
+
 def _check_allgather(s: Schedule) -> Violation | None:
     atoms = _Atoms(s)
     n, A = s.nodes, atoms.count
@@ -161,14 +172,7 @@ def _check_allgather(s: Schedule) -> Violation | None:
         held = np.zeros((b1 - b0, n, A), dtype=bool)
         own = np.arange(b0, b1)
         held[own - b0, own, :] = True
-        for t in range(1, s.steps + 1):
-            sl = s.step_slice(t)
-            idx = np.arange(sl.start, sl.stop)
-            idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
-            if idx.size == 0:
-                continue
-            rep, atom = atoms.expand(idx)
-            v = s.source[rep] - b0
+        for t, rep, atom, v in _block_steps(s, atoms, b0, b1):
             ok = held[v, s.sender[rep], atom]
             if not ok.all():
                 first = int(np.flatnonzero(~ok)[0])
@@ -194,14 +198,7 @@ def _check_reduction(s: Schedule, collective: Collective) -> Violation | None:
     total = np.uint64(int(contrib.sum()) % PRIME)
     for b0, b1 in _source_blocks(s, atoms, 8):
         val = np.broadcast_to(contrib[None, :, None], (b1 - b0, n, A)).copy()
-        for t in range(1, s.steps + 1):
-            sl = s.step_slice(t)
-            idx = np.arange(sl.start, sl.stop)
-            idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
-            if idx.size == 0:
-                continue
-            rep, atom = atoms.expand(idx)
-            v = s.source[rep] - b0
+        for t, rep, atom, v in _block_steps(s, atoms, b0, b1):
             sent = val[v, s.sender[rep], atom]             # snapshot at the start of the step
             if s.ops[t - 1] == Op.REDUCE:
                 np.add.at(val, (v, s.receiver[rep], atom), sent)
