@@ -128,14 +128,20 @@ def cmd_select(args) -> int:
         sel = select(_frontier(args), link, items)
     except FinderError as exc:
         raise UsageError(str(exc)) from None
+    from .synthesis.finder import baseline_times
+
     out = {"best": {**_entry(sel.best), "time_us": _time_of(sel, sel.best) * 1e6},
-           "frontier": [{**_entry(c), "time_us": t * 1e6} for c, t in sel.times_s]}
+           "frontier": [{**_entry(c), "time_us": t * 1e6} for c, t in sel.times_s],
+           "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(args.nodes, args.degree, link, items).items()}}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         print(f"best: {sel.best.expr} ({out['best']['time_us']:.1f} us for the workload)")
         for e in out["frontier"]:
             print(f"  {e['time_us']:>12.1f} us  steps {e['steps']:>3}  tau {e['tau']:.4f}  {e['expr']}")
+        print("today's alternatives:")
+        for name, us in out["baselines_time_us"].items():
+            print(f"  {us:>12.1f} us  {name}")
     return 0
 
 

@@ -21,7 +21,7 @@ from .synthesis.bfb import BfbContext, BlockResult, merge_blocks, receiver_block
 from .synthesis.catalog import build
 from .synthesis.construct import construct_collectives, needs_bfb_fanout
 from .synthesis.cost import LinkModel
-from .synthesis.finder import WorkloadItem, frontier, select
+from .synthesis.finder import WorkloadItem, baseline_times, frontier, select
 from .synthesis.candidates import Candidate
 from .synthesis.schedule import Collective, allreduce
 from .synthesis.verify import verify
@@ -218,6 +218,8 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "schedules": state["schedules"],
         "predicted_time_us": predicted,
         "workload_time_us": sel.get("workload_time_us"),
+        "baselines_time_us": {k: v * 1e6 for k, v in
+                              baseline_times(req["nodes"], req["degree"], link, workload_items(req)).items()},
     }
     with session_scope(_url()) as s:
         repo.finish(s, plan_id, result)

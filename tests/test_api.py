@@ -37,6 +37,8 @@ def test_minimal_request_completes(client):
         assert p["schedules"][c]["verified"] is True
     assert p["schedules"]["allreduce"]["steps"] == 2 * p["schedules"]["allgather"]["steps"]
     assert p["predicted_time_us"]["allreduce"]["1048576"] > 0
+    assert p["baselines_time_us"]["double_binary_tree"] > p["workload_time_us"] if "workload_time_us" in p else True
+    assert set(p["baselines_time_us"]) >= {"ring", "shifted_ring", "double_binary_tree"}
 
 
 def test_status_history_and_progress(client):

@@ -32,7 +32,8 @@ def plan_out(p, base: str) -> PlanOut:
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
                    reason=p.reason, created_at=p.created_at, updated_at=p.updated_at, request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
-                   predicted_time_us=r.get("predicted_time_us"), links=links)
+                   predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
+                   links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted,

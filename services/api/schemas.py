@@ -112,6 +112,8 @@ class PlanOut(BaseModel):
     frontier: list[FrontierEntry] | None = None
     schedules: dict[str, ScheduleSummary] | None = None
     predicted_time_us: dict[str, dict[str, float]] | None = None
+    baselines_time_us: dict[str, float] | None = Field(default=None, description="the workload on today's "
+                                                       "topologies (ring, shifted rings, double binary tree, torus)")
     links: dict[str, str]
 
 

@@ -132,3 +132,21 @@ def select(cands: list[Candidate], link: LinkModel, items: list[WorkloadItem], *
                                 alltoall_f(c) if callable(alltoall_f) else alltoall_f)) for c in cands]
     best = min(scored, key=lambda x: (x[1], x[0].steps))[0]
     return Selection(best, scored)
+
+
+BASELINES = ("ring", "shifted_ring", "shifted_bfb_ring", "double_binary_tree", "torus_classic")
+
+
+def baseline_times(nodes: int, degree: int, link: LinkModel, items: list[WorkloadItem]) -> dict[str, float]:
+    """The same workload on what clusters use today (paper section 9.2): seconds per baseline that exists
+    for (N, d) (e.g. the shifted rings need d = 4)."""
+    from .baselines import baseline_costs
+
+    out = {}
+    for name in BASELINES:
+        try:
+            out[name] = sum(i.weight * baseline_costs(name, nodes, degree, link, i.size_bytes, i.collective).seconds
+                            for i in items)
+        except ValueError:
+            continue
+    return out
