@@ -159,7 +159,11 @@ def cmd_serve(args) -> int:
     mode = "embedded (SQLite + in-process worker)" if st.embedded else f"broker {st.broker_url.split('@')[-1]}"
     print(f"fabricplan: serving on http://{args.host}:{args.port} - {mode}; database "
           f"{st.sqlalchemy_url.split('@')[-1]}", file=sys.stderr)
-    uvicorn.run(create_app(st), host=args.host, port=args.port, log_level=args.log_level)
+    if args.workers > 1:      # several processes: uvicorn needs the factory's import path
+        uvicorn.run("services.api.app:create_app", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level=args.log_level, access_log=False)
+    else:
+        uvicorn.run(create_app(st), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
 
 
@@ -242,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--log-level", default="info")
+    sv.add_argument("--workers", type=int, default=1, help="API processes (each embedded one runs its own worker)")
     sv.set_defaults(func=cmd_serve)
 
     wk = sub.add_parser("worker", help="run a Celery worker for the scaled deployment (needs FABRICPLAN_BROKER_URL)")

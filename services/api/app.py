@@ -17,6 +17,7 @@ from services.store import repo
 from services.store.db import migrate, session_scope
 
 from .dispatch import Dispatcher
+from .routes_plans import PlanCache
 from .routes_misc import health, router as misc_router
 from .routes_plans import router as plans_router
 
@@ -30,6 +31,29 @@ class Metrics:
                                   ["method", "route", "status"], registry=self.registry)
         self.plans_created = Counter("fabricplan_plans_created_total", "plans accepted", registry=self.registry)
         self.plans_by_status = Gauge("fabricplan_plans", "plans by status", ["status"], registry=self.registry)
+
+
+class TimingMiddleware:
+    """Request latency histogram as a plain ASGI middleware (BaseHTTPMiddleware costs far more per request)."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_wrapper(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], route, str(status["code"])).observe(time.perf_counter() - t0)
 
 
 def _sweeper(app: FastAPI, stop: threading.Event) -> None:
@@ -72,17 +96,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = st
     app.state.metrics = Metrics()
     app.state.dispatcher = Dispatcher(st)
+    app.state.plan_cache = PlanCache()
     if st.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=st.cors_origins, allow_methods=["*"], allow_headers=["*"])
 
-    @app.middleware("http")
-    async def timing(request: Request, call_next):
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        app.state.metrics.requests.labels(request.method, getattr(route, "path", "unmatched"),
-                                          str(response.status_code)).observe(time.perf_counter() - t0)
-        return response
+    app.add_middleware(TimingMiddleware, metrics=app.state.metrics)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):

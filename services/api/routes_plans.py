@@ -1,7 +1,10 @@
 """/v1/plans: submit (idempotent), inspect, events, artifacts (DESIGN 4.1-4.4)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from sqlalchemy.orm import Session
@@ -10,6 +13,8 @@ from services import planner
 from services.store import repo
 from services.synthesis.catalog import build
 from services.synthesis.schedule import Collective, Schedule
+
+from services.store.db import session_scope
 
 from .deps import get_session
 from .schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
@@ -71,9 +76,46 @@ def _plan(s: Session, plan_id: str):
     return p
 
 
+class PlanCache:
+    """Serialised bodies of finished plans (done and failed plans never change again), LRU-bounded, so the
+    polling GET of a finished plan costs no database round trip."""
+
+    def __init__(self, size: int = 4096):
+        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            hit = self.items.get(key)
+            if hit is not None:
+                self.items.move_to_end(key)
+            return hit
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.items[key] = value
+            if len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
 @router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)
-def get_plan(plan_id: str, request: Request, s: Session = Depends(get_session)):
-    return plan_out(_plan(s, plan_id), str(request.base_url).rstrip("/"))
+def get_plan(plan_id: str, request: Request):
+    """Status, progress, chosen topology, frontier, schedules and links. Finished plans carry an ETag."""
+    base = str(request.base_url).rstrip("/")
+    cache: PlanCache = request.app.state.plan_cache
+    hit = cache.get((plan_id, base))
+    if hit is None:
+        with session_scope(request.app.state.settings.sqlalchemy_url) as s:
+            p = _plan(s, plan_id)
+            body = plan_out(p, base).model_dump_json().encode()
+            terminal = p.status in repo.TERMINAL
+        if not terminal:
+            return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+        hit = (body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
+        cache.put((plan_id, base), hit)
+    body, etag = hit
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    return Response(body, media_type="application/json", headers={"ETag": etag})
 
 
 @router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses=NOT_FOUND)

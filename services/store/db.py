@@ -9,8 +9,6 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @lru_cache(maxsize=8)
 def engine_for(url: str) -> Engine:
@@ -51,10 +49,13 @@ def session_scope(url: str):
 
 
 def alembic_config(url: str):
+    """Alembic configuration built in code: the `migrations` package ships with fabricplan, so an installed
+    (non-editable) package migrates too; alembic.ini at the repository root is for the alembic CLI."""
+    import migrations
     from alembic.config import Config
 
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).parent))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 
@@ -63,6 +64,10 @@ def migrate(url: str, revision: str = "head") -> None:
     """Bring the database schema to `revision` (Alembic is the only schema path)."""
     from alembic import command
 
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     command.upgrade(alembic_config(url), revision)
 
 
