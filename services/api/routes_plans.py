@@ -7,6 +7,7 @@ import threading
 from collections import OrderedDict
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from services import planner
@@ -98,16 +99,14 @@ class PlanCache:
 
 
 @router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)
-def get_plan(plan_id: str, request: Request):
+async def get_plan(plan_id: str, request: Request):
     """Status, progress, chosen topology, frontier, schedules and links. Finished plans carry an ETag."""
     base = str(request.base_url).rstrip("/")
     cache: PlanCache = request.app.state.plan_cache
-    hit = cache.get((plan_id, base))
+    hit = cache.get((plan_id, base))          # finished plans: served from memory on the event loop
     if hit is None:
-        with session_scope(request.app.state.settings.sqlalchemy_url) as s:
-            p = _plan(s, plan_id)
-            body = plan_out(p, base).model_dump_json().encode()
-            terminal = p.status in repo.TERMINAL
+        body, terminal = await run_in_threadpool(_load_plan_body, request.app.state.settings.sqlalchemy_url,
+                                                 plan_id, base)
         if not terminal:
             return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
         hit = (body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"')
@@ -116,6 +115,12 @@ def get_plan(plan_id: str, request: Request):
     if request.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"ETag": etag})
     return Response(body, media_type="application/json", headers={"ETag": etag})
+
+
+def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
+    with session_scope(url) as s:
+        p = _plan(s, plan_id)
+        return plan_out(p, base).model_dump_json().encode(), p.status in repo.TERMINAL
 
 
 @router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses=NOT_FOUND)
