@@ -193,6 +193,38 @@ def cmd_migrate(args) -> int:
     return 0
 
 
+def cmd_keys(args) -> int:
+    from sqlalchemy import select
+
+    from .api.auth import create_key
+    from .config import get_settings
+    from .store.db import migrate, session_scope
+    from .store.models import ApiKey
+
+    st = get_settings()
+    migrate(st.sqlalchemy_url)
+    with session_scope(st.sqlalchemy_url) as s:
+        if args.action == "create":
+            if not args.name or not args.role:
+                raise UsageError("keys create needs --name and --role")
+            try:
+                secret, key = create_key(s, args.name, args.role, args.panel)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            print(json.dumps({"id": key.id, "name": key.name, "role": key.role, "panel_id": key.panel_id,
+                              "key": secret, "note": "shown once; only its hash is stored"}, indent=2))
+        elif args.action == "list":
+            for k in s.scalars(select(ApiKey).order_by(ApiKey.created_at)):
+                print(f"{k.id}  {k.role:<9} {k.panel_id or '-':<12} {'revoked' if k.revoked else 'active':<8} {k.name}")
+        else:
+            key = s.get(ApiKey, args.id or "")
+            if key is None:
+                raise UsageError(f"no API key with id {args.id!r}")
+            key.revoked = True
+            print(f"revoked {key.id}")
+    return 0
+
+
 def _emit(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -258,6 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     mg = sub.add_parser("migrate", help="apply database migrations (Alembic)")
     mg.add_argument("--revision", default="head")
     mg.set_defaults(func=cmd_migrate)
+
+    ky = sub.add_parser("keys", help="manage API keys (scheduler, agent bound to a panel, viewer)")
+    ky.add_argument("action", choices=["create", "list", "revoke"])
+    ky.add_argument("--name")
+    ky.add_argument("--role", choices=["scheduler", "agent", "viewer"])
+    ky.add_argument("--panel", help="the panel an agent key is bound to")
+    ky.add_argument("--id", help="the key to revoke")
+    ky.set_defaults(func=cmd_keys)
     return p
 
 

@@ -17,10 +17,11 @@ from services.synthesis.report import schedule_summary
 from services.synthesis.schedule import Collective
 from services.synthesis.verify import verify
 
+from .auth import READ
 from .deps import get_session
 from .schemas import ErrorOut, EvaluateOut, EvaluateRequest, FrontierOut
 
-router = APIRouter(tags=["topologies"])
+router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)])
 EVALUATE_MAX_NODES = 1024
 
 

@@ -17,10 +17,13 @@ from services.synthesis.schedule import Collective, Schedule
 
 from services.store.db import session_scope
 
+from .auth import READ, WRITE
 from .deps import get_session
 from .schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"])
+AUTH = {401: {"model": ErrorOut, "description": "missing or unknown API key"},
+        403: {"model": ErrorOut, "description": "the key's role may not do this"}}
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 
 
@@ -42,8 +45,8 @@ def plan_out(p, base: str) -> PlanOut:
                    links=links)
 
 
-@router.post("", status_code=202, response_model=PlanAccepted,
-             responses={409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
+@router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
+             responses={**AUTH, 409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
                 idempotency_key: str | None = Header(default=None, max_length=200)):
     """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202); poll
@@ -63,7 +66,7 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     return PlanAccepted(id=plan.id, status=plan.status, url=url)
 
 
-@router.get("", response_model=list[PlanOut])
+@router.get("", response_model=list[PlanOut], dependencies=[Depends(READ)])
 def list_plans(request: Request, job_id: str | None = None, limit: int = Query(50, ge=1, le=500),
                s: Session = Depends(get_session)):
     base = str(request.base_url).rstrip("/")
@@ -98,7 +101,7 @@ class PlanCache:
                 self.items.popitem(last=False)
 
 
-@router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)
+@router.get("/{plan_id}", response_model=PlanOut, responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(READ)])
 async def get_plan(plan_id: str, request: Request):
     """Status, progress, chosen topology, frontier, schedules and links. Finished plans carry an ETag."""
     base = str(request.base_url).rstrip("/")
@@ -123,7 +126,8 @@ def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
         return plan_out(p, base).model_dump_json().encode(), p.status in repo.TERMINAL
 
 
-@router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses=NOT_FOUND)
+@router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses={**NOT_FOUND, **AUTH},
+            dependencies=[Depends(READ)])
 def plan_events(plan_id: str, s: Session = Depends(get_session)):
     return [PlanEventOut(at=e.at, status=e.status, stage=e.stage, progress=e.progress, message=e.message)
             for e in _plan(s, plan_id).events]
@@ -138,7 +142,8 @@ def _blob_response(request: Request, data: bytes, digest: str, media_type: str, 
         "Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-@router.get("/{plan_id}/topology", responses={**NOT_FOUND, 409: {"model": ErrorOut}})
+@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}},
+            dependencies=[Depends(READ)])
 def plan_topology(plan_id: str, request: Request, format: str = Query("json", pattern="^(json|graphml)$"),
                   s: Session = Depends(get_session)):
     """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML. Content-addressed, with ETag."""
@@ -154,8 +159,8 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
     return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
-@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, 409: {"model": ErrorOut},
-                                                          501: {"model": ErrorOut}})
+@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
+                                                          501: {"model": ErrorOut}}, dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"), s: Session = Depends(get_session)):
     """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step."""
