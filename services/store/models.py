@@ -112,3 +112,75 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class FabricRow(Base):
+    """A registered fabric: hosts, their ports and how each fiber is cabled to which panel port
+    (services.fabric.Fabric.to_dict())."""
+
+    __tablename__ = "fabrics"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PanelRow(Base):
+    """A patch panel or OCS; ids are global because panel agents address /v1/panels/{panel}."""
+
+    __tablename__ = "panels"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    fabric_id: Mapped[str] = mapped_column(ForeignKey("fabrics.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    ports: Mapped[int] = mapped_column(Integer)
+
+
+class HostReservation(Base):
+    """A host held by an active plan; the primary key makes "no two active plans share a host" a database
+    guarantee, even with concurrent workers."""
+
+    __tablename__ = "host_reservations"
+
+    fabric_id: Mapped[str] = mapped_column(ForeignKey("fabrics.id", ondelete="CASCADE"), primary_key=True)
+    host_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+
+
+class PlanBinding(Base):
+    """A plan bound to a fabric: node -> host map, port assignment, and the panel versions it needs."""
+
+    __tablename__ = "plan_bindings"
+
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True)
+    fabric_id: Mapped[str] = mapped_column(ForeignKey("fabrics.id", ondelete="CASCADE"), index=True)
+    assignment: Mapped[dict] = mapped_column(JSON)
+    required_versions: Mapped[dict] = mapped_column(JSON)      # panel id -> config version with its connections
+    fabric_ready: Mapped[bool] = mapped_column(Boolean, default=False)
+    released: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PanelConfig(Base):
+    """A version of a panel's full cross-connect list (every active plan's connections on that panel)."""
+
+    __tablename__ = "panel_configs"
+
+    panel_id: Mapped[str] = mapped_column(ForeignKey("panels.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    connections: Mapped[list] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PanelState(Base):
+    """What the panel's agent last reported: the version it applied (or failed to), and its connections."""
+
+    __tablename__ = "panel_states"
+
+    panel_id: Mapped[str] = mapped_column(ForeignKey("panels.id", ondelete="CASCADE"), primary_key=True)
+    applied_version: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str | None] = mapped_column(Text)
+    connections: Mapped[list | None] = mapped_column(JSON)
+    reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
