@@ -112,6 +112,32 @@ def stage_select(state: dict, plan_id: str) -> dict:
     return {**state, "selected": best}
 
 
+# ----- fabric binding -----------------------------------------------------------------------------
+def stage_fabric(state: dict, plan_id: str) -> dict:
+    """When the request names a fabric: reserve its hosts, assign ports, publish new panel configs."""
+    if state.get("stop"):
+        return state
+    req = _request(plan_id)
+    if not req.get("fabric_id"):
+        return state
+    from services.fabric import FabricError
+    from sqlalchemy.exc import IntegrityError
+
+    from .store import fabrics
+
+    _advance(plan_id, "fabric", 0.35, f"reserving hosts on {req['fabric_id']}")
+    topo = build(state["selected"]["expr"])
+    try:
+        with session_scope(_url()) as s:
+            b = fabrics.bind_plan(s, plan_id, req["fabric_id"], topo, req.get("hosts"))
+            summary = {"fabric_id": b.fabric_id, "hosts": b.assignment["hosts"], "panels": b.required_versions}
+    except IntegrityError:
+        raise PlanInputError("another plan reserved one of these hosts at the same time; submit again") from None
+    except FabricError as exc:
+        raise PlanInputError(str(exc)) from None
+    return {**state, "fabric": summary}
+
+
 # ----- schedules ------------------------------------------------------------------------------------
 def fanout_plan(state: dict, plan_id: str) -> list[tuple[bool, list[int]]] | None:
     """Receiver blocks (orientation, receivers) when the selected schedule is one large BFB solve."""
@@ -218,6 +244,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "schedules": state["schedules"],
         "predicted_time_us": predicted,
         "workload_time_us": sel.get("workload_time_us"),
+        "fabric": state.get("fabric"),
         "baselines_time_us": {k: v * 1e6 for k, v in
                               baseline_times(req["nodes"], req["degree"], link, workload_items(req)).items()},
     }
@@ -233,8 +260,12 @@ def current_stage(plan_id: str) -> str:
 
 
 def fail_plan(plan_id: str, reason: str) -> None:
+    """Fail the plan with the reason and release whatever it reserved on a fabric."""
+    from .store import fabrics
+
     with session_scope(_url()) as s:
-        repo.fail(s, plan_id, reason)
+        if repo.fail(s, plan_id, reason):
+            fabrics.release_plan(s, plan_id)
 
 
 def topology_json(t) -> dict:

@@ -1,6 +1,7 @@
 """Plan pipeline tasks: thin wrappers over services.planner. A chain per plan:
 
-    frontier -> select -> schedules (-> chord(group(bfb_block...), merge) for large BFB solves) -> finish
+    frontier -> select -> fabric (hosts, ports, panel configs) -> schedules
+             (-> chord(group(bfb_block...), merge) for large BFB solves) -> finish
 
 Input errors fail the plan with the reason; transient errors retry (bounded); anything else fails the plan
 with the stage and the error once the retries are used up.
@@ -64,6 +65,12 @@ def plan_select(state: dict, *, plan_id: str) -> dict:
     return planner.stage_select(state, plan_id)
 
 
+@celery_app.task(base=PlanTask, name="fabricplan.fabric")
+@stage
+def plan_fabric(state: dict, *, plan_id: str) -> dict:
+    return planner.stage_fabric(state, plan_id)
+
+
 @celery_app.task(base=PlanTask, bind=True, name="fabricplan.schedules")
 @stage
 def plan_schedules(self, state: dict, *, plan_id: str) -> dict:
@@ -96,5 +103,5 @@ def plan_finish(state: dict, *, plan_id: str) -> dict:
 
 def plan_workflow(plan_id: str):
     """The whole plan as one Celery canvas."""
-    return chain(plan_frontier.si(plan_id=plan_id), plan_select.s(plan_id=plan_id),
+    return chain(plan_frontier.si(plan_id=plan_id), plan_select.s(plan_id=plan_id), plan_fabric.s(plan_id=plan_id),
                  plan_schedules.s(plan_id=plan_id), plan_finish.s(plan_id=plan_id))

@@ -18,6 +18,7 @@ from services.store.db import migrate, session_scope
 
 from .dispatch import Dispatcher
 from .routes_plans import PlanCache
+from .routes_fabric import router as fabric_router
 from .routes_misc import health, router as misc_router
 from .routes_plans import router as plans_router
 
@@ -110,5 +111,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(plans_router)
     app.include_router(misc_router)
+    app.include_router(fabric_router)
     app.include_router(health)
     return app

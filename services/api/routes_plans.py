@@ -38,11 +38,17 @@ def plan_out(p, base: str) -> PlanOut:
             schedules[c] = {**sm, "url": url}
             links[f"schedule:{c}"] = url
         links["topology"] = f"{base}/v1/plans/{p.id}/topology"
+    fabric = None
+    if r.get("fabric"):
+        binding = p.binding
+        fabric = {**r["fabric"], "fabric_ready": bool(binding and binding.fabric_ready),
+                  "released": bool(binding and binding.released)}
+        links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
                    reason=p.reason, created_at=p.created_at, updated_at=p.updated_at, request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
-                   links=links)
+                   fabric=fabric, links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
@@ -94,6 +100,11 @@ class PlanCache:
                 self.items.move_to_end(key)
             return hit
 
+    def drop(self, plan_id: str) -> None:
+        with self.lock:
+            for k in [k for k in self.items if k[0] == plan_id]:
+                del self.items[k]
+
     def put(self, key, value) -> None:
         with self.lock:
             self.items[key] = value
@@ -121,9 +132,11 @@ async def get_plan(plan_id: str, request: Request):
 
 
 def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
+    """(body, cacheable): finished plans never change, except a fabric binding that is not yet ready."""
     with session_scope(url) as s:
         p = _plan(s, plan_id)
-        return plan_out(p, base).model_dump_json().encode(), p.status in repo.TERMINAL
+        settled = p.binding is None or p.binding.fabric_ready or p.binding.released
+        return plan_out(p, base).model_dump_json().encode(), p.status in repo.TERMINAL and settled
 
 
 @router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses={**NOT_FOUND, **AUTH},
@@ -189,3 +202,16 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
                        "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
                        "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}).encode()
     return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+
+
+@router.delete("/{plan_id}/fabric", responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(WRITE)])
+def release_fabric(plan_id: str, request: Request, s: Session = Depends(get_session)):
+    """The job is over: free the plan's hosts and ports; its cross-connects leave the next panel configs."""
+    from services.store import fabrics
+
+    _plan(s, plan_id)
+    b = fabrics.release_plan(s, plan_id)
+    if b is None:
+        raise HTTPException(404, f"plan {plan_id} is not bound to a fabric")
+    request.app.state.plan_cache.drop(plan_id)
+    return {"plan_id": plan_id, "fabric_id": b.fabric_id, "released": True}

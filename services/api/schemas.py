@@ -49,7 +49,18 @@ class PlanRequest(BaseModel):
     bandwidth_gbps: float = Field(gt=0, le=1e6, description="a host's total egress bandwidth B in Gbit/s")
     bidirectional_only: bool = Field(default=False, description="only topologies duplex cables can realise")
     workload: Workload
-    fabric_id: str | None = Field(default=None, max_length=100)
+    fabric_id: str | None = Field(default=None, max_length=100, description="bind the plan to this fabric")
+    hosts: list[str] | None = Field(default=None, description="the fabric hosts to use (default: the first "
+                                                                "free ones); one per node")
+
+    @model_validator(mode="after")
+    def _hosts(self):
+        if self.hosts is not None:
+            if self.fabric_id is None:
+                raise ValueError("hosts are only meaningful with a fabric_id")
+            if len(self.hosts) != self.nodes or len(set(self.hosts)) != len(self.hosts):
+                raise ValueError(f"hosts must list {self.nodes} distinct hosts, one per node")
+        return self
 
 
 class CandidateOut(BaseModel):
@@ -114,6 +125,8 @@ class PlanOut(BaseModel):
     predicted_time_us: dict[str, dict[str, float]] | None = None
     baselines_time_us: dict[str, float] | None = Field(default=None, description="the workload on today's "
                                                        "topologies (ring, shifted rings, double binary tree, torus)")
+    fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "
+                                                          "versions the plan needs, fabric_ready, released")
     links: dict[str, str]
 
 
@@ -167,3 +180,27 @@ class EvaluateOut(BaseModel):
 
 class ErrorOut(BaseModel):
     detail: str
+
+
+class FabricLayout(BaseModel):
+    """Shortcut for the common cablings: `planes` (host port k on panel plane{k}, port = host index) or
+    `shared` (every host port on one panel)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    layout: Literal["planes", "shared"]
+    hosts: int | list[str] = Field(description="a host count, or the host ids")
+    ports_per_host: int = Field(strict=True, ge=1, le=64)
+    kind: Literal["patch_panel", "ocs"] = "patch_panel"
+    panel_prefix: str | None = Field(default=None, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class PanelStateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    applied_version: int = Field(strict=True, ge=0, description="the config version the agent applied")
+    status: Literal["applied", "failed"]
+    message: str | None = Field(default=None, max_length=2000)
+    connections: list[dict] | None = Field(default=None, description="the cross-connects now on the panel, "
+                                                                     "[{ingress, egress}]")

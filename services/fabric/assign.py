@@ -242,9 +242,9 @@ def assign_ports(fabric: Fabric, hosts: Sequence[str], topology, *, plan_id: str
     N, d = topology.nodes, topology.degree
     if len(hosts) != N:
         raise AssignmentError(f"topology {topology.expr} has {N} nodes but {len(hosts)} hosts were given")
-    dup = sorted({h for h in hosts if hosts.count(h) > 1}) if len(set(hosts)) != N else []
-    if dup:
-        raise AssignmentError(f"host {dup[0]!r} is given for more than one node")
+    if len(set(hosts)) != len(hosts):
+        dup = next(h for i, h in enumerate(hosts) if h in hosts[:i])
+        raise AssignmentError(f"host {dup!r} is given for more than one node")
     missing = [h for h in hosts if h not in fabric.host_index]
     if missing:
         raise AssignmentError(f"fabric {fabric.id!r} has no host {missing[0]!r}")
@@ -342,6 +342,14 @@ def _explain_local(fabric, hosts, hidx, tails, heads, tx_cap, rx_cap, d) -> None
             f"arc {u}->{v} (host {hosts[u]!r} -> host {hosts[v]!r}): no panel holds both a tx fiber of "
             f"{hosts[u]!r} (its tx fibers land on {_names(fabric, np.flatnonzero(tx_cap[u]))}) and an rx "
             f"fiber of {hosts[v]!r} (its rx fibers land on {_names(fabric, np.flatnonzero(rx_cap[v]))})")
+    if d == fabric.ports_per_host:   # every fiber carries an arc: each panel needs as many tx as rx fibers
+        tx_sum, rx_sum = tx_cap.sum(axis=0), rx_cap.sum(axis=0)
+        if (tx_sum != rx_sum).any():
+            p = int(np.flatnonzero(tx_sum != rx_sum)[0])
+            raise AssignmentError(
+                f"panel {fabric.panels[p].id!r} holds {tx_sum[p]} tx fibers but {rx_sum[p]} rx fibers of the chosen "
+                f"hosts; with degree {d} = ports per host every fiber carries an arc, so each panel needs as "
+                f"many tx as rx fibers")
     order_out = np.argsort(tails, kind="stable").reshape(N, d)
     order_in = np.argsort(heads, kind="stable").reshape(N, d)
     for side, order, panels_of, cap_name in (("tx", order_out, fabric.tx_panel, "out"),

@@ -43,6 +43,7 @@ class Plan(Base):
     events: Mapped[list["PlanEvent"]] = relationship(back_populates="plan", order_by="PlanEvent.id",
                                                      cascade="all, delete-orphan")
     artifacts: Mapped[list["PlanArtifact"]] = relationship(back_populates="plan", cascade="all, delete-orphan")
+    binding: Mapped["PlanBinding | None"] = relationship(viewonly=True, uselist=False)
 
 
 class PlanEvent(Base):

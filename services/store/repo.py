@@ -105,10 +105,13 @@ def fail_stale(s: Session, older_than_s: float) -> list[str]:
     """Plans running without a heartbeat for `older_than_s`: their worker died and no redelivery picked
     them up. They fail with a reason a person can act on."""
     cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+    from .fabrics import release_plan
+
     stale = list(s.scalars(select(Plan).where(Plan.status == "running", Plan.heartbeat_at < cutoff)))
     for p in stale:
         fail(s, p.id, f"the worker running stage '{p.stage}' stopped reporting progress for more than "
                       f"{int(older_than_s)} s (worker lost); submit the plan again or check the workers")
+        release_plan(s, p.id)
     return [p.id for p in stale]
 
 

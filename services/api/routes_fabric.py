@@ -1,0 +1,121 @@
+"""Fabrics and the panel-controller protocol (DESIGN 4.5-4.7).
+
+A panel agent polls GET /v1/panels/{panel}/config (ETag = the config version; If-None-Match answers 304;
+?wait=S long-polls until a new version exists), applies the cross-connects (or the `diff` from what it last
+reported) and reports PUT /v1/panels/{panel}/state. A plan becomes fabric_ready when every panel it touches
+has applied the version that carries its connections.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from services.fabric import Fabric, FabricError, planes_fabric, shared_panel_fabric
+from services.store import fabrics
+from services.store.db import session_scope
+from services.store.models import FabricRow, HostReservation, PanelRow
+
+from .auth import READ, WRITE, require_panel
+from .deps import get_session
+from .schemas import ErrorOut, FabricLayout, PanelStateIn
+
+router = APIRouter(tags=["fabric"])
+AUTH = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}}
+LONG_POLL_MAX_S = 60.0
+
+
+def _fabric_summary(s: Session, row: FabricRow) -> dict:
+    held = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(HostReservation.fabric_id == row.id))}
+    panels = [{"id": p.id, "kind": p.kind, "ports": p.ports,
+               "version": fabrics.latest_config(s, p.id).version}
+              for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == row.id).order_by(PanelRow.id))]
+    return {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
+            "panels": panels, "reserved": held, "spec": row.spec}
+
+
+@router.post("/v1/fabrics", status_code=201, dependencies=[Depends(WRITE)],
+             responses={**AUTH, 409: {"model": ErrorOut}, 422: {"description": "invalid fabric"}})
+def register_fabric(body: dict, s: Session = Depends(get_session)):
+    """Register hosts, their ports and the panel port each tx/rx fiber is cabled to: either the full fabric
+    document (services.fabric.Fabric JSON) or a layout shortcut {id, layout: planes|shared, hosts,
+    ports_per_host, kind}."""
+    try:
+        if "layout" in body:
+            lay = FabricLayout.model_validate(body)
+            make = planes_fabric if lay.layout == "planes" else shared_panel_fabric
+            kw = {"panel_prefix": lay.panel_prefix} if lay.panel_prefix and lay.layout == "planes" else {}
+            fab = make(lay.hosts, lay.ports_per_host, kind=lay.kind, fabric_id=lay.id, **kw)
+        else:
+            fab = Fabric.from_dict(body)
+    except (FabricError, ValueError, TypeError, KeyError) as exc:
+        msg = str(exc) if not hasattr(exc, "errors") else "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise HTTPException(422, [{"loc": ["body"], "field": "", "msg": msg, "type": "value_error"}]) from None
+    try:
+        row = fabrics.register(s, fab)
+    except fabrics.FabricConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    s.flush()
+    return _fabric_summary(s, row)
+
+
+@router.get("/v1/fabrics", dependencies=[Depends(READ)])
+def list_fabrics(s: Session = Depends(get_session)):
+    return [_fabric_summary(s, r) for r in s.scalars(select(FabricRow).order_by(FabricRow.id))]
+
+
+@router.get("/v1/fabrics/{fabric_id}", dependencies=[Depends(READ)], responses={404: {"model": ErrorOut}})
+def get_fabric(fabric_id: str, s: Session = Depends(get_session)):
+    row = s.get(FabricRow, fabric_id)
+    if row is None:
+        raise HTTPException(404, f"fabric {fabric_id} not found")
+    return _fabric_summary(s, row)
+
+
+def _config(url: str, panel_id: str) -> dict | None:
+    with session_scope(url) as s:
+        return fabrics.config_view(s, panel_id)
+
+
+@router.get("/v1/panels/{panel_id}/config", responses={**AUTH, 304: {"description": "unchanged"},
+                                                        404: {"model": ErrorOut}})
+async def panel_config(panel_id: str, request: Request, wait: float = Query(0, ge=0, le=LONG_POLL_MAX_S),
+                       _=Depends(require_panel())):
+    """The panel's desired cross-connects (full list and the diff from its last report). ETag = version."""
+    url = request.app.state.settings.sqlalchemy_url
+    cfg = await run_in_threadpool(_config, url, panel_id)
+    if cfg is None:
+        raise HTTPException(404, f"panel {panel_id} not found")
+    seen = request.headers.get("if-none-match")
+    deadline = time.monotonic() + wait
+    while seen == f'"{cfg["version"]}"' and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)                      # long poll: any process may write the next version
+        cfg = await run_in_threadpool(_config, url, panel_id)
+    etag = f'"{cfg["version"]}"'
+    if seen == etag:
+        return Response(status_code=304, headers={"ETag": etag})
+    return Response(content=__import__("json").dumps(cfg), media_type="application/json", headers={"ETag": etag})
+
+
+@router.put("/v1/panels/{panel_id}/state", responses={**AUTH, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
+def panel_state(panel_id: str, body: PanelStateIn, request: Request, s: Session = Depends(get_session),
+                p=Depends(require_panel())):
+    """The agent reports the version it applied (or failed to apply) and the connections now present."""
+    if p.role == "viewer":
+        raise HTTPException(403, "a viewer key cannot report panel state")
+    panel = s.get(PanelRow, panel_id)
+    if panel is None:
+        raise HTTPException(404, f"panel {panel_id} not found")
+    latest = fabrics.latest_config(s, panel_id).version
+    if body.applied_version > latest:
+        raise HTTPException(409, f"version {body.applied_version} does not exist (latest is {latest})")
+    ready = fabrics.report_state(s, panel_id, body.applied_version, body.status, body.message, body.connections)
+    for pid in ready:
+        request.app.state.plan_cache.drop(pid)
+    return {"panel": panel_id, "applied_version": body.applied_version, "latest_version": latest,
+            "status": body.status, "fabric_ready_plans": ready}
