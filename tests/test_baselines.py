@@ -324,9 +324,9 @@ def test_alltoall_module_agrees():
 
     for name, n in (("shifted_ring", 12), ("ring", 9), ("totient_perms", 10)):
         topo = bl.baseline_topology(name, n, 4)
-        assert alltoall.alltoall_throughput(topo) == pytest.approx(bl.baseline_alltoall_throughput(name, n, 4),
+        assert alltoall.alltoall_throughput(topo).throughput == pytest.approx(bl.baseline_alltoall_throughput(name, n, 4),
                                                                     rel=1e-6)
-    assert alltoall.alltoall_throughput(bl.dbt_topology(16)) == pytest.approx(16 / 256, rel=1e-6)
+    assert alltoall.alltoall_throughput(bl.dbt_topology(16)).throughput == pytest.approx(16 / 256, rel=1e-6)
     f = 1e-3
     assert alltoall.alltoall_time_s(f, 64, 4, MB, 100e9 / 8) == pytest.approx((MB / 64) / (f * 100e9 / 8 / 4))
 
@@ -347,7 +347,7 @@ def test_alltoall_hook_delegates_lazily(monkeypatch):
     calls = []
     fake = types.ModuleType("services.synthesis.alltoall")
     fake.alltoall_time_s = lambda f, n, d, b, bw: calls.append(("time", f, n, d, b, bw)) or 42.0
-    fake.alltoall_throughput = lambda topo: calls.append(("mcf", topo.expr)) or 0.25
+    fake.alltoall_throughput = lambda topo: calls.append(("mcf", topo.expr)) or types.SimpleNamespace(throughput=0.25)
     monkeypatch.setitem(sys.modules, "services.synthesis.alltoall", fake)
     assert bl.alltoall_seconds(0.5, 8, 4, 100, 1e9) == 42.0
     assert bl.baseline_alltoall_throughput("torus", 9, 4) == 0.25

@@ -745,7 +745,7 @@ def dbt_alltoall_throughput(nodes: int) -> float:
     if n >= 16 and n & (n - 1) == 0:
         return 16.0 / (n * n)
     return _alltoall_module("throughput of the double binary tree for N not a power of two >= 16") \
-        .alltoall_throughput(dbt_topology(n))
+        .alltoall_throughput(dbt_topology(n)).throughput
 
 
 def _alltoall_module(purpose: str):
@@ -882,7 +882,7 @@ def baseline_alltoall_throughput(name: str, nodes: int, degree: int = DEFAULT_DE
         gens = [x for p in t.generators for x in (p, n - p)] if t.bidirectional else t.generators
         return cayley_alltoall_throughput(n, gens)
     topo = baseline_topology(key, n, degree, **options)
-    return float(_alltoall_module(f"throughput of {topo.expr}").alltoall_throughput(topo))
+    return float(_alltoall_module(f"throughput of {topo.expr}").alltoall_throughput(topo).throughput)
 
 
 def baseline_alltoall_time(name: str, nodes: int, degree: int = DEFAULT_DEGREE, bytes_per_node: float = 1 << 20,
