@@ -76,8 +76,11 @@ def cmd_schedule(args) -> int:
 
 
 def _frontier(args):
+    from .synthesis.bases import CACHE, default_cache_dir
     from .synthesis.finder import FinderError, frontier
 
+    if CACHE.path is None:                   # the CLI keeps evaluated bases on disk between runs
+        CACHE.attach(default_cache_dir())
     try:
         return frontier(args.nodes, args.degree, bidirectional=args.bidirectional)
     except FinderError as exc:
