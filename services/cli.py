@@ -228,6 +228,38 @@ def cmd_keys(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    from .compiler.api import check_xml, compile_schedule
+    from .compiler.errors import CompileError
+    from .synthesis.bfb import ScheduleTooLarge
+    from .synthesis.construct import construct
+    from .synthesis.schedule import Collective
+
+    _topology(args.expr)
+    collective = Collective.parse(args.collective)
+    try:
+        built = construct(args.expr, collective)
+        art = compile_schedule(built.schedule, built.topology, args.format, dialect=args.dialect,
+                               channels=args.channels, max_chunks=args.max_chunks)
+    except (ScheduleTooLarge, CompileError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    summary = art.as_dict()
+    code = 0
+    if args.check:
+        report = check_xml(art.xml, args.format)
+        summary["check"] = {"ok": report.ok, "errors": [str(e) for e in report.errors[:5]]}
+        code = 0 if report.ok else 1
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(art.xml)
+        summary["output"] = args.output
+        _emit(summary, args.json)
+    else:
+        sys.stdout.write(art.xml if art.xml.endswith("\n") else art.xml + "\n")
+        print(json.dumps(summary), file=sys.stderr)
+    return code
+
+
 def _emit(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -276,6 +308,18 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--bidirectional", action="store_true")
     se.add_argument("--json", action="store_true")
     se.set_defaults(func=cmd_select)
+
+    co = sub.add_parser("compile", help="compile an expression's schedule to MSCCL or oneCCL XML")
+    co.add_argument("expr")
+    co.add_argument("--collective", default="allreduce")
+    co.add_argument("--format", choices=["msccl", "oneccl"], default="msccl")
+    co.add_argument("--dialect", default="executor", help="MSCCL runtime: executor, rccl or legacy")
+    co.add_argument("--channels", type=int, default=1)
+    co.add_argument("--max-chunks", type=int, default=64, help="bound on chunks per shard when lowering")
+    co.add_argument("-o", "--output", help="write the XML here (default: stdout, summary on stderr)")
+    co.add_argument("--check", action="store_true", help="validate and simulate the XML on CPU")
+    co.add_argument("--json", action="store_true")
+    co.set_defaults(func=cmd_compile)
 
     sv = sub.add_parser("serve", help="run the HTTP API (and the embedded worker unless a broker is configured)")
     sv.add_argument("--host", default="127.0.0.1")

@@ -117,7 +117,14 @@ def test_artifacts_with_etags(client):
                           headers={"If-None-Match": blob.headers["etag"]}).status_code == 304
     js = client.get(f"/v1/plans/{pid}/schedules/allgather").json()
     assert js["nodes"] == 16 and len(js["steps"]) == p["schedules"]["allgather"]["steps"]
-    assert client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "msccl"}).status_code == 501
+    from services.compiler.api import check_xml
+
+    for fmt in ("msccl", "oneccl"):
+        x = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": fmt})
+        assert x.status_code == 200 and x.headers["content-type"].startswith("application/xml")
+        assert check_xml(x.text, fmt).ok
+        again = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": fmt})
+        assert again.headers["etag"] == x.headers["etag"]
 
 
 def test_artifacts_before_done_are_409(client, settings):

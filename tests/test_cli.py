@@ -79,3 +79,22 @@ def test_installed_entry_point():
     assert json.loads(proc.stdout)["tau_exact"] == "3/4"
     bad = subprocess.run([sys.executable, "-m", "services.cli", "bfb", "ring("], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_compile_msccl_with_check(capsys, tmp_path):
+    out = tmp_path / "ar.xml"
+    code, stdout, _ = run(capsys, "compile", "torus(4, 4)", "--collective", "allreduce", "--format", "msccl",
+                          "-o", str(out), "--check", "--json")
+    data = json.loads(stdout)
+    assert code == 0 and data["check"]["ok"] and data["steps"] == 8 and out.read_text().startswith("<algo")
+
+
+def test_compile_oneccl_to_stdout(capsys):
+    code, stdout, err = run(capsys, "compile", "circulant(7, 2, 3)", "--collective", "allgather",
+                            "--format", "oneccl")
+    assert code == 0 and "<" in stdout and json.loads(err)["fmt"] == "oneccl"
+
+
+def test_compile_bad_input(capsys):
+    code, _, err = run(capsys, "compile", "torus(4,", "--format", "msccl")
+    assert code == 2 and "position" in err

@@ -172,11 +172,12 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
     return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
-@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
-                                                          501: {"model": ErrorOut}}, dependencies=[Depends(READ)])
+@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}},
+            dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"), s: Session = Depends(get_session)):
-    """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step."""
+    """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl`
+    and `oneccl` are the runtimes' XML (compiled on first request, validated by the CPU simulator)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -186,7 +187,8 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     if link is None:
         raise HTTPException(409, f"plan {plan_id} is {p.status}; schedules exist once it is done")
     if format in ("msccl", "oneccl"):
-        raise HTTPException(501, f"{format} compilation is not available yet; use format=json or npz")
+        xml, digest = _compiled(s, plan_id, coll, format, link.digest)
+        return _blob_response(request, xml, digest, "application/xml", f"{plan_id}-{coll.value}-{format}.xml")
     data, _ = repo.get_blob(s, link.digest)
     if format == "npz":
         return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
@@ -202,6 +204,30 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
                        "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
                        "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}).encode()
     return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+
+
+def _compiled(s: Session, plan_id: str, coll: Collective, fmt: str, schedule_digest: str) -> tuple[bytes, str]:
+    """The schedule compiled to MSCCL/oneCCL XML: compiled once, validated and simulated on CPU before it is
+    ever served (services.compiler.check_xml), then kept as a content-addressed artifact."""
+    from services.compiler.api import check_xml, compile_schedule
+    from services.compiler.errors import CompileError
+
+    name = f"xml:{coll.value}:{fmt}"
+    link = repo.plan_artifact(s, plan_id, name)
+    if link is not None:
+        return repo.get_blob(s, link.digest)[0], link.digest
+    sched = Schedule.from_bytes(repo.get_blob(s, schedule_digest)[0])
+    try:
+        art = compile_schedule(sched, build(sched.topology), fmt)
+    except CompileError as exc:
+        raise HTTPException(422, [{"loc": ["query", "format"], "field": "format",
+                                   "msg": f"cannot compile to {fmt}: {exc}", "type": "compile_error"}]) from None
+    report = check_xml(art.xml, fmt)
+    if not report.ok:                       # never serve XML that fails the validator
+        raise HTTPException(500, f"compiled {fmt} failed validation: {report.errors[0]}")
+    digest = repo.put_blob(s, art.xml.encode(), "xml", "application/xml")
+    repo.attach(s, plan_id, name, digest, art.as_dict())
+    return art.xml.encode(), digest
 
 
 @router.delete("/{plan_id}/fabric", responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(WRITE)])
