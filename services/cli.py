@@ -127,15 +127,26 @@ def cmd_select(args) -> int:
     collective = Collective.parse(args.collective)
     items = [WorkloadItem(collective, float(s), float(w)) for s, w in zip(args.size, weights)]
     link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
+    if args.alltoall_weight and not args.alltoall_bytes:
+        raise UsageError("--alltoall-weight needs --alltoall-bytes")
     try:
-        sel = select(_frontier(args), link, items)
+        cands = _frontier(args)
+        f_of = {}
+        if args.alltoall_weight:
+            from .synthesis.alltoall import alltoall_throughput
+            from .synthesis.catalog import build
+
+            f_of = {c.expr: alltoall_throughput(build(c.expr)).throughput for c in cands}
+        sel = select(cands, link, items, alltoall_bytes=args.alltoall_bytes or 0.0,
+                     alltoall_weight=args.alltoall_weight, alltoall_f=lambda c: f_of.get(c.expr))
     except FinderError as exc:
         raise UsageError(str(exc)) from None
     from .synthesis.finder import baseline_times
 
     out = {"best": {**_entry(sel.best), "time_us": _time_of(sel, sel.best) * 1e6},
            "frontier": [{**_entry(c), "time_us": t * 1e6} for c, t in sel.times_s],
-           "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(args.nodes, args.degree, link, items).items()}}
+           "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(
+               args.nodes, args.degree, link, items, args.alltoall_bytes or 0.0, args.alltoall_weight).items()}}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -305,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--size", type=float, nargs="+", required=True, help="collective sizes in bytes")
     se.add_argument("--weight", type=float, nargs="+", help="one weight per size (default 1)")
     se.add_argument("--collective", default="allreduce")
+    se.add_argument("--alltoall-bytes", type=float, default=None, help="bytes per node of an all-to-all")
+    se.add_argument("--alltoall-weight", type=float, default=0.0, help="all-to-alls per unit of --weight")
     se.add_argument("--bidirectional", action="store_true")
     se.add_argument("--json", action="store_true")
     se.set_defaults(func=cmd_select)

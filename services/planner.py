@@ -103,7 +103,17 @@ def stage_select(state: dict, plan_id: str) -> dict:
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     items = workload_items(req)
     cands = [_candidate(e) for e in state["frontier"]]
-    sel = select(cands, link, items)
+    w = req["workload"]
+    a2a_weight, a2a_bytes = w.get("alltoall_weight") or 0.0, w.get("alltoall_bytes") or 0
+    if a2a_weight:
+        from .synthesis.alltoall import alltoall_throughput
+
+        _advance(plan_id, "select", 0.25, "all-to-all throughput of every frontier entry (MCF)")
+        for e in state["frontier"]:
+            e.setdefault("alltoall_f", alltoall_throughput(build(e["expr"])).throughput)
+    f_of = {e["expr"]: e.get("alltoall_f") for e in state["frontier"]}
+    sel = select(cands, link, items, alltoall_bytes=a2a_bytes, alltoall_weight=a2a_weight,
+                 alltoall_f=lambda c: f_of[c.expr])
     times = {c.expr: t for c, t in sel.times_s}
     for e in state["frontier"]:
         e["workload_time_us"] = times[e["expr"]] * 1e6
@@ -245,8 +255,9 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "predicted_time_us": predicted,
         "workload_time_us": sel.get("workload_time_us"),
         "fabric": state.get("fabric"),
-        "baselines_time_us": {k: v * 1e6 for k, v in
-                              baseline_times(req["nodes"], req["degree"], link, workload_items(req)).items()},
+        "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(
+            req["nodes"], req["degree"], link, workload_items(req), req["workload"].get("alltoall_bytes") or 0.0,
+            req["workload"].get("alltoall_weight") or 0.0).items()},
     }
     with session_scope(_url()) as s:
         repo.finish(s, plan_id, result)

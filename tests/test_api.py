@@ -224,3 +224,18 @@ def test_list_plans_by_job(client):
     pid = submit(client, body).json()["id"]
     listed = client.get("/v1/plans", params={"job_id": body["job_id"]}).json()
     assert [p["id"] for p in listed] == [pid]
+
+
+def test_workload_with_an_alltoall_share(client):
+    body = {**MINIMAL, "job_id": unique_job(), "nodes": 64,
+            "workload": {"collective": "allreduce", "sizes_bytes": [1 << 20], "alltoall_bytes": 1 << 20,
+                         "alltoall_weight": 10}}
+    p = wait_done(client, submit(client, body).json()["id"])
+    assert p["status"] == "done", p["reason"]
+    assert all(e["alltoall_f"] > 0 for e in p["frontier"])
+    times = {e["expr"]: e["workload_time_us"] for e in p["frontier"]}
+    assert p["topology"]["expr"] == min(times, key=times.get)
+    assert min(p["baselines_time_us"].values()) > times[p["topology"]["expr"]]
+    bad = {**body, "workload": {"collective": "allreduce", "sizes_bytes": [1], "alltoall_weight": 1}}
+    r = client.post("/v1/plans", json=bad)
+    assert r.status_code == 422 and "alltoall_bytes" in r.json()["detail"][0]["msg"]

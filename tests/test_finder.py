@@ -181,3 +181,18 @@ def test_baseline_comparison_table_4():
     ours = dict((c.expr, t) for c, t in best.times_s)[best.best.expr]
     assert all(ours < t for t in base.values())
     assert base["shifted_ring"] / ours > 50            # Fig. 7: ~56x at N ~ 1000
+
+
+def test_alltoall_share_prefers_low_diameter():
+    """An all-to-all heavy workload favours the lowest-diameter entry (paper 5.4: MoE / DLRM)."""
+    from services.synthesis.alltoall import alltoall_throughput
+    from services.synthesis.catalog import build
+
+    f = frontier(64, 4)
+    link = LinkModel.from_units(10, 100)
+    fs = {c.expr: alltoall_throughput(build(c.expr)).throughput for c in f}
+    heavy = select(f, link, [WorkloadItem(Collective.ALLREDUCE, 1024, 1.0)], alltoall_bytes=1 << 24,
+                   alltoall_weight=100.0, alltoall_f=lambda c: fs[c.expr])
+    assert fs[heavy.best.expr] == max(fs.values())
+    with pytest.raises(FinderError):
+        select(f, link, [WorkloadItem(Collective.ALLREDUCE, 1024)], alltoall_bytes=1, alltoall_weight=1.0)

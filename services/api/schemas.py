@@ -16,6 +16,10 @@ class Workload(BaseModel):
     collectives: list[CollectiveName] | None = Field(default=None, min_length=1, description="several kinds")
     sizes_bytes: list[int] = Field(min_length=1, max_length=1000, description="message sizes in bytes")
     weights: list[float] | None = Field(default=None, description="one non-negative weight per size")
+    alltoall_bytes: int | None = Field(default=None, gt=0, description="bytes each node holds for an "
+                                       "all-to-all (it sends 1/N of them to every node)")
+    alltoall_weight: float = Field(default=0.0, ge=0, description="all-to-alls per unit of the weights above "
+                                   "(the all-to-all share of the workload)")
 
     @field_validator("sizes_bytes")
     @classmethod
@@ -34,6 +38,8 @@ class Workload(BaseModel):
                 raise ValueError(f"weights has {len(self.weights)} entries but sizes_bytes has {len(self.sizes_bytes)}")
             if any(w < 0 for w in self.weights):
                 raise ValueError("weights must be non-negative")
+        if self.alltoall_weight > 0 and self.alltoall_bytes is None:
+            raise ValueError("an all-to-all share (alltoall_weight) needs alltoall_bytes")
         return self
 
 
@@ -86,6 +92,8 @@ class TopologyOut(CandidateOut):
 class FrontierEntry(CandidateOut):
     tau_is_bound: bool
     family: str
+    alltoall_f: float | None = Field(default=None, description="all-to-all throughput f (MCF, LP (3)) when "
+                                                               "the workload has an all-to-all share")
 
 
 class ScheduleSummary(BaseModel):

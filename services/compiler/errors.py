@@ -43,8 +43,10 @@ class CheckReport:
     """Result of `check_xml`: structural checks, then (when they pass) a CPU simulation on random data.
 
     `comm_steps` is the number of communication steps the XML realizes: the longest chain of messages
-    in its happens-before order (each message adds one, local work adds none); it equals the schedule's
-    step count for our compilers. `steps` is the most XML steps in one thread block (MSCCL, nops
+    in its happens-before order (each message adds one, local work adds none). For our compilers it
+    equals the schedule's step count whenever every step forwards data received in the step before (BFB
+    and the expansions); MSCCL has no global step barrier, so for pipelined schedules (e.g. a chunked
+    double binary tree) it can be shorter. oneCCL syncs every step and always realizes the step count. `steps` is the most XML steps in one thread block (MSCCL, nops
     included) or the most instructions of one rank (oneCCL).
     """
 

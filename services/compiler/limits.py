@@ -28,6 +28,7 @@ class RuntimeLimits:
     max_reduce_fusion: int = 16
     requires: tuple[str, ...] = ()
     strict_lexer: bool = False  # the executor's own XML tokenizer
+    nop_chain_rule: bool = False    # dependencies carried by nops must be followed by a step with its own
 
     def with_overrides(self, **kw) -> "RuntimeLimits":
         kw = {k: v for k, v in kw.items() if v is not None}
@@ -38,9 +39,11 @@ _COMMON = ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "inplace")
 
 DIALECTS: dict[str, RuntimeLimits] = {
     "executor": RuntimeLimits("executor", "reducescatter", max_steps=64,
-                              requires=_COMMON + ("outofplace", "minBytes", "maxBytes"), strict_lexer=True),
+                              requires=_COMMON + ("outofplace", "minBytes", "maxBytes"), strict_lexer=True,
+                              nop_chain_rule=True),
     "rccl": RuntimeLimits("rccl", "reducescatter", max_steps=256,
-                          requires=_COMMON + ("outofplace", "minBytes", "maxBytes"), strict_lexer=True),
+                          requires=_COMMON + ("outofplace", "minBytes", "maxBytes"), strict_lexer=True,
+                          nop_chain_rule=True),
     "legacy": RuntimeLimits("legacy", "reduce_scatter", max_steps=256, requires=_COMMON + ("name",)),
 }
 

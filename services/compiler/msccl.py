@@ -25,11 +25,14 @@ directly follows its send there, so the program runs even with rendezvous (unbuf
 Semantics. Within a comm step a send reads the value at the start of the step (schedule IR semantics):
 when a gpu would overwrite a chunk in the same step as it sends it, the chunk is first copied to scratch.
 
-Consolidation (paper section 7, optional): when one (link, step) would need several non-contiguous
-messages, the sender copies the pieces into contiguous scratch (`cpy` on the send tb) and sends once; the
-receiver receives once into scratch and scatters with `cpy` (allgather) or `re` (reduce: the scratch
-piece += the receiver's partial, which then lives in scratch). It cuts network sends (and their
-per-message latency) at the price of local copies.
+Consolidation (paper section 7; `consolidate=True`, or "auto" = only when the plain program exceeds the
+runtime's steps per thread block): when one (link, step) would need several non-contiguous messages, the
+sender gathers the pieces into contiguous scratch and sends once; the receiver receives once into scratch
+and scatters with `cpy` (allgather) or `re` (reduce: the scratch piece += the receiver's partial, which
+then lives in scratch). The gathers and scatters run on local-copy thread blocks (send=-1, recv=-1),
+balanced by load, so the send and receive thread blocks keep about one step per comm step: it cuts
+network messages (and their per-message latency) and the steps of the communicating thread blocks, at
+the price of local copies and a few extra thread blocks.
 """
 from __future__ import annotations
 
@@ -44,8 +47,6 @@ from .limits import RuntimeLimits
 
 NONE, IBUF, OBUF, SBUF = -1, 0, 1, 2
 BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s"}
-SEND_TYPES = {"s", "rcs", "rrs", "rrcs"}
-RECV_TYPES = {"r", "rcs", "rrs", "rrc", "rrcs"}
 
 
 @dataclass
@@ -84,14 +85,22 @@ class GpuProgram:
         self.i_chunks = 0
         self.o_chunks = 0
 
-    def tb(self, send: int, recv: int, chan: int) -> int:
-        key = (send, recv, chan)
+    def tb(self, send: int, recv: int, chan: int, j: int = 0) -> int:
+        key = (send, recv, chan, j)
         i = self._tb_of.get(key)
         if i is None:
             i = self._tb_of[key] = len(self.tbs)
             self.tbs.append(MTb(send, recv, chan))
             self._waited.append({})
         return i
+
+    def copy_tb(self, budget: int) -> int:
+        """A local-copy thread block (no peers) with fewer than `budget` ops; a new one when all are full."""
+        pool = [i for k, i in self._tb_of.items() if k[0] == -1 and k[1] == -1]
+        best = min(pool, key=lambda i: (len(self.tbs[i].ops), i), default=None)
+        if best is None or len(self.tbs[best].ops) >= budget:
+            return self.tb(-1, -1, 0, len(pool))
+        return best
 
     def least_loaded_tb(self) -> int:
         if not self.tbs:
@@ -209,6 +218,7 @@ class MscclBuilder:
             gp.o_chunks = P if self.coll is Collective.REDUCESCATTER else L
         self.messages = 0
         self.consolidated = 0
+        self.copy_budget = max(1, limits.max_steps // 2)     # ops per copy tb, leaving room for nops
 
     # ----- locations -----------------------------------------------------------------------------
     def home(self, w: int, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -339,18 +349,19 @@ class MscclBuilder:
                 if len(direct) > 1:
                     staged_send = len(_runs([p.soff], [p.sbuf], max_len=p.units.size)) > 1
                     staged_recv = len(recv_runs) > 1
+                    self.consolidated += staged_send or staged_recv
             plans.append([p, staged_send, staged_recv, None, None])
         # pass 1: gathers into contiguous scratch at the senders
         for plan in plans:
             p, staged_send = plan[0], plan[1]
             if staged_send:
                 gu = self.gpus[p.u]
-                stb = gu.tb(p.w, -1, p.chan)
                 base = gu.alloc(p.units.size)
+                ctb = gu.copy_tb(self.copy_budget)          # one copy tb per message: the send waits once
                 for a, ln in _runs([p.soff], [p.sbuf], max_len=self.maxcnt):
                     sb, so = int(p.sbuf[a]), int(p.soff[a])
-                    gu.emit(stb, MOp("cpy", sb, so, SBUF, base + a, ln, step=t), reads=[(sb, so, ln)],
-                            writes=[(SBUF, base + a, ln)])
+                    gu.emit(ctb, MOp("cpy", sb, so, SBUF, base + a, ln, step=t),
+                            reads=[(sb, so, ln)], writes=[(SBUF, base + a, ln)])
                 p.sbuf = np.full(p.units.size, SBUF, np.int8)
                 p.soff = base + np.arange(p.units.size)
         # pass 2: messages; each send is immediately followed by its receive
@@ -362,7 +373,6 @@ class MscclBuilder:
                 self._messages(t, p, np.full(p.units.size, SBUF, np.int8), rbase + np.arange(p.units.size),
                                None, None, recv_type="r")
                 plan[3] = rbase
-                self.consolidated += 1
             elif op is Op.COPY:
                 db, do = self.home(p.w, p.units)
                 self._messages(t, p, db, do, None, None, recv_type="r")
@@ -377,18 +387,18 @@ class MscclBuilder:
             if not staged_recv:
                 continue
             gw = self.gpus[p.w]
-            rtb = gw.tb(-1, p.u, p.chan)
+            ctb = gw.copy_tb(self.copy_budget)
             sidx = rbase + np.arange(p.units.size)
             if op is Op.COPY:
                 db, do = self.home(p.w, p.units)
                 for a, ln in _runs([do, sidx], [db], max_len=self.maxcnt):
-                    gw.emit(rtb, MOp("cpy", SBUF, int(sidx[a]), int(db[a]), int(do[a]), ln, step=t),
+                    gw.emit(ctb, MOp("cpy", SBUF, int(sidx[a]), int(db[a]), int(do[a]), ln, step=t),
                             reads=[(SBUF, int(sidx[a]), ln)], writes=[(int(db[a]), int(do[a]), ln)])
                 self.locbuf[p.w, p.units], self.locoff[p.w, p.units] = db, do
             else:
                 rb, ro = self._partial(p.w, p.units)
                 for a, ln in _runs([ro, sidx], [rb], max_len=self.maxcnt):
-                    gw.emit(rtb, MOp("re", int(rb[a]), int(ro[a]), SBUF, int(sidx[a]), ln, step=t),
+                    gw.emit(ctb, MOp("re", int(rb[a]), int(ro[a]), SBUF, int(sidx[a]), ln, step=t),
                             reads=[(int(rb[a]), int(ro[a]), ln), (SBUF, int(sidx[a]), ln)],
                             writes=[(SBUF, int(sidx[a]), ln)])
                 self.locbuf[p.w, p.units], self.locoff[p.w, p.units] = SBUF, sidx

@@ -63,7 +63,7 @@ from scipy.sparse.csgraph import dijkstra, shortest_path
 
 from .topology import Topology
 
-EXACT_RTOL = 1e-6          # certified relative gap at which an LP solve counts as exact
+EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts as exact
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
 PDLP_OPTIONS = {}
 METHODS = ("auto", "lp", "lp-symmetric", "approx")
@@ -191,18 +191,29 @@ def _lagrangian_bound(links: _Links, lengths: np.ndarray, *, sources=None, scale
     return float(links.cap @ lengths) / total, dist
 
 
-def _certified_lower(links: _Links, src: np.ndarray, link: np.ndarray, flow: np.ndarray, nodes: int) -> float:
-    """Lower bound on f from an (approximately) optimal source-aggregated flow y[s, link] (module docstring)."""
+def _certified_lower(links: _Links, src: np.ndarray, link: np.ndarray, flow: np.ndarray, target: float) -> float:
+    """Lower bound on f from an approximately optimal source-aggregated flow y[s, link] (first-order
+    solvers leave ~1e-7 violations). Repair: every node u whose net inflow from s is below `target` gets the
+    missing amount sent along a hop-shortest path from s; then f >= target / max(1, max load / capacity)
+    (module docstring). The repair costs ~violation x path length, far less than taking the worst node."""
     flow = np.maximum(np.asarray(flow, dtype=np.float64), 0.0)
-    n = nodes
+    n = links.nodes
     net = np.bincount(src * n + links.head[link], weights=flow, minlength=n * n)
     net -= np.bincount(src * n + links.tail[link], weights=flow, minlength=n * n)
-    net = net.reshape(n, n)
-    np.fill_diagonal(net, np.inf)
-    per_source = net.min(axis=1)
+    deficit = np.maximum(target - net.reshape(n, n), 0.0)
+    np.fill_diagonal(deficit, 0.0)
     load = np.bincount(link, weights=flow, minlength=links.size)
-    scale = max(1.0, float((load / links.cap).max()))
-    return max(0.0, float(per_source.min()) / scale)
+    if deficit.any():
+        sources = np.flatnonzero(deficit.any(axis=1))
+        load = load + _repair_loads(links, sources, deficit[sources])
+    return max(0.0, target / max(1.0, float((load / links.cap).max())))
+
+
+def _repair_loads(links: _Links, sources: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """Link loads of sending demand[i, u] from sources[i] to u along hop-shortest-path trees."""
+    adjacency = csr_matrix((np.ones(links.size), (links.tail, links.head)), shape=(links.nodes, links.nodes))
+    dist, pred = shortest_path(adjacency, unweighted=True, indices=sources, return_predecessors=True)
+    return _tree_loads(links, links.index_matrix(), dist, pred, demand)
 
 
 # ----- LP solving through OR-Tools MathOpt ----------------------------------------------------------------
@@ -245,8 +256,8 @@ def _solve_lp(c: np.ndarray, a: coo_matrix, row_hi: np.ndarray, *, solver: str):
             params.highs.string_options["solver"] = "pdlp"
             for key, value in PDLP_OPTIONS.items():
                 params.highs.double_options[key] = value
-        elif solver == "simplex":
-            params.highs.string_options["solver"] = "simplex"
+        elif solver in ("simplex", "ipm"):
+            params.highs.string_options["solver"] = solver
         else:
             raise ValueError(f"unknown LP solver {solver!r}")
     result = core.solve(model, kind, parameters_pb2.SolverInitializerProto(), params, model_parameters_pb2.ModelSolveParametersProto(), None,
@@ -294,7 +305,7 @@ def _full_lp(topology: Topology, solver: str | None = None):
     if solver is None:
         solver = "simplex" if nv + 1 <= SIMPLEX_MAX_VARIABLES else "pdlp"
     obj, x, y = _solve_lp(c, a, row_hi, solver=solver)
-    lower = _certified_lower(links, src, link, x[:nv], n)
+    lower = _certified_lower(links, src, link, x[:nv], -obj)
     upper, _ = _lagrangian_bound(links, -y[:nl])
     upper = min(upper, distance_sum_bound(topology))
     return -obj, lower, upper
@@ -356,6 +367,173 @@ def _symmetric_lp(topology: Topology, gens: np.ndarray):
     return f, lower, upper
 
 
+# ----- method 2b: orbit LP under a free automorphism group ------------------------------------------------
+#
+# The same argument as for translations works for any group H of automorphisms acting freely on the nodes
+# (hence on the links): average a solution over H; then y[h(s), h(e)] = y[s, e], only the sources in a set R
+# of orbit representatives keep variables, the capacity row of a link becomes one row per link orbit O,
+#     sum_{r in R} sum_{e' in O} y[r, e'] <= c_O     (the load of every link of O in the lifted solution),
+# and conservation is kept for the sources in R. Size |R| |E| instead of N |E|. Many topologies that carry no
+# translation still have such a group, derived here from their canonical expression and then verified on the
+# arcs: a line graph L^k(G) inherits G's group (acting on arcs), de Bruijn graphs have the digit rotations
+# x_i -> x_i + c (mod d), generalized Kautz graphs on an even number of nodes have x -> -x - 1, products and
+# degree expansions combine their factors' groups (plus the copy rotation of a degree expansion).
+
+MAX_GROUP_TABLE = 1 << 23          # |H| * N entries of explicit permutations
+
+
+def _free_group(topology: Topology) -> np.ndarray | None:
+    """An explicit group of automorphisms acting freely on the nodes (rows = permutations, row 0 =
+    identity), verified on the topology's arcs; None when only the trivial group is known."""
+    from .expr import parse
+
+    try:
+        tree = parse(topology.expr)
+        group = _group_of(tree, topology)
+    except (ValueError, RecursionError):
+        return None
+    if group is None or group.shape[0] < 2 or not _is_free_automorphism_group(topology, group):
+        return None
+    return group
+
+
+def _translation_table(topology: Topology) -> np.ndarray | None:
+    if _cayley_generators(topology) is None or topology.nodes ** 2 > MAX_GROUP_TABLE:
+        return None
+    x = np.arange(topology.nodes, dtype=np.int64)
+    return topology.translation.add(x[None, :], x[:, None]).astype(np.int64)     # row u: x -> x + u
+
+
+def _group_of(tree, topology: Topology) -> np.ndarray | None:
+    from .catalog import build
+    from .expansions import line
+
+    name, args, n = tree.name, tree.args, topology.nodes
+    table = _translation_table(topology)
+    if table is not None:
+        return table
+    if name == "line":
+        base = build(args[0])
+        group = _group_of(args[0], base)
+        if group is None:
+            return None
+        times = args[1] if len(args) > 1 else 1
+        cur = base
+        for _ in range(times):
+            # node i of L(G) is arc i of G; a group element maps arc (t, h, lane) to (pi t, pi h, lane)
+            group = np.stack([cur.arc_index(p[cur.tails], p[cur.heads], cur.lanes) for p in group])
+            if (group < 0).any():
+                return None
+            cur = line(cur)
+        return group
+    if name == "debruijn" and len(args) == 2:
+        d, k = args
+        digits = [(np.arange(n) // d ** i) % d for i in range(k)]
+        return np.stack([sum(((dig + c) % d) * d ** i for i, dig in enumerate(digits)) for c in range(d)])
+    if name in ("genkautz", "kautz") and n % 2 == 0:
+        x = np.arange(n, dtype=np.int64)
+        return np.stack([x, (-x - 1) % n])
+    if name in ("product", "power"):
+        factors = [build(a) for a in args] if name == "product" else [build(args[0])] * args[1]
+        trees = list(args) if name == "product" else [args[0]] * args[1]
+        groups = []
+        for f, t in zip(factors, trees):
+            g = _group_of(t, f)
+            groups.append(np.arange(f.nodes, dtype=np.int64)[None, :] if g is None else g)
+        size = int(np.prod([g.shape[0] for g in groups]))
+        if size < 2 or size * n > MAX_GROUP_TABLE:
+            return None
+        coords = np.unravel_index(np.arange(n), [f.nodes for f in factors])   # first factor most significant
+        out = np.zeros((size, n), dtype=np.int64)
+        for idx, combo in enumerate(np.ndindex(*[g.shape[0] for g in groups])):
+            label = np.zeros(n, dtype=np.int64)
+            for axis, (f, g) in enumerate(zip(factors, groups)):
+                label = label * f.nodes + g[combo[axis]][coords[axis]]
+            out[idx] = label
+        return out
+    if name == "degree" and len(args) == 2:
+        base = build(args[0])
+        copies = args[1]
+        group = _group_of(args[0], base)
+        if group is None:
+            group = np.arange(base.nodes, dtype=np.int64)[None, :]
+        if group.shape[0] * copies * n > MAX_GROUP_TABLE:
+            return None
+        v, i = np.arange(n) // copies, np.arange(n) % copies       # node v_i has label v * n + i
+        return np.stack([p[v] * copies + (i + c) % copies for p in group for c in range(copies)])
+    return None
+
+
+def _is_free_automorphism_group(topology: Topology, group: np.ndarray) -> bool:
+    n = topology.nodes
+    if group.ndim != 2 or group.shape[1] != n or group.shape[0] > n or n % group.shape[0]:
+        return False
+    if not np.array_equal(group[0], np.arange(n)):
+        return False
+    if (group[1:] == np.arange(n)[None, :]).any():                   # a fixed point: not free
+        return False
+    key = np.sort(topology.tails.astype(np.int64) * n + topology.heads)
+    for p in group[1:]:
+        if not np.array_equal(np.sort(p[topology.tails].astype(np.int64) * n + p[topology.heads]), key):
+            return False
+    orbit_min = group.min(axis=0)
+    return int((orbit_min == np.arange(n)).sum()) * group.shape[0] == n
+
+
+def _orbit_lp(topology: Topology, group: np.ndarray, solver: str | None = None):
+    links = _Links.of(topology)
+    n, nl, order = topology.nodes, links.size, group.shape[0]
+    reps = np.flatnonzero(group.min(axis=0) == np.arange(n))
+    nr = reps.size
+    key = links.tail * n + links.head
+    images = np.searchsorted(key, group[:, links.tail] * n + group[:, links.head])       # order x L
+    orbit_of = np.unique(images.min(axis=0), return_inverse=True)[1].ravel()
+    k = int(orbit_of.max()) + 1
+    orbit_cap = np.zeros(k)
+    orbit_cap[orbit_of] = links.cap
+    rep = np.repeat(np.arange(nr), nl)
+    link = np.tile(np.arange(nl), nr)
+    keep = links.head[link] != reps[rep]
+    rep, link = rep[keep], link[keep]
+    nv = rep.size
+    col = np.arange(nv, dtype=np.int64)
+
+    def cons(i, u):
+        return k + i * (n - 1) + u - (u > reps[i])
+
+    tail, head = links.tail[link], links.head[link]
+    out = tail != reps[rep]
+    ii = np.repeat(np.arange(nr), n)
+    uu = np.tile(np.arange(n), nr)
+    m = uu != reps[ii]
+    ii, uu = ii[m], uu[m]
+    rows = np.concatenate([orbit_of[link], cons(rep[out], tail[out]), cons(rep, head), cons(ii, uu)])
+    cols = np.concatenate([col, col[out], col, np.full(ii.size, nv)])
+    vals = np.concatenate([np.ones(nv), np.ones(int(out.sum())), -np.ones(nv), np.ones(ii.size)])
+    a = coo_matrix((vals, (rows, cols)), shape=(k + nr * (n - 1), nv + 1))
+    c = np.zeros(nv + 1)
+    c[-1] = -1.0
+    row_hi = np.concatenate([orbit_cap, np.zeros(nr * (n - 1))])
+    if solver is None:
+        solver = "simplex" if nv + 1 <= SIMPLEX_MAX_VARIABLES else "pdlp"
+    obj, x, y = _solve_lp(c, a, row_hi, solver=solver)
+    f = -obj
+    # lower certificate: repair the representatives' flows, then orbit loads = lifted link loads
+    flow = np.maximum(x[:nv], 0.0)
+    net = np.bincount(rep * n + head, weights=flow, minlength=nr * n)
+    net -= np.bincount(rep * n + tail, weights=flow, minlength=nr * n)
+    deficit = np.maximum(f - net.reshape(nr, n), 0.0)
+    deficit[np.arange(nr), reps] = 0.0
+    load = np.bincount(link, weights=flow, minlength=nl)
+    if deficit.any():
+        load = load + _repair_loads(links, reps, deficit)
+    orbit_load = np.bincount(orbit_of, weights=load, minlength=k)
+    lower = max(0.0, f / max(1.0, float((orbit_load / orbit_cap).max())))
+    # upper certificate: invariant lengths; sum over all sources = |H| * sum over the representatives
+    upper, _ = _lagrangian_bound(links, np.maximum(-y[:k], 0.0)[orbit_of], sources=reps, scale=order)
+    return f, lower, upper
+
+
 # ----- method 3: bounded approximation --------------------------------------------------------------------
 
 def _ecmp_loads(links: _Links, sources: np.ndarray, dist: np.ndarray) -> np.ndarray:
@@ -382,50 +560,124 @@ def _ecmp_loads(links: _Links, sources: np.ndarray, dist: np.ndarray) -> np.ndar
     return loads
 
 
-def _tree_loads(links: _Links, link_index: np.ndarray, dist: np.ndarray, pred: np.ndarray) -> np.ndarray:
-    """Link loads of shortest-path-tree routing (one unit to every node) for the rows of dist/pred."""
-    b, n = dist.shape
-    order = np.argsort(dist, axis=1, kind="stable")
-    size = np.ones((b, n))
-    rows = np.arange(b)
-    for k in range(n - 1, 0, -1):
-        node = order[:, k]
-        parent = pred[rows, node]
-        ok = parent >= 0
-        size[rows[ok], parent[ok]] += size[rows[ok], node[ok]]
-    r, v = np.nonzero(pred >= 0)
-    return np.bincount(link_index[pred[r, v], v], weights=size[r, v], minlength=links.size)
+def _tree_loads(links: _Links, link_index: np.ndarray, dist: np.ndarray, pred: np.ndarray,
+                demand: np.ndarray | None = None, group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
+    """Link loads of shortest-path-tree routing for the rows of pred (one tree per source, scipy's
+    predecessor format), sending demand[i, u] (default one unit) from source i to every node u. Subtree
+    sums are accumulated level by level (tree depth), vectorised over all sources. With `group` (a group id
+    per row), returns one load vector per group (shape groups x L)."""
+    b, n = pred.shape
+    par = pred.astype(np.int64)
+    inner = par >= 0
+    rows = np.arange(b)[:, None] * n
+    parent_flat = np.where(inner, rows + par, rows + np.arange(n)[None, :]).ravel()   # roots: themselves
+    # depth by pointer doubling: after k rounds, depth counts the ancestors within 2^k steps
+    flat_depth = inner.ravel().astype(np.int32)
+    jump = parent_flat
+    while True:
+        step = flat_depth[jump]
+        if not step.any():
+            break
+        flat_depth = flat_depth + step
+        jump = jump[jump]
+    size = (np.ones((b, n)) if demand is None else np.array(demand, dtype=np.float64)).ravel()
+    order = np.argsort(flat_depth, kind="stable")[::-1]
+    levels = flat_depth[order]
+    cuts = np.flatnonzero(np.diff(levels)) + 1
+    for chunk in np.split(order, cuts):
+        if flat_depth[chunk[0]] == 0:
+            continue
+        size += np.bincount(parent_flat[chunk], weights=size[chunk], minlength=b * n)
+    r, v = np.nonzero(inner)
+    link = link_index[par[r, v], v]
+    weight = size.reshape(b, n)[r, v]
+    if group is None:
+        return np.bincount(link, weights=weight, minlength=links.size)
+    return np.bincount(group[r] * links.size + link, weights=weight,
+                       minlength=groups * links.size).reshape(groups, links.size)
 
 
-def _approx(topology: Topology, *, phases: int = 24, block_size: int = 128):
+def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | None = None, sweeps: int = 10,
+            block_size: int = 16, eta: float = 0.2, beta0: float = 5.0, growth: float = 1.2,
+            beta_max: float = 4000.0):
+    """Certified bounds without solving LP (3) (module docstring). Deterministic for a given topology.
+
+    1. Upper bound: exponentiated-gradient ascent on the Lagrangian dual, max g(l) = sum_{s,t} dist_l(s,t)
+       over c.l = 1 (a supergradient is the link load of shortest-path-tree routing under l); every iterate
+       is certified with weak duality and the best is kept (the first iterate, l = 1, is the distance-sum
+       bound).
+    2. Lower bound: sources are split into blocks; each block's routing is a convex combination of atoms
+       (its ECMP routing, its shortest-path trees under every dual iterate, and new trees), optimised by
+       pairwise Frank-Wolfe on a smoothed max congestion (log-sum-exp with growing sharpness beta), first
+       over the stored atoms only, then with new shortest-path-tree atoms. Any such routing is feasible
+       after scaling, so f >= 1 / max_e (load_e / c_e).
+    """
     links = _Links.of(topology)
-    n, cap = topology.nodes, links.cap
+    n, cap, nl = topology.nodes, links.cap, links.size
+    # iteration budget: calibrated for ~7 s at N = 1024, d = 4 on 2 cores; smaller graphs get more rounds
+    scale = min(3.0, max(1.0, 1024 / n))
+    dual_iters = round(16 * scale) if dual_iters is None else dual_iters
+    phases = round(20 * scale) if phases is None else phases
+    link_index = links.index_matrix()
     rng = np.random.default_rng(0)
     blocks = [np.sort(b) for b in np.array_split(rng.permutation(n), max(1, -(-n // block_size)))]
-    hop = [shortest_path(topology.adjacency, unweighted=True, indices=b) for b in blocks]
-    xb = np.stack([_ecmp_loads(links, b, h) for b, h in zip(blocks, hop)])
-    total_dist = float(sum(h.sum() for h in hop))
-    upper = float(cap.sum()) / total_dist                       # distance-sum bound
+    nb = len(blocks)
+    block_of = np.empty(n, dtype=np.int64)
+    for i, b in enumerate(blocks):
+        block_of[b] = i
+    atoms = [[_ecmp_loads(links, b, shortest_path(topology.adjacency, unweighted=True, indices=b))]
+             for b in blocks]
+    weights = [[1.0] for _ in blocks]
+
+    # 1. dual ascent (also collects per-block tree atoms)
+    p = cap / cap.sum()                    # p_e = c_e l_e, on the simplex
+    upper = np.inf
+    for _ in range(dual_iters):
+        lengths = _positive_lengths(p / cap)
+        dist, pred = dijkstra(links.matrix(lengths), directed=True, return_predecessors=True)
+        upper = min(upper, float(cap @ lengths) / float(dist.sum()))
+        per_block = _tree_loads(links, link_index, dist, pred, group=block_of, groups=nb)
+        for i in range(nb):
+            atoms[i].append(per_block[i])
+            weights[i].append(0.0)
+        congestion = per_block.sum(axis=0) / cap
+        p = p * np.exp(eta * (congestion / congestion.max() - 1.0))
+        p /= p.sum()
+    if not np.isfinite(upper):
+        upper = distance_sum_bound(topology)
+
+    # 2. primal: pairwise Frank-Wolfe over the atoms, then with fresh trees
+    xb = np.stack([a[0] for a in atoms])
     x = xb.sum(axis=0)
     lower = 1.0 / float((x / cap).max())
-    link_index = links.index_matrix()
-    beta = 20.0
-    for _ in range(phases):
+    beta = beta0
+    for phase in range(sweeps + phases):
+        fresh = phase >= sweeps
         for i, b in enumerate(blocks):
             w, z = _softmax_lengths(x, cap, beta)
-            dist, pred = dijkstra(links.matrix(_positive_lengths(w)), directed=True, indices=b,
-                                  return_predecessors=True)
-            step = _tree_loads(links, link_index, dist, pred) - xb[i]
-            gamma = _line_search(x, step, cap, beta, z)
+            scores = np.array([w @ a for a in atoms[i]])
+            if fresh:
+                dist, pred = dijkstra(links.matrix(_positive_lengths(w)), directed=True, indices=b,
+                                      return_predecessors=True)
+                atoms[i].append(_tree_loads(links, link_index, dist, pred))
+                weights[i].append(0.0)
+                toward = len(atoms[i]) - 1
+            else:
+                toward = int(np.argmin(scores))
+            active = [k for k, a in enumerate(weights[i]) if a > 0]
+            away = max(active, key=lambda k: scores[k])
+            if away == toward:
+                continue
+            step = atoms[i][toward] - atoms[i][away]
+            gamma = _line_search(x, step, cap, beta, z, weights[i][away])
             if gamma > 0:
+                weights[i][away] -= gamma
+                weights[i][toward] += gamma
                 xb[i] += gamma * step
                 x = xb.sum(axis=0)
                 lower = max(lower, 1.0 / float((x / cap).max()))
-        w, _ = _softmax_lengths(x, cap, beta)
-        bound, _ = _lagrangian_bound(links, w)
-        upper = min(upper, bound)
-        beta = min(beta * 1.25, 4000.0)
-    return lower, upper
+        beta = min(beta * growth, beta_max)
+    return lower, min(upper, distance_sum_bound(topology))
 
 
 def _softmax_lengths(x: np.ndarray, cap: np.ndarray, beta: float):
@@ -436,14 +688,14 @@ def _softmax_lengths(x: np.ndarray, cap: np.ndarray, beta: float):
     return w / float(cap @ w), z
 
 
-def _line_search(x, step, cap, beta, z) -> float:
-    """argmin over gamma in [0, 1] of the smoothed max congestion along x + gamma step (convex: golden)."""
+def _line_search(x, step, cap, beta, z, gmax: float = 1.0) -> float:
+    """argmin over gamma in [0, gmax] of the smoothed max congestion along x + gamma step (convex: golden)."""
     def phi(gamma):
         y = (x + gamma * step) / cap / z
         m = float(y.max())
         return m + np.log(np.exp(beta * (y - m)).sum()) / beta
 
-    lo, hi = 0.0, 1.0
+    lo, hi = 0.0, float(gmax)
     inv = (np.sqrt(5.0) - 1.0) / 2.0
     a, b = hi - inv * (hi - lo), lo + inv * (hi - lo)
     fa, fb = phi(a), phi(b)
@@ -465,19 +717,34 @@ def _line_search(x, step, cap, beta, z) -> float:
 def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: str = "auto") -> AllToAllResult:
     """Maximum concurrent all-to-all flow f of LP (3) (see the module docstring).
 
-    method: "auto" (lp-symmetric when the topology carries a translation, else lp up to `exact_limit`
-    nodes, else approx), "lp-symmetric", "lp" (LP (3) at any size) or "approx".
+    method "auto": a topology with a translation (Cayley graph) gets the exact translation-reduced LP
+    ("lp-symmetric"); one with another free automorphism group (line graphs, de Bruijn, ...) gets the exact
+    orbit LP ("lp-symmetric") when N <= exact_limit or the reduced LP is at most half the size of LP (3) at
+    N = exact_limit; otherwise LP (3) itself ("lp") up to `exact_limit` nodes, and the certified
+    approximation ("approx") above. "lp-symmetric", "lp" and "approx" force a method ("lp" at any size).
     """
     if method not in METHODS:
         raise ValueError(f"alltoall_throughput: method must be one of {', '.join(METHODS)}, got {method!r}")
     t0 = time.perf_counter()
-    gens = _cayley_generators(topology) if method in ("auto", "lp-symmetric") else None
-    if method == "lp-symmetric" and gens is None:
-        raise ValueError(f"alltoall_throughput: {topology.expr} has no translation symmetry; use 'lp' or 'approx'")
+    n = topology.nodes
+    gens = group = None
+    if method in ("auto", "lp-symmetric"):
+        gens = _cayley_generators(topology)
+        if gens is None:
+            group = _free_group(topology)
+    if method == "lp-symmetric" and gens is None and group is None:
+        raise ValueError(f"alltoall_throughput: no free automorphism group is known for {topology.expr}; "
+                         "use 'lp' or 'approx'")
     if method == "auto":
-        method = "lp-symmetric" if gens is not None else ("lp" if topology.nodes <= exact_limit else "approx")
+        if gens is not None:
+            method = "lp-symmetric"
+        elif group is not None and (n <= exact_limit or (n // group.shape[0]) * _Links.of(topology).size
+                                    <= exact_limit * exact_limit * topology.degree // 2):
+            method = "lp-symmetric"
+        else:
+            method = "lp" if n <= exact_limit else "approx"
     if method == "lp-symmetric":
-        f, lower, upper = _symmetric_lp(topology, gens)
+        f, lower, upper = _symmetric_lp(topology, gens) if gens is not None else _orbit_lp(topology, group)
     elif method == "lp":
         f, lower, upper = _full_lp(topology)
     else:
@@ -487,8 +754,7 @@ def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: s
         upper = lower = max(lower, upper)
     rel = (upper - lower) / upper if upper > 0 else 0.0
     exact = method != "approx" and rel <= EXACT_RTOL
-    if exact:
-        f = min(max(f, lower), upper)
+    f = min(max(f, lower), upper)
     return AllToAllResult(throughput=float(f), lower=float(lower), upper=float(upper), exact=bool(exact),
                           method=method, relative_error=float(max(rel, 0.0)), seconds=time.perf_counter() - t0,
-                          expr=topology.expr, nodes=topology.nodes, degree=topology.degree)
+                          expr=topology.expr, nodes=n, degree=topology.degree)

@@ -105,9 +105,10 @@ def _allgather(tree: Expr, transposed: bool) -> _Oriented:
     return _Oriented(true, orient, r.schedule, Prediction(r.steps, r.tau), True)
 
 
-def construct(expr: str | Expr, collective: Collective = Collective.ALLGATHER) -> Constructed:
+def construct(expr: str | Expr, collective: Collective | str = Collective.ALLGATHER) -> Constructed:
     """Topology and schedule of `expr` by its construction, with the predicted (steps, tau)."""
     t0 = time.perf_counter()
+    collective = Collective.parse(collective) if isinstance(collective, str) else collective
     tree = parse(expr) if isinstance(expr, str) else expr
     tree = parse(build(tree).expr)                    # canonical form (e.g. circulant(16) -> offsets)
     check_schedule_size(build(tree))

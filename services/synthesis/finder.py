@@ -137,16 +137,21 @@ def select(cands: list[Candidate], link: LinkModel, items: list[WorkloadItem], *
 BASELINES = ("ring", "shifted_ring", "shifted_bfb_ring", "double_binary_tree", "torus_classic")
 
 
-def baseline_times(nodes: int, degree: int, link: LinkModel, items: list[WorkloadItem]) -> dict[str, float]:
-    """The same workload on what clusters use today (paper section 9.2): seconds per baseline that exists
-    for (N, d) (e.g. the shifted rings need d = 4)."""
-    from .baselines import baseline_costs
+def baseline_times(nodes: int, degree: int, link: LinkModel, items: list[WorkloadItem],
+                   alltoall_bytes: float = 0.0, alltoall_weight: float = 0.0) -> dict[str, float]:
+    """The same workload, all-to-all share included, on what clusters use today (paper section 9.2):
+    seconds per baseline that exists for (N, d) (e.g. the shifted rings need d = 4)."""
+    from .baselines import baseline_alltoall_time, baseline_costs
 
     out = {}
     for name in BASELINES:
         try:
-            out[name] = sum(i.weight * baseline_costs(name, nodes, degree, link, i.size_bytes, i.collective).seconds
-                            for i in items)
-        except ValueError:
+            t = sum(i.weight * baseline_costs(name, nodes, degree, link, i.size_bytes, i.collective).seconds
+                    for i in items)
+            if alltoall_weight:
+                t += alltoall_weight * baseline_alltoall_time(name, nodes, degree, alltoall_bytes,
+                                                              link.node_bandwidth_Bps)
+            out[name] = t
+        except (ValueError, NotImplementedError):
             continue
     return out

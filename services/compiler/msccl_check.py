@@ -1,0 +1,816 @@
+"""Validator and CPU simulator for ANY MSCCL XML (in the style of dromniscience/MSCCL-XML-Verifier).
+
+1. Lexical (executor/rccl dialects): what the executor's hand-written tokenizer rejects (an XML
+   declaration, tabs, newlines inside a tag, single-quoted values) and more than 16 attributes.
+2. Structure: required `<algo>` attributes for the dialect; gpu ids 0..ngpus-1 once each; tb ids dense from
+   0; peers in range and not the gpu itself; channels below `nchannels`; steps numbered 0..n-1 with all ten
+   attributes; known types and buffers; `hasdep` in {0, 1}; a send-type step needs a send peer and a
+   receive-type step a receive peer; every dependency names an existing step of another tb of the same
+   gpu, and that step sets hasdep=1 (the runtime publishes completion only for such steps, so the waiter
+   would hang); the executor's rule that dependencies on preceding nops must be followed by a step with
+   its own dependency; buffer ranges [off, off+cnt) inside i_chunks/o_chunks/s_chunks and inside the
+   collective's buffers (nchunksperloop / ngpus per rank for an allgather input or reduce-scatter output).
+3. Connections: one sending and one receiving tb per (sender, receiver, channel); the k-th send on a
+   connection is matched by the k-th receive, with the same cnt.
+4. Limits of the dialect (steps per tb with nops, cnt, channels, tbs per channel, tbs, offsets, the
+   parser's node budget per rank).
+5. Simulation (allgather / reducescatter / allreduce; out-of-place and/or in-place as the file declares):
+   per-gpu buffers of random data (outputs and scratch poisoned), every tb a sequential program, each
+   (sender, receiver, channel) a FIFO holding `fifo` messages (default 2: NCCL_STEPS = 8 buffer slots and a
+   chunk takes MSCCL_CHUNKSTEPS = 4; 0 = rendezvous: a send completes only when the receiving tb waits at
+   the matching receive, the strictest setting), dependencies as the runtime implements them (a step
+   waits until the producer tb has published a step index >= deps; only hasdep steps publish). Vector
+   clocks over thread blocks give the happens-before order: a read of a chunk whose last write is not
+   ordered before it, or a write not ordered after the previous reads and write, is a race. No runnable
+   tb before all finish is a deadlock. At the end every gpu's output must hold exactly the collective's
+   result. The longest chain of messages in happens-before order is reported as `comm_steps`.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+import xml.etree.ElementTree as ET
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import CheckReport, Finding
+from .limits import COLL_NAMES, RuntimeLimits, limits_for
+
+STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
+TYPES = {"s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"}
+SEND = {"s", "rcs", "rrs", "rrcs"}
+RECV = {"r", "rcs", "rrs", "rrc", "rrcs"}
+READS_SRC = {"s", "rrs", "rrc", "rrcs", "cpy", "re"}
+WRITES_DST = {"r", "rcs", "rrc", "rrcs", "cpy", "re"}
+BUFS = ("i", "o", "s")
+
+
+class _Stop(Exception):
+    pass
+
+
+@dataclass
+class Step:
+    s: int
+    type: str
+    srcbuf: str
+    srcoff: int
+    dstbuf: str
+    dstoff: int
+    cnt: int
+    depid: int
+    deps: int
+    hasdep: int
+
+
+@dataclass
+class Tb:
+    id: int
+    send: int
+    recv: int
+    chan: int
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class Gpu:
+    id: int
+    i_chunks: int
+    o_chunks: int
+    s_chunks: int
+    tbs: list[Tb] = field(default_factory=list)
+
+
+@dataclass
+class Algo:
+    attrs: dict
+    ngpus: int
+    nchunksperloop: int
+    nchannels: int
+    coll: str                  # normalised: allgather | reducescatter | allreduce | other names as given
+    coll_raw: str
+    proto: str
+    inplace: int
+    outofplace: int | None
+    gpus: list[Gpu]
+
+
+# ---------------------------------------------------------------------------------------------------
+# parsing and structure
+# ---------------------------------------------------------------------------------------------------
+def _lexical(text: str, limits: RuntimeLimits, out: list[Finding]) -> None:
+    if not limits.strict_lexer:
+        return
+    if re.search(r"<\?xml", text):
+        out.append(Finding("lexical", "the file starts with an XML declaration (<?xml ...?>), which the "
+                                      f"{limits.dialect} runtime's parser rejects ('expected >')"))
+    body = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    for m in re.finditer(r"<[^>]*>", body):
+        tag = m.group(0)
+        if tag.startswith("<?"):
+            continue
+        if "\n" in tag or "\r" in tag:
+            out.append(Finding("lexical", f"attributes split over lines in {tag[:60]!r}...: the {limits.dialect} "
+                                          f"parser needs a whole tag on one line"))
+            break
+        if re.search(r"=\s*'", tag):
+            out.append(Finding("lexical", f"single-quoted attribute in {tag[:60]!r}: the {limits.dialect} parser "
+                                          f"reads values up to a double quote"))
+            break
+    outside = re.sub(r'"[^"]*"', '""', body)
+    if "\t" in outside:
+        out.append(Finding("lexical", f"tab characters between elements: the {limits.dialect} parser only skips "
+                                      f"spaces and newlines"))
+
+
+def _int(el, name: str, where: str, errors: list[Finding], loc: dict, default=None):
+    raw = el.get(name)
+    if raw is None:
+        if default is not None:
+            return default
+        errors.append(Finding("structure", f"{where}: missing attribute {name!r}", **loc))
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        errors.append(Finding("structure", f"{where}: attribute {name}={raw!r} is not an integer", **loc))
+        return None
+
+
+def parse_msccl(text: str, dialect: str | RuntimeLimits | None = None) -> tuple[Algo | None, RuntimeLimits,
+                                                                                   list[Finding], list[Finding]]:
+    """Parse MSCCL XML into Algo; returns (algo or None, limits, errors, warnings)."""
+    errors: list[Finding] = []
+    warnings: list[Finding] = []
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        lim = limits_for(dialect or "executor")
+        return None, lim, [Finding("syntax", f"not well-formed XML: {e}")], warnings
+    if root.tag != "algo":
+        return None, limits_for(dialect or "executor"), [Finding("structure", f"root element is <{root.tag}>, "
+                                                                              f"expected <algo>")], warnings
+    coll_raw = root.get("coll", "")
+    if dialect is None:
+        dialect = "legacy" if coll_raw == "reduce_scatter" or root.get("outofplace") is None else "executor"
+    limits = limits_for(dialect)
+    _lexical(text, limits, errors)
+    for a in limits.requires:
+        if root.get(a) is None:
+            errors.append(Finding("structure", f"<algo> lacks the attribute {a!r}, which the {limits.dialect} "
+                                               f"runtime requires"))
+    if len(root.attrib) > limits.max_attrs:
+        warnings.append(Finding("limit", f"<algo> has {len(root.attrib)} attributes; the parser ignores those "
+                                         f"beyond {limits.max_attrs}"))
+    loc: dict = {}
+    ngpus = _int(root, "ngpus", "<algo>", errors, loc)
+    ncpl = _int(root, "nchunksperloop", "<algo>", errors, loc)
+    nch = _int(root, "nchannels", "<algo>", errors, loc)
+    inplace = _int(root, "inplace", "<algo>", errors, loc, default=0)
+    outofplace = _int(root, "outofplace", "<algo>", errors, loc, default=-1)
+    proto = root.get("proto", "")
+    if proto not in ("Simple", "LL", "LL128"):
+        errors.append(Finding("structure", f"<algo> proto={proto!r}; expected Simple, LL or LL128"))
+    if coll_raw == "reduce_scatter" and limits.reducescatter != "reduce_scatter":
+        errors.append(Finding("structure", f"coll='reduce_scatter' is the legacy spelling; the {limits.dialect} "
+                                           f"runtime expects 'reducescatter'"))
+    elif coll_raw == "reducescatter" and limits.reducescatter != "reducescatter":
+        errors.append(Finding("structure", f"coll='reducescatter' is not understood by the {limits.dialect} "
+                                           f"runtime, which expects 'reduce_scatter'"))
+    coll = COLL_NAMES.get(coll_raw, coll_raw)
+    if None in (ngpus, ncpl, nch):
+        return None, limits, errors, warnings
+    for name, val, lo in (("ngpus", ngpus, 1), ("nchunksperloop", ncpl, 1), ("nchannels", nch, 1)):
+        if val < lo:
+            errors.append(Finding("structure", f"<algo> {name}={val} must be at least {lo}"))
+    if inplace not in (0, 1) or outofplace not in (-1, 0, 1):
+        errors.append(Finding("structure", f"<algo> inplace/outofplace must be 0 or 1"))
+    gpus: list[Gpu] = []
+    for gel in root:
+        if gel.tag != "gpu":
+            warnings.append(Finding("structure", f"ignoring element <{gel.tag}> under <algo>"))
+            continue
+        gid = _int(gel, "id", "<gpu>", errors, loc)
+        if gid is None:
+            continue
+        gl = {"gpu": gid}
+        ic = _int(gel, "i_chunks", f"gpu {gid}", errors, gl)
+        oc = _int(gel, "o_chunks", f"gpu {gid}", errors, gl)
+        sc = _int(gel, "s_chunks", f"gpu {gid}", errors, gl)
+        if None in (ic, oc, sc):
+            continue
+        if min(ic, oc, sc) < 0:
+            errors.append(Finding("structure", f"gpu {gid}: negative buffer size", gpu=gid))
+        gpu = Gpu(gid, ic, oc, sc)
+        for tel in gel:
+            if tel.tag != "tb":
+                warnings.append(Finding("structure", f"gpu {gid}: ignoring element <{tel.tag}>", gpu=gid))
+                continue
+            tid = _int(tel, "id", f"gpu {gid} <tb>", errors, gl)
+            if tid is None:
+                continue
+            tl = {"gpu": gid, "tb": tid}
+            snd = _int(tel, "send", f"gpu {gid} tb {tid}", errors, tl)
+            rcv = _int(tel, "recv", f"gpu {gid} tb {tid}", errors, tl)
+            chan = _int(tel, "chan", f"gpu {gid} tb {tid}", errors, tl)
+            if None in (snd, rcv, chan):
+                continue
+            tb = Tb(tid, snd, rcv, chan)
+            for sel in tel:
+                if sel.tag != "step":
+                    warnings.append(Finding("structure", f"gpu {gid} tb {tid}: ignoring element <{sel.tag}>", **tl))
+                    continue
+                vals = {}
+                for a in STEP_ATTRS:
+                    raw = sel.get(a)
+                    if raw is None:
+                        errors.append(Finding("structure", f"gpu {gid} tb {tid} step {len(tb.steps)}: missing "
+                                                           f"attribute {a!r} (all ten are required)",
+                                              gpu=gid, tb=tid, step=len(tb.steps)))
+                        vals = None
+                        break
+                    vals[a] = raw
+                if vals is None:
+                    continue
+                try:
+                    st = Step(int(vals["s"]), vals["type"], vals["srcbuf"], int(vals["srcoff"]), vals["dstbuf"],
+                              int(vals["dstoff"]), int(vals["cnt"]), int(vals["depid"]), int(vals["deps"]),
+                              int(vals["hasdep"]))
+                except ValueError as e:
+                    errors.append(Finding("structure", f"gpu {gid} tb {tid} step {len(tb.steps)}: {e}",
+                                          gpu=gid, tb=tid, step=len(tb.steps)))
+                    continue
+                tb.steps.append(st)
+            gpu.tbs.append(tb)
+        gpus.append(gpu)
+    algo = Algo(dict(root.attrib), ngpus, ncpl, nch, coll, coll_raw, proto, inplace,
+                None if outofplace == -1 else outofplace, gpus)
+    return algo, limits, errors, warnings
+
+
+def natural_sizes(coll: str, ngpus: int, ncpl: int) -> tuple[int, int] | None:
+    """(input, output) chunks per loop of one rank for the collective, or None if unknown."""
+    if coll == "allgather":
+        return (ncpl // ngpus, ncpl) if ncpl % ngpus == 0 else None
+    if coll == "reducescatter":
+        return (ncpl, ncpl // ngpus) if ncpl % ngpus == 0 else None
+    if coll == "allreduce":
+        return ncpl, ncpl
+    return None
+
+
+def validate(algo: Algo, limits: RuntimeLimits) -> tuple[list[Finding], list[Finding]]:
+    """Structural, connection and limit checks (sections 2-4 of the module docstring)."""
+    E: list[Finding] = []
+    W: list[Finding] = []
+    N = algo.ngpus
+    ids = sorted(g.id for g in algo.gpus)
+    if ids != list(range(N)):
+        missing = sorted(set(range(N)) - set(ids))
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        extra = sorted(i for i in set(ids) if not 0 <= i < N)
+        E.append(Finding("structure", f"gpu ids must be 0..{N - 1} once each: missing {missing[:8]}, duplicated "
+                                      f"{dup[:8]}, out of range {extra[:8]}",
+                         gpu=(missing or dup or extra or [None])[0]))
+        return E, W
+    if algo.ngpus > limits.max_subs:
+        E.append(Finding("limit", f"{algo.ngpus} gpus exceed the parser's {limits.max_subs} children per element"))
+    nat = natural_sizes(algo.coll, N, algo.nchunksperloop)
+    if algo.coll in ("allgather", "reducescatter") and nat is None:
+        E.append(Finding("structure", f"nchunksperloop={algo.nchunksperloop} is not a multiple of ngpus={N}"))
+    max_chan = -1
+    for gpu in algo.gpus:
+        g = gpu.id
+        tids = sorted(tb.id for tb in gpu.tbs)
+        if tids != list(range(len(tids))):
+            seen, hole = set(), None
+            for i in tids:
+                if i in seen:
+                    E.append(Finding("structure", f"gpu {g}: duplicate thread block id {i}", gpu=g, tb=i))
+                    break
+                seen.add(i)
+            else:
+                hole = next(i for i in range(len(tids) + 1) if i not in seen)
+                E.append(Finding("structure", f"gpu {g}: thread block {hole} is missing (ids must be contiguous "
+                                              f"from 0)", gpu=g, tb=hole))
+            continue
+        gpu.tbs.sort(key=lambda tb: tb.id)
+        if len(gpu.tbs) > limits.max_tbs:
+            E.append(Finding("limit", f"gpu {g} has {len(gpu.tbs)} thread blocks; the runtime allows "
+                                      f"{limits.max_tbs}", gpu=g))
+        for bufname, size in (("i_chunks", gpu.i_chunks), ("o_chunks", gpu.o_chunks), ("s_chunks", gpu.s_chunks)):
+            if size - 1 > limits.max_offset:
+                E.append(Finding("limit", f"gpu {g}: {bufname}={size} needs offsets beyond the runtime's 16-bit "
+                                          f"maximum {limits.max_offset}", gpu=g))
+        if nat is not None:
+            if gpu.i_chunks > nat[0] or gpu.o_chunks > nat[1]:
+                W.append(Finding("bounds", f"gpu {g} declares i_chunks={gpu.i_chunks}, o_chunks={gpu.o_chunks} but "
+                                           f"a {algo.coll} of nchunksperloop={algo.nchunksperloop} has {nat[0]} input "
+                                           f"and {nat[1]} output chunks per rank", gpu=g))
+        nodes = 1 + N + len(gpu.tbs) + sum(len(tb.steps) for tb in gpu.tbs)
+        if nodes >= limits.max_parser_nodes:
+            E.append(Finding("limit", f"gpu {g}'s part of the file is {nodes} parser nodes; the runtime's XML parser "
+                                      f"is limited to {limits.max_parser_nodes}", gpu=g))
+        per_chan: dict[tuple[str, int], int] = {}
+        for tb in gpu.tbs:
+            loc = {"gpu": g, "tb": tb.id}
+            where = f"gpu {g} tb {tb.id}"
+            for peer, what in ((tb.send, "send"), (tb.recv, "recv")):
+                if peer == g:
+                    E.append(Finding("structure", f"{where}: {what} peer {peer} is the gpu itself", **loc))
+                elif not -1 <= peer < N:
+                    E.append(Finding("structure", f"{where}: {what} peer {peer} is not a gpu of 0..{N - 1}", **loc))
+                elif peer >= 0:
+                    per_chan[(what, tb.chan)] = per_chan.get((what, tb.chan), 0) + 1
+            if not 0 <= tb.chan < algo.nchannels:
+                E.append(Finding("structure", f"{where}: channel {tb.chan} is outside 0..nchannels-1 = "
+                                              f"{algo.nchannels - 1}", **loc))
+            elif tb.chan >= limits.max_channels:
+                E.append(Finding("limit", f"{where}: channel {tb.chan}; the runtime has {limits.max_channels} "
+                                          f"channels", **loc))
+            max_chan = max(max_chan, tb.chan)
+            if len(tb.steps) > limits.max_steps:
+                E.append(Finding("limit", f"{where} has {len(tb.steps)} steps; the {limits.dialect} runtime allows "
+                                          f"{limits.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)", **loc))
+            pending_nop_deps = False
+            for i, st in enumerate(tb.steps):
+                sl = {"gpu": g, "tb": tb.id, "step": i}
+                sw = f"gpu {g} tb {tb.id} step {i}"
+                if st.s != i:
+                    E.append(Finding("structure", f"{sw}: has s={st.s}; steps must be numbered 0, 1, 2, ... in order "
+                                                  f"(a step is missing or out of order)", **sl))
+                    break
+                if st.type not in TYPES:
+                    E.append(Finding("structure", f"{sw}: unknown step type {st.type!r}", **sl))
+                    continue
+                if st.hasdep not in (0, 1):
+                    E.append(Finding("structure", f"{sw}: hasdep={st.hasdep} must be 0 or 1", **sl))
+                if st.type in SEND and tb.send < 0:
+                    E.append(Finding("structure", f"{sw}: a {st.type!r} step sends but the thread block has no "
+                                                  f"send peer", **sl))
+                if st.type in RECV and tb.recv < 0:
+                    E.append(Finding("structure", f"{sw}: a {st.type!r} step receives but the thread block has no "
+                                                  f"recv peer", **sl))
+                if st.type != "nop" and not 0 <= st.cnt < limits.max_count:
+                    E.append(Finding("limit", f"{sw}: cnt={st.cnt}; the runtime needs 0 <= cnt < "
+                                              f"{limits.max_count} (MSCCL_MAX_COUNT)", **sl))
+                if st.type != "nop" and st.cnt == 0:
+                    W.append(Finding("structure", f"{sw}: cnt=0 moves no data", **sl))
+                for used, bname, off in ((st.type in READS_SRC, st.srcbuf, st.srcoff),
+                                         (st.type in WRITES_DST, st.dstbuf, st.dstoff)):
+                    if not used:
+                        continue
+                    if bname not in BUFS:
+                        E.append(Finding("structure", f"{sw}: buffer {bname!r} is not i, o or s", **sl))
+                        continue
+                    size = {"i": gpu.i_chunks, "o": gpu.o_chunks, "s": gpu.s_chunks}[bname]
+                    real = size
+                    if nat is not None and bname != "s":
+                        real = min(size, nat[0] if bname == "i" else nat[1])
+                    if off < 0 or off + st.cnt > size:
+                        E.append(Finding("bounds", f"{sw}: {bname}[{off}:{off + st.cnt}] is outside the declared "
+                                                   f"{bname}_chunks={size}", **sl))
+                    elif off + st.cnt > real:
+                        E.append(Finding("bounds", f"{sw}: {bname}[{off}:{off + st.cnt}] is beyond the collective's "
+                                                   f"{ {'i': 'input', 'o': 'output'}[bname]} of {real} chunks per "
+                                                   f"rank", **sl))
+                if st.depid == -1 and st.deps == -1:
+                    if pending_nop_deps and st.type != "nop" and limits.nop_chain_rule:
+                        E.append(Finding("structure", f"{sw}: preceded by nop dependencies but has none itself; the "
+                                                      f"{limits.dialect} runtime requires the step after nops to carry "
+                                                      f"a dependency", **sl))
+                    if st.type != "nop":
+                        pending_nop_deps = False
+                    continue
+                if st.type == "nop":
+                    pending_nop_deps = True
+                else:
+                    pending_nop_deps = False
+                if not 0 <= st.depid < len(gpu.tbs) or st.depid == tb.id:
+                    E.append(Finding("structure", f"{sw}: depid={st.depid} does not name another thread block of "
+                                                  f"gpu {g}", **sl))
+                    continue
+                other = gpu.tbs[st.depid]
+                if not 0 <= st.deps < len(other.steps):
+                    E.append(Finding("structure", f"{sw}: depends on tb {st.depid} step {st.deps}, which does not "
+                                                  f"exist (tb {st.depid} has {len(other.steps)} steps)", **sl))
+                    continue
+                if other.steps[st.deps].hasdep != 1:
+                    E.append(Finding("structure", f"{sw}: depends on tb {st.depid} step {st.deps}, which has "
+                                                  f"hasdep=0; the runtime only publishes the completion of steps "
+                                                  f"with hasdep=1, so this step may wait forever", **sl))
+        for (what, chan), k in per_chan.items():
+            if k > limits.max_tbs_per_channel:
+                E.append(Finding("limit", f"gpu {g}: {k} thread blocks {what} on channel {chan}; the runtime allows "
+                                          f"{limits.max_tbs_per_channel}", gpu=g))
+    if max_chan >= 0 and max_chan + 1 < algo.nchannels:
+        W.append(Finding("structure", f"nchannels={algo.nchannels} but the highest channel used is {max_chan}"))
+    if algo.nchannels > limits.max_channels:
+        E.append(Finding("limit", f"nchannels={algo.nchannels}; the runtime has {limits.max_channels} channels"))
+    if not E:
+        # producers nobody waits for
+        used = {(g.id, s.depid, s.deps) for g in algo.gpus for tb in g.tbs for s in tb.steps if s.depid >= 0}
+        for gpu in algo.gpus:
+            for tb in gpu.tbs:
+                for i, st in enumerate(tb.steps):
+                    if st.hasdep == 1 and (gpu.id, tb.id, i) not in used:
+                        W.append(Finding("structure", f"gpu {gpu.id} tb {tb.id} step {i}: hasdep=1 but no step "
+                                                      f"depends on it", gpu=gpu.id, tb=tb.id, step=i))
+                        break
+        E.extend(_connections(algo))
+    return E, W
+
+
+def _connections(algo: Algo) -> list[Finding]:
+    """One sender and one receiver tb per (sender, receiver, channel); sends and receives matched in order."""
+    E: list[Finding] = []
+    senders: dict[tuple[int, int, int], Tb] = {}
+    receivers: dict[tuple[int, int, int], Tb] = {}
+    for gpu in algo.gpus:
+        for tb in gpu.tbs:
+            if tb.send >= 0:
+                key = (gpu.id, tb.send, tb.chan)
+                if key in senders:
+                    E.append(Finding("mismatch", f"gpu {gpu.id}: thread blocks {senders[key].id} and {tb.id} both send "
+                                                 f"to gpu {tb.send} on channel {tb.chan} (they would share one "
+                                                 f"connection)", gpu=gpu.id, tb=tb.id))
+                senders[key] = tb
+            if tb.recv >= 0:
+                key = (tb.recv, gpu.id, tb.chan)
+                if key in receivers:
+                    E.append(Finding("mismatch", f"gpu {gpu.id}: thread blocks {receivers[key].id} and {tb.id} both "
+                                                 f"receive from gpu {tb.recv} on channel {tb.chan}", gpu=gpu.id, tb=tb.id))
+                receivers[key] = tb
+    if E:
+        return E
+    for key in sorted(set(senders) | set(receivers)):
+        src, dst, chan = key
+        stb, rtb = senders.get(key), receivers.get(key)
+        sends = [(i, st) for i, st in enumerate(stb.steps) if st.type in SEND] if stb else []
+        recvs = [(i, st) for i, st in enumerate(rtb.steps) if st.type in RECV] if rtb else []
+        for k in range(min(len(sends), len(recvs))):
+            (i, a), (j, b) = sends[k], recvs[k]
+            if a.cnt != b.cnt:
+                E.append(Finding("mismatch", f"gpu {src} tb {stb.id} step {i} sends {a.cnt} chunks to gpu {dst} on "
+                                             f"channel {chan}, but the matching receive, gpu {dst} tb {rtb.id} step {j}, "
+                                             f"expects {b.cnt}", gpu=src, tb=stb.id, step=i))
+                return E
+        if len(sends) > len(recvs):
+            i = sends[len(recvs)][0]
+            E.append(Finding("mismatch", f"gpu {src} tb {stb.id} step {i} sends to gpu {dst} on channel {chan} but gpu "
+                                         f"{dst} has no matching receive ({len(sends)} sends, {len(recvs)} receives on "
+                                         f"this connection)", gpu=src, tb=stb.id, step=i))
+        elif len(recvs) > len(sends):
+            j = recvs[len(sends)][0]
+            E.append(Finding("mismatch", f"gpu {dst} tb {rtb.id} step {j} receives from gpu {src} on channel {chan} "
+                                         f"but gpu {src} has no matching send ({len(sends)} sends, {len(recvs)} receives "
+                                         f"on this connection)", gpu=dst, tb=rtb.id, step=j))
+    return E
+
+
+# ---------------------------------------------------------------------------------------------------
+# simulation
+# ---------------------------------------------------------------------------------------------------
+@dataclass
+class _Msg:
+    data: np.ndarray
+    clock: np.ndarray
+    hop: int
+    origin: tuple[int, int, int]
+
+
+class Simulator:
+    """Executes a validated Algo on CPU (see the module docstring)."""
+
+    def __init__(self, algo: Algo, *, inplace: bool, fifo: int = 2, seed: int = 0):
+        self.algo = algo
+        self.inplace = inplace
+        self.fifo = fifo
+        N, L = algo.ngpus, algo.nchunksperloop
+        nat = natural_sizes(algo.coll, N, L)
+        assert nat is not None
+        self.nat_in, self.nat_out = nat
+        rng = np.random.default_rng(seed)
+        self.inputs = rng.integers(1, 1 << 40, size=(N, self.nat_in), dtype=np.int64)
+        self.arrays: list[list[np.ndarray]] = []
+        self.bufmap: list[dict[str, tuple[int, int, int]]] = []     # buf -> (array id, base, size)
+        for gpu in sorted(algo.gpus, key=lambda x: x.id):
+            g = gpu.id
+            poison = lambda n: -rng.integers(1, 1 << 40, size=n, dtype=np.int64)   # noqa: E731
+            scratch = poison(gpu.s_chunks)
+            if not inplace:
+                arrs = [self.inputs[g].copy(), poison(self.nat_out), scratch]
+                bm = {"i": (0, 0, self.nat_in), "o": (1, 0, self.nat_out), "s": (2, 0, gpu.s_chunks)}
+            elif algo.coll == "allgather":
+                C = self.nat_in
+                m = poison(L)
+                m[g * C:(g + 1) * C] = self.inputs[g]
+                arrs = [m, m, scratch]
+                bm = {"i": (0, g * C, C), "o": (0, 0, L), "s": (2, 0, gpu.s_chunks)}
+            elif algo.coll == "reducescatter":
+                C = self.nat_out
+                m = self.inputs[g].copy()
+                arrs = [m, m, scratch]
+                bm = {"i": (0, 0, L), "o": (0, g * C, C), "s": (2, 0, gpu.s_chunks)}
+            else:
+                m = self.inputs[g].copy()
+                arrs = [m, m, scratch]
+                bm = {"i": (0, 0, L), "o": (0, 0, L), "s": (2, 0, gpu.s_chunks)}
+            self.arrays.append(arrs)
+            self.bufmap.append(bm)
+        # thread blocks
+        self.tbs: list[tuple[int, Tb]] = []
+        self.gid: dict[tuple[int, int], int] = {}
+        for gpu in sorted(algo.gpus, key=lambda x: x.id):
+            for tb in gpu.tbs:
+                self.gid[(gpu.id, tb.id)] = len(self.tbs)
+                self.tbs.append((gpu.id, tb))
+        T = len(self.tbs)
+        self.T = T
+        self.pc = [0] * T
+        self.clock = np.zeros((T, T), dtype=np.int32)
+        self.hop = [0] * T
+        self.flag = [-1] * T
+        # every published step: (index, clock, hop). A waiter is guaranteed to be ordered only after the first
+        # published step >= the index it names (any later one may not have happened yet in another run)
+        self.published: list[list[tuple[int, np.ndarray, int]]] = [[] for _ in range(T)]
+        self.fifos: dict[tuple[int, int, int], deque] = {}
+        self.receiver_of: dict[tuple[int, int, int], int] = {}
+        for x, (g, tb) in enumerate(self.tbs):
+            if tb.recv >= 0:
+                self.receiver_of[(tb.recv, g, tb.chan)] = x
+        self.writer: dict[tuple[int, int, int], tuple[int, int]] = {}
+        self.readers: dict[tuple[int, int, int], dict[int, int]] = {}
+        self.max_hop = 0
+        self.messages = 0
+        self.error: Finding | None = None
+        self.blocked: dict[int, str] = {}
+
+    # ----- memory with race detection -------------------------------------------------------------
+    def _where(self, g: int, buf: str, off: int, cnt: int, x: int, i: int) -> tuple[int, int]:
+        arr, base, size = self.bufmap[g][buf]
+        if off < 0 or off + cnt > size:
+            tb = self.tbs[x][1]
+            self._fail("bounds", f"gpu {g} tb {tb.id} step {i}: {buf}[{off}:{off + cnt}] is outside the buffer of "
+                                 f"{size} chunks", g, tb.id, i)
+        return arr, base + off
+
+    def _fail(self, kind, msg, g, tb, step):
+        self.error = Finding(kind, msg, gpu=g, tb=tb, step=step)
+        raise _Stop
+
+    def _name(self, g: int, arr: int, idx: int) -> str:
+        for b, (a, base, size) in self.bufmap[g].items():
+            if a == arr and base <= idx < base + size:
+                return f"{b}[{idx - base}]"
+        return f"buffer {arr}[{idx}]"
+
+    def _read(self, x: int, i: int, g: int, buf: str, off: int, cnt: int) -> np.ndarray:
+        arr, start = self._where(g, buf, off, cnt, x, i)
+        seq = i + 1
+        for idx in range(start, start + cnt):
+            key = (g, arr, idx)
+            w = self.writer.get(key)
+            if w is not None:
+                self._race_if_unordered(x, i, g, arr, idx, w, "reads", "writes")
+            rd = self.readers.setdefault(key, {})
+            rd[x] = seq
+        return self.arrays[g][arr][start:start + cnt].copy()
+
+    def _write(self, x: int, i: int, g: int, buf: str, off: int, cnt: int, data: np.ndarray) -> None:
+        arr, start = self._where(g, buf, off, cnt, x, i)
+        seq = i + 1
+        for idx in range(start, start + cnt):
+            key = (g, arr, idx)
+            w = self.writer.get(key)
+            if w is not None:
+                self._race_if_unordered(x, i, g, arr, idx, w, "overwrites", "writes")
+            for rx, rseq in self.readers.get(key, {}).items():
+                self._race_if_unordered(x, i, g, arr, idx, (rx, rseq), "overwrites", "reads")
+            self.writer[key] = (x, seq)
+            self.readers.pop(key, None)
+        self.arrays[g][arr][start:start + cnt] = data
+
+    def _race_if_unordered(self, x, i, g, arr, idx, other, what, other_what):
+        ox, oseq = other
+        if ox == x or self.clock[x, ox] >= oseq:
+            return
+        og, otb = self.tbs[ox]
+        tb = self.tbs[x][1]
+        self._fail("race", f"gpu {g} tb {tb.id} step {i} {what} {self._name(g, arr, idx)}, which tb {otb.id} step "
+                           f"{oseq - 1} {other_what}, with no dependency ordering them (a missing depid/deps?)",
+                   g, tb.id, i)
+
+    # ----- execution --------------------------------------------------------------------------------
+    def _try(self, x: int) -> bool:
+        g, tb = self.tbs[x]
+        i = self.pc[x]
+        st = tb.steps[i]
+        dep = None
+        if st.depid >= 0:
+            dep = self.gid[(g, st.depid)]
+            if self.flag[dep] < st.deps:
+                self.blocked[x] = f"waits for tb {st.depid} step {st.deps}"
+                return False
+        q_in = q_out = None
+        if st.type in RECV:
+            q_in = self.fifos.setdefault((tb.recv, g, tb.chan), deque())
+            if not q_in:
+                self.blocked[x] = f"waits for a message from gpu {tb.recv} on channel {tb.chan}"
+                return False
+        if st.type in SEND:
+            key = (g, tb.send, tb.chan)
+            q_out = self.fifos.setdefault(key, deque())
+            if self.fifo > 0:
+                if len(q_out) >= self.fifo:
+                    self.blocked[x] = f"waits for gpu {tb.send} to drain channel {tb.chan}"
+                    return False
+            else:
+                r = self.receiver_of.get(key)
+                ok = bool(not q_out and r is not None and self._waiting_receive(r))
+                if not ok:
+                    self.blocked[x] = f"waits for gpu {tb.send} to be ready to receive on channel {tb.chan}"
+                    return False
+        self.blocked.pop(x, None)
+        clock = self.clock[x]
+        if dep is not None:
+            pub = self.published[dep]
+            k = bisect.bisect_left(pub, st.deps, key=lambda e: e[0])
+            _, pclock, phop = pub[k]
+            np.maximum(clock, pclock, out=clock)
+            self.hop[x] = max(self.hop[x], phop)
+        msg = None
+        if q_in is not None:
+            msg = q_in.popleft()
+            if msg.data.size != st.cnt:
+                og, otb, ostep = msg.origin
+                self._fail("mismatch", f"gpu {g} tb {tb.id} step {i} receives {st.cnt} chunks but gpu {og} tb {otb} "
+                                       f"step {ostep} sent {msg.data.size}", g, tb.id, i)
+            np.maximum(clock, msg.clock, out=clock)
+            self.hop[x] = max(self.hop[x], msg.hop + 1)
+            self.max_hop = max(self.max_hop, self.hop[x])
+        clock[x] = i + 1
+        t = st.type
+        out = None
+        if t == "s":
+            out = self._read(x, i, g, st.srcbuf, st.srcoff, st.cnt)
+        elif t == "r":
+            self._write(x, i, g, st.dstbuf, st.dstoff, st.cnt, msg.data)
+        elif t == "rcs":
+            self._write(x, i, g, st.dstbuf, st.dstoff, st.cnt, msg.data)
+            out = msg.data
+        elif t == "rrs":
+            out = self._read(x, i, g, st.srcbuf, st.srcoff, st.cnt) + msg.data
+        elif t == "rrc":
+            self._write(x, i, g, st.dstbuf, st.dstoff, st.cnt, self._read(x, i, g, st.srcbuf, st.srcoff, st.cnt)
+                        + msg.data)
+        elif t == "rrcs":
+            out = self._read(x, i, g, st.srcbuf, st.srcoff, st.cnt) + msg.data
+            self._write(x, i, g, st.dstbuf, st.dstoff, st.cnt, out)
+        elif t == "cpy":
+            self._write(x, i, g, st.dstbuf, st.dstoff, st.cnt, self._read(x, i, g, st.srcbuf, st.srcoff, st.cnt))
+        elif t == "re":
+            a = self._read(x, i, g, st.dstbuf, st.dstoff, st.cnt)
+            b = self._read(x, i, g, st.srcbuf, st.srcoff, st.cnt)
+            self._write(x, i, g, st.dstbuf, st.dstoff, st.cnt, a + b)
+        if out is not None:
+            q_out.append(_Msg(out, clock.copy(), self.hop[x], (g, tb.id, i)))
+            self.messages += 1
+        if st.hasdep == 1:
+            self.flag[x] = i
+            self.published[x].append((i, clock.copy(), self.hop[x]))
+        self.pc[x] = i + 1
+        return True
+
+    def _waiting_receive(self, r: int) -> bool:
+        g, tb = self.tbs[r]
+        i = self.pc[r]
+        if i >= len(tb.steps):
+            return False
+        st = tb.steps[i]
+        if st.type not in RECV:
+            return False
+        if st.depid >= 0 and self.flag[self.gid[(g, st.depid)]] < st.deps:
+            return False
+        return True
+
+    def run(self) -> Finding | None:
+        try:
+            active = [x for x in range(self.T) if self.tbs[x][1].steps]
+            while active:
+                progress = False
+                still = []
+                for x in active:
+                    n = len(self.tbs[x][1].steps)
+                    while self.pc[x] < n and self._try(x):
+                        progress = True
+                    if self.pc[x] < n:
+                        still.append(x)
+                active = still
+                if active and not progress:
+                    parts = []
+                    for x in active[:4]:
+                        g, tb = self.tbs[x]
+                        parts.append(f"gpu {g} tb {tb.id} step {self.pc[x]} ({tb.steps[self.pc[x]].type}) "
+                                     f"{self.blocked.get(x, 'is blocked')}")
+                    g, tb = self.tbs[active[0]]
+                    self.error = Finding("deadlock", f"deadlock: {len(active)} thread blocks cannot progress; "
+                                                     + "; ".join(parts), gpu=g, tb=tb.id, step=self.pc[active[0]])
+                    return self.error
+            for key, q in sorted(self.fifos.items()):
+                if q:
+                    og, otb, ostep = q[0].origin
+                    self.error = Finding("mismatch", f"gpu {og} tb {otb} step {ostep} sent a message to gpu {key[1]} on "
+                                                     f"channel {key[2]} that is never received", gpu=og, tb=otb,
+                                         step=ostep)
+                    return self.error
+            return self._check_result()
+        except _Stop:
+            return self.error
+
+    def _check_result(self) -> Finding | None:
+        coll, N = self.algo.coll, self.algo.ngpus
+        if coll == "allgather":
+            expect = np.broadcast_to(self.inputs.reshape(-1), (N, self.nat_out))
+        elif coll == "reducescatter":
+            total = self.inputs.sum(axis=0)
+            C = self.nat_out
+            expect = total.reshape(N, C)
+        else:
+            expect = np.broadcast_to(self.inputs.sum(axis=0), (N, self.nat_out))
+        for g in range(N):
+            arr, base, size = self.bufmap[g]["o"]
+            got = self.arrays[g][arr][base:base + size]
+            bad = np.flatnonzero(got != expect[g])
+            if bad.size:
+                k = int(bad[0])
+                w = self.writer.get((g, arr, base + k))
+                by = (f"; last written by tb {self.tbs[w[0]][1].id} step {w[1] - 1}" if w else
+                      "; it was never written")
+                if coll == "allgather":
+                    C = self.nat_in
+                    what = f"shard {k // C} chunk {k % C}"
+                elif coll == "reducescatter":
+                    what = f"chunk {k} of its reduced shard"
+                else:
+                    what = f"chunk {k} of the reduced vector"
+                exp, val = int(expect[g][k]), int(got[k])
+                detail = "uninitialised data" if val < 0 else "a wrong value"
+                if coll != "allgather" and val > 0:
+                    col = self.inputs[:, (g * self.nat_out + k) if coll == "reducescatter" else k]
+                    detail = f"a wrong sum (expected the sum of all {N} contributions)"
+                    miss = np.flatnonzero(col == exp - val)
+                    extra = np.flatnonzero(col == val - exp)
+                    if miss.size:
+                        detail = f"a sum missing gpu {int(miss[0])}'s contribution"
+                    elif extra.size:
+                        detail = f"a sum counting gpu {int(extra[0])}'s contribution twice"
+                self.error = Finding("result", f"gpu {g} output chunk {k} ({what}) holds {detail}{by}",
+                                     gpu=g, tb=self.tbs[w[0]][1].id if w else None, step=(w[1] - 1) if w else None)
+                return self.error
+        return None
+
+
+def check_msccl(text: str, *, dialect: str | RuntimeLimits | None = None, simulate: bool = True, fifo: int = 2,
+                seed: int = 0, **limit_overrides) -> CheckReport:
+    """Validate and simulate MSCCL XML text; see the module docstring."""
+    algo, limits, errors, warnings = parse_msccl(text, dialect)
+    limits = limits.with_overrides(**limit_overrides)
+    rep = CheckReport(False, "msccl", dialect=limits.dialect, errors=errors, warnings=warnings)
+    if algo is None:
+        return rep
+    rep.collective, rep.ngpus, rep.chunks_per_loop = algo.coll, algo.ngpus, algo.nchunksperloop
+    if not errors:
+        e, w = validate(algo, limits)
+        errors.extend(e)
+        warnings.extend(w)
+    rep.steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
+    rep.threadblocks = max((len(g.tbs) for g in algo.gpus), default=0)
+    if errors:
+        return rep
+    if simulate:
+        if natural_sizes(algo.coll, algo.ngpus, algo.nchunksperloop) is None:
+            warnings.append(Finding("structure", f"collective {algo.coll_raw!r} is not simulated (only allgather, "
+                                                 f"reducescatter and allreduce)"))
+        else:
+            modes = []
+            if algo.outofplace == 1 or (algo.outofplace is None and algo.inplace == 0):
+                modes.append(False)
+            if algo.inplace == 1:
+                modes.append(True)
+            if not modes:
+                errors.append(Finding("structure", "the algorithm is neither in-place nor out-of-place"))
+            for inplace in modes:
+                sim = Simulator(algo, inplace=inplace, fifo=fifo, seed=seed)
+                err = sim.run()
+                rep.simulated.append("in-place" if inplace else "out-of-place")
+                if err is not None:
+                    err.message = f"{'in-place' if inplace else 'out-of-place'}: {err.message}"
+                    errors.append(err)
+                    break
+                rep.comm_steps = sim.max_hop
+                rep.messages = sim.messages
+    rep.ok = not errors
+    return rep
