@@ -45,7 +45,7 @@ from services.synthesis.schedule import Collective, Op, Schedule
 from .errors import CompileError
 from .limits import RuntimeLimits
 
-NONE, IBUF, OBUF, SBUF = -1, 0, 1, 2
+from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout  # noqa: E402  (re-exported for oneccl)
 BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s"}
 
 
@@ -199,20 +199,9 @@ class MscclBuilder:
         n, P = self.n, self.P
         self.gpus = [GpuProgram(r) for r in range(n)]
         L = n * P
-        self.locbuf = np.full((n, L), NONE, dtype=np.int8)
-        self.locoff = np.full((n, L), -1, dtype=np.int64)
-        self.acc_base: list[dict[int, int]] = [dict() for _ in range(n)]
-        g = np.arange(L)
-        for u in range(n):
-            if self.coll is Collective.ALLGATHER:
-                own = slice(u * P, (u + 1) * P)
-                if inplace:
-                    self.locbuf[u, own], self.locoff[u, own] = OBUF, g[own]
-                else:
-                    self.locbuf[u, own], self.locoff[u, own] = IBUF, np.arange(P)
-            else:
-                self.locbuf[u, :] = OBUF if (inplace and self.coll is Collective.ALLREDUCE) else IBUF
-                self.locoff[u, :] = g
+        self.layout = UnitLayout(self.coll, n, P, inplace, lambda w, size: self.gpus[w].alloc(size))
+        self.locbuf, self.locoff = self.layout.locbuf, self.layout.locoff
+        self.home, self.acc = self.layout.home, self.layout.acc
         for gp in self.gpus:
             gp.i_chunks = P if self.coll is Collective.ALLGATHER else L
             gp.o_chunks = P if self.coll is Collective.REDUCESCATTER else L
@@ -220,36 +209,7 @@ class MscclBuilder:
         self.consolidated = 0
         self.copy_budget = max(1, limits.max_steps // 2)     # ops per copy tb, leaving room for nops
 
-    # ----- locations -----------------------------------------------------------------------------
-    def home(self, w: int, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Where the final result of units g must be at gpu w."""
-        g = np.asarray(g, dtype=np.int64)
-        if self.coll is Collective.REDUCESCATTER and not self.inplace:
-            return np.full(g.size, OBUF, np.int8), g - w * self.P
-        if self.coll is Collective.REDUCESCATTER:
-            return np.full(g.size, IBUF, np.int8), g.copy()
-        return np.full(g.size, OBUF, np.int8), g.copy()
-
-    def acc(self, w: int, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Accumulator for the partial sums of units g at gpu w: the output for an allreduce and for w's own
-        shard, else scratch (P chunks per shard, allocated when first needed)."""
-        P = self.P
-        if self.coll is Collective.ALLREDUCE:
-            return np.full(g.size, OBUF, np.int8), g.copy()
-        v = g // P
-        buf = np.full(g.size, SBUF, np.int8)
-        off = np.empty(g.size, dtype=np.int64)
-        own = v == w
-        if own.any():
-            buf[own], off[own] = self.home(w, g[own])
-        for vv in np.unique(v[~own]).tolist():
-            base = self.acc_base[w].get(vv)
-            if base is None:
-                base = self.acc_base[w][vv] = self.gpus[w].alloc(P)
-            sel = v == vv
-            off[sel] = base + g[sel] - vv * P
-        return buf, off
-
+    # ----- locations (services.compiler.layout) -------------------------------------------------------
     def _partial(self, w: int, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rb, ro = self.locbuf[w, units].copy(), self.locoff[w, units].copy()
         if np.any(rb == NONE):

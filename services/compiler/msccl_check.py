@@ -37,6 +37,7 @@ import numpy as np
 
 from .errors import CheckReport, Finding
 from .limits import COLL_NAMES, RuntimeLimits, limits_for
+from .msccl import XmlStep
 
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
 TYPES = {"s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"}
@@ -51,18 +52,7 @@ class _Stop(Exception):
     pass
 
 
-@dataclass
-class Step:
-    s: int
-    type: str
-    srcbuf: str
-    srcoff: int
-    dstbuf: str
-    dstoff: int
-    cnt: int
-    depid: int
-    deps: int
-    hasdep: int
+Step = XmlStep          # one <step> element, the same record the compiler emits
 
 
 @dataclass

@@ -16,7 +16,8 @@ from services.synthesis.schedule import Collective, Op, Schedule
 from services.synthesis.topology import Topology
 
 from .errors import CompileError
-from .msccl import IBUF, NONE, OBUF, SBUF, _runs
+from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
+from .msccl import _runs
 
 NAMES = {IBUF: "in", OBUF: "out", SBUF: "tmp"}
 COLL = {Collective.ALLGATHER: "allgather", Collective.REDUCESCATTER: "reduce_scatter",
@@ -42,40 +43,8 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
     L = n * P
     coll = s.collective
     ranks = [_Rank(r) for r in range(n)]
-    locbuf = np.full((n, L), NONE, dtype=np.int8)
-    locoff = np.full((n, L), -1, dtype=np.int64)
-    g_all = np.arange(L)
-    for u in range(n):
-        if coll is Collective.ALLGATHER:
-            own = slice(u * P, (u + 1) * P)
-            locbuf[u, own] = OBUF if inplace else IBUF
-            locoff[u, own] = g_all[own] if inplace else np.arange(P)
-        else:
-            locbuf[u, :] = OBUF if (inplace and coll is Collective.ALLREDUCE) else IBUF
-            locoff[u, :] = g_all
-    acc_base: list[dict[int, int]] = [dict() for _ in range(n)]
-
-    def home(w, g):
-        if coll is Collective.REDUCESCATTER:
-            return (np.full(g.size, IBUF, np.int8), g.copy()) if inplace else \
-                (np.full(g.size, OBUF, np.int8), g - w * P)
-        return np.full(g.size, OBUF, np.int8), g.copy()
-
-    def acc(w, g):
-        if coll is Collective.ALLREDUCE:
-            return np.full(g.size, OBUF, np.int8), g.copy()
-        v = g // P
-        buf = np.full(g.size, SBUF, np.int8)
-        off = np.empty(g.size, dtype=np.int64)
-        own = v == w
-        if own.any():
-            buf[own], off[own] = home(w, g[own])
-        for vv in np.unique(v[~own]).tolist():
-            if vv not in acc_base[w]:
-                acc_base[w][vv] = ranks[w].alloc(P)
-            sel = v == vv
-            off[sel] = acc_base[w][vv] + g[sel] - vv * P
-        return buf, off
+    layout = UnitLayout(coll, n, P, inplace, lambda w, size: ranks[w].alloc(size))
+    locbuf, locoff, home, acc = layout.locbuf, layout.locoff, layout.home, layout.acc
 
     tags: dict[tuple[int, int], int] = {}
     messages = 0

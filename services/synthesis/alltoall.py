@@ -13,7 +13,7 @@ Parallel arcs are separate unit-capacity links; here the arcs between the same o
 one link of capacity = multiplicity (the same LP: any split of a merged flow over the parallel arcs is
 feasible). Self-loops are dropped (they can carry nothing). T_a2a = (D/N) / (f B/d) (`alltoall_time_s`).
 
-Three methods, all returning certified bounds computed independently of what the solver claims:
+Methods; every one returns bounds certified independently of what the solver claims (see below):
 
 * ``lp-symmetric`` (exact) for topologies with a `Translation` (Cayley graphs of abelian groups; verified
   from the arcs before use). Proof of the reduction: let tau_u(x) = x + u. Each tau_u is an automorphism,
@@ -33,16 +33,25 @@ Three methods, all returning certified bounds computed independently of what the
   Conversely every feasible (z, f) lifts (y[s, e] = z[tau_{-s}(e)]) to a feasible point of LP (3) with the
   same f, so both optima are equal. The reduced LP has N d + 1 variables and N - 1 + d rows (torus(50, 50):
   10001 x 2503) and is solved exactly by simplex (GLOP).
+  The same proof works for any group H acting freely on the nodes (see `_orbit_lp`): sources reduce to one
+  representative per node orbit and capacity rows to one per link orbit. Such groups are derived from the
+  canonical expression (line graphs inherit their base's group, de Bruijn digit rotations, x -> -x - 1 on
+  generalized Kautz graphs with even m, products and degree expansions) and verified on the arcs; e.g.
+  DBJ(4, 4) shrinks 4x and L^3(K_{4,4}) (N = 512) 8x. Also reported as ``lp-symmetric``.
 * ``lp`` (exact) for any topology: LP (3) itself, N |E| + 1 variables, N (N - 1) + |E| rows, built with
-  vectorised sparse construction and solved with HiGHS's first-order PDLP through OR-Tools MathOpt (small
-  instances with HiGHS simplex). This was the fastest option measured on a 2-core machine for N = 256,
-  d = 4 (262k variables): HiGHS PDLP 7 s, OR-Tools PDLP 25-38 s, GLOP/HiGHS simplex and HiGHS IPM > 1 minute.
-  The result is reported exact when the certified relative gap is at most `EXACT_RTOL`.
-* ``approx`` (bounded) for large topologies without symmetry: a feasible routing (shortest-path DAG
-  routing with even splits, improved by block-coordinate Frank-Wolfe on a smoothed max-congestion
-  objective whose best responses are shortest-path trees) gives the lower bound; the upper bound is the
-  best Lagrangian (LP-dual) bound over the length functions visited, which is never worse than the
-  distance-sum bound f <= sum_e c_e / sum_{s != t} dist(s, t).
+  vectorised sparse construction and solved through OR-Tools MathOpt with HiGHS: simplex up to
+  `SIMPLEX_MAX_VARIABLES`, its first-order PDLP above. PDLP was by far the fastest option measured on this
+  2-core machine for N = 256, d = 4 (262k variables, DBJ(4, 4)): HiGHS PDLP 7.5 s, OR-Tools PDLP 25-38 s,
+  HiGHS IPM and GLOP/HiGHS simplex well over a minute (GLOP needs 24 s already at N = 128). A first-order
+  solution is only accurate to ~1e-6, so the result is reported exact when the certified relative gap is
+  at most `EXACT_RTOL` (1e-5; simplex solves close it to ~1e-12). OR-Tools' model_builder HiGHS wrapper
+  returns row activities as duals, hence MathOpt.
+* ``approx`` (bounded) for large topologies without enough symmetry (`_approx`): an upper bound from
+  exponentiated-gradient ascent on the Lagrangian dual (certified by weak duality, never worse than the
+  distance-sum bound f <= sum_e c_e / sum_{s != t} dist(s, t)) and a lower bound from a feasible routing
+  (shortest-path DAG routing with even splits, improved by pairwise Frank-Wolfe over shortest-path trees
+  on a smoothed max congestion). `throughput` is then the lower bound (an achieved routing).
+  genkautz(4, 1024): [7.918e-4, 8.072e-4] (1.9 %) in ~7 s.
 
 Certificates. Lower bound: any nonnegative y whose per-source net inflow at every u != s is >= f_s carries
 f_s from s to every node (flow decomposition: s is the only node with a deficit); scaling by the worst
@@ -65,7 +74,7 @@ from .topology import Topology
 
 EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts as exact
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
-PDLP_OPTIONS = {}
+PDLP_OPTIONS: dict[str, float] = {}   # extra HiGHS double options for PDLP, e.g. primal_feasibility_tolerance
 METHODS = ("auto", "lp", "lp-symmetric", "approx")
 
 
@@ -73,7 +82,8 @@ METHODS = ("auto", "lp", "lp-symmetric", "approx")
 class AllToAllResult:
     """All-to-all throughput f: the rate (in units of one link's capacity B/d) that every ordered pair of
     nodes gets simultaneously. `lower` <= optimum <= `upper` are certified; `exact` means the gap is at most
-    EXACT_RTOL (the LP was solved to optimality), in which case `throughput` is the LP optimum."""
+    EXACT_RTOL (the LP was solved to optimality), in which case `throughput` is the LP optimum (clipped into
+    [lower, upper]); for "approx" it is `lower`, the value of an actual routing."""
 
     throughput: float
     lower: float
