@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
@@ -174,10 +175,20 @@ class _Links:
     def matrix(self, lengths: np.ndarray) -> csr_matrix:
         return csr_matrix((lengths, (self.tail, self.head)), shape=(self.nodes, self.nodes))
 
-    def index_matrix(self) -> np.ndarray:
-        idx = np.full((self.nodes, self.nodes), -1, dtype=np.int64)
+    @cached_property
+    def _dense_index(self) -> np.ndarray | None:
+        if self.nodes > 4096:
+            return None
+        idx = np.full((self.nodes, self.nodes), -1, dtype=np.int32)
         idx[self.tail, self.head] = np.arange(self.size)
         return idx
+
+    def lookup(self, tails: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """Link index of each (tail, head) pair (which must be a link)."""
+        if self._dense_index is not None:
+            return self._dense_index[tails, heads].astype(np.int64)
+        return np.searchsorted(self.tail * self.nodes + self.head, np.asarray(tails, dtype=np.int64) * self.nodes
+                               + heads)
 
 
 def _positive_lengths(lengths: np.ndarray) -> np.ndarray:
@@ -190,15 +201,31 @@ def _positive_lengths(lengths: np.ndarray) -> np.ndarray:
     return lengths + 1e-10 * top
 
 
-def _lagrangian_bound(links: _Links, lengths: np.ndarray, *, sources=None, scale: float = 1.0):
-    """(upper bound on f, distances) from weak duality with the given link lengths. With `sources`, only
-    those rows are computed and `scale` multiplies their distance sum (translation-invariant lengths)."""
+def _lagrangian_bound(links: _Links, lengths: np.ndarray, *, sources=None, scale: float = 1.0) -> float:
+    """Upper bound on f from weak duality with the given link lengths. With `sources`, only those rows are
+    computed and `scale` multiplies their distance sum (translation-invariant lengths)."""
     lengths = _positive_lengths(lengths)
-    dist = dijkstra(links.matrix(lengths), directed=True, indices=sources)
-    total = float(dist.sum()) * scale
+    total = 0.0
+    for _, dist, _ in _shortest_path_trees(links, lengths, sources, predecessors=False):
+        total += float(dist.sum())
+    total *= scale
     if not np.isfinite(total) or total <= 0:
-        return np.inf, dist
-    return float(links.cap @ lengths) / total, dist
+        return np.inf
+    return float(links.cap @ lengths) / total
+
+
+def _shortest_path_trees(links: _Links, lengths: np.ndarray, sources=None, *, predecessors: bool = True,
+                         chunk: int = 256):
+    """Yield (sources, dist, pred) for chunks of sources (bounded memory); lengths must be positive."""
+    matrix = links.matrix(lengths)
+    sources = np.arange(links.nodes) if sources is None else np.asarray(sources)
+    for start in range(0, sources.size, chunk):
+        part = sources[start:start + chunk]
+        if predecessors:
+            dist, pred = dijkstra(matrix, directed=True, indices=part, return_predecessors=True)
+        else:
+            dist, pred = dijkstra(matrix, directed=True, indices=part), None
+        yield part, dist, pred
 
 
 def _certified_lower(links: _Links, src: np.ndarray, link: np.ndarray, flow: np.ndarray, target: float) -> float:
@@ -222,8 +249,8 @@ def _certified_lower(links: _Links, src: np.ndarray, link: np.ndarray, flow: np.
 def _repair_loads(links: _Links, sources: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """Link loads of sending demand[i, u] from sources[i] to u along hop-shortest-path trees."""
     adjacency = csr_matrix((np.ones(links.size), (links.tail, links.head)), shape=(links.nodes, links.nodes))
-    dist, pred = shortest_path(adjacency, unweighted=True, indices=sources, return_predecessors=True)
-    return _tree_loads(links, links.index_matrix(), dist, pred, demand)
+    _, pred = shortest_path(adjacency, unweighted=True, indices=sources, return_predecessors=True)
+    return _tree_loads(links, pred, demand)
 
 
 # ----- LP solving through OR-Tools MathOpt ----------------------------------------------------------------
@@ -270,7 +297,8 @@ def _solve_lp(c: np.ndarray, a: coo_matrix, row_hi: np.ndarray, *, solver: str):
             params.highs.string_options["solver"] = solver
         else:
             raise ValueError(f"unknown LP solver {solver!r}")
-    result = core.solve(model, kind, parameters_pb2.SolverInitializerProto(), params, model_parameters_pb2.ModelSolveParametersProto(), None,
+    result = core.solve(model, kind, parameters_pb2.SolverInitializerProto(), params,
+                        model_parameters_pb2.ModelSolveParametersProto(), None,
                         callback_pb2.CallbackRegistrationProto(), None, None)
     if not result.solutions:
         raise RuntimeError(f"all-to-all LP: {solver} returned no solution ({result.termination})")
@@ -287,7 +315,7 @@ def _solve_lp(c: np.ndarray, a: coo_matrix, row_hi: np.ndarray, *, solver: str):
 # ----- method 1: LP (3) -----------------------------------------------------------------------------------
 
 def _full_lp(topology: Topology, solver: str | None = None):
-    """LP (3) with one variable per (source, link) (links into the source are useless and omitted) plus f.
+    """Returns (f, certified lower, certified upper) of LP (3) with one variable per (source, link) (links into the source are useless and omitted) plus f.
     Rows: capacity per link, then conservation per (s, u != s) at index L + s (N - 1) + u - [u > s]."""
     links = _Links.of(topology)
     n, nl = topology.nodes, links.size
@@ -316,7 +344,7 @@ def _full_lp(topology: Topology, solver: str | None = None):
         solver = "simplex" if nv + 1 <= SIMPLEX_MAX_VARIABLES else "pdlp"
     obj, x, y = _solve_lp(c, a, row_hi, solver=solver)
     lower = _certified_lower(links, src, link, x[:nv], -obj)
-    upper, _ = _lagrangian_bound(links, -y[:nl])
+    upper = _lagrangian_bound(links, -y[:nl])
     upper = min(upper, distance_sum_bound(topology))
     return -obj, lower, upper
 
@@ -341,6 +369,8 @@ def _cayley_generators(topology: Topology) -> np.ndarray | None:
 
 
 def _symmetric_lp(topology: Topology, gens: np.ndarray):
+    """The translation-reduced LP (module docstring): source 0's flow z on every link, one capacity row per
+    generator class. Returns (f, certified lower, certified upper)."""
     t = topology.translation
     n = topology.nodes
     g, mult = np.unique(gens[gens != 0], return_counts=True)     # generator classes; 0 = self-loop
@@ -373,7 +403,7 @@ def _symmetric_lp(topology: Topology, gens: np.ndarray):
     lam = np.maximum(-y[:k], 0.0)
     link_tail = np.tile(x, k)
     links = _Links(n, link_tail, t.add(link_tail, np.repeat(g, n)), np.repeat(mult.astype(np.float64), n))
-    upper, _ = _lagrangian_bound(links, np.repeat(lam, n), sources=[0], scale=n)
+    upper = _lagrangian_bound(links, np.repeat(lam, n), sources=[0], scale=n)
     return f, lower, upper
 
 
@@ -389,7 +419,7 @@ def _symmetric_lp(topology: Topology, gens: np.ndarray):
 # x_i -> x_i + c (mod d), generalized Kautz graphs on an even number of nodes have x -> -x - 1, products and
 # degree expansions combine their factors' groups (plus the copy rotation of a degree expansion).
 
-MAX_GROUP_TABLE = 1 << 23          # |H| * N entries of explicit permutations
+MAX_GROUP_TABLE = 1 << 22          # |H| * N entries of explicit permutations
 
 
 def _free_group(topology: Topology) -> np.ndarray | None:
@@ -429,6 +459,8 @@ def _group_of(tree, topology: Topology) -> np.ndarray | None:
             return None
         times = args[1] if len(args) > 1 else 1
         cur = base
+        if group.shape[0] * base.degree ** times * base.nodes > MAX_GROUP_TABLE:
+            return None
         for _ in range(times):
             # node i of L(G) is arc i of G; a group element maps arc (t, h, lane) to (pi t, pi h, lane)
             group = np.stack([cur.arc_index(p[cur.tails], p[cur.heads], cur.lanes) for p in group])
@@ -491,6 +523,8 @@ def _is_free_automorphism_group(topology: Topology, group: np.ndarray) -> bool:
 
 
 def _orbit_lp(topology: Topology, group: np.ndarray, solver: str | None = None):
+    """LP (3) reduced by a free automorphism group (rows of `group`): variables for the orbit representatives'
+    flows only, one capacity row per link orbit. Returns (f, certified lower, certified upper)."""
     links = _Links.of(topology)
     n, nl, order = topology.nodes, links.size, group.shape[0]
     reps = np.flatnonzero(group.min(axis=0) == np.arange(n))
@@ -540,7 +574,7 @@ def _orbit_lp(topology: Topology, group: np.ndarray, solver: str | None = None):
     orbit_load = np.bincount(orbit_of, weights=load, minlength=k)
     lower = max(0.0, f / max(1.0, float((orbit_load / orbit_cap).max())))
     # upper certificate: invariant lengths; sum over all sources = |H| * sum over the representatives
-    upper, _ = _lagrangian_bound(links, np.maximum(-y[:k], 0.0)[orbit_of], sources=reps, scale=order)
+    upper = _lagrangian_bound(links, np.maximum(-y[:k], 0.0)[orbit_of], sources=reps, scale=order)
     return f, lower, upper
 
 
@@ -570,8 +604,8 @@ def _ecmp_loads(links: _Links, sources: np.ndarray, dist: np.ndarray) -> np.ndar
     return loads
 
 
-def _tree_loads(links: _Links, link_index: np.ndarray, dist: np.ndarray, pred: np.ndarray,
-                demand: np.ndarray | None = None, group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
+def _tree_loads(links: _Links, pred: np.ndarray, demand: np.ndarray | None = None,
+                group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
     """Link loads of shortest-path-tree routing for the rows of pred (one tree per source, scipy's
     predecessor format), sending demand[i, u] (default one unit) from source i to every node u. Subtree
     sums are accumulated level by level (tree depth), vectorised over all sources. With `group` (a group id
@@ -599,7 +633,7 @@ def _tree_loads(links: _Links, link_index: np.ndarray, dist: np.ndarray, pred: n
             continue
         size += np.bincount(parent_flat[chunk], weights=size[chunk], minlength=b * n)
     r, v = np.nonzero(inner)
-    link = link_index[par[r, v], v]
+    link = links.lookup(par[r, v], v)
     weight = size.reshape(b, n)[r, v]
     if group is None:
         return np.bincount(link, weights=weight, minlength=links.size)
@@ -608,7 +642,7 @@ def _tree_loads(links: _Links, link_index: np.ndarray, dist: np.ndarray, pred: n
 
 
 def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | None = None, sweeps: int = 10,
-            block_size: int = 16, eta: float = 0.2, beta0: float = 5.0, growth: float = 1.2,
+            block_size: int | None = None, eta: float = 0.2, beta0: float = 5.0, growth: float = 1.2,
             beta_max: float = 4000.0):
     """Certified bounds without solving LP (3) (module docstring). Deterministic for a given topology.
 
@@ -628,7 +662,7 @@ def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | 
     scale = min(3.0, max(1.0, 1024 / n))
     dual_iters = round(16 * scale) if dual_iters is None else dual_iters
     phases = round(20 * scale) if phases is None else phases
-    link_index = links.index_matrix()
+    block_size = max(16, -(-n // 64)) if block_size is None else block_size      # at most 64 blocks
     rng = np.random.default_rng(0)
     blocks = [np.sort(b) for b in np.array_split(rng.permutation(n), max(1, -(-n // block_size)))]
     nb = len(blocks)
@@ -644,9 +678,11 @@ def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | 
     upper = np.inf
     for _ in range(dual_iters):
         lengths = _positive_lengths(p / cap)
-        dist, pred = dijkstra(links.matrix(lengths), directed=True, return_predecessors=True)
-        upper = min(upper, float(cap @ lengths) / float(dist.sum()))
-        per_block = _tree_loads(links, link_index, dist, pred, group=block_of, groups=nb)
+        total, per_block = 0.0, np.zeros((nb, nl))
+        for part, dist, pred in _shortest_path_trees(links, lengths):
+            total += float(dist.sum())
+            per_block += _tree_loads(links, pred, group=block_of[part], groups=nb)
+        upper = min(upper, float(cap @ lengths) / total)
         for i in range(nb):
             atoms[i].append(per_block[i])
             weights[i].append(0.0)
@@ -654,7 +690,7 @@ def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | 
         p = p * np.exp(eta * (congestion / congestion.max() - 1.0))
         p /= p.sum()
     if not np.isfinite(upper):
-        upper = distance_sum_bound(topology)
+        upper = _lagrangian_bound(links, np.ones(nl))            # the distance-sum bound
 
     # 2. primal: pairwise Frank-Wolfe over the atoms, then with fresh trees
     xb = np.stack([a[0] for a in atoms])
@@ -663,13 +699,18 @@ def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | 
     beta = beta0
     for phase in range(sweeps + phases):
         fresh = phase >= sweeps
+        if phase == sweeps:              # keep only the atoms in use before adding fresh trees (memory)
+            for i in range(nb):
+                keep = [k for k, a in enumerate(weights[i]) if a > 0]
+                atoms[i] = [atoms[i][k] for k in keep]
+                weights[i] = [weights[i][k] for k in keep]
         for i, b in enumerate(blocks):
             w, z = _softmax_lengths(x, cap, beta)
             scores = np.array([w @ a for a in atoms[i]])
             if fresh:
                 dist, pred = dijkstra(links.matrix(_positive_lengths(w)), directed=True, indices=b,
                                       return_predecessors=True)
-                atoms[i].append(_tree_loads(links, link_index, dist, pred))
+                atoms[i].append(_tree_loads(links, pred))
                 weights[i].append(0.0)
                 toward = len(atoms[i]) - 1
             else:
@@ -686,8 +727,10 @@ def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | 
                 xb[i] += gamma * step
                 x = xb.sum(axis=0)
                 lower = max(lower, 1.0 / float((x / cap).max()))
+                if fresh and weights[i][away] <= 0.0:         # a drop step: forget the atom
+                    del atoms[i][away], weights[i][away]
         beta = min(beta * growth, beta_max)
-    return lower, min(upper, distance_sum_bound(topology))
+    return lower, upper
 
 
 def _softmax_lengths(x: np.ndarray, cap: np.ndarray, beta: float):
