@@ -286,3 +286,17 @@ def test_measured_tau_of_bfb_schedule_matches_eq_2():
     per_step = [max(r.u(u, t) for u in range(topo.nodes)) for t in range(1, topo.diameter + 1)]
     assert r.tau == F(topo.degree, topo.nodes) * sum(per_step)
     assert measured_tau(r.schedule, topo.degree) == r.tau
+
+
+@pytest.mark.parametrize("expr", ["genkautz(4, 64)", "debruijn(3, 3)", "line(bipartite(3))", "genkautz(13, 60)",
+                                  "genkautz(16, 120)", "kautz(2, 3)", "torus(4, 6)", "product(ring(3), ring(5, 2))"])
+def test_tau_only_evaluator_matches_the_full_solve(expr):
+    """The finder's evaluator (no schedule) gives the same (D, tau) by both U* methods."""
+    from services.synthesis.bfb import bfb_tau
+
+    topo = build(expr)
+    full = bfb_allgather(topo, workers=1)
+    for method in ("zeta", "cut"):
+        if method == "zeta" and topo.degree > 12:
+            continue
+        assert bfb_tau(topo, method=method) == (topo.diameter, full.tau), method

@@ -506,6 +506,38 @@ def bfb_schedule(topology: Topology, collective: Collective = Collective.ALLGATH
     return rs if collective is Collective.REDUCESCATTER else allreduce(rs, ag)
 
 
+def _block_u_star_cut(dc: np.ndarray, mask: np.ndarray, d: int, D: int):
+    """max_u U*_{u,t} per step for a block of receivers (columns), large d: problems whose sources all have
+    one eligible in-arc are priced at once (their U* is the largest per-arc count); the others go, as source
+    types, to one batched min-cut Dinkelbach. Yields (t, U*)."""
+    B = dc.shape[1]
+    valid = dc > 0
+    pid = (np.broadcast_to(np.arange(B), dc.shape)[valid] * (D + 1) + dc[valid]).astype(np.int64)
+    mm = mask[valid]
+    single = (mm & (mm - 1)) == 0
+    nprob = B * (D + 1)
+    multi = np.zeros(nprob, dtype=bool)
+    multi[pid[~single]] = True
+    slot = np.zeros(mm.size, dtype=np.int64)
+    slot[single] = np.log2(mm[single]).astype(np.int64)
+    easy = single & ~multi[pid]
+    loads = np.bincount(pid[easy] * d + slot[easy], minlength=nprob * d).reshape(nprob, d).max(axis=1)
+    per_t = loads.reshape(B, D + 1).max(axis=0)
+    for t in range(1, D + 1):
+        if per_t[t]:
+            yield t, Fraction(int(per_t[t]))
+    hard = multi[pid]
+    if hard.any():
+        key = pid[hard] * (1 << d) + mm[hard]
+        uk, counts = np.unique(key, return_counts=True)
+        kp, km = uk >> d, uk & ((1 << d) - 1)
+        starts = np.flatnonzero(np.concatenate([[True], kp[1:] != kp[:-1]]))
+        ends = np.concatenate([starts[1:], [kp.size]])
+        problems = [(km[a:b], counts[a:b]) for a, b in zip(starts, ends)]
+        for (num, den), p in zip(_batched_min_max_load(problems, d), kp[starts]):
+            yield int(p % (D + 1)), Fraction(num, den)
+
+
 # ---------------------------------------------------------------------------------------------------
 # (steps, tau) only, without building the schedule (the finder's evaluator)
 # ---------------------------------------------------------------------------------------------------
@@ -540,18 +572,6 @@ def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]
                 i = int(q.argmax())
                 best[t] = max(best[t], Fraction(int(ratio_num[i, t]), int(ratio_den[i, t])))
         else:
-            hard, hard_t = [], []
-            for b in range(block.size):
-                _, groups = receiver_types(dcol[:, b], dw[:, b, :], d, mask[:, b])
-                for grp in groups:
-                    masks = np.asarray(grp.masks, dtype=np.int64)
-                    counts = np.asarray(grp.counts, dtype=np.int64)
-                    if (masks & (masks - 1) == 0).all():      # one eligible arc per source: max arc load
-                        slot = np.log2(masks).astype(np.int64)
-                        best[grp.t - 1] = max(best[grp.t - 1], Fraction(int(np.bincount(slot, counts).max())))
-                    else:
-                        hard.append((masks, counts))
-                        hard_t.append(grp.t)
-            for t, (num, den) in zip(hard_t, _batched_min_max_load(hard, d) if hard else []):
-                best[t - 1] = max(best[t - 1], Fraction(num, den))
+            for t, u_star in _block_u_star_cut(dc, mask, d, D):
+                best[t - 1] = max(best[t - 1], u_star)
     return D, Fraction(d, g.nodes) * sum(best)
