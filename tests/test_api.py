@@ -239,3 +239,22 @@ def test_workload_with_an_alltoall_share(client):
     bad = {**body, "workload": {"collective": "allreduce", "sizes_bytes": [1], "alltoall_weight": 1}}
     r = client.post("/v1/plans", json=bad)
     assert r.status_code == 422 and "alltoall_bytes" in r.json()["detail"][0]["msg"]
+
+
+def test_finished_plan_get_is_served_from_memory(client, monkeypatch):
+    """The polled GET of a finished plan touches neither the database nor the thread pool (the p99 target
+    of bench/service.py depends on it): with the database made unreachable it still answers."""
+    import services.api.auth as auth
+    import services.api.routes_plans as rp
+
+    pid = submit(client).json()["id"]
+    wait_done(client, pid)
+    first = client.get(f"/v1/plans/{pid}")
+
+    def no_db(*a, **k):
+        raise AssertionError("the database was used")
+    monkeypatch.setattr(rp, "session_scope", no_db)
+    monkeypatch.setattr(auth, "session_scope", no_db)
+    again = client.get(f"/v1/plans/{pid}")
+    assert again.status_code == 200 and again.content == first.content
+    assert client.get(f"/v1/plans/{pid}", headers={"If-None-Match": first.headers["etag"]}).status_code == 304

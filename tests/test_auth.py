@@ -59,6 +59,7 @@ def test_revoked_key(secured):
     assert c.get("/v1/plans", headers=h(secret)).status_code == 200
     with session_scope(st.sqlalchemy_url) as s:
         s.get(ApiKey, kid).revoked = True
+    c.app.state.key_cache.items.clear()          # revocation applies within KEY_CACHE_TTL_S
     assert c.get("/v1/plans", headers=h(secret)).status_code == 401
 
 

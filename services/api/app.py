@@ -16,6 +16,7 @@ from services.config import Settings, get_settings
 from services.store import repo
 from services.store.db import migrate, session_scope
 
+from .auth import KeyCache
 from .dispatch import Dispatcher
 from .routes_plans import PlanCache
 from .routes_fabric import router as fabric_router
@@ -98,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     app.state.dispatcher = Dispatcher(st)
     app.state.plan_cache = PlanCache()
+    app.state.key_cache = KeyCache()
     if st.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=st.cors_origins, allow_methods=["*"], allow_headers=["*"])
 

@@ -8,15 +8,17 @@ is presented is always checked.
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from services.store import repo
+from services.store.db import session_scope
 from services.store.models import ApiKey
-
-from .deps import get_session
 
 ROLES = ("scheduler", "agent", "viewer")
 
@@ -48,22 +50,57 @@ def _secret(request: Request) -> str | None:
     return request.headers.get("x-api-key")
 
 
-def principal(request: Request, s: Session = Depends(get_session)) -> Principal:
+KEY_CACHE_TTL_S = 5.0       # a revoked key stops working within this time
+
+
+class KeyCache:
+    """Recent key lookups (hash -> principal or None), so authenticated reads stay off the database."""
+
+    def __init__(self):
+        self.items: dict[str, tuple[Principal | None, float]] = {}
+        self.lock = threading.Lock()
+
+    def get(self, h: str):
+        with self.lock:
+            hit = self.items.get(h)
+        return hit if hit is not None and hit[1] > time.monotonic() else None
+
+    def put(self, h: str, p: Principal | None) -> None:
+        with self.lock:
+            if len(self.items) > 10000:
+                self.items.clear()
+            self.items[h] = (p, time.monotonic() + KEY_CACHE_TTL_S)
+
+
+def _lookup(url: str, secret: str) -> Principal | None:
+    with session_scope(url) as s:
+        key = repo.find_key(s, secret)
+        return None if key is None else Principal(key.role, key.name, key.panel_id)
+
+
+async def principal(request: Request) -> Principal:
     secret = _secret(request)
     if secret is None:
         if request.app.state.settings.api_keys_required:
             raise HTTPException(401, "an API key is required (Authorization: Bearer <key>)",
                                 headers={"WWW-Authenticate": "Bearer"})
         return Principal("scheduler", "anonymous")
-    key = repo.find_key(s, secret)
-    if key is None:
+    cache: KeyCache = request.app.state.key_cache
+    h = repo.hash_key(secret)
+    hit = cache.get(h)
+    if hit is None:
+        p = await run_in_threadpool(_lookup, request.app.state.settings.sqlalchemy_url, secret)
+        cache.put(h, p)
+    else:
+        p = hit[0]
+    if p is None:
         raise HTTPException(401, "unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
-    return Principal(key.role, key.name, key.panel_id)
+    return p
 
 
 def require(*roles: str):
     """Dependency: the caller's role must be one of `roles`."""
-    def check(p: Principal = Depends(principal)) -> Principal:
+    async def check(p: Principal = Depends(principal)) -> Principal:
         if p.role not in roles:
             raise HTTPException(403, f"role {p.role!r} may not do this (needs {' or '.join(roles)})")
         return p
@@ -72,7 +109,7 @@ def require(*roles: str):
 
 def require_panel(panel_param: str = "panel_id"):
     """Dependency for panel endpoints: an agent only for its own panel; schedulers and viewers may read."""
-    def check(request: Request, p: Principal = Depends(principal)) -> Principal:
+    async def check(request: Request, p: Principal = Depends(principal)) -> Principal:
         panel = request.path_params.get(panel_param)
         if p.role == "agent" and p.panel_id != panel:
             raise HTTPException(403, f"this agent key is bound to panel {p.panel_id!r}, not {panel!r}")
