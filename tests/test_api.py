@@ -33,6 +33,7 @@ def test_minimal_request_completes(client):
     assert build(t["expr"]).nodes == 16
     assert p["frontier"] and all(e["nodes"] == 16 for e in p["frontier"])
     assert p["progress"] == {"fraction": 1.0, "stage": "done"}
+    assert p["created_at"].endswith(("+00:00", "Z"))                 # UTC on every backend
     for c in ("allgather", "reducescatter", "allreduce"):
         assert p["schedules"][c]["verified"] is True
     assert p["schedules"]["allreduce"]["steps"] == 2 * p["schedules"]["allgather"]["steps"]

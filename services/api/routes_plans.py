@@ -5,6 +5,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from datetime import timezone
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +28,11 @@ AUTH = {401: {"model": ErrorOut, "description": "missing or unknown API key"},
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 
 
+def utc(dt):
+    """SQLite hands back naive datetimes (stored in UTC); PostgreSQL aware ones: always answer in UTC."""
+    return dt.replace(tzinfo=timezone.utc) if dt is not None and dt.tzinfo is None else dt
+
+
 def plan_out(p, base: str) -> PlanOut:
     r = p.result or {}
     links = {"self": f"{base}/v1/plans/{p.id}", "events": f"{base}/v1/plans/{p.id}/events"}
@@ -45,7 +51,7 @@ def plan_out(p, base: str) -> PlanOut:
                   "released": bool(binding and binding.released)}
         links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
-                   reason=p.reason, created_at=p.created_at, updated_at=p.updated_at, request=p.request,
+                   reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
                    fabric=fabric, links=links)
@@ -142,7 +148,7 @@ def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
 @router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses={**NOT_FOUND, **AUTH},
             dependencies=[Depends(READ)])
 def plan_events(plan_id: str, s: Session = Depends(get_session)):
-    return [PlanEventOut(at=e.at, status=e.status, stage=e.stage, progress=e.progress, message=e.message)
+    return [PlanEventOut(at=utc(e.at), status=e.status, stage=e.stage, progress=e.progress, message=e.message)
             for e in _plan(s, plan_id).events]
 
 
