@@ -225,10 +225,29 @@ def _circulant_family(n: int, d: int) -> list[Candidate]:
     return out
 
 
+def genkautz_candidate(d: int, n: int) -> Candidate | None:
+    """Pi_{d,n} priced exactly. For n = d m with m >= d + 1, Pi_{d,dm} is the line digraph of Pi_{d,m}
+    (Imase-Itoh), whose optimal BFB schedule is Pi_{d,m}'s lifted by Definition 1 (Theorem 10: every node has
+    d distinct out-neighbours): steps + 1, tau + 1/m, no BFB solve. Otherwise BFB (tau-only evaluator)."""
+    expr = f"genkautz({d}, {n})"
+    c = CACHE.get(expr)
+    if c is not None:
+        return c
+    if d >= 2 and n % d == 0 and n // d >= d + 1:
+        base = genkautz_candidate(d, n // d)
+        m = n // d
+        loops = n % (d + 1) != 0
+        c = Candidate(expr, n, d, base.steps + 1, base.tau + Fraction(1, m), base.diameter + 1, False,
+                      not loops, loops, False, True, True, False, True, "genkautz")
+        CACHE.put(c)
+        return c
+    return evaluate(expr, reverse_symmetric=False, family="genkautz")
+
+
 def _kautz_family(n: int, d: int) -> list[Candidate]:
     out = []
     if d >= 2 and n >= d + 1 and n <= GENERATIVE_BFB_LIMIT:
-        c = evaluate(f"genkautz({d}, {n})", reverse_symmetric=False, family="genkautz")
+        c = genkautz_candidate(d, n)
         if c is not None:
             out.append(c)
     if d >= 2:
