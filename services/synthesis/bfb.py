@@ -125,52 +125,47 @@ def _min_max_load_dinkelbach(masks: list[int], counts: list[int], d: int) -> tup
 
 def _batched_min_max_load(problems: list[tuple[np.ndarray, np.ndarray]], d: int) -> list[tuple[int, int]]:
     """U* = max_S load(S)/|S| for many (u, t) problems at once: Dinkelbach iterations where each iteration is
-    ONE max-flow over the disjoint union of all unconverged problems (their max-closure networks)."""
-    out: list[tuple[int, int] | None] = [None] * len(problems)
-    ratio = []
-    for masks, counts in problems:
-        union = int(np.bitwise_or.reduce(masks))
-        ratio.append((int(counts.sum()), bin(union).count("1")))
-    active = list(range(len(problems)))
-    while active:
-        tails, heads, caps, owner_type, type_count = [], [], [], [], []
-        base = 2
-        slot_base = {}
-        for i in active:
-            masks, counts = problems[i]
-            num, den = ratio[i]
-            T = masks.size
-            tnodes = base + np.arange(T)
-            snodes = base + T + np.arange(d)
-            bits = ((masks[:, None] >> np.arange(d)) & 1).astype(bool)
-            ii, kk = np.nonzero(bits)
-            big = int(counts.sum()) * den + 1
-            tails += [np.zeros(T, np.int64), tnodes[ii], snodes]
-            heads += [tnodes, snodes[kk], np.ones(d, np.int64)]
-            caps += [counts * den, np.full(ii.size, big), np.full(d, num)]
-            slot_base[i] = (base, T)
-            base += T + d
+    ONE max-flow over the disjoint union of all unconverged problems' max-closure networks (source -> type
+    with capacity count * den, type -> its eligible arcs unbounded, arc -> sink with capacity num), built
+    with flat arrays. The source side of the min cut is the densest set for the current ratio num/den."""
+    if not problems:
+        return []
+    sizes = np.array([m.size for m, _ in problems], dtype=np.int64)
+    owner = np.repeat(np.arange(len(problems)), sizes)                 # problem of each type
+    masks = np.concatenate([np.asarray(m, dtype=np.int64) for m, _ in problems])
+    counts = np.concatenate([np.asarray(c, dtype=np.int64) for _, c in problems])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    total = np.add.reduceat(counts, starts)
+    num = total.copy()
+    den = np.bitwise_count(np.bitwise_or.reduceat(masks, starts)).astype(np.int64)
+    ti, kk = np.nonzero((masks[:, None] >> np.arange(d)) & 1)            # type -> eligible arc slot
+    T = masks.size
+    active = np.ones(len(problems), dtype=bool)
+    while active.any():
+        at = active[owner]
+        ae = active[owner[ti]]
+        act_p = np.flatnonzero(active)
+        type_node = 2 + np.arange(T)
+        slot_node = 2 + T + owner[ti] * d + kk
+        sink_slots = 2 + T + (act_p[:, None] * d + np.arange(d)[None, :]).ravel()
+        tails = np.concatenate([np.zeros(int(at.sum()), np.int64), type_node[ti][ae], sink_slots])
+        heads = np.concatenate([type_node[at], slot_node[ae], np.ones(sink_slots.size, np.int64)])
+        caps = np.concatenate([(counts * den[owner])[at], (total * den + 1)[owner[ti]][ae],
+                               np.repeat(num[act_p], d)])
         smf = max_flow.SimpleMaxFlow()
-        smf.add_arcs_with_capacity(np.concatenate(tails), np.concatenate(heads), np.concatenate(caps))
+        smf.add_arcs_with_capacity(tails, heads, caps)
         smf.solve(0, 1)
-        side = np.zeros(base, dtype=bool)
+        side = np.zeros(2 + T + len(problems) * d, dtype=bool)
         side[np.asarray(smf.get_source_side_min_cut())] = True
-        still = []
-        for i in active:
-            masks, counts = problems[i]
-            b0, T = slot_base[i]
-            chosen = side[b0:b0 + T]
-            load = int(counts[chosen].sum())
-            size = bin(int(np.bitwise_or.reduce(masks[chosen])) if chosen.any() else 0).count("1")
-            num, den = ratio[i]
-            if size == 0 or load * den <= num * size:
-                g = math.gcd(num, den)
-                out[i] = (num // g, den // g)
-            else:
-                ratio[i] = (load, size)
-                still.append(i)
-        active = still
-    return out
+        chosen = side[type_node] & at
+        load = np.bincount(owner, weights=counts * chosen, minlength=len(problems)).astype(np.int64)
+        union = np.bitwise_or.reduceat(masks * chosen, starts)
+        size = np.bitwise_count(union).astype(np.int64)
+        better = active & (size > 0) & (load * den > num * size)
+        num[better], den[better] = load[better], size[better]
+        active = better
+    g = np.gcd(num, den)
+    return list(zip((num // g).tolist(), (den // g).tolist()))
 
 
 def _densest_by_cut(masks, counts, d, num, den) -> tuple[int, int]:
