@@ -32,7 +32,7 @@ def cmd_bfb(args) -> int:
     try:
         opts = dict(workers=args.workers, shortcut=not args.no_shortcut, chunks=args.chunks)
         result = bfb_allgather(topo, **opts)
-        schedule = result.schedule if collective is Collective.ALLGATHER else bfb_schedule(topo, collective, **opts)
+        schedule = bfb_schedule(topo, collective, allgather=result.schedule, **opts)
     except (ScheduleTooLarge, ValueError) as exc:
         raise UsageError(str(exc)) from None
     seconds = time.perf_counter() - t0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import time
 
 import networkx as nx
@@ -231,7 +230,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
             summaries[c.value]["digest"] = digest
         digest = repo.put_blob(s, json.dumps(topology_json(topo)).encode(), "topology", "application/json")
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
-    return {**state, "schedules": summaries, "topology_digest": digest}
+    return {**state, "schedules": summaries, "topology_digest": digest,
+            "topology_facts": {"diameter": topo.diameter, "bidirectional": topo.bidirectional}}
 
 
 def stage_finish(state: dict, plan_id: str) -> dict:
@@ -240,14 +240,13 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     req = _request(plan_id)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     sel = state["selected"]
-    topo = build(sel["expr"])
     predicted = {}
     for size in req["workload"]["sizes_bytes"]:
         for c in Collective:
             sch = state["schedules"][c.value]
             predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
     result = {
-        "topology": {**sel, "diameter": topo.diameter, "bidirectional": topo.bidirectional,
+        "topology": {**sel, **state["topology_facts"],
                      "t_l_us": sel["steps"] * req["alpha_us"],
                      "t_b_us_per_mib": float(Fraction(sel["tau_exact"])) * (1 << 20) / link.node_bandwidth_Bps * 1e6},
         "frontier": state["frontier"],

@@ -6,12 +6,7 @@ from collections.abc import Iterator
 from fastapi import Request
 from sqlalchemy.orm import Session
 
-from services.config import Settings
 from services.store.db import session_scope
-
-
-def get_settings_dep(request: Request) -> Settings:
-    return request.app.state.settings
 
 
 def get_session(request: Request) -> Iterator[Session]:

@@ -38,9 +38,6 @@ class Dispatcher:
         else:
             plan_workflow(plan_id).apply_async()
 
-    def idle(self) -> bool:
-        return self._queue.unfinished_tasks == 0
-
     def _run(self) -> None:
         from services import planner
         from workers.tasks import plan_workflow

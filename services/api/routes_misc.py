@@ -52,7 +52,7 @@ def evaluate(body: EvaluateRequest):
         coll = Collective.parse(body.collective)
         t0 = time.perf_counter()
         result = bfb_allgather(topo)
-        sched = result.schedule if coll is Collective.ALLGATHER else bfb_schedule(topo, coll)
+        sched = bfb_schedule(topo, coll, allgather=result.schedule)
         seconds = time.perf_counter() - t0
     except (ValueError, ScheduleTooLarge) as exc:
         raise HTTPException(422, [{"loc": ["body", "expr" if body.expr is not None else "edges"],

@@ -490,10 +490,12 @@ def _map_by_translation(ctx: BfbContext, ref: BlockResult):
     return sched, np.repeat(ref.u_num, n, axis=0), np.repeat(ref.u_den, n, axis=0)
 
 
-def bfb_schedule(topology: Topology, collective: Collective = Collective.ALLGATHER, **kw) -> Schedule:
+def bfb_schedule(topology: Topology, collective: Collective = Collective.ALLGATHER, *,
+                 allgather: Schedule | None = None, **kw) -> Schedule:
     """BFB schedule of any collective: reduce-scatter = BFB allgather on G^T, reversed (Cor. 1.1, Def. 5);
-    allreduce = reduce-scatter then allgather. On a bidirectional G (G^T = G) the allgather is solved once."""
-    ag = bfb_allgather(topology, **kw).schedule
+    allreduce = reduce-scatter then allgather. On a bidirectional G (G^T = G) the allgather is solved once;
+    pass `allgather` when the caller already has G's."""
+    ag = allgather if allgather is not None else bfb_allgather(topology, **kw).schedule
     if collective is Collective.ALLGATHER:
         return ag
     base = ag if topology.bidirectional else bfb_allgather(topology.transpose(), **kw).schedule

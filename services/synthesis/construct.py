@@ -105,13 +105,18 @@ def _allgather(tree: Expr, transposed: bool) -> _Oriented:
     return _Oriented(true, orient, r.schedule, Prediction(r.steps, r.tau), True)
 
 
+def _canonical(expr: str | Expr) -> Expr:
+    """The canonical tree (e.g. circulant(16) -> its offsets), refusing schedules beyond the size limit."""
+    topo = build(expr)
+    check_schedule_size(topo)
+    return parse(topo.expr)
+
+
 def construct(expr: str | Expr, collective: Collective | str = Collective.ALLGATHER) -> Constructed:
     """Topology and schedule of `expr` by its construction, with the predicted (steps, tau)."""
     t0 = time.perf_counter()
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
-    tree = parse(expr) if isinstance(expr, str) else expr
-    tree = parse(build(tree).expr)                    # canonical form (e.g. circulant(16) -> offsets)
-    check_schedule_size(build(tree))
+    tree = _canonical(expr)
     ag = _allgather(tree, False) if collective is not Collective.REDUCESCATTER else None
     if collective is Collective.ALLGATHER:
         return Constructed(ag.true, ag.schedule, ag.prediction, time.perf_counter() - t0)
@@ -127,8 +132,7 @@ def construct(expr: str | Expr, collective: Collective | str = Collective.ALLGAT
 def construct_collectives(expr: str | Expr) -> dict[Collective, Constructed]:
     """Allgather, reduce-scatter and allreduce of `expr`, solving each orientation once."""
     t0 = time.perf_counter()
-    tree = parse(build(expr).expr) if isinstance(expr, str) else parse(build(expr).expr)
-    check_schedule_size(build(tree))
+    tree = _canonical(expr)
     ag = _allgather(tree, False)
     tr = ag if ag.true.bidirectional and tree.name != "line" else _allgather(tree, True)
     rs = tr.schedule.reverse(topology=tr.true.expr)

@@ -7,7 +7,6 @@ schedule itself; theorems only predict it.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -99,9 +98,6 @@ def is_moore_optimal(nodes: int, d: int, steps: int) -> bool:
     """Moore optimal iff N > M_{d,k-1} (Definition 10)."""
     return steps == 0 or nodes > moore_nodes(d, steps - 1)
 
-
-def lcm_range(k: int) -> int:
-    return math.lcm(*range(1, k + 1))
 
 
 def heterogeneous_time(schedule: Schedule, topology, link_alpha_s, link_bandwidth_Bps, size_bytes: float) -> float:
