@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .bfb import bfb_tau
+from .bfb_price import bfb_tau
 from .candidates import Candidate, from_topology, pareto
 from .catalog import build
 from .cost import optimal_tau
 from .distreg import CATALOGUE
 from .families import theorem22_offsets
+from .kernels import circulant_eccentricities
 from .topology import TopologyError
 
 BASE_MAX_NODES = 64          # bases are small; larger sizes come from expansions and generative families
@@ -167,8 +168,8 @@ def _hamming_family(n: int, d: int) -> list[Candidate]:
 
 
 @lru_cache(maxsize=None)
-def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tuple[int, ...], ...]:
-    """Offset sets for circulants on n nodes with k offsets, lowest diameter first: exhaustive when there are
+def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """(diameter, offsets) of circulants on n nodes with k offsets, lowest diameter first: exhaustive when there are
     few, otherwise runs of consecutive offsets, Theorem-22-like pairs scaled up, and a deterministic random
     sample (never enumerating all subsets). Diameters come from one BFS (the graphs are vertex-transitive)."""
     top = n - 1 if directed else n // 2
@@ -184,44 +185,38 @@ def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tup
         while len(pool) < budget:
             pool.add(tuple(sorted(rng.choice(np.arange(1, top + 1), size=k, replace=False).tolist())))
         pool = [p for p in pool if len(p) == k]
-    scored = sorted((_circulant_diameter(n, offs, directed), offs) for offs in pool if math.gcd(n, *offs) == 1)
-    return tuple(o for _, o in scored[:2])
-
-
-def _circulant_diameter(n: int, offs: tuple[int, ...], directed: bool) -> int:
-    """Eccentricity of node 0 (= diameter: circulants are vertex-transitive), growing the ball as an
-    n-bit integer: ball |= rotate(ball, a) for every generator a."""
-    gens = set(offs) | (set() if directed else {(-a) % n for a in offs})
-    full = (1 << n) - 1
-    ball, t = 1, 0
-    while ball != full:
-        grown = ball
-        for a in gens:
-            grown |= ((ball << a) | (ball >> (n - a))) & full
-        if grown == ball:
-            return n            # disconnected (callers filter gcd != 1 first)
-        ball, t = grown, t + 1
-    return t
+    pool = [offs for offs in pool if math.gcd(n, *offs) == 1]
+    if not pool:
+        return ()
+    gens = np.array(pool, dtype=np.int64)
+    if not directed:
+        gens = np.concatenate([gens, (n - gens) % n], axis=1)       # a duplicate generator changes no distance
+    diameters = circulant_eccentricities(n, gens)
+    return tuple(sorted(zip(diameters.tolist(), pool))[:2])
 
 
 def _circulant_family(n: int, d: int) -> list[Candidate]:
+    """The best circulants of degree d on n nodes (Theorem 22's for d = 4, then the lowest-diameter offset
+    sets found), undirected and directed. An offset set is not evaluated when an evaluated one is already
+    BW-optimal in no more steps than its diameter: it could at best tie."""
     out = []
-    if d % 2 == 0 and d >= 4 and n >= d + 1:
-        k = d // 2
-        offsets = [theorem22_offsets(n)] if (k == 2 and n > 6) else []
-        offsets += _best_offsets(n, k, directed=False)
-        for offs in offsets:
-            if len(set(offs)) != len(offs) or any(2 * a == n for a in offs):
+
+    def add(kind: str, offsets: list[tuple[int, tuple[int, ...]]]) -> None:
+        for diameter, offs in offsets:
+            if len(set(offs)) != len(offs) or (kind == "circulant" and any(2 * a == n for a in offs)):
                 continue
-            c = evaluate(f"circulant({n}, {', '.join(map(str, offs))})", reverse_symmetric=True, family="circulant")
+            if any(c.family == kind and c.bw_optimal and c.steps <= diameter for c in out):
+                continue
+            c = evaluate(f"{kind}({n}, {', '.join(map(str, offs))})", reverse_symmetric=True, family=kind)
             if c is not None and c.degree == d:
                 out.append(c)
+
+    if d % 2 == 0 and d >= 4 and n >= d + 1:
+        k = d // 2
+        first = [(0, theorem22_offsets(n))] if (k == 2 and n > 6) else []     # Theorem 22: the minimum diameter
+        add("circulant", first + list(_best_offsets(n, k, directed=False)))
     if n >= d + 2:
-        for offs in _best_offsets(n, d, directed=True):
-            c = evaluate(f"dcirculant({n}, {', '.join(map(str, offs))})", reverse_symmetric=True,
-                         family="dcirculant")
-            if c is not None:
-                out.append(c)
+        add("dcirculant", list(_best_offsets(n, d, directed=True)))
     return out
 
 

@@ -123,11 +123,14 @@ def _min_max_load_dinkelbach(masks: list[int], counts: list[int], d: int) -> tup
         num, den = load, size
 
 
-def _batched_min_max_load(problems: list[tuple[np.ndarray, np.ndarray]], d: int) -> list[tuple[int, int]]:
+def _batched_min_max_load(problems: list[tuple[np.ndarray, np.ndarray]], d: int,
+                          floor: Fraction | None = None) -> list[tuple[int, int]]:
     """U* = max_S load(S)/|S| for many (u, t) problems at once: Dinkelbach iterations where each iteration is
     ONE max-flow over the disjoint union of all unconverged problems' max-closure networks (source -> type
     with capacity count * den, type -> its eligible arcs unbounded, arc -> sink with capacity num), built
-    with flat arrays. The source side of the min cut is the densest set for the current ratio num/den."""
+    with flat arrays. The source side of the min cut is the densest set for the current ratio num/den.
+    With `floor`, the iterations start at that ratio and return max(U*, floor): a problem whose U* is at
+    most the floor is settled by the first min cut (the caller only needs the largest U*)."""
     if not problems:
         return []
     sizes = np.array([m.size for m, _ in problems], dtype=np.int64)
@@ -136,8 +139,12 @@ def _batched_min_max_load(problems: list[tuple[np.ndarray, np.ndarray]], d: int)
     counts = np.concatenate([np.asarray(c, dtype=np.int64) for _, c in problems])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     total = np.add.reduceat(counts, starts)
-    num = total.copy()
-    den = np.bitwise_count(np.bitwise_or.reduceat(masks, starts)).astype(np.int64)
+    if floor is None:
+        num = total.copy()
+        den = np.bitwise_count(np.bitwise_or.reduceat(masks, starts)).astype(np.int64)
+    else:
+        num = np.full(len(problems), floor.numerator, dtype=np.int64)
+        den = np.full(len(problems), floor.denominator, dtype=np.int64)
     ti, kk = np.nonzero((masks[:, None] >> np.arange(d)) & 1)            # type -> eligible arc slot
     T = masks.size
     active = np.ones(len(problems), dtype=bool)

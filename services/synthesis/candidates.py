@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
-from .bfb import bfb_tau
+from .bfb_price import bfb_tau
 from .cost import is_moore_optimal, optimal_tau
 from .topology import Topology
 
@@ -53,7 +53,9 @@ def from_topology(t: Topology, *, reverse_symmetric: bool, family: str, steps: i
     """Evaluate a concrete topology (BFB unless steps/tau are given by a theorem)."""
     if steps is None or tau is None:
         steps, tau = bfb_tau(t)
-    diameter = t.diameter
+        diameter = steps                     # Theorem 15: the BFB schedule takes D(G) steps
+    else:
+        diameter = t.diameter
     return Candidate(t.expr, t.nodes, t.degree, steps, tau, diameter, t.bidirectional,
                      not t.self_loops and not t.multi_arcs, t.self_loops, reverse_symmetric, bfb_optimal,
                      t.min_out_neighbours > 1, bfb_optimal and steps == diameter and tau == optimal_tau(t.nodes),

@@ -29,8 +29,8 @@ def cayley(translation: Translation, generators: list[int], expr: str) -> Topolo
     """Cayley digraph: arcs x -> x + g for every g in the multiset `generators` (group elements)."""
     n = translation.size
     x = np.arange(n)
-    tails = np.concatenate([x] * len(generators))
-    heads = np.concatenate([translation.add(x, np.full(n, g)) for g in generators])
+    tails = np.tile(x, len(generators))
+    heads = translation.add(tails, np.repeat(np.asarray(generators, dtype=np.int64), n))
     return Topology(n, tails, heads, expr, translation=translation)
 
 

@@ -20,6 +20,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from .kernels import bfs_distances
+
 UNREACHABLE = np.iinfo(np.int32).max
 
 
@@ -86,7 +88,7 @@ class Topology:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise TopologyError(f"{expr}: arc {tails[i]}>{heads[i]} names a node outside 0..{nodes - 1}")
-        order = np.lexsort((heads, tails))
+        order = np.argsort(tails * nodes + heads, kind="stable")
         self.nodes = int(nodes)
         self.tails = tails[order].astype(np.int32)
         self.heads = heads[order].astype(np.int32)
@@ -100,8 +102,10 @@ class Topology:
             raise TopologyError(f"{expr}: not regular: node {u} has out-degree {out_deg[u]} and in-degree "
                                 f"{in_deg[u]}, node 0 has degree {d}")
         self.degree = d
-        n_comp, _ = connected_components(self.adjacency, directed=True, connection="strong")
-        if n_comp != 1:
+        # strongly connected iff node 0 reaches every node and every node reaches node 0
+        self._from0, self._to0 = self.distances_from([0])[0], self.distances_to([0])[0]
+        if (self._from0 < 0).any() or (self._to0 < 0).any():
+            n_comp, _ = connected_components(self.adjacency, directed=True, connection="strong")
             raise TopologyError(f"{expr}: not strongly connected ({n_comp} strong components)")
         self.vertex_transitive = bool(vertex_transitive or translation is not None)
         self.translation = translation
@@ -205,19 +209,10 @@ class Topology:
         return self.tails[self.in_arcs]
 
     def _bfs(self, sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
-        out = np.full((sources.size, self.nodes), -1, dtype=np.int32)
-        for i, src in enumerate(sources.tolist()):
-            dist = out[i]
-            dist[src] = 0
-            frontier = np.array([src])
-            t = 0
-            while frontier.size:
-                t += 1
-                cand = np.unique(nxt[frontier].ravel())
-                cand = cand[dist[cand] < 0]
-                dist[cand] = t
-                frontier = cand
-        return out
+        sources = np.asarray(sources, dtype=np.int64)
+        if sources.size and (sources.min() < 0 or sources.max() >= self.nodes):
+            raise TopologyError(f"{self.expr}: breadth-first search from a node outside 0..{self.nodes - 1}")
+        return bfs_distances(sources, np.ascontiguousarray(nxt, dtype=np.int64))
 
     @cached_property
     def distance_matrix(self) -> np.ndarray:
@@ -246,7 +241,7 @@ class Topology:
     @cached_property
     def diameter(self) -> int:
         if self.translation is not None:   # every node has the same eccentricity
-            return int(max(self.distances_from([0]).max(), self.distances_to([0]).max()))
+            return int(max(self._from0.max(), self._to0.max()))
         return int(self.distance_matrix.max())
 
     def info(self) -> dict:

@@ -1,0 +1,272 @@
+"""Compiled kernels (numba): breadth-first search, and the BFB evaluator's source types by bitset
+partition refinement.
+
+A set of nodes is a row of uint64 words (bit v of word v // 64). For a receiver u at step t the sources at
+distance t form the sphere B_t(u) minus B_{t-1}(u); in-arc k = (w_k, u) may carry exactly the sources in
+E_k = sphere intersected with B_{t-1}(w_k) (Definition 15). Sources with the same set of eligible in-arcs
+are interchangeable in LP (1), so the problem is its "types": the classes of the partition of the sphere
+refined by E_1, ..., E_d, each with its in-arc mask and its size. Refinement costs (classes x words) per
+in-arc and never visits sources one by one.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def _ctpop(typingctx, x):
+    """Population count of a uint64 (the LLVM ctpop intrinsic: one POPCNT instruction where available)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _popcount(row) -> int:
+    total = 0
+    for x in row:
+        total += _ctpop(x)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def step_types(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
+    """Source types of every receiver at one step.
+
+    prev, ball: (N, words) uint64, rows B_{t-1}(u) and B_t(u); preds: (N, d) in-arc tails (slot order).
+    Returns (offsets (N + 1,), masks, counts): receiver u's types are masks[offsets[u]:offsets[u + 1]]
+    (bit k: in-arc slot k eligible) with their source counts. Every source at distance t has an eligible
+    in-arc, so when the |E_k| add up to the sphere's size no source has two and the types are the E_k."""
+    n, words = ball.shape
+    d = preds.shape[1]
+    cap = max(16, 4 * n)
+    masks = np.empty(cap, dtype=np.int64)
+    counts = np.empty(cap, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    classes = np.empty((n + 1, words), dtype=np.uint64)     # scratch: the current partition of u's sphere
+    cmask = np.empty(n + 1, dtype=np.int64)
+    ccount = np.empty(n + 1, dtype=np.int64)
+    sphere = np.empty(words, dtype=np.uint64)
+    elig = np.empty(words, dtype=np.uint64)
+    inter = np.empty(words, dtype=np.uint64)
+    per_arc = np.empty(d, dtype=np.int64)
+    total = 0
+    for u in range(n):
+        size = 0
+        for j in range(words):
+            sphere[j] = ball[u, j] & ~prev[u, j]
+            size += _ctpop(sphere[j])
+        covered = 0
+        for k in range(d):
+            c = 0
+            w = preds[u, k]
+            for j in range(words):
+                c += _ctpop(sphere[j] & prev[w, j])
+            per_arc[k] = c
+            covered += c
+        nc = 0
+        if size == 0:
+            pass
+        elif covered == size:                 # no source has two eligible in-arcs
+            for k in range(d):
+                if per_arc[k]:
+                    cmask[nc] = 1 << k
+                    ccount[nc] = per_arc[k]
+                    nc += 1
+        else:
+            nc = 1
+            cmask[0] = 0
+            classes[0, :] = sphere
+            for k in range(d):
+                if per_arc[k] == 0:
+                    continue
+                w = preds[u, k]
+                for j in range(words):
+                    elig[j] = sphere[j] & prev[w, j]
+                base = nc
+                for c in range(base):
+                    hit = False
+                    miss = False
+                    for j in range(words):
+                        x = classes[c, j] & elig[j]
+                        inter[j] = x
+                        if x != 0:
+                            hit = True
+                        if classes[c, j] & ~elig[j] != 0:
+                            miss = True
+                    if not hit:
+                        continue
+                    if miss:                      # split: the part outside E_k becomes a new class
+                        for j in range(words):
+                            classes[nc, j] = classes[c, j] & ~elig[j]
+                            classes[c, j] = inter[j]
+                        cmask[nc] = cmask[c]
+                        nc += 1
+                    cmask[c] |= 1 << k
+            for c in range(nc):
+                ccount[c] = _popcount(classes[c])
+        if total + nc > cap:
+            cap = max(2 * cap, total + nc)
+            masks = _grow(masks, cap)
+            counts = _grow(counts, cap)
+        for c in range(nc):
+            masks[total] = cmask[c]
+            counts[total] = ccount[c]
+            total += 1
+        offsets[u + 1] = total
+    return offsets, masks[:total].copy(), counts[:total].copy()
+
+
+@njit(cache=True, nogil=True)
+def type_bounds(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int):
+    """Per receiver, from its types: (alone, sources, used, upper, multi) = the largest count of sources
+    eligible on one in-arc only (S = {k}), the number of sources and of in-arcs some source may use
+    (S = all of them), the largest number of sources that may use one in-arc (an upper bound on U*), and
+    whether some source has two eligible in-arcs."""
+    n = offsets.size - 1
+    alone = np.zeros(n, dtype=np.int64)
+    sources = np.zeros(n, dtype=np.int64)
+    used = np.zeros(n, dtype=np.int64)
+    upper = np.zeros(n, dtype=np.int64)
+    multi = np.zeros(n, dtype=np.bool_)
+    per_arc = np.empty(d, dtype=np.int64)
+    for u in range(n):
+        per_arc[:] = 0
+        union = 0
+        for i in range(offsets[u], offsets[u + 1]):
+            m, c = masks[i], counts[i]
+            sources[u] += c
+            union |= m
+            if m & (m - 1):
+                multi[u] = True
+            elif c > alone[u]:
+                alone[u] = c
+            for k in range(d):
+                if (m >> k) & 1:
+                    per_arc[k] += c
+        used[u] = _ctpop(np.uint64(union))
+        upper[u] = per_arc.max()
+    return alone, sources, used, upper, multi
+
+
+@njit(cache=True, nogil=True)
+def _grow(a: np.ndarray, cap: int) -> np.ndarray:
+    out = np.empty(cap, dtype=a.dtype)
+    out[:a.size] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def bfs_distances(sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """dist[i, x] = number of hops from sources[i] to x following nxt (N, d) (-1 if unreachable)."""
+    n, d = nxt.shape
+    out = np.full((sources.size, n), -1, dtype=np.int32)
+    queue = np.empty(n, dtype=np.int64)
+    for i in range(sources.size):
+        dist = out[i]
+        dist[sources[i]] = 0
+        queue[0] = sources[i]
+        head, tail = 0, 1
+        while head < tail:
+            x = queue[head]
+            head += 1
+            step = dist[x] + 1
+            for k in range(d):
+                y = nxt[x, k]
+                if dist[y] < 0:
+                    dist[y] = step
+                    queue[tail] = y
+                    tail += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _interval_start(m: int, d: int) -> int:
+    """The first slot of m's run if m's bits form one run on the cycle of d slots (not all of them), else -1."""
+    full = (1 << d) - 1
+    if m == 0 or m == full:
+        return -1
+    rotated = ((m << 1) | (m >> (d - 1))) & full      # a run starts where a bit is set and its predecessor is not
+    starts = m & ~rotated
+    if _ctpop(np.uint64(starts)) != 1:
+        return -1
+    k = 0
+    while not (starts >> k) & 1:
+        k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def interval_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, which: np.ndarray):
+    """Exact U* = max_S load(S)/|S| for the receivers in `which` whose types are all cyclic intervals of
+    in-arc slots (or all slots). Then only cyclic intervals S (and all slots) need checking: any other S
+    splits into maximal runs, each interval type inside S lies in one run, so S's ratio is at most its best
+    run's. Windows grow one slot at a time: extending [s, e-1] to [s, e] adds the types that end at e and
+    start at s or later (ends[e][length <= e - s + 1], prefix sums over the length): O(d^2) per receiver.
+    Returns (num, den, ok) per entry of `which`; ok False where some type is not an interval."""
+    num = np.zeros(which.size, dtype=np.int64)
+    den = np.ones(which.size, dtype=np.int64)
+    ok = np.ones(which.size, dtype=np.bool_)
+    full = (1 << d) - 1
+    ends = np.zeros((d, d + 1), dtype=np.int64)
+    for i in range(which.size):
+        lo, hi = offsets[which[i]], offsets[which[i] + 1]
+        ends[:, :] = 0
+        everything = 0
+        for j in range(lo, hi):
+            everything += counts[j]
+            if masks[j] == full:
+                continue
+            a = _interval_start(masks[j], d)
+            if a < 0:
+                ok[i] = False
+                break
+            length = _ctpop(np.uint64(masks[j]))
+            ends[(a + length - 1) % d, length] += counts[j]
+        if not ok[i]:
+            continue
+        for e in range(d):
+            for length in range(1, d + 1):
+                ends[e, length] += ends[e, length - 1]
+        best_n, best_d = everything, d                  # S = every slot
+        for s in range(d):
+            load = 0
+            for length in range(1, d):
+                load += ends[(s + length - 1) % d, length]
+                if load * best_d > best_n * length:
+                    best_n, best_d = load, length
+        num[i], den[i] = best_n, best_d
+    return num, den, ok
+
+
+@njit(cache=True, nogil=True)
+def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
+    """For each row of gens (P, G) of elements of Z_n: the largest hop count from node 0 in the circulant
+    x -> x + g (mod n), or n if some node is unreachable. (Circulants are vertex-transitive, so this is
+    the diameter.)"""
+    out = np.empty(gens.shape[0], dtype=np.int64)
+    dist = np.empty(n, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    for p in range(gens.shape[0]):
+        dist[:] = -1
+        dist[0] = 0
+        queue[0] = 0
+        head, tail = 0, 1
+        while head < tail:
+            x = queue[head]
+            head += 1
+            for g in gens[p]:
+                y = x + g
+                if y >= n:
+                    y -= n
+                if dist[y] < 0:
+                    dist[y] = dist[x] + 1
+                    queue[tail] = y
+                    tail += 1
+        out[p] = dist[queue[tail - 1]] if tail == n else n
+    return out
