@@ -183,7 +183,7 @@ def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tup
         step = max(1, round(n ** (1 / k)))
         pool.add(tuple(sorted({min(top, max(1, step ** i)) for i in range(k)})))
         while len(pool) < budget:
-            pool.add(tuple(sorted(rng.choice(np.arange(1, top + 1), size=k, replace=False).tolist())))
+            pool.add(tuple(sorted((rng.choice(top, size=k, replace=False) + 1).tolist())))
         pool = [p for p in pool if len(p) == k]
     pool = [offs for offs in pool if math.gcd(n, *offs) == 1]
     if not pool:

@@ -80,8 +80,17 @@ def _tau_by_translation(g: Topology, zeta: bool) -> tuple[int, Fraction]:
     dc = dcol[:, 0].astype(np.int64)
     masks = eligibility_masks(dc, dw[:, 0, :])
     sel = dc > 0
-    u_star = _exact_u_star(masks[sel], dc[sel] - 1, np.ones(int(sel.sum()), dtype=np.int64), D, g.degree, zeta)
-    return D, Fraction(g.degree, g.nodes) * sum(u_star)
+    d = g.degree
+    key, counts = np.unique(dc[sel] * (1 << d) + masks[sel], return_counts=True)      # sorted by step
+    offsets = np.searchsorted(key >> d, np.arange(1, D + 2)).astype(np.int64)   # problem t - 1: one step
+    masks = key & ((1 << d) - 1)
+    alone, _, _, _, multi = type_bounds(offsets, masks, counts, d)
+    total = Fraction(int(alone[~multi].sum()))          # no source with two arcs: U* is the largest count
+    hard = np.flatnonzero(multi)
+    if hard.size:
+        num, den = _multi_u_star(offsets, masks, counts, d, zeta, hard)
+        total += sum(Fraction(int(a), int(b)) for a, b in zip(num, den))
+    return D, Fraction(d, g.nodes) * total
 
 
 def _reverse_balls(g: Topology):
@@ -124,15 +133,24 @@ def _step_max_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray,
     i = int(np.argmax(sources / np.maximum(used, 1)))       # the step's best lower bound, exactly
     best = max(Fraction(int(alone.max())), Fraction(int(sources[i]), int(used[i])))
     open_ = np.flatnonzero(multi & (upper * best.denominator > best.numerator))
-    if open_.size:                                            # types that are runs of the slot cycle
-        num, den, ok = interval_u_star(offsets, masks, counts, d, open_)
-        if ok.any():
-            j = int(np.argmax(np.where(ok, num / den, -1.0)))
-            best = max(best, Fraction(int(num[j]), int(den[j])))
-        open_ = open_[~ok]
-    if open_.size:                                            # the rest: subset sums or min cuts
-        owner = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
-        sel = np.isin(owner, open_)
-        local = np.searchsorted(open_, owner[sel])
-        best = max(best, max(_exact_u_star(masks[sel], local, counts[sel], open_.size, d, zeta, best)))
+    if open_.size:          # U* values have denominators <= d, so floats order them exactly
+        num, den = _multi_u_star(offsets, masks, counts, d, zeta, open_, best)
+        j = int(np.argmax(num / den))
+        best = max(best, Fraction(int(num[j]), int(den[j])))
     return best
+
+
+def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, zeta: bool,
+                  which: np.ndarray, floor: Fraction | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """U* = num/den of the problems `which` (some source has two eligible arcs): by windows where every type
+    is a run of the slot cycle, otherwise by subset sums or min cuts (max(U*, floor) there, with a floor)."""
+    num, den, ok = interval_u_star(offsets, masks, counts, d, which)
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        owner = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+        sel = np.isin(owner, which[rest])
+        local = np.searchsorted(which[rest], owner[sel])
+        exact = _exact_u_star(masks[sel], local, counts[sel], rest.size, d, zeta, floor)
+        num[rest] = [f.numerator for f in exact]
+        den[rest] = [f.denominator for f in exact]
+    return num, den

@@ -12,6 +12,7 @@ node per step and maps the solution to every node (DESIGN section 8).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -40,9 +41,9 @@ class Translation:
     moduli: tuple[int, ...]
     twist: tuple[int, int, int] | None = None
 
-    @property
+    @cached_property
     def size(self) -> int:
-        return int(np.prod(self.moduli))
+        return math.prod(self.moduli)
 
     def coords(self, x: np.ndarray) -> list[np.ndarray]:
         out, rest = [], np.asarray(x, dtype=np.int64)
@@ -158,7 +159,8 @@ class Topology:
     @cached_property
     def in_arcs(self) -> np.ndarray:
         """Arc indices into each node, shape (N, d), grouped by head."""
-        order = np.argsort(self.heads, kind="stable")
+        narrow = self.heads.astype(np.int16) if self.nodes <= np.iinfo(np.int16).max else self.heads
+        order = np.argsort(narrow, kind="stable")            # a radix sort on 16-bit keys
         return order.reshape(self.nodes, self.degree)
 
     @cached_property
@@ -177,6 +179,9 @@ class Topology:
 
     @cached_property
     def bidirectional(self) -> bool:
+        if self.translation is not None:     # Cayley: every arc reversed is an arc iff node 0's out- and
+            out0 = np.sort(self.heads[:self.degree])             # in-neighbour multisets agree
+            return bool(np.array_equal(out0, np.sort(self.in_predecessors[0])))
         fwd = np.sort(self.tails.astype(np.int64) * self.nodes + self.heads)
         rev = np.sort(self.heads.astype(np.int64) * self.nodes + self.tails)
         return bool(np.array_equal(fwd, rev))
