@@ -22,7 +22,11 @@ RUN pip install .
 # not part of the installed distribution: import the package from /app so `fabricplan migrate` (and
 # embedded-mode start-up) find them.
 ENV PYTHONPATH=/app \
-    FABRICPLAN_DATA_DIR=/data
+    FABRICPLAN_DATA_DIR=/data \
+    NUMBA_CACHE_DIR=/app/.numba-cache
+
+# Compile the numba kernels into the image's cache (readable by the service user below).
+RUN python -m services.synthesis.kernels && chmod -R a+rX /app/.numba-cache
 
 RUN useradd --system --create-home --uid 10001 --user-group fabricplan \
     && mkdir -p /data \

@@ -270,3 +270,26 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
                     tail += 1
         out[p] = dist[queue[tail - 1]] if tail == n else n
     return out
+
+
+def warm() -> float:
+    """Compile (or load from numba's on-disk cache) every kernel on tiny inputs; returns the seconds taken.
+    Run once after installing (`python -m services.synthesis.kernels`) and before forking workers, so
+    that no process pays the compilation inside a timed or parallel section."""
+    import time
+
+    t0 = time.perf_counter()
+    ring = np.array([[1], [2], [0]], dtype=np.int64)           # the directed 3-cycle, as next-hop rows
+    bfs_distances(np.array([0], dtype=np.int64), ring)
+    prev = np.array([[1], [2], [4]], dtype=np.uint64)           # balls B_0 and B_1 of the 3-cycle's reverse
+    ball = np.array([[5], [3], [6]], dtype=np.uint64)
+    preds = np.array([[2], [0], [1]], dtype=np.int64)
+    offsets, masks, counts = step_types(prev, ball, preds)
+    type_bounds(offsets, masks, counts, 1)
+    interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
+    circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))
+    return time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    print(f"fabricplan: compiled kernels ready in {warm():.1f} s")
