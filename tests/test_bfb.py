@@ -292,7 +292,7 @@ def test_measured_tau_of_bfb_schedule_matches_eq_2():
                                   "genkautz(16, 120)", "kautz(2, 3)", "torus(4, 6)", "product(ring(3), ring(5, 2))"])
 def test_tau_only_evaluator_matches_the_full_solve(expr):
     """The finder's evaluator (no schedule) gives the same (D, tau) by both U* methods."""
-    from services.synthesis.bfb import bfb_tau
+    from services.synthesis.bfb_price import bfb_tau
 
     topo = build(expr)
     full = bfb_allgather(topo, workers=1)

@@ -203,7 +203,7 @@ def test_generalized_kautz_priced_as_a_line_digraph(d, n):
     """Pi_{d,dm} = L(Pi_{d,m}): the finder prices it from Pi_{d,m} by Theorem 10 without a BFB solve; the
     direct BFB of the graph agrees, and so does the schedule built and model-checked."""
     from services.synthesis.bases import genkautz_candidate
-    from services.synthesis.bfb import bfb_tau
+    from services.synthesis.bfb_price import bfb_tau
     from services.synthesis.catalog import build
 
     c = genkautz_candidate(d, n)

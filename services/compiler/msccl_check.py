@@ -176,7 +176,7 @@ def parse_msccl(text: str, dialect: str | RuntimeLimits | None = None) -> tuple[
         if val < lo:
             errors.append(Finding("structure", f"<algo> {name}={val} must be at least {lo}"))
     if inplace not in (0, 1) or outofplace not in (-1, 0, 1):
-        errors.append(Finding("structure", f"<algo> inplace/outofplace must be 0 or 1"))
+        errors.append(Finding("structure", "<algo> inplace/outofplace must be 0 or 1"))
     gpus: list[Gpu] = []
     for gel in root:
         if gel.tag != "gpu":

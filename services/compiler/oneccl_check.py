@@ -97,7 +97,7 @@ def parse_oneccl(text: str) -> tuple[Program | None, list[Finding]]:
             r = Rank(int(rel.get("id")), int(rel.get("in_chunks")), int(rel.get("out_chunks")),
                      int(rel.get("tmp_chunks")))
         except (TypeError, ValueError):
-            E.append(Finding("structure", f"<rank> needs integer id, in_chunks, out_chunks, tmp_chunks"))
+            E.append(Finding("structure", "<rank> needs integer id, in_chunks, out_chunks, tmp_chunks"))
             continue
         for i, iel in enumerate(rel):
             loc = {"gpu": r.id, "step": i}

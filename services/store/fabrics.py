@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from services.fabric import Assignment, Fabric, FabricState, diff_connections
+from services.fabric import Fabric, FabricState, diff_connections
 from services.fabric.crossconnect import config_digest
 
 from .models import FabricRow, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding, PlanEvent

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .bfb_price import bfb_tau
 from .candidates import Candidate, from_topology, pareto
 from .catalog import build
 from .cost import optimal_tau

@@ -109,7 +109,7 @@ def _check_structure(s: Schedule, g: Topology, collective: Collective) -> Violat
             return _transfer_violation("structure", s, int(bad[0]), f"{name} is not a node of 0..{s.nodes - 1}")
     bad = np.flatnonzero((s.lo < 0) | (s.hi > s.grid) | (s.lo >= s.hi) | (s.lane < 0))
     if bad.size:
-        return _transfer_violation("structure", s, int(bad[0]), f"chunk must satisfy 0 <= lo < hi <= 1")
+        return _transfer_violation("structure", s, int(bad[0]), "chunk must satisfy 0 <= lo < hi <= 1")
     ops = s.ops.tolist()
     if collective is Collective.ALLGATHER:
         expect_ok = all(o == Op.COPY for o in ops)
