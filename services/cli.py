@@ -173,12 +173,21 @@ def cmd_serve(args) -> int:
     mode = "embedded (SQLite + in-process worker)" if st.embedded else f"broker {st.broker_url.split('@')[-1]}"
     print(f"fabricplan: serving on http://{args.host}:{args.port} - {mode}; database "
           f"{st.sqlalchemy_url.split('@')[-1]}", file=sys.stderr)
+    _warm_kernels()
     if args.workers > 1:      # several processes: uvicorn needs the factory's import path
         uvicorn.run("services.api.app:create_app", factory=True, host=args.host, port=args.port,
                     workers=args.workers, log_level=args.log_level, access_log=False)
     else:
         uvicorn.run(create_app(st), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
+
+
+def _warm_kernels() -> None:
+    """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install) so
+    the first plan does not pay for it."""
+    from .synthesis.kernels import warm
+
+    print(f"fabricplan: compiled kernels ready in {warm():.1f} s", file=sys.stderr)
 
 
 def cmd_worker(args) -> int:
@@ -193,6 +202,7 @@ def cmd_worker(args) -> int:
             "--without-gossip", "--without-mingle"]
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
+    _warm_kernels()           # before the pool forks: every child starts with the kernels loaded
     celery_app.worker_main(argv)
     return 0
 
