@@ -245,30 +245,71 @@ def interval_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, 
 
 
 @njit(cache=True, nogil=True)
+def _or_shifted_left(src: np.ndarray, shift: int, n: int, out: np.ndarray) -> None:
+    """out |= (src << shift) restricted to bits 0..n-1 (src is an n-bit set in words of 64 bits)."""
+    words = src.size
+    q, r = shift // 64, shift % 64
+    for j in range(words - 1, q - 1, -1):
+        x = src[j - q] << np.uint64(r)
+        if r and j - q - 1 >= 0:
+            x |= src[j - q - 1] >> np.uint64(64 - r)
+        out[j] |= x
+    tail = n % 64
+    if tail:
+        out[words - 1] &= (np.uint64(1) << np.uint64(tail)) - np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _or_shifted_right(src: np.ndarray, shift: int, out: np.ndarray) -> None:
+    """out |= src >> shift (src is an n-bit set in words of 64 bits)."""
+    words = src.size
+    q, r = shift // 64, shift % 64
+    for j in range(0, words - q):
+        x = src[j + q] >> np.uint64(r)
+        if r and j + q + 1 < words:
+            x |= src[j + q + 1] << np.uint64(64 - r)
+        out[j] |= x
+
+
+@njit(cache=True, nogil=True)
 def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
-    """For each row of gens (P, G) of elements of Z_n: the largest hop count from node 0 in the circulant
-    x -> x + g (mod n), or n if some node is unreachable. (Circulants are vertex-transitive, so this is
-    the diameter.)"""
+    """For each row of gens (P, G) of elements of Z_n (0 < g < n): the largest hop count from node 0 in the
+    circulant x -> x + g (mod n), or n if some node is unreachable. (Circulants are vertex-transitive, so
+    this is the diameter.) The ball around 0 is an n-bit set; one hop rotates it by every generator."""
+    words = (n + 63) // 64
     out = np.empty(gens.shape[0], dtype=np.int64)
-    dist = np.empty(n, dtype=np.int64)
-    queue = np.empty(n, dtype=np.int64)
+    ball = np.empty(words, dtype=np.uint64)
+    grown = np.empty(words, dtype=np.uint64)
+    full = np.full(words, ~np.uint64(0), dtype=np.uint64)
+    if n % 64:
+        full[words - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
     for p in range(gens.shape[0]):
-        dist[:] = -1
-        dist[0] = 0
-        queue[0] = 0
-        head, tail = 0, 1
-        while head < tail:
-            x = queue[head]
-            head += 1
+        ball[:] = 0
+        ball[0] = 1
+        t = 0
+        while True:
+            done = True
+            for j in range(words):
+                if ball[j] != full[j]:
+                    done = False
+                    break
+            if done:
+                out[p] = t
+                break
+            grown[:] = ball
             for g in gens[p]:
-                y = x + g
-                if y >= n:
-                    y -= n
-                if dist[y] < 0:
-                    dist[y] = dist[x] + 1
-                    queue[tail] = y
-                    tail += 1
-        out[p] = dist[queue[tail - 1]] if tail == n else n
+                _or_shifted_left(ball, g, n, grown)          # x -> x + g without wrapping ...
+                _or_shifted_right(ball, n - g, grown)        # ... and with it (x + g - n)
+            same = True
+            for j in range(words):
+                if grown[j] != ball[j]:
+                    same = False
+                    break
+            if same:
+                out[p] = n
+                break
+            ball[:] = grown
+            t += 1
     return out
 
 
