@@ -175,3 +175,22 @@ def test_best_offsets_report_the_built_diameter():
         for diameter, offs in _best_offsets(n, k, directed):
             kind = "dcirculant" if directed else "circulant"
             assert build(f"{kind}({n}, {', '.join(map(str, offs))})").diameter == diameter
+
+
+def test_subset_sums_and_min_cuts_equal_brute_force():
+    rng = np.random.default_rng(3)
+    d = 5
+    problems = []
+    for _ in range(25):
+        k = int(rng.integers(1, 9))
+        problems.append((rng.integers(1, 1 << d, size=k), rng.integers(1, 30, size=k)))
+    offsets = np.cumsum([0] + [m.size for m, _ in problems]).astype(np.int64)
+    masks = np.concatenate([m for m, _ in problems]).astype(np.int64)
+    counts = np.concatenate([c for _, c in problems]).astype(np.int64)
+    expected = [brute_u_star(m.tolist(), c.tolist(), d) for m, c in problems]
+    for method in ("zeta", "cut"):
+        num, den = bfb_price._exact_u_star(offsets, masks, counts, d, method)
+        assert [Fraction(int(a), int(b)) for a, b in zip(num, den)] == expected, method
+    floor = max(expected) - Fraction(1, 3)       # with a floor, min cuts return max(U*, floor)
+    num, den = bfb_price._exact_u_star(offsets, masks, counts, d, "cut", floor)
+    assert [Fraction(int(a), int(b)) for a, b in zip(num, den)] == [max(e, floor) for e in expected]

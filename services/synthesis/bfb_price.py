@@ -27,50 +27,35 @@ from fractions import Fraction
 
 import numpy as np
 
-from .bfb import BfbContext, _batched_min_max_load, _min_max_load_zeta, eligibility_masks
-from .kernels import interval_u_star, step_types, type_bounds
+from .bfb import BfbContext, _batched_min_max_load, eligibility_masks
+from .kernels import interval_u_star, step_types, type_bounds, zeta_u_star
 from .topology import Topology
 
-ZETA_PRICE_MAX_DEGREE = 8     # subset sums cost 2^d per problem; above this, min cuts on the few source types
+ZETA_WORK = 1 << 24           # subset sums cost d 2^d per problem; min cuts when a batch would cost more
 
 def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]:
-    """(D(G), tau) of the optimal BFB allgather (Eq. (2), Theorem 15: it takes D(G) steps)."""
+    """(D(G), tau) of the optimal BFB allgather (Eq. (2), Theorem 15: it takes D(G) steps). `method` picks
+    how problems that no shortcut prices are solved: "zeta" (subset sums), "cut" (min cuts) or "auto"
+    (subset sums while they cost at most ZETA_WORK operations in all, min cuts beyond)."""
     if method not in ("auto", "zeta", "cut"):
         raise ValueError(f"method must be auto, zeta or cut, got {method!r}")
-    zeta = method == "zeta" or (method == "auto" and topology.degree <= ZETA_PRICE_MAX_DEGREE)
     if topology.translation is not None:
-        return _tau_by_translation(topology, zeta)
-    return _tau_by_bitsets(topology, zeta)
+        return _tau_by_translation(topology, method)
+    return _tau_by_bitsets(topology, method)
 
 
-def _exact_u_star(masks: np.ndarray, owner: np.ndarray, counts: np.ndarray, problems: int, d: int,
-                  zeta: bool, floor: Fraction | None = None) -> list[Fraction]:
-    """U* of each problem given its source types: masks[i] (eligible in-arcs) of counts[i] sources of
-    problem owner[i]; with `floor`, max(U*, floor) (min cuts settle problems below it at once)."""
-    if zeta:
-        out = []
-        per = max(1, (1 << 22) >> d)
-        for lo in range(0, problems, per):
-            sel = (owner >= lo) & (owner < lo + per)
-            rows = min(per, problems - lo)
-            table = np.bincount((owner[sel] - lo) * (1 << d) + masks[sel], weights=counts[sel],
-                                minlength=rows << d).astype(np.int64).reshape(rows, 1 << d)
-            num, den = _min_max_load_zeta(table, d)
-            out += [Fraction(int(a), int(b)) for a, b in zip(num, den)]
-        return out
-    key, inverse = np.unique(owner.astype(np.int64) * (1 << d) + masks, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
-    kp, km = key >> d, key & ((1 << d) - 1)
-    starts = np.flatnonzero(np.concatenate([[True], kp[1:] != kp[:-1]]))
-    ends = np.concatenate([starts[1:], [kp.size]])
-    out = [Fraction(0)] * problems
-    solved = _batched_min_max_load([(km[a:b], summed[a:b]) for a, b in zip(starts, ends)], d, floor)
-    for p, (num, den) in zip(kp[starts].tolist(), solved):
-        out[p] = Fraction(num, den)
-    return out
+def _exact_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str,
+                  floor: Fraction | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """U* = num/den of each problem given its source types (problem p: masks[offsets[p]:offsets[p + 1]]
+    with their counts); with `floor` and min cuts, max(U*, floor) (cuts settle problems below it at once)."""
+    problems = offsets.size - 1
+    if method == "zeta" or (method == "auto" and problems * d << d <= ZETA_WORK):
+        return zeta_u_star(offsets, masks, counts, d)
+    solved = _batched_min_max_load([(masks[a:b], counts[a:b]) for a, b in zip(offsets[:-1], offsets[1:])], d, floor)
+    return np.array([a for a, _ in solved], dtype=np.int64), np.array([b for _, b in solved], dtype=np.int64)
 
 
-def _tau_by_translation(g: Topology, zeta: bool) -> tuple[int, Fraction]:
+def _tau_by_translation(g: Topology, method: str) -> tuple[int, Fraction]:
     """Node 0's problems are every node's (x -> x + u is an automorphism): U*_{0,t} for each t."""
     ctx = BfbContext.create(g, shortcut=True)
     D = ctx.diameter
@@ -88,7 +73,7 @@ def _tau_by_translation(g: Topology, zeta: bool) -> tuple[int, Fraction]:
     total = Fraction(int(alone[~multi].sum()))          # no source with two arcs: U* is the largest count
     hard = np.flatnonzero(multi)
     if hard.size:
-        num, den = _multi_u_star(offsets, masks, counts, d, zeta, hard)
+        num, den = _multi_u_star(offsets, masks, counts, d, method, hard)
         total += sum(Fraction(int(a), int(b)) for a, b in zip(num, den))
     return D, Fraction(d, g.nodes) * total
 
@@ -113,7 +98,7 @@ def _reverse_balls(g: Topology):
         ball = grown
 
 
-def _tau_by_bitsets(g: Topology, zeta: bool) -> tuple[int, Fraction]:
+def _tau_by_bitsets(g: Topology, method: str) -> tuple[int, Fraction]:
     n, d = g.nodes, g.degree
     preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
     total_u = Fraction(0)
@@ -121,11 +106,11 @@ def _tau_by_bitsets(g: Topology, zeta: bool) -> tuple[int, Fraction]:
     for t, prev, ball in _reverse_balls(g):
         D = t
         offsets, masks, counts = step_types(prev, ball, preds)
-        total_u += _step_max_u_star(offsets, masks, counts, d, zeta)
+        total_u += _step_max_u_star(offsets, masks, counts, d, method)
     return D, Fraction(d, n) * total_u
 
 
-def _step_max_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, zeta: bool) -> Fraction:
+def _step_max_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str) -> Fraction:
     """max over receivers of U*_{u,t}, given every receiver's source types (offsets, masks, counts)."""
     alone, sources, used, upper, multi = type_bounds(offsets, masks, counts, d)
     if not multi.any():                                      # every U* is its largest in-arc count
@@ -134,23 +119,21 @@ def _step_max_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray,
     best = max(Fraction(int(alone.max())), Fraction(int(sources[i]), int(used[i])))
     open_ = np.flatnonzero(multi & (upper * best.denominator > best.numerator))
     if open_.size:          # U* values have denominators <= d, so floats order them exactly
-        num, den = _multi_u_star(offsets, masks, counts, d, zeta, open_, best)
+        num, den = _multi_u_star(offsets, masks, counts, d, method, open_, best)
         j = int(np.argmax(num / den))
         best = max(best, Fraction(int(num[j]), int(den[j])))
     return best
 
 
-def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, zeta: bool,
+def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str,
                   which: np.ndarray, floor: Fraction | None = None) -> tuple[np.ndarray, np.ndarray]:
     """U* = num/den of the problems `which` (some source has two eligible arcs): by windows where every type
     is a run of the slot cycle, otherwise by subset sums or min cuts (max(U*, floor) there, with a floor)."""
     num, den, ok = interval_u_star(offsets, masks, counts, d, which)
     rest = np.flatnonzero(~ok)
     if rest.size:
-        owner = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
-        sel = np.isin(owner, which[rest])
-        local = np.searchsorted(which[rest], owner[sel])
-        exact = _exact_u_star(masks[sel], local, counts[sel], rest.size, d, zeta, floor)
-        num[rest] = [f.numerator for f in exact]
-        den[rest] = [f.denominator for f in exact]
+        lo, hi = offsets[which[rest]], offsets[which[rest] + 1]
+        idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
+        sub = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
+        num[rest], den[rest] = _exact_u_star(sub, masks[idx], counts[idx], d, method, floor)
     return num, den

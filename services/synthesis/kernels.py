@@ -245,6 +245,33 @@ def interval_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, 
 
 
 @njit(cache=True, nogil=True)
+def zeta_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int):
+    """Exact U* = max_S load(S)/|S| of each problem (types masks[offsets[p]:offsets[p + 1]] with counts) by
+    subset sums: load(S) = sum of the counts of masks inside S for every S at once (the zeta transform over
+    the d-bit masks, d 2^d additions), then the best ratio, compared exactly. Returns (num, den)."""
+    problems = offsets.size - 1
+    num = np.zeros(problems, dtype=np.int64)
+    den = np.ones(problems, dtype=np.int64)
+    size = 1 << d
+    table = np.zeros(size, dtype=np.int64)
+    for p in range(problems):
+        table[:] = 0
+        for j in range(offsets[p], offsets[p + 1]):
+            table[masks[j]] += counts[j]
+        for i in range(d):
+            bit = 1 << i
+            for base in range(0, size, 2 * bit):           # sets with bit i += the same sets without it
+                for j in range(base, base + bit):
+                    table[j + bit] += table[j]
+        best_n, best_d = 0, 1
+        for s in range(1, size):
+            if table[s] * best_d > best_n * _ctpop(np.uint64(s)):
+                best_n, best_d = table[s], _ctpop(np.uint64(s))
+        num[p], den[p] = best_n, best_d
+    return num, den
+
+
+@njit(cache=True, nogil=True)
 def _or_shifted_left(src: np.ndarray, shift: int, n: int, out: np.ndarray) -> None:
     """out |= (src << shift) restricted to bits 0..n-1 (src is an n-bit set in words of 64 bits)."""
     words = src.size
@@ -328,6 +355,7 @@ def warm() -> float:
     offsets, masks, counts = step_types(prev, ball, preds)
     type_bounds(offsets, masks, counts, 1)
     interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
+    zeta_u_star(offsets, masks, counts, 1)
     circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))
     return time.perf_counter() - t0
 
