@@ -31,12 +31,13 @@ from .bfb import BfbContext, _batched_min_max_load, eligibility_masks
 from .kernels import interval_u_star, step_types, type_bounds, zeta_u_star
 from .topology import Topology
 
-ZETA_WORK = 1 << 24           # subset sums cost d 2^d per problem; min cuts when a batch would cost more
+ZETA_MAX_DEGREE = 12          # subset sums cost d 2^d per problem: for small d, and batches of at most
+ZETA_WORK = 1 << 24           # this many operations; min cuts otherwise
 
 def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]:
     """(D(G), tau) of the optimal BFB allgather (Eq. (2), Theorem 15: it takes D(G) steps). `method` picks
     how problems that no shortcut prices are solved: "zeta" (subset sums), "cut" (min cuts) or "auto"
-    (subset sums while they cost at most ZETA_WORK operations in all, min cuts beyond)."""
+    (subset sums up to ZETA_MAX_DEGREE in-arcs and ZETA_WORK operations per batch, min cuts beyond)."""
     if method not in ("auto", "zeta", "cut"):
         raise ValueError(f"method must be auto, zeta or cut, got {method!r}")
     if topology.translation is not None:
@@ -49,7 +50,7 @@ def _exact_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d:
     """U* = num/den of each problem given its source types (problem p: masks[offsets[p]:offsets[p + 1]]
     with their counts); with `floor` and min cuts, max(U*, floor) (cuts settle problems below it at once)."""
     problems = offsets.size - 1
-    if method == "zeta" or (method == "auto" and problems * d << d <= ZETA_WORK):
+    if method == "zeta" or (method == "auto" and d <= ZETA_MAX_DEGREE and problems * d << d <= ZETA_WORK):
         return zeta_u_star(offsets, masks, counts, d)
     solved = _batched_min_max_load([(masks[a:b], counts[a:b]) for a, b in zip(offsets[:-1], offsets[1:])], d, floor)
     return np.array([a for a, _ in solved], dtype=np.int64), np.array([b for _, b in solved], dtype=np.int64)
