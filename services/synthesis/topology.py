@@ -60,6 +60,8 @@ class Translation:
 
     def add(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Group sum of node labels (broadcasting)."""
+        if len(self.moduli) == 1:                  # Z_m (a twist needs two axes)
+            return (np.asarray(x, dtype=np.int64) + np.asarray(y, dtype=np.int64)) % self.moduli[0]
         cx, cy = self.coords(x), self.coords(y)
         s = [a + b for a, b in zip(cx, cy)]
         if self.twist is not None:
@@ -70,6 +72,8 @@ class Translation:
 
     def negate(self, x: int) -> int:
         """The label y with x + y = 0."""
+        if len(self.moduli) == 1:
+            return (-x) % self.moduli[0]
         everyone = np.arange(self.size)
         return int(everyone[self.add(np.full(self.size, x), everyone) == 0][0])
 
