@@ -194,11 +194,15 @@ def _best_offsets(n: int, k: int, directed: bool, budget: int = 48) -> tuple[tup
     return tuple(sorted(zip(diameters.tolist(), pool))[:2])
 
 
-def _circulant_family(n: int, d: int) -> list[Candidate]:
+def _circulant_family(n: int, d: int, known: list[Candidate] = ()) -> list[Candidate]:
     """The best circulants of degree d on n nodes (Theorem 22's for d = 4, then the lowest-diameter offset
-    sets found), undirected and directed. An offset set is not evaluated when an evaluated one is already
-    BW-optimal in no more steps than its diameter: it could at best tie."""
+    sets found), undirected and directed. An offset set is not evaluated when the result could not be kept:
+    its BFB schedule takes exactly its diameter in steps (Theorem 15) and at best tau* = (N-1)/N, so a
+    BW-optimal candidate already priced (`known`, or an earlier circulant) with fewer steps dominates it, and
+    one with as many steps wins the tie (Candidate.key); an undirected circulant is only skipped for a
+    bidirectional one, since the bidirectional frontier needs it otherwise."""
     out = []
+    best_tau = optimal_tau(n)
 
     def add(kind: str, offsets: list[tuple[int, tuple[int, ...]]]) -> None:
         for diameter, offs in offsets:
@@ -206,7 +210,13 @@ def _circulant_family(n: int, d: int) -> list[Candidate]:
                 continue
             if any(c.family == kind and c.bw_optimal and c.steps <= diameter for c in out):
                 continue
-            c = evaluate(f"{kind}({n}, {', '.join(map(str, offs))})", reverse_symmetric=True, family=kind)
+            expr = f"{kind}({n}, {', '.join(map(str, offs))})"
+            bidirectional = kind == "circulant"
+            at_best = (diameter, best_tau, False, not bidirectional, diameter, len(expr), expr)
+            if any(c.bw_optimal and c.key() <= at_best and (c.bidirectional or not bidirectional)
+                   for c in [*known, *out]):
+                continue
+            c = evaluate(expr, reverse_symmetric=True, family=kind)
             if c is not None and c.degree == d:
                 out.append(c)
 
@@ -280,7 +290,7 @@ def instances(n: int, d: int, target: bool = True) -> tuple[Candidate, ...]:
         return ()
     cands = _ring_family(n, d) + _torus_family(n, d) + _hamming_family(n, d) + _small_families(n, d)
     if target or n <= BASE_MAX_NODES:
-        cands += _circulant_family(n, d) + _kautz_family(n, d)
+        cands += _circulant_family(n, d, [c for c in cands if c is not None]) + _kautz_family(n, d)
     elif d == 4 and n > 6:
         cands += [c for c in [evaluate(f"circulant({n}, {', '.join(map(str, theorem22_offsets(n)))})",
                                        reverse_symmetric=True, family="circulant")] if c is not None]
