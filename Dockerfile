@@ -25,12 +25,14 @@ ENV PYTHONPATH=/app \
     FABRICPLAN_DATA_DIR=/data \
     NUMBA_CACHE_DIR=/app/.numba-cache
 
-# Compile the numba kernels into the image's cache (readable by the service user below).
-RUN python -m services.synthesis.kernels && chmod -R a+rX /app/.numba-cache
+# Compile the numba kernels into the image's cache. numba uses a cache directory only if it can write
+# there, so the service user below owns it.
+RUN python -m services.synthesis.kernels
 
 RUN useradd --system --create-home --uid 10001 --user-group fabricplan \
     && mkdir -p /data \
-    && chown fabricplan:fabricplan /data
+    && chown fabricplan:fabricplan /data \
+    && chown -R fabricplan:fabricplan /app/.numba-cache
 USER fabricplan
 
 EXPOSE 8000
