@@ -165,6 +165,8 @@ def test_evaluate_expression_and_edges(client):
     assert client.post("/v1/topologies/evaluate", json={}).status_code == 422
     big = client.post("/v1/topologies/evaluate", json={"expr": "hypercube(12)"})
     assert big.status_code == 422 and "submit a plan" in big.json()["detail"][0]["msg"]
+    dense = client.post("/v1/topologies/evaluate", json={"expr": "complete(70)"})
+    assert dense.status_code == 422 and "degree at most 62" in dense.json()["detail"][0]["msg"]
 
 
 def test_health_ready_metrics(client):

@@ -71,6 +71,15 @@ def test_structured_graphs_match_the_full_solve(expr):
     assert bfb_price.bfb_tau(topo) == (topo.diameter, full.tau)
 
 
+def test_degree_beyond_the_mask_width_is_refused():
+    from services.synthesis.bfb import ScheduleTooLarge
+
+    for expr in ("complete(64)", "genkautz(63, 70)"):
+        with pytest.raises(ScheduleTooLarge, match="degree at most 62"):
+            bfb_price.bfb_tau(build(expr))
+    assert bfb_price.bfb_tau(build("complete(63)")) == (1, Fraction(62, 63))
+
+
 def test_unknown_method_is_rejected():
     with pytest.raises(ValueError, match="method"):
         bfb_price.bfb_tau(build("ring(4)"), method="simplex")

@@ -65,6 +65,8 @@ def test_plain_output(capsys):
     (["bfb", "nosuch(3)"], "unknown topology 'nosuch'"),
     (["bfb", "circulant(8, 2)"], "disconnected"),
     (["bfb", "hypercube(13)"], "at most 4096 nodes"),
+    (["bfb", "complete(70)"], "degree at most 62"),
+    (["schedule", "line(complete(64))"], "degree at most 62"),
     (["bfb", "torus(4, 4)", "--collective", "gather"], "unknown collective"),
     (["bfb", "torus(4, 4)", "--chunks", "0"], "chunks must be a positive integer"),
 ])

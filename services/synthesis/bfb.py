@@ -39,10 +39,18 @@ from .topology import Topology
 
 ZETA_MAX_DEGREE = 12
 MAX_SCHEDULE_NODES = 4096      # an allgather has at least N(N-1) transfers: 16.8 M at this size
+BFB_MAX_DEGREE = 62
 
 
 class ScheduleTooLarge(ValueError):
     """The requested schedule cannot be materialised within the service's limits."""
+
+
+def check_bfb_degree(topology: Topology) -> None:
+    """A source's eligible in-arcs are a 64-bit mask: BFB handles degrees up to BFB_MAX_DEGREE."""
+    if topology.degree > BFB_MAX_DEGREE:
+        raise ScheduleTooLarge(f"{topology.expr} has degree {topology.degree}; BFB schedules are built for degree "
+                               f"at most {BFB_MAX_DEGREE} (each source's eligible in-arcs are one 64-bit mask)")
 
 
 def check_schedule_size(topology: Topology) -> None:
@@ -236,6 +244,7 @@ class BfbContext:
                method: str = "auto") -> "BfbContext":
         if method not in ("auto", "zeta", "cut"):
             raise ValueError(f"method must be auto, zeta or cut, got {method!r}")
+        check_bfb_degree(topology)
         ctx = cls(topology, bool(shortcut and topology.translation is not None), chunks, method)
         if ctx.shortcut:
             w = topology.tails[topology.in_arcs[0]]

@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .bfb import BfbContext, _batched_min_max_load, eligibility_masks
+from .bfb import BfbContext, _batched_min_max_load, check_bfb_degree, eligibility_masks
 from .kernels import interval_u_star, step_types, type_bounds, zeta_u_star
 from .topology import Topology
 
@@ -40,6 +40,7 @@ def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]
     (subset sums up to ZETA_MAX_DEGREE in-arcs and ZETA_WORK operations per batch, min cuts beyond)."""
     if method not in ("auto", "zeta", "cut"):
         raise ValueError(f"method must be auto, zeta or cut, got {method!r}")
+    check_bfb_degree(topology)
     if topology.translation is not None:
         return _tau_by_translation(topology, method)
     return _tau_by_bitsets(topology, method)
