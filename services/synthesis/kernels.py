@@ -299,6 +299,14 @@ def _or_shifted_right(src: np.ndarray, shift: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True, nogil=True)
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    for j in range(a.size):
+        if a[j] != b[j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
     """For each row of gens (P, G) of elements of Z_n (0 < g < n): the largest hop count from node 0 in the
     circulant x -> x + g (mod n), or n if some node is unreachable. (Circulants are vertex-transitive, so
@@ -315,24 +323,14 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
         ball[0] = 1
         t = 0
         while True:
-            done = True
-            for j in range(words):
-                if ball[j] != full[j]:
-                    done = False
-                    break
-            if done:
+            if _equal(ball, full):
                 out[p] = t
                 break
             grown[:] = ball
             for g in gens[p]:
                 _or_shifted_left(ball, g, n, grown)          # x -> x + g without wrapping ...
                 _or_shifted_right(ball, n - g, grown)        # ... and with it (x + g - n)
-            same = True
-            for j in range(words):
-                if grown[j] != ball[j]:
-                    same = False
-                    break
-            if same:
+            if _equal(grown, ball):
                 out[p] = n
                 break
             ball[:] = grown
