@@ -91,14 +91,19 @@ def _shift(st, key: str, shard: int, total: int) -> None:
     st.set(key, str(off + shard if off + shard + cnt <= total else off - shard))
 
 
+def _shift_first_input_read(root, step_type: str, shard: int, total: int) -> None:
+    """Move the source offset of the first `step_type` step that reads the input buffer by one shard."""
+    for g, tb in tbs(root):
+        st = next((s for s in tb.findall("step") if s.get("type") == step_type and s.get("srcbuf") == "i"), None)
+        if st is not None:
+            _shift(st, "srcoff", shard, total)
+            return
+
+
 def test_wrong_offset_gives_a_wrong_result():
     """A send reading the wrong (never written) input chunk delivers wrong data: the exact sum check fails."""
     root = tree(xml_of("bipartite(4)", AR))                 # 8 gpus x 4 chunks per shard
-    for g, tb in tbs(root):
-        st = next((s for s in tb.findall("step") if s.get("type") == "s" and s.get("srcbuf") == "i"), None)
-        if st is not None:
-            _shift(st, "srcoff", 4, 32)
-            break
+    _shift_first_input_read(root, "s", 4, 32)
     err = error_of(text(root))
     assert err.kind == "result" and err.gpu is not None
     assert "output chunk" in err.message and "last written by tb" in err.message
@@ -108,11 +113,7 @@ def test_wrong_offset_gives_a_wrong_result():
 def test_wrong_reduce_source_is_explained():
     """A receive-reduce that adds the wrong local partial is caught by the exact sum check."""
     root = tree(xml_of("genkautz(3, 12)", RS))               # 12 gpus x 1 chunk per shard
-    for g, tb in tbs(root):
-        st = next((s for s in tb.findall("step") if s.get("type") == "rrc" and s.get("srcbuf") == "i"), None)
-        if st is not None:
-            _shift(st, "srcoff", 1, 12)
-            break
+    _shift_first_input_read(root, "rrc", 1, 12)
     err = error_of(text(root))
     assert err.kind == "result"
     assert "missing gpu" in err.message or "twice" in err.message or "wrong sum" in err.message

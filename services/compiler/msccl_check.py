@@ -251,6 +251,16 @@ def natural_sizes(coll: str, ngpus: int, ncpl: int) -> tuple[int, int] | None:
     return None
 
 
+def expected_outputs(coll: str, inputs: np.ndarray, nat_out: int) -> np.ndarray:
+    """(ranks, nat_out) values every rank's output must hold, given each rank's input row."""
+    N = inputs.shape[0]
+    if coll == "allgather":
+        return np.broadcast_to(inputs.reshape(-1), (N, nat_out))
+    if coll == "reducescatter":
+        return inputs.sum(axis=0).reshape(N, nat_out)
+    return np.broadcast_to(inputs.sum(axis=0), (N, nat_out))
+
+
 def validate(algo: Algo, limits: RuntimeLimits) -> tuple[list[Finding], list[Finding]]:
     """Structural, connection and limit checks (sections 2-4 of the module docstring)."""
     E: list[Finding] = []
@@ -722,14 +732,7 @@ class Simulator:
 
     def _check_result(self) -> Finding | None:
         coll, N = self.algo.coll, self.algo.ngpus
-        if coll == "allgather":
-            expect = np.broadcast_to(self.inputs.reshape(-1), (N, self.nat_out))
-        elif coll == "reducescatter":
-            total = self.inputs.sum(axis=0)
-            C = self.nat_out
-            expect = total.reshape(N, C)
-        else:
-            expect = np.broadcast_to(self.inputs.sum(axis=0), (N, self.nat_out))
+        expect = expected_outputs(coll, self.inputs, self.nat_out)
         for g in range(N):
             arr, base, size = self.bufmap[g]["o"]
             got = self.arrays[g][arr][base:base + size]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import CheckReport, Finding
-from .msccl_check import natural_sizes
+from .msccl_check import expected_outputs, natural_sizes
 
 ATTRS = {
     "send": ("peer", "buf", "off", "cnt", "tag"),
@@ -343,13 +343,8 @@ class Simulator:
             return self.error
 
     def _check_result(self) -> Finding | None:
-        coll, N = self.p.coll, self.p.nranks
-        if coll == "allgather":
-            expect = np.broadcast_to(self.inputs.reshape(-1), (N, self.nat_out))
-        elif coll == "reducescatter":
-            expect = self.inputs.sum(axis=0).reshape(N, self.nat_out)
-        else:
-            expect = np.broadcast_to(self.inputs.sum(axis=0), (N, self.nat_out))
+        N = self.p.nranks
+        expect = expected_outputs(self.p.coll, self.inputs, self.nat_out)
         for r in range(N):
             arr, base, size = self.bufmap[r]["out"]
             got = self.arrays[r][arr][base:base + size]
