@@ -103,7 +103,7 @@ def _types_by_masks(topo: Topology, t: int):
 def test_step_types_are_the_eligibility_classes(seed):
     topo = random_regular_digraph(12 + seed, 2 + seed % 3, 100 + seed)
     preds = np.ascontiguousarray(topo.in_predecessors, dtype=np.int64)
-    for t, prev, ball in bfb_price._reverse_balls(topo):
+    for t, prev, ball in topo.balls(reverse=True):
         offsets, masks, counts = step_types(prev, ball, preds)
         expected = _types_by_masks(topo, t)
         for u in range(topo.nodes):

@@ -6,20 +6,21 @@ tau = (d/N) sum_t max_u U*_{u,t}, where U*_{u,t} is LP (1)'s optimum for receive
 
 Vertex-transitive topologies with a translation solve node 0 alone (its problems are every node's). The
 others use bitsets and never form the N x N x d table of eligibility masks. With the reverse balls
-B_t(u) = {v : d(v, u) <= t} (B_t(u) = B_{t-1}(u) united with B_{t-1}(w) over u's in-neighbours w), the
-sources v at distance t that may use in-arc k = (w_k, u) (Definition 15: d(v, w_k) = t - 1) are
+B_t(u) = {v : d(v, u) <= t} (`Topology.balls(reverse=True)`), the sources v at distance t that may use
+in-arc k = (w_k, u) (Definition 15: d(v, w_k) = t - 1) are
 
     E_k(u, t) = (B_t(u) minus B_{t-1}(u)) intersected with B_{t-1}(w_k),
 
-so a whole step costs N d N/64 word operations. Popcounts of the E_k give, per (u, t), everything needed
-to price most problems exactly and to bound the rest:
-- when no source has two eligible arcs, U* is the largest |E_k| (S = {k}; any S averages its arcs);
+and a compiled kernel (`kernels.step_types`) refines each receiver's sphere by its E_k into source types
+(sources with the same eligible in-arcs). From the types:
+- when no source has two eligible arcs, U* is the largest count (S = {k}; any S averages its arcs);
 - otherwise U* is at least the largest count of sources eligible on k alone (S = {k}) and at least
   |sources| / |arcs used| (S = all), and at most the largest |E_k| (every source in S's load has an arc
   in S, so load(S) <= sum over k in S of |E_k|).
 Only problems whose upper bound exceeds the step's best lower bound over all receivers can change
-max_u U*_{u,t}; those alone are expanded to source types and solved exactly (`bfb` subset sums or
-batched min-cut Dinkelbach).
+max_u U*_{u,t}; those are solved exactly: by windows when every type is a run of the in-arc cycle
+(`kernels.interval_u_star`), otherwise by subset sums (`kernels.zeta_u_star`) or batched min-cut
+Dinkelbach started at that lower bound.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from .topology import Topology
 
 ZETA_MAX_DEGREE = 12          # subset sums cost d 2^d per problem: for small d, and batches of at most
 ZETA_WORK = 1 << 24           # this many operations; min cuts otherwise
+
 
 def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]:
     """(D(G), tau) of the optimal BFB allgather (Eq. (2), Theorem 15: it takes D(G) steps). `method` picks
@@ -80,32 +82,12 @@ def _tau_by_translation(g: Topology, method: str) -> tuple[int, Fraction]:
     return D, Fraction(d, g.nodes) * total
 
 
-def _reverse_balls(g: Topology):
-    """Yield (t, B_{t-1}, B_t) for t = 1..D(G): row u of B_t is the bitset of {v : d(v, u) <= t}."""
-    n = g.nodes
-    words = (n + 63) // 64
-    preds = g.in_predecessors
-    everyone = np.arange(n)
-    ball = np.zeros((n, words), dtype=np.uint64)
-    ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
-    t = 0
-    while True:
-        grown = ball.copy()
-        for k in range(g.degree):
-            grown |= ball[preds[:, k]]
-        if np.array_equal(grown, ball):
-            return
-        t += 1
-        yield t, ball, grown
-        ball = grown
-
-
 def _tau_by_bitsets(g: Topology, method: str) -> tuple[int, Fraction]:
     n, d = g.nodes, g.degree
     preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
     total_u = Fraction(0)
     D = 0
-    for t, prev, ball in _reverse_balls(g):
+    for t, prev, ball in g.balls(reverse=True):
         D = t
         offsets, masks, counts = step_types(prev, ball, preds)
         total_u += _step_max_u_star(offsets, masks, counts, d, method)

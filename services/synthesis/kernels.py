@@ -1,5 +1,6 @@
-"""Compiled kernels (numba): breadth-first search, and the BFB evaluator's source types by bitset
-partition refinement.
+"""Compiled kernels (numba): breadth-first search, circulant diameters on bitsets, and the BFB evaluator's
+pieces: source types by bitset partition refinement, their bounds, and exact U* by interval windows or
+subset sums.
 
 A set of nodes is a row of uint64 words (bit v of word v // 64). For a receiver u at step t the sources at
 distance t form the sphere B_t(u) minus B_{t-1}(u); in-arc k = (w_k, u) may carry exactly the sources in

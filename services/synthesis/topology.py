@@ -223,29 +223,36 @@ class Topology:
             raise TopologyError(f"{self.expr}: breadth-first search from a node outside 0..{self.nodes - 1}")
         return bfs_distances(sources, np.ascontiguousarray(nxt, dtype=np.int64))
 
-    @cached_property
-    def distance_matrix(self) -> np.ndarray:
-        """dist[v, u] for every ordered pair (v to u): a breadth-first search from every node at once on
-        bitsets (ball_t(v) = {v} + union of ball_{t-1}(w) over out-neighbours w)."""
+    def balls(self, *, reverse: bool = False):
+        """Breadth-first search from every node at once on bitsets: yield (t, ball_{t-1}, ball_t) for
+        t = 1..D(G), where row x of ball_t is the bitset of the nodes within t hops from x (ball_t(x) = {x}
+        united with ball_{t-1}(w) over x's out-neighbours w), or, with `reverse`, of the nodes from which x
+        is within t hops (in-neighbours instead)."""
         n = self.nodes
-        succ = self.heads.reshape(n, self.degree)
-        words = (n + 63) // 64
+        nxt = self.in_predecessors if reverse else self.heads.reshape(n, self.degree)
         everyone = np.arange(n)
-        ball = np.zeros((n, words), dtype=np.uint64)
+        ball = np.zeros((n, (n + 63) // 64), dtype=np.uint64)
         ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
-        dist = np.zeros((n, n), dtype=np.int16)
         t = 0
         while True:
-            t += 1
             grown = ball.copy()
             for k in range(self.degree):
-                grown |= ball[succ[:, k]]
-            new = grown & ~ball
-            if not new.any():
-                return dist
-            bits = np.unpackbits(new.view(np.uint8), axis=1, bitorder="little")[:, :n].view(bool)
-            dist[bits] = t
+                grown |= ball[nxt[:, k]]
+            if np.array_equal(grown, ball):
+                return
+            t += 1
+            yield t, ball, grown
             ball = grown
+
+    @cached_property
+    def distance_matrix(self) -> np.ndarray:
+        """dist[v, u] for every ordered pair (v to u), from the bitset balls."""
+        n = self.nodes
+        dist = np.zeros((n, n), dtype=np.int16)
+        for t, prev, ball in self.balls():
+            bits = np.unpackbits((ball & ~prev).view(np.uint8), axis=1, bitorder="little")[:, :n].view(bool)
+            dist[bits] = t
+        return dist
 
     @cached_property
     def diameter(self) -> int:
