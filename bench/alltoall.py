@@ -32,8 +32,8 @@ MB, NODE_BW = 2 ** 20, 100e9 / 8
 
 
 def run_case(expr: str, method: str) -> dict:
-    from services.synthesis.alltoall import alltoall_throughput, distance_sum_bound
-    from services.synthesis.catalog import build
+    from services.synthesis.evaluate.alltoall import alltoall_throughput, distance_sum_bound
+    from services.synthesis.topology.catalog import build
 
     topo = build(expr)
     r = alltoall_throughput(topo, method=method)
@@ -68,7 +68,7 @@ def main() -> None:
     if args.case:
         print(json.dumps(run_case(args.case, args.method)))
         return
-    from services.synthesis.alltoall import moore_throughput_bound
+    from services.synthesis.evaluate.alltoall import moore_throughput_bound
 
     print("Runtime targets:")
     print(HEADER + f" {'target s':>8} {'ok':>4}")

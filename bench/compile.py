@@ -26,8 +26,8 @@ CASES = [
 
 def run(expr: str, collectives, fmt: str, check: bool, **opts) -> list[dict]:
     from services.compiler import CompileError, check_xml, compile_schedule
-    from services.synthesis.construct import construct_collectives
-    from services.synthesis.schedule import Collective
+    from services.synthesis.search.construct import construct_collectives
+    from services.synthesis.schedule.ir import Collective
 
     t0 = time.perf_counter()
     built = construct_collectives(expr)

@@ -31,7 +31,7 @@ TABLE_7 = {   # N: [(paper topology, steps, tau)] at d = 4
 
 def _one(args):
     n, d = args
-    from services.synthesis.finder import frontier
+    from services.synthesis.search.finder import frontier
 
     t0 = time.perf_counter()
     f = frontier(n, d)
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     os.environ["FABRICPLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="fabricplan-bench-")
-    from services.synthesis.kernels import warm
+    from services.synthesis.bfb.kernels import warm
 
     jit = warm()              # numba kernels, loaded (or compiled once per install) before the workers fork
     print(f"compiled kernels ready in {jit:.1f} s (numba's on-disk cache; not part of the sweep)\n")
@@ -68,7 +68,7 @@ def main() -> None:
     print(f"\nwhole sweep N = 2..{args.max_nodes}, d = {args.degrees}: {total:.1f} s wall on {args.workers} "
           f"processes, cold cache (paper: under a minute; target 60 s). Pairs over 2 s: {len(slow)}")
     if 4 in args.degrees and args.max_nodes >= 32:
-        from services.synthesis.finder import frontier
+        from services.synthesis.search.finder import frontier
         print("\nTable 7 (d = 4) beside our frontier:")
         for n, rows in TABLE_7.items():
             if n > args.max_nodes:

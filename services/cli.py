@@ -12,7 +12,7 @@ class UsageError(Exception):
 
 
 def _topology(expr: str):
-    from .synthesis.catalog import build
+    from services.synthesis.topology.catalog import build
 
     try:
         return build(expr)
@@ -21,10 +21,10 @@ def _topology(expr: str):
 
 
 def cmd_bfb(args) -> int:
-    from .synthesis.bfb import ScheduleTooLarge, bfb_allgather, bfb_schedule
-    from .synthesis.report import schedule_summary
-    from .synthesis.schedule import Collective
-    from .synthesis.verify import verify
+    from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather, bfb_schedule
+    from services.synthesis.schedule.report import schedule_summary
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.schedule.verify import verify
 
     topo = _topology(args.expr)
     collective = Collective.parse(args.collective)
@@ -47,11 +47,11 @@ def cmd_bfb(args) -> int:
 
 
 def cmd_schedule(args) -> int:
-    from .synthesis.bfb import ScheduleTooLarge
-    from .synthesis.construct import construct
-    from .synthesis.report import schedule_summary
-    from .synthesis.schedule import Collective
-    from .synthesis.verify import verify
+    from services.synthesis.bfb.lp import ScheduleTooLarge
+    from services.synthesis.search.construct import construct
+    from services.synthesis.schedule.report import schedule_summary
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.schedule.verify import verify
 
     _topology(args.expr)                      # validates the expression with a clear message
     collective = Collective.parse(args.collective)
@@ -76,8 +76,8 @@ def cmd_schedule(args) -> int:
 
 
 def _frontier(args):
-    from .synthesis.bases import CACHE, default_cache_dir
-    from .synthesis.finder import FinderError, frontier
+    from services.synthesis.search.bases import CACHE, default_cache_dir
+    from services.synthesis.search.finder import FinderError, frontier
 
     if CACHE.path is None:                   # the CLI keeps evaluated bases on disk between runs
         CACHE.attach(default_cache_dir())
@@ -95,7 +95,7 @@ def _entry(c) -> dict:
 
 
 def cmd_frontier(args) -> int:
-    from .synthesis.finder import bounds
+    from services.synthesis.search.finder import bounds
 
     entries = [_entry(c) for c in _frontier(args)]
     if args.json:
@@ -113,9 +113,9 @@ def cmd_frontier(args) -> int:
 
 
 def cmd_select(args) -> int:
-    from .synthesis.cost import LinkModel
-    from .synthesis.finder import FinderError, WorkloadItem, select
-    from .synthesis.schedule import Collective
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.search.finder import FinderError, WorkloadItem, select
+    from services.synthesis.schedule.ir import Collective
 
     if args.alpha_us < 0 or args.bandwidth_gbps <= 0:
         raise UsageError("--alpha-us must be >= 0 and --bandwidth-gbps > 0")
@@ -133,15 +133,15 @@ def cmd_select(args) -> int:
         cands = _frontier(args)
         f_of = {}
         if args.alltoall_weight:
-            from .synthesis.alltoall import alltoall_throughput
-            from .synthesis.catalog import build
+            from services.synthesis.evaluate.alltoall import alltoall_throughput
+            from services.synthesis.topology.catalog import build
 
             f_of = {c.expr: alltoall_throughput(build(c.expr)).throughput for c in cands}
         sel = select(cands, link, items, alltoall_bytes=args.alltoall_bytes or 0.0,
                      alltoall_weight=args.alltoall_weight, alltoall_f=lambda c: f_of.get(c.expr))
     except FinderError as exc:
         raise UsageError(str(exc)) from None
-    from .synthesis.finder import baseline_times
+    from services.synthesis.search.finder import baseline_times
 
     out = {"best": {**_entry(sel.best), "time_us": _time_of(sel, sel.best) * 1e6},
            "frontier": [{**_entry(c), "time_us": t * 1e6} for c, t in sel.times_s],
@@ -185,7 +185,7 @@ def cmd_serve(args) -> int:
 def _warm_kernels() -> None:
     """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install) so
     the first plan does not pay for it."""
-    from .synthesis.kernels import warm
+    from services.synthesis.bfb.kernels import warm
 
     print(f"fabricplan: compiled kernels ready in {warm():.1f} s", file=sys.stderr)
 
@@ -252,9 +252,9 @@ def cmd_keys(args) -> int:
 def cmd_compile(args) -> int:
     from .compiler.api import check_xml, compile_schedule
     from .compiler.errors import CompileError
-    from .synthesis.bfb import ScheduleTooLarge
-    from .synthesis.construct import construct
-    from .synthesis.schedule import Collective
+    from services.synthesis.bfb.lp import ScheduleTooLarge
+    from services.synthesis.search.construct import construct
+    from services.synthesis.schedule.ir import Collective
 
     _topology(args.expr)
     collective = Collective.parse(args.collective)
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if getattr(args, "collective", None) is not None:
-            from .synthesis.schedule import Collective
+            from services.synthesis.schedule.ir import Collective
             try:
                 Collective.parse(args.collective)
             except ValueError as exc:

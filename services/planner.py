@@ -16,14 +16,14 @@ import numpy as np
 from .config import get_settings
 from .store import repo
 from .store.db import session_scope
-from .synthesis.bfb import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
-from .synthesis.catalog import build
-from .synthesis.construct import construct_collectives, needs_bfb_fanout
-from .synthesis.cost import LinkModel
-from .synthesis.finder import WorkloadItem, baseline_times, frontier, select
-from .synthesis.candidates import Candidate
-from .synthesis.schedule import Collective, allreduce
-from .synthesis.verify import verify
+from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
+from services.synthesis.topology.catalog import build
+from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.search.finder import WorkloadItem, baseline_times, frontier, select
+from services.synthesis.search.candidates import Candidate
+from services.synthesis.schedule.ir import Collective, allreduce
+from services.synthesis.schedule.verify import verify
 from fractions import Fraction
 
 
@@ -105,7 +105,7 @@ def stage_select(state: dict, plan_id: str) -> dict:
     w = req["workload"]
     a2a_weight, a2a_bytes = w.get("alltoall_weight") or 0.0, w.get("alltoall_bytes") or 0
     if a2a_weight:
-        from .synthesis.alltoall import alltoall_throughput
+        from services.synthesis.evaluate.alltoall import alltoall_throughput
 
         _advance(plan_id, "select", 0.25, "all-to-all throughput of every frontier entry (MCF)")
         for e in state["frontier"]:

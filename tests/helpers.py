@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.synthesis.schedule import Schedule
+from services.synthesis.schedule.ir import Schedule
 
 
 def rebuild(s: Schedule, keep=None, step=None, extra: list[int] | None = None, **columns) -> Schedule:

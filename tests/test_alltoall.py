@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from services.synthesis.alltoall import (
+from services.synthesis.evaluate.alltoall import (
     AllToAllResult,
     alltoall_throughput,
     alltoall_time_s,
     distance_sum_bound,
     moore_throughput_bound,
 )
-from services.synthesis.catalog import build
+from services.synthesis.topology.catalog import build
 
 MB = 2 ** 20                      # the paper's "1MB"
 NODE_BW = 100e9 / 8               # 100 Gbps per node, in bytes/s

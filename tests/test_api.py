@@ -10,9 +10,9 @@ import pytest
 
 from services.store import repo
 from services.store.db import session_scope
-from services.synthesis.catalog import build
-from services.synthesis.schedule import Schedule
-from services.synthesis.verify import verify
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.ir import Schedule
+from services.synthesis.schedule.verify import verify
 
 from .conftest import MINIMAL, unique_job, wait_done
 

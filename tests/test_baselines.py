@@ -11,15 +11,15 @@ import pytest
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
-from services.synthesis import baselines as bl
-from services.synthesis.cost import LinkModel
-from services.synthesis.schedule import Collective
-from services.synthesis.verify import verify
+from services.synthesis.evaluate import baselines as bl
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.verify import verify
 
 TABLE4 = LinkModel.from_units(10, 100)      # alpha = 10 us, B = 100 Gbps
 MB = 1 << 20                                # Table 4 units: 1 MB = 2^20 bytes (digest 0.3)
-HAS_ALLTOALL = importlib.util.find_spec("services.synthesis.alltoall") is not None
-needs_alltoall = pytest.mark.skipif(not HAS_ALLTOALL, reason="services/synthesis/alltoall.py (alltoall_throughput, "
+HAS_ALLTOALL = importlib.util.find_spec("services.synthesis.evaluate.alltoall") is not None
+needs_alltoall = pytest.mark.skipif(not HAS_ALLTOALL, reason="services/synthesis/evaluate/alltoall.py (alltoall_throughput, "
                                                              "alltoall_time_s) does not exist yet")
 
 
@@ -253,8 +253,8 @@ def test_dbt_mcf_closed_form_matches_lp(n):
 @pytest.mark.parametrize("n, gens", [(12, [1, 11, 5, 7]), (16, [1, 15, 7, 9]), (10, [1, 1, 1, 1]),
                                      (9, [1, 2, 4])])
 def test_cayley_mcf_matches_full_lp(n, gens):
-    from services.synthesis.families import cayley
-    from services.synthesis.topology import Translation
+    from services.synthesis.topology.families import cayley
+    from services.synthesis.topology.graph import Translation
 
     g = cayley(Translation((n,)), gens, "test")
     assert bl.cayley_alltoall_throughput(n, gens) == pytest.approx(reference_mcf(g), rel=1e-9)
@@ -320,7 +320,7 @@ def test_alltoall_seconds_formula():
 
 @needs_alltoall
 def test_alltoall_module_agrees():
-    from services.synthesis import alltoall
+    from services.synthesis.evaluate import alltoall
 
     for name, n in (("shifted_ring", 12), ("ring", 9), ("totient_perms", 10)):
         topo = bl.baseline_topology(name, n, 4)
@@ -345,10 +345,10 @@ def test_missing_alltoall_module_is_reported():
 def test_alltoall_hook_delegates_lazily(monkeypatch):
     """With an alltoall module present, the hook uses its time formula and its MCF for general graphs."""
     calls = []
-    fake = types.ModuleType("services.synthesis.alltoall")
+    fake = types.ModuleType("services.synthesis.evaluate.alltoall")
     fake.alltoall_time_s = lambda f, n, d, b, bw: calls.append(("time", f, n, d, b, bw)) or 42.0
     fake.alltoall_throughput = lambda topo: calls.append(("mcf", topo.expr)) or types.SimpleNamespace(throughput=0.25)
-    monkeypatch.setitem(sys.modules, "services.synthesis.alltoall", fake)
+    monkeypatch.setitem(sys.modules, "services.synthesis.evaluate.alltoall", fake)
     assert bl.alltoall_seconds(0.5, 8, 4, 100, 1e9) == 42.0
     assert bl.baseline_alltoall_throughput("torus", 9, 4) == 0.25
     assert bl.dbt_alltoall_throughput(24) == 0.25

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from ortools.linear_solver import pywraplp
 
-from services.synthesis.bfb import (BfbContext, ScheduleTooLarge, _flow, _min_max_load_zeta, bfb_allgather,
+from services.synthesis.bfb.lp import (BfbContext, ScheduleTooLarge, _flow, _min_max_load_zeta, bfb_allgather,
                                     bfb_schedule, receiver_types)
-from services.synthesis.catalog import build
-from services.synthesis.cost import measured_tau, optimal_tau
-from services.synthesis.distreg import CATALOGUE
-from services.synthesis.families import theorem22_offsets
-from services.synthesis.schedule import Collective
-from services.synthesis.topology import Topology
-from services.synthesis.verify import verify
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.cost import measured_tau, optimal_tau
+from services.synthesis.topology.distreg import CATALOGUE
+from services.synthesis.topology.families import theorem22_offsets
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.topology.graph import Topology
+from services.synthesis.schedule.verify import verify
 
 DIAMOND_SUBSTITUTE = ("edges(8, 0>1, 0>4, 1>3, 1>5, 2>1, 2>7, 3>4, 3>6, 4>2, 4>5, 5>6, 5>7, "
                       "6>0, 6>2, 7>0, 7>3)")
@@ -292,7 +292,7 @@ def test_measured_tau_of_bfb_schedule_matches_eq_2():
                                   "genkautz(16, 120)", "kautz(2, 3)", "torus(4, 6)", "product(ring(3), ring(5, 2))"])
 def test_tau_only_evaluator_matches_the_full_solve(expr):
     """The finder's evaluator (no schedule) gives the same (D, tau) by both U* methods."""
-    from services.synthesis.bfb_price import bfb_tau
+    from services.synthesis.bfb.price import bfb_tau
 
     topo = build(expr)
     full = bfb_allgather(topo, workers=1)

@@ -1,4 +1,4 @@
-"""The finder's evaluator (services.synthesis.bfb_price) against the full BFB solve, and its kernels against
+"""The finder's evaluator (services.synthesis.bfb.price) against the full BFB solve, and its kernels against
 brute force: random regular digraphs (parallel arcs and self-loops included), Cayley graphs, and the
 generalized Kautz graphs whose last-step types are runs of the in-arc cycle."""
 from __future__ import annotations
@@ -10,13 +10,13 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from services.synthesis import bfb_price
-from services.synthesis.bases import _best_offsets
-from services.synthesis.bfb import bfb_allgather, eligibility_masks
-from services.synthesis.catalog import build
-from services.synthesis.kernels import (bfs_distances, circulant_eccentricities, interval_u_star, step_types,
+from services.synthesis.bfb import price as bfb_price
+from services.synthesis.search.bases import _best_offsets
+from services.synthesis.bfb.lp import bfb_allgather, eligibility_masks
+from services.synthesis.topology.catalog import build
+from services.synthesis.bfb.kernels import (bfs_distances, circulant_eccentricities, interval_u_star, step_types,
                                         type_bounds)
-from services.synthesis.topology import Topology, TopologyError
+from services.synthesis.topology.graph import Topology, TopologyError
 
 
 def random_regular_digraph(n: int, d: int, seed: int) -> Topology:
@@ -72,7 +72,7 @@ def test_structured_graphs_match_the_full_solve(expr):
 
 
 def test_degree_beyond_the_mask_width_is_refused():
-    from services.synthesis.bfb import ScheduleTooLarge
+    from services.synthesis.bfb.lp import ScheduleTooLarge
 
     for expr in ("complete(64)", "genkautz(63, 70)"):
         with pytest.raises(ScheduleTooLarge, match="degree at most 62"):

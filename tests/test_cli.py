@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from services.cli import main
-from services.synthesis.schedule import Schedule
+from services.synthesis.schedule.ir import Schedule
 
 REQUIRED = {"expr", "nodes", "degree", "diameter", "steps", "tau", "bw_optimal", "verified", "seconds"}
 

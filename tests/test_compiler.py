@@ -9,10 +9,10 @@ import pytest
 
 from services.compiler import (DIALECTS, CompileError, check_xml, compile_schedule, chunked_bfb, lower)
 from services.compiler.msccl_check import parse_msccl
-from services.synthesis.construct import construct_collectives
-from services.synthesis.cost import measured_tau
-from services.synthesis.schedule import Collective
-from services.synthesis.verify import verify
+from services.synthesis.search.construct import construct_collectives
+from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.verify import verify
 
 TOPOLOGIES = ["torus(4, 4)", "circulant(7, 2, 3)", "circulant(12)", "hypercube(3)", "bipartite(4)",
               "genkautz(3, 12)", "line(bipartite(2))", "dcirculant(6, 1, 2, 3, 4)", "ring(5, 2)"]
@@ -206,7 +206,7 @@ def test_baseline_schedules_compile():
     """Schedules not built by BFB: a pipelined double binary tree (reduce + broadcast, parallel arcs) and the
     classic torus. MSCCL has no global step barrier, so its realized depth can only be shorter than the
     synchronous step count (pipelined chunks overlap); oneCCL syncs every step."""
-    from services.synthesis import baselines
+    from services.synthesis.evaluate import baselines
 
     dbt = baselines.double_binary_tree(8)
     s = dbt.schedule(2, Collective.ALLREDUCE)
@@ -252,8 +252,8 @@ def test_send_and_overwrite_in_one_step_uses_a_snapshot():
     again: the send must carry the start-of-step value, so the compilers copy it to scratch first."""
     from fractions import Fraction as F
 
-    from services.synthesis.catalog import build
-    from services.synthesis.schedule import Schedule
+    from services.synthesis.topology.catalog import build
+    from services.synthesis.schedule.ir import Schedule
 
     topo = build("complete(3)")
     whole = (F(0), F(1))

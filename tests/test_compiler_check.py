@@ -8,8 +8,8 @@ from functools import lru_cache
 import pytest
 
 from services.compiler import check_xml, compile_schedule
-from services.synthesis.construct import construct_collectives
-from services.synthesis.schedule import Collective
+from services.synthesis.search.construct import construct_collectives
+from services.synthesis.schedule.ir import Collective
 
 AG, RS, AR = Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE
 

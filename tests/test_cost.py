@@ -1,4 +1,4 @@
-"""Tests for services.synthesis.cost: the alpha-beta model, Moore bounds and the link loads measured from a
+"""Tests for services.synthesis.schedule.cost: the alpha-beta model, Moore bounds and the link loads measured from a
 schedule (paper section 3.2, App. C; digest 1.5-1.6, 4.12, 5.5 and 13)."""
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from services.synthesis.catalog import build
-from services.synthesis.cost import (LinkModel, heterogeneous_time, is_moore_optimal, measured_tau,
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.cost import (LinkModel, heterogeneous_time, is_moore_optimal, measured_tau,
                                      moore_nodes, moore_steps, optimal_tau, step_max_loads,
                                      undirected_moore_steps)
-from services.synthesis.schedule import Collective, Schedule
+from services.synthesis.schedule.ir import Collective, Schedule
 
 MB = 2 ** 20
 

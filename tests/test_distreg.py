@@ -1,4 +1,4 @@
-"""Tests for services.synthesis.distreg (Table 8 of the NSDI'25 paper
+"""Tests for services.synthesis.topology.distreg (Table 8 of the NSDI'25 paper
 "Efficient Direct-Connect Topologies for Collective Communications")."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import functools
 import networkx as nx
 import pytest
 
-from services.synthesis import distreg
-from services.synthesis.distreg import CATALOGUE, DistRegEntry, distreg_graph
+from services.synthesis.topology import distreg
+from services.synthesis.topology.distreg import CATALOGUE, DistRegEntry, distreg_graph
 
 # Table 8 (valency 4): name -> (N, diameter, intersection array {b; c}).
 TABLE8 = {

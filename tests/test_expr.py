@@ -1,4 +1,4 @@
-"""Tests for services.synthesis.expr: the topology-expression grammar (DESIGN section 3).
+"""Tests for services.synthesis.topology.expr: the topology-expression grammar (DESIGN section 3).
 
 `str(parse(s)) == s` for canonical strings; whitespace is ignored; malformed input raises ExprError naming
 the 0-based position and the expected token.
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.synthesis.expr import Expr, ExprError, parse
+from services.synthesis.topology.expr import Expr, ExprError, parse
 
 # ----- canonical round trip --------------------------------------------------------------------------
 

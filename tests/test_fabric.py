@@ -11,7 +11,7 @@ import pytest
 from services.fabric import (Assignment, AssignmentError, CablingError, Fabric, FabricError, Fiber, Host,
                              HostPort, Panel, assign_ports, konig_split, planes_fabric, shared_panel_fabric,
                              split_permutations)
-from services.synthesis.catalog import build
+from services.synthesis.topology.catalog import build
 
 EXPRS = ["torus(4, 4)", "genkautz(4, 20)", "ring(6, 2)", "debruijn(2, 3)", "line(bipartite(2))", "circulant(12)"]
 LAYOUTS = {"planes": planes_fabric, "shared": shared_panel_fabric}

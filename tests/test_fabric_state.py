@@ -7,7 +7,7 @@ import pytest
 
 from services.fabric import (AssignmentError, ConfigError, FabricState, HostBusyError, ReservationError,
                              config_digest, diff_connections, panel_configs, planes_fabric, shared_panel_fabric)
-from services.synthesis.catalog import build
+from services.synthesis.topology.catalog import build
 
 from .test_fabric import verify
 

@@ -1,5 +1,5 @@
 """Tests for the topology families, the expansion operators and the Topology type, built through
-services.synthesis.catalog.build (paper App. F / Table 9, section 5; digest sections 2 and 4)."""
+services.synthesis.topology.catalog.build (paper App. F / Table 9, section 5; digest sections 2 and 4)."""
 from __future__ import annotations
 
 import itertools
@@ -13,10 +13,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from services.synthesis.catalog import build
-from services.synthesis.cost import moore_nodes
-from services.synthesis.distreg import CATALOGUE
-from services.synthesis.topology import Topology, TopologyError
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.cost import moore_nodes
+from services.synthesis.topology.distreg import CATALOGUE
+from services.synthesis.topology.graph import Topology, TopologyError
 
 
 def _arc_multiset(t: Topology) -> Counter:
@@ -416,7 +416,7 @@ def test_absurdly_large_sizes_give_topology_error(expr):
 _PROBE = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-from services.synthesis.catalog import build
+from services.synthesis.topology.catalog import build
 try:
     build(sys.argv[1])
 except Exception as exc:

@@ -3,12 +3,12 @@ from fractions import Fraction as F
 
 import pytest
 
-from services.synthesis.bases import DERIVED
-from services.synthesis.construct import construct
-from services.synthesis.cost import LinkModel
-from services.synthesis.finder import FinderError, WorkloadItem, bounds, frontier, select
-from services.synthesis.schedule import Collective
-from services.synthesis.verify import verify
+from services.synthesis.search.bases import DERIVED
+from services.synthesis.search.construct import construct
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.search.finder import FinderError, WorkloadItem, bounds, frontier, select
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.verify import verify
 
 # Table 7 (d = 4): (N, paper topology, steps, tau as printed). DBJMod and Diamond are not specified in the
 # paper; our base database replaces them by derived graphs with the same (N, d, steps, tau) (bases.DERIVED:
@@ -170,7 +170,7 @@ def test_selection_rejects_empty_or_bad_workloads():
 
 def test_baseline_comparison_table_4():
     """Table 4 (N = 1024, d = 4, 1 MB allreduce): DBT 1434 us; our best 291.0 us beats every baseline."""
-    from services.synthesis.finder import baseline_times
+    from services.synthesis.search.finder import baseline_times
 
     link = LinkModel.from_units(10, 100)
     items = [WorkloadItem(Collective.ALLREDUCE, 1 << 20)]
@@ -185,8 +185,8 @@ def test_baseline_comparison_table_4():
 
 def test_alltoall_share_prefers_low_diameter():
     """An all-to-all heavy workload favours the lowest-diameter entry (paper 5.4: MoE / DLRM)."""
-    from services.synthesis.alltoall import alltoall_throughput
-    from services.synthesis.catalog import build
+    from services.synthesis.evaluate.alltoall import alltoall_throughput
+    from services.synthesis.topology.catalog import build
 
     f = frontier(64, 4)
     link = LinkModel.from_units(10, 100)
@@ -202,9 +202,9 @@ def test_alltoall_share_prefers_low_diameter():
 def test_generalized_kautz_priced_as_a_line_digraph(d, n):
     """Pi_{d,dm} = L(Pi_{d,m}): the finder prices it from Pi_{d,m} by Theorem 10 without a BFB solve; the
     direct BFB of the graph agrees, and so does the schedule built and model-checked."""
-    from services.synthesis.bases import genkautz_candidate
-    from services.synthesis.bfb_price import bfb_tau
-    from services.synthesis.catalog import build
+    from services.synthesis.search.bases import genkautz_candidate
+    from services.synthesis.bfb.price import bfb_tau
+    from services.synthesis.topology.catalog import build
 
     c = genkautz_candidate(d, n)
     topo = build(f"genkautz({d}, {n})")

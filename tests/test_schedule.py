@@ -1,4 +1,4 @@
-"""Tests for services.synthesis.schedule: the schedule IR (paper section 3, App. B; DESIGN section 2)."""
+"""Tests for services.synthesis.schedule.ir: the schedule IR (paper section 3, App. B; DESIGN section 2)."""
 from __future__ import annotations
 
 from fractions import Fraction as F
@@ -6,7 +6,7 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from services.synthesis.schedule import Collective, Op, Schedule, allreduce
+from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
 
 # K_{2,2} (parts {0, 2} and {1, 3}) allgather in the style of Fig. 1: step 1 every node sends its whole
 # shard to both neighbours; step 2 each node gets the shard of its own-part peer in two halves.

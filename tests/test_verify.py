@@ -5,10 +5,10 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from services.synthesis.bfb import bfb_schedule
-from services.synthesis.catalog import build
-from services.synthesis.schedule import Collective, Op, Schedule
-from services.synthesis.verify import ScheduleInvalid, verify
+from services.synthesis.bfb.lp import bfb_schedule
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.schedule.verify import ScheduleInvalid, verify
 
 from .helpers import rebuild
 
@@ -184,7 +184,7 @@ def test_raise_if_invalid():
 
 def test_large_schedule_is_checked_in_source_blocks(monkeypatch):
     """The checker bounds its memory by processing sources in blocks; results do not depend on it."""
-    import services.synthesis.verify as ver
+    import services.synthesis.schedule.verify as ver
 
     topo, s = _sched("genkautz(4, 64)")
     monkeypatch.setattr(ver, "STATE_BUDGET_BYTES", 64 * 8 * 5)

@@ -14,7 +14,7 @@ from celery import chain, chord, group
 from sqlalchemy.exc import OperationalError
 
 from services import planner
-from services.synthesis.bfb import ScheduleTooLarge
+from services.synthesis.bfb.lp import ScheduleTooLarge
 
 from .app import celery_app
 

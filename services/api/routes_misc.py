@@ -9,13 +9,13 @@ from sqlalchemy.orm import Session
 from services import planner
 from services.store import repo
 from services.store.db import ping
-from services.synthesis.bfb import ScheduleTooLarge, bfb_allgather, bfb_schedule
-from services.synthesis.catalog import build
-from services.synthesis.families import edges as edges_topology
-from services.synthesis.finder import bounds
-from services.synthesis.report import schedule_summary
-from services.synthesis.schedule import Collective
-from services.synthesis.verify import verify
+from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather, bfb_schedule
+from services.synthesis.topology.catalog import build
+from services.synthesis.topology.families import edges as edges_topology
+from services.synthesis.search.finder import bounds
+from services.synthesis.schedule.report import schedule_summary
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.verify import verify
 
 from .auth import READ
 from .deps import get_session

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from services import planner
 from services.store import repo
-from services.synthesis.catalog import build
-from services.synthesis.schedule import Collective, Schedule
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.ir import Collective, Schedule
 
 from services.store.db import session_scope
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from services.synthesis.schedule import Collective, Schedule
-from services.synthesis.topology import Topology
+from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.topology.graph import Topology
 
 from .errors import CheckReport, CompileError
 from .limits import DIALECTS, limits_for

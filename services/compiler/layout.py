@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from services.synthesis.schedule import Collective
+from services.synthesis.schedule.ir import Collective
 
 NONE, IBUF, OBUF, SBUF = -1, 0, 1, 2
 

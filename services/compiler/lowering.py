@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from services.synthesis.bfb import bfb_allgather
-from services.synthesis.cost import measured_tau
-from services.synthesis.schedule import Collective, Schedule, allreduce
-from services.synthesis.topology import Topology
+from services.synthesis.bfb.lp import bfb_allgather
+from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.ir import Collective, Schedule, allreduce
+from services.synthesis.topology.graph import Topology
 
 from .errors import CompileError
 

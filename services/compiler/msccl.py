@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from services.synthesis.schedule import Collective, Op, Schedule
+from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
 from .limits import RuntimeLimits

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.synthesis.schedule import Collective, Op, Schedule
-from services.synthesis.topology import Topology
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.topology.graph import Topology
 
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout

@@ -71,7 +71,7 @@ import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
-from .topology import Topology
+from services.synthesis.topology.graph import Topology
 
 EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts as exact
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
@@ -425,7 +425,7 @@ MAX_GROUP_TABLE = 1 << 22          # |H| * N entries of explicit permutations
 def _free_group(topology: Topology) -> np.ndarray | None:
     """An explicit group of automorphisms acting freely on the nodes (rows = permutations, row 0 =
     identity), verified on the topology's arcs; None when only the trivial group is known."""
-    from .expr import parse
+    from services.synthesis.topology.expr import parse
 
     try:
         tree = parse(topology.expr)
@@ -445,8 +445,8 @@ def _translation_table(topology: Topology) -> np.ndarray | None:
 
 
 def _group_of(tree, topology: Topology) -> np.ndarray | None:
-    from .catalog import build
-    from .expansions import line
+    from services.synthesis.topology.catalog import build
+    from services.synthesis.search.expansions import line
 
     name, args, n = tree.name, tree.args, topology.nodes
     table = _translation_table(topology)

@@ -34,8 +34,8 @@ import multiprocessing
 import numpy as np
 from ortools.graph.python import max_flow
 
-from .schedule import Collective, Op, Schedule, allreduce
-from .topology import Topology
+from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.topology.graph import Topology
 
 ZETA_MAX_DEGREE = 12
 MAX_SCHEDULE_NODES = 4096      # an allgather has at least N(N-1) transfers: 16.8 M at this size

@@ -4,10 +4,10 @@ from __future__ import annotations
 import inspect
 import math
 
-from .expansions import OPERATORS
-from .expr import Expr, parse
-from .families import FAMILIES
-from .topology import Topology, TopologyError
+from services.synthesis.search.expansions import OPERATORS
+from services.synthesis.topology.expr import Expr, parse
+from services.synthesis.topology.families import FAMILIES
+from services.synthesis.topology.graph import Topology, TopologyError
 
 CONSTRUCTORS = {**FAMILIES, **OPERATORS}
 MAX_NODES = 1 << 16

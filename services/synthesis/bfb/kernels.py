@@ -341,7 +341,7 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
 
 def warm() -> float:
     """Compile (or load from numba's on-disk cache) every kernel on tiny inputs; returns the seconds taken.
-    Run once after installing (`python -m services.synthesis.kernels`) and before forking workers, so
+    Run once after installing (`python -m services.synthesis.bfb.kernels`) and before forking workers, so
     that no process pays the compilation inside a timed or parallel section."""
     import time
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .candidates import Candidate, from_topology, pareto
-from .catalog import build
-from .cost import optimal_tau
-from .distreg import CATALOGUE
-from .families import theorem22_offsets
-from .kernels import circulant_eccentricities
-from .topology import TopologyError
+from services.synthesis.search.candidates import Candidate, from_topology, pareto
+from services.synthesis.topology.catalog import build
+from services.synthesis.schedule.cost import optimal_tau
+from services.synthesis.topology.distreg import CATALOGUE
+from services.synthesis.topology.families import theorem22_offsets
+from services.synthesis.bfb.kernels import circulant_eccentricities
+from services.synthesis.topology.graph import TopologyError
 
 BASE_MAX_NODES = 64          # bases are small; larger sizes come from expansions and generative families
 GENERATIVE_BFB_LIMIT = 4096  # non-vertex-transitive generative families are solved by BFB up to this size

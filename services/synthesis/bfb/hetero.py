@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from .bfb import BfbContext, _Collector, check_schedule_size, receiver_types
-from .schedule import Collective, Op, Schedule
-from .topology import Topology
+from services.synthesis.bfb.lp import BfbContext, _Collector, check_schedule_size, receiver_types
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.topology.graph import Topology
 
 
 @dataclass

@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from .schedule import Collective, Op, Schedule
-from .topology import Topology, TopologyError, Translation
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.topology.graph import Topology, TopologyError, Translation
 
 
 def line(g: Topology, times: int = 1) -> Topology:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .topology import Topology, TopologyError, Translation
+from services.synthesis.topology.graph import Topology, TopologyError, Translation
 
 
 def _require(cond: bool, message: str) -> None:
@@ -192,7 +192,7 @@ def debruijn(d: int, n: int) -> Topology:
 
 def distreg(name: str) -> Topology:
     """A catalogued distance-regular graph (App. F.3, Table 8); Theorem 18 makes BFB BW-optimal."""
-    from .distreg import CATALOGUE, distreg_graph
+    from services.synthesis.topology.distreg import CATALOGUE, distreg_graph
 
     _require(isinstance(name, str), f"distreg: expects a graph name, got {name!r}; known: {', '.join(CATALOGUE)}")
     try:

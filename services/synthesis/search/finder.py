@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .bases import CACHE, instances
-from .candidates import Candidate, bidir_of, degree_of, line_of, pareto, power_of, product_of
-from .cost import LinkModel, moore_steps, optimal_tau
-from .schedule import Collective
+from services.synthesis.search.bases import CACHE, instances
+from services.synthesis.search.candidates import Candidate, bidir_of, degree_of, line_of, pareto, power_of, product_of
+from services.synthesis.schedule.cost import LinkModel, moore_steps, optimal_tau
+from services.synthesis.schedule.ir import Collective
 
 MAX_NODES = 4096
 MAX_DEGREE = 16
@@ -141,7 +141,7 @@ def baseline_times(nodes: int, degree: int, link: LinkModel, items: list[Workloa
                    alltoall_bytes: float = 0.0, alltoall_weight: float = 0.0) -> dict[str, float]:
     """The same workload, all-to-all share included, on what clusters use today (paper section 9.2):
     seconds per baseline that exists for (N, d) (e.g. the shifted rings need d = 4)."""
-    from .baselines import baseline_alltoall_time, baseline_costs
+    from services.synthesis.evaluate.baselines import baseline_alltoall_time, baseline_costs
 
     out = {}
     for name in BASELINES:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
-from .bfb_price import bfb_tau
-from .cost import is_moore_optimal, optimal_tau
-from .topology import Topology
+from services.synthesis.bfb.price import bfb_tau
+from services.synthesis.schedule.cost import is_moore_optimal, optimal_tau
+from services.synthesis.topology.graph import Topology
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def line_of(c: Candidate, times: int = 1) -> Candidate:
 
 def _wrap_line(expr: str) -> str:
     """line(line(G)) is written line(G, 2)."""
-    from .expr import Expr, parse
+    from services.synthesis.topology.expr import Expr, parse
 
     tree = parse(expr)
     if tree.name == "line":

@@ -100,10 +100,10 @@ from typing import Callable
 
 import numpy as np
 
-from .cost import LinkModel
-from .families import circulant, dcirculant, ring as uniring, torus
-from .schedule import Collective, Op, Schedule, allreduce
-from .topology import Topology, TopologyError, Translation
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.topology.families import circulant, dcirculant, ring as uniring, torus
+from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.topology.graph import Topology, TopologyError, Translation
 
 DEFAULT_DEGREE = 4
 MAX_CHUNK_EXPONENT = 20     # DBT pipelining degrees swept: 1, 2, 4, ..., 2^20
@@ -463,7 +463,7 @@ def torus_classic(*dims: int) -> Baseline:
 
 def torus_bfb(*dims: int) -> Baseline:
     """Torus with the BFB schedule (built by `bfb.bfb_schedule`): sum floor(n_i/2) steps, BW-optimal."""
-    from .bfb import bfb_schedule
+    from services.synthesis.bfb.lp import bfb_schedule
 
     dims = _check_dims(dims)
     topo = torus(*dims)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .cost import is_moore_optimal, moore_steps, optimal_tau
-from .schedule import Collective
-from .topology import Topology
-from .verify import VerificationReport
+from services.synthesis.schedule.cost import is_moore_optimal, moore_steps, optimal_tau
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.topology.graph import Topology
+from services.synthesis.schedule.verify import VerificationReport
 
 
 def schedule_summary(topology: Topology, report: VerificationReport, seconds: float,

@@ -21,7 +21,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .kernels import bfs_distances
+from services.synthesis.bfb.kernels import bfs_distances
 
 UNREACHABLE = np.iinfo(np.int32).max
 

@@ -21,9 +21,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .cost import measured_tau
-from .schedule import Collective, Op, Schedule
-from .topology import Topology
+from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.topology.graph import Topology
 
 PRIME = (1 << 31) - 1
 STATE_BUDGET_BYTES = 1 << 28

@@ -28,9 +28,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .bfb import BfbContext, _batched_min_max_load, check_bfb_degree, eligibility_masks
-from .kernels import interval_u_star, step_types, type_bounds, zeta_u_star
-from .topology import Topology
+from services.synthesis.bfb.lp import BfbContext, _batched_min_max_load, check_bfb_degree, eligibility_masks
+from services.synthesis.bfb.kernels import interval_u_star, step_types, type_bounds, zeta_u_star
+from services.synthesis.topology.graph import Topology
 
 ZETA_MAX_DEGREE = 12          # subset sums cost d 2^d per problem: for small d, and batches of at most
 ZETA_WORK = 1 << 24           # this many operations; min cuts otherwise

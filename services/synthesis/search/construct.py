@@ -14,12 +14,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import expansions as ex
-from .bfb import bfb_allgather, check_schedule_size
-from .catalog import build
-from .expr import Expr, parse
-from .schedule import Collective, Schedule, allreduce
-from .topology import Topology
+from services.synthesis.search import expansions as ex
+from services.synthesis.bfb.lp import bfb_allgather, check_schedule_size
+from services.synthesis.topology.catalog import build
+from services.synthesis.topology.expr import Expr, parse
+from services.synthesis.schedule.ir import Collective, Schedule, allreduce
+from services.synthesis.topology.graph import Topology
 
 
 @dataclass

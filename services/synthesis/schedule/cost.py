@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .schedule import Collective, Schedule
+from services.synthesis.schedule.ir import Collective, Schedule
 
 
 def step_max_loads(schedule: Schedule) -> np.ndarray:
