@@ -3,15 +3,19 @@ and, when scripts/dev found PostgreSQL (FABRICPLAN_TEST_DATABASE_URL), on Postgr
 worker in a database of its own, created fresh and migrated with Alembic."""
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 PG_URL = os.environ.get("FABRICPLAN_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("FABRICPLAN_TEST_REDIS_URL")
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
+# Two checkouts testing at once on one PostgreSQL server must not drop each other's databases.
+CHECKOUT_TAG = hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
 
 
 def _worker_id() -> str:
@@ -22,7 +26,7 @@ def fresh_postgres_url(tag: str) -> str:
     """A new empty database next to the test database (dropped if it existed)."""
     from sqlalchemy import create_engine, text
 
-    name = f"fabricplan_{tag}_{_worker_id()}"
+    name = f"fabricplan_{CHECKOUT_TAG}_{tag}_{_worker_id()}"
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
