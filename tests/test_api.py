@@ -248,7 +248,7 @@ def test_finished_plan_get_is_served_from_memory(client, monkeypatch):
     """The polled GET of a finished plan touches neither the database nor the thread pool (the p99 target
     of bench/service.py depends on it): with the database made unreachable it still answers."""
     import services.api.auth as auth
-    import services.api.routes_plans as rp
+    import services.api.routes.plans as rp
 
     pid = submit(client).json()["id"]
     wait_done(client, pid)

@@ -18,10 +18,8 @@ from services.store.db import migrate, session_scope
 
 from .auth import KeyCache
 from .dispatch import Dispatcher
-from .routes_plans import PlanCache
-from .routes_fabric import router as fabric_router
-from .routes_misc import health, router as misc_router
-from .routes_plans import router as plans_router
+from .routes import artifacts, fabrics, frontiers, health, panels, plans, topologies
+from .routes.plans import PlanCache
 
 log = logging.getLogger("fabricplan.api")
 
@@ -111,8 +109,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
         return JSONResponse(status_code=422, content={"detail": errors})
 
-    app.include_router(plans_router)
-    app.include_router(misc_router)
-    app.include_router(fabric_router)
-    app.include_router(health)
+    for module in (plans, frontiers, topologies, artifacts, fabrics, panels, health):
+        app.include_router(module.router)
     return app

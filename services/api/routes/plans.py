@@ -18,13 +18,12 @@ from services.synthesis.schedule.ir import Collective, Schedule
 
 from services.store.db import session_scope
 
-from .auth import READ, WRITE
-from .deps import get_session
-from .schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
+from ..auth import READ, WRITE
+from ..deps import get_session
+from ..responses import AUTH
+from ..schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"])
-AUTH = {401: {"model": ErrorOut, "description": "missing or unknown API key"},
-        403: {"model": ErrorOut, "description": "the key's role may not do this"}}
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 
 

@@ -1,4 +1,4 @@
-"""Fabrics and the panel-controller protocol (DESIGN 4.5-4.7).
+"""/v1/panels: the panel-controller protocol (DESIGN 4.6-4.7).
 
 A panel agent polls GET /v1/panels/{panel}/config (ETag = the config version; If-None-Match answers 304;
 ?wait=S long-polls until a new version exists), applies the cross-connects (or the `diff` from what it last
@@ -11,70 +11,20 @@ import asyncio
 import time
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from services.fabric import Fabric, FabricError, planes_fabric, shared_panel_fabric
 from services.store import fabrics
 from services.store.db import session_scope
-from services.store.models import FabricRow, HostReservation, PanelRow
+from services.store.models import PanelRow
 
-from .auth import READ, WRITE, require_panel
-from .deps import get_session
-from .schemas import ErrorOut, FabricLayout, PanelStateIn
+from ..auth import require_panel
+from ..deps import get_session
+from ..responses import AUTH
+from ..schemas import ErrorOut, PanelStateIn
 
 router = APIRouter(tags=["fabric"])
-AUTH = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}}
 LONG_POLL_MAX_S = 60.0
-
-
-def _fabric_summary(s: Session, row: FabricRow) -> dict:
-    held = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(HostReservation.fabric_id == row.id))}
-    panels = [{"id": p.id, "kind": p.kind, "ports": p.ports,
-               "version": fabrics.latest_config(s, p.id).version}
-              for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == row.id).order_by(PanelRow.id))]
-    return {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
-            "panels": panels, "reserved": held, "spec": row.spec}
-
-
-@router.post("/v1/fabrics", status_code=201, dependencies=[Depends(WRITE)],
-             responses={**AUTH, 409: {"model": ErrorOut}, 422: {"description": "invalid fabric"}})
-def register_fabric(body: dict, s: Session = Depends(get_session)):
-    """Register hosts, their ports and the panel port each tx/rx fiber is cabled to: either the full fabric
-    document (services.fabric.Fabric JSON) or a layout shortcut {id, layout: planes|shared, hosts,
-    ports_per_host, kind}."""
-    try:
-        if "layout" in body:
-            lay = FabricLayout.model_validate(body)
-            make = planes_fabric if lay.layout == "planes" else shared_panel_fabric
-            kw = {"panel_prefix": lay.panel_prefix} if lay.panel_prefix and lay.layout == "planes" else {}
-            fab = make(lay.hosts, lay.ports_per_host, kind=lay.kind, fabric_id=lay.id, **kw)
-        else:
-            fab = Fabric.from_dict(body)
-    except (FabricError, ValueError, TypeError, KeyError) as exc:
-        msg = str(exc) if not hasattr(exc, "errors") else "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise HTTPException(422, [{"loc": ["body"], "field": "", "msg": msg, "type": "value_error"}]) from None
-    try:
-        row = fabrics.register(s, fab)
-    except fabrics.FabricConflict as exc:
-        raise HTTPException(409, str(exc)) from None
-    s.flush()
-    return _fabric_summary(s, row)
-
-
-@router.get("/v1/fabrics", dependencies=[Depends(READ)])
-def list_fabrics(s: Session = Depends(get_session)):
-    return [_fabric_summary(s, r) for r in s.scalars(select(FabricRow).order_by(FabricRow.id))]
-
-
-@router.get("/v1/fabrics/{fabric_id}", dependencies=[Depends(READ)], responses={404: {"model": ErrorOut}})
-def get_fabric(fabric_id: str, s: Session = Depends(get_session)):
-    row = s.get(FabricRow, fabric_id)
-    if row is None:
-        raise HTTPException(404, f"fabric {fabric_id} not found")
-    return _fabric_summary(s, row)
 
 
 def _config(url: str, panel_id: str) -> dict | None:

@@ -1,0 +1,1 @@
+"""One router per resource: plans, fabrics, panels, frontiers, topologies, artifacts, health."""

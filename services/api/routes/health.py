@@ -1,0 +1,46 @@
+"""Liveness, readiness and Prometheus metrics."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from services.store.db import ping
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz():
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "a dependency is down"}})
+def readyz(request: Request, response: Response):
+    """Ready when the database (and, in the scaled deployment, the broker) answer."""
+    st = request.app.state.settings
+    checks = {}
+    try:
+        ping(st.sqlalchemy_url)
+        checks["database"] = "ok"
+    except Exception as exc:
+        checks["database"] = f"error: {type(exc).__name__}"
+    if st.embedded:
+        checks["broker"] = "embedded"
+    else:
+        try:
+            from workers.app import celery_app
+
+            with celery_app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=2)
+            checks["broker"] = "ok"
+        except Exception as exc:
+            checks["broker"] = f"error: {type(exc).__name__}"
+    ok = all(v in ("ok", "embedded") for v in checks.values())
+    response.status_code = 200 if ok else 503
+    return {"status": "ready" if ok else "not ready", "checks": checks}
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(request: Request):
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
