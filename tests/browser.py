@@ -63,3 +63,27 @@ class PageWatch:
     def assert_clean(self) -> None:
         assert not self.outside, f"requests left 127.0.0.1: {self.outside}"
         assert not self.errors, "\n".join(self.errors)
+
+
+def insert_plan_copies(url: str, template, count: int) -> None:
+    """`count` finished plans in one insert, copies of `template` (a real plan's row: its request and result,
+    without its fabric binding); every tenth is failed instead. For pages that must stay responsive with a
+    thousand plans in the database."""
+    import uuid
+
+    from sqlalchemy import insert
+
+    from services.store.db import session_scope
+    from services.store.models import Plan
+
+    request = {**template.request, "fabric_id": None}
+    result = {**template.result, "fabric": None}
+    rows = []
+    for i in range(count):
+        failed = i % 10 == 9
+        rows.append({"id": uuid.uuid4().hex, "job_id": f"bulk-{i:04d}", "request_hash": "0" * 64, "request": request,
+                     "status": "failed" if failed else "done", "stage": "schedule" if failed else "done",
+                     "progress": 0.4 if failed else 1.0, "result": None if failed else result,
+                     "reason": "schedule: a copied failure for the list" if failed else None})
+    with session_scope(url) as s:
+        s.execute(insert(Plan), rows)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import insert
 
 from . import browser
 
@@ -82,23 +81,6 @@ def _plan(http: httpx.Client, **over) -> dict:
     return _wait_done(http, r.json()["id"])
 
 
-def _bulk_plans(url: str, template: dict, count: int) -> None:
-    """`count` finished plans (copies of a real plan's request and result; every tenth failed) in one insert."""
-    from services.store.db import session_scope
-    from services.store.models import Plan
-
-    rows = []
-    for i in range(count):
-        failed = i % 10 == 9
-        rows.append({"id": uuid.uuid4().hex, "job_id": f"bulk-{i:04d}", "request_hash": "0" * 64,
-                     "request": template["request"], "status": "failed" if failed else "done",
-                     "stage": "schedule" if failed else "done", "progress": 0.4 if failed else 1.0,
-                     "reason": "schedule: a copied failure for the list" if failed else None,
-                     "result": None if failed else template["result"]})
-    with session_scope(url) as s:
-        s.execute(insert(Plan), rows)
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The running service with its data: keys, a fabric, a bound plan, other plans, 1,000 bulk plans."""
@@ -128,9 +110,8 @@ def site(tmp_path_factory):
             bound = _plan(http, fabric_id="f1")
             small = _plan(http, nodes=12, degree=3, workload={"collective": "allgather", "sizes_bytes": [4096]})
             with session_scope(settings.sqlalchemy_url) as s:
-                template = {k: getattr(s.get(Plan, bound["id"]), k) for k in ("request", "result")}
-            _bulk_plans(settings.sqlalchemy_url, {"request": {**template["request"], "fabric_id": None},
-                                                  "result": {**template["result"], "fabric": None}}, BULK_PLANS)
+                template = s.get(Plan, bound["id"])
+            browser.insert_plan_copies(settings.sqlalchemy_url, template, BULK_PLANS)
             yield {"server": server, "http": http, "settings": settings, "viewer": viewer, "agent": agent,
                    "bound": bound, "small": small}
             http.close()
@@ -141,6 +122,7 @@ def site(tmp_path_factory):
 def chromium():
     from playwright.sync_api import sync_playwright
 
+    SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
         b = browser.launch(pw)
         yield b
@@ -173,7 +155,6 @@ def show(pg, site, hash_: str, shot: str | None = None):
     errors = pg.locator("#view [role=alert]")
     assert errors.count() == 0, errors.all_inner_texts()
     if shot:
-        SHOTS.mkdir(parents=True, exist_ok=True)
         pg.screenshot(path=str(SHOTS / f"{shot}.png"))
 
 
@@ -219,6 +200,7 @@ def test_frontier_chart_has_one_mark_per_entry(page, site):
     pg, _ = page
     api = site["http"].get("/v1/frontiers", params={"nodes": 64, "degree": 4}).json()
     show(pg, site, "/frontier?nodes=64&degree=4&alpha_us=10&bandwidth_gbps=100&collective=allgather")
+    pg.locator("#view .grid2").first.screenshot(path=str(SHOTS / "frontier-charts.png"))   # docs/dashboard-frontier.png
     chart = pg.locator("#frontier-chart")
     assert chart.locator("g.frontier-entry circle").count() == len(api["entries"]) >= 2
     assert chart.locator("g.frontier-selected circle").count() == 1
