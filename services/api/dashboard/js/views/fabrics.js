@@ -90,10 +90,11 @@ export async function render(root, _route, ctx) {
   };
   root.append(el("h1", {}, "Fabrics and panels"), body, detail);
   const draw = async () => {
-    const fabrics = await get("v1/fabrics", { spec: false });
-    const cards = await Promise.all(fabrics.map((f) => fabricCard(f, pick)));
+    const fabrics = await list("v1/fabrics", { spec: false });
+    const cards = await Promise.all(fabrics.items.map((f) => fabricCard(f, pick)));
     if (!ctx.alive) return;
-    fill(body, cards.length ? cards : el("p", { class: "muted" }, "No fabric is registered (POST /v1/fabrics)."));
+    fill(body, cards.length ? cards : el("p", { class: "muted" }, "No fabric is registered (POST /v1/fabrics)."),
+      fabrics.total > cards.length ? el("p", { class: "muted" }, `first ${cards.length} of ${fabrics.total} fabrics`) : null);
     if (picked) await panelDetail(detail, picked);
   };
   await draw();

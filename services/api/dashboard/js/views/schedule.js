@@ -13,16 +13,22 @@ function columnLabel(l) {
     : `arcs ${l.first_arc}-${l.last_arc} (tails ${l.tail}-${l.last_tail})`;
 }
 
+const MARGINS = { marginTop: 20, marginBottom: 40, marginLeft: 50 };   // the same in both charts: rows line up
+
+function colourScale(data) {
+  return { type: "linear", scheme: "YlOrRd", label: "load (shards of M/N)", domain: [0, Math.max(...data.step_max, 1e-9)] };
+}
+
 export function heatMap(data) {
   const cells = [];
   data.loads.forEach((row, t) => row.forEach((load, c) => cells.push({ step: t + 1, column: c, load })));
-  const width = Math.max(480, Math.min(1100, 40 + 4 * data.links.length));
+  const width = Math.max(480, Math.min(860, 60 + 4 * data.links.length));   // leaves room for the step maxima
   const steps = d3.range(1, data.steps + 1);
   return Plot.plot({
-    width, height: 60 + 22 * data.steps, marginLeft: 50, marginBottom: 40,
+    width, height: 60 + 22 * data.steps, ...MARGINS,
     x: { label: "links (arc order: by tail node) →", axis: null, padding: 0 },
     y: { label: "comm step", domain: steps, padding: 0.05 },
-    color: { type: "linear", scheme: "YlOrRd", legend: true, label: "load (shards of M/N)", domain: [0, Math.max(...data.step_max, 1e-9)] },
+    color: colourScale(data),
     marks: [
       Plot.cell(cells, {
         x: "column", y: "step", fill: "load", inset: 0, className: "load-cell",
@@ -35,7 +41,7 @@ export function heatMap(data) {
 function stepMaxChart(data) {
   const rows = data.step_max.map((max, i) => ({ step: i + 1, max, mean: data.step_mean[i] }));
   return Plot.plot({
-    width: 300, height: 60 + 22 * data.steps, marginLeft: 50, marginRight: 40, marginTop: 50,
+    width: 300, height: 60 + 22 * data.steps, ...MARGINS, marginRight: 40,
     x: { label: "load (shards) →", grid: true },
     y: { label: "comm step", domain: rows.map((r) => r.step), padding: 0.05 },
     marks: [
@@ -67,5 +73,6 @@ export async function render(root, { id, query }) {
       el("p", { class: "legend-note" }, "A link's load in a step, in shards (M/N bytes); the bar on the right is the step's maximum (red) and mean (tick): T_B adds up the maxima."),
       el("div", { style: "display:flex; gap:1rem; align-items:flex-start; flex-wrap:wrap" },
         el("div", { class: "chart", id: "heat-map" }, heatMap(data)),
-        el("div", { class: "chart", id: "step-max" }, stepMaxChart(data)))));
+        el("div", { class: "chart", id: "step-max" }, stepMaxChart(data))),
+      Plot.legend({ color: colourScale(data) })));
 }
