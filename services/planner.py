@@ -19,10 +19,10 @@ from .store.db import session_scope
 from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
 from services.synthesis.topology.catalog import build
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
-from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.cost import LinkModel, link_loads
 from services.synthesis.search.finder import WorkloadItem, baseline_times, frontier, select
 from services.synthesis.search.candidates import Candidate
-from services.synthesis.schedule.ir import Collective, allreduce
+from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.verify import verify
 from fractions import Fraction
 
@@ -215,11 +215,12 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
     else:
         schedules = {c: b.schedule for c, b in construct_collectives(expr).items()}
     _advance(plan_id, "verify", 0.85, "model-checking the schedules")
-    summaries = {}
+    summaries, loads = {}, {}
     for c, sched in schedules.items():
         report = verify(sched, topo)
         if not report.ok:
             raise RuntimeError(f"the {c.value} schedule of {expr} failed model checking: {report.violation.message}")
+        loads[c] = link_loads_blob(sched, topo, report.tau)
         summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
                               "verified": True, "transfers": report.transfers}
     _advance(plan_id, "store", 0.95, "storing artifacts")
@@ -228,10 +229,12 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
             digest = repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False)
             repo.attach(s, plan_id, f"schedule:{c.value}", digest, summaries[c.value])
             summaries[c.value]["digest"] = digest
+            repo.attach(s, plan_id, f"loads:{c.value}",
+                        repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
         digest = repo.put_blob(s, json.dumps(topology_json(topo)).encode(), "topology", "application/json")
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
     return {**state, "schedules": summaries, "topology_digest": digest,
-            "topology_facts": {"diameter": topo.diameter, "bidirectional": topo.bidirectional}}
+            "topology_facts": topology_facts(topo)}
 
 
 def stage_finish(state: dict, plan_id: str) -> dict:
@@ -279,8 +282,44 @@ def fail_plan(plan_id: str, reason: str) -> None:
 
 
 def topology_json(t) -> dict:
+    """The topology artifact: arcs [tail, head, lane] in arc order, and `permutation`: for each arc, which
+    of the d permutations of a Konig split (services.fabric.konig_split) it belongs to - the panel plane
+    (host port) it takes in the planes cabling, and the colour the dashboard draws it in."""
+    from services.fabric import konig_split
+
     return {"expr": t.expr, "nodes": t.nodes, "degree": t.degree, "bidirectional": t.bidirectional,
-            "arcs": [[int(a), int(b), int(l)] for a, b, l in zip(t.tails, t.heads, t.lanes)]}
+            "arcs": [[int(a), int(b), int(l)] for a, b, l in zip(t.tails, t.heads, t.lanes)],
+            "permutation": arc_permutations(t, konig_split(t.nodes, t.tails, t.heads)).tolist()}
+
+
+def arc_permutations(t, slots: np.ndarray) -> np.ndarray:
+    """Per arc, the index of the permutation (row of `slots`, shape (d, N) of arc indices) that uses it."""
+    perm = np.empty(t.arcs, dtype=np.int64)
+    perm[slots] = np.arange(slots.shape[0])[:, None]
+    return perm
+
+
+def topology_facts(t) -> dict:
+    """What the plan reports about its topology besides the expression's costs: diameter, duplex cabling,
+    and the distance distribution (ordered node pairs at each distance 1..D, and their mean)."""
+    counts = t.distance_counts
+    pairs = int(counts.sum())
+    return {"diameter": t.diameter, "bidirectional": t.bidirectional,
+            "distance_counts": counts[1:].tolist(),
+            "mean_distance": float((np.arange(counts.size) * counts).sum() / pairs) if pairs else 0.0}
+
+
+def link_loads_blob(sched: Schedule, t, tau: Fraction) -> bytes:
+    """The schedule's per-step link loads (services.synthesis.schedule.cost.link_loads) as one npz blob,
+    stored beside the schedule so the dashboard's heat map costs a blob read, not a pass over the schedule.
+    The loads must give back `tau`, the model checker's measurement, before they are stored."""
+    loads = link_loads(sched, t)
+    if Fraction(t.degree * int(loads.max(axis=1, initial=0).sum()), sched.nodes * sched.grid) != tau:
+        raise RuntimeError(f"link loads of the {sched.collective.value} schedule disagree with its measured tau")
+    small = loads.astype(np.min_scalar_type(int(loads.max(initial=0))))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, loads=small, grid=np.array([sched.grid]), nodes=np.array([sched.nodes]))
+    return buf.getvalue()
 
 
 def topology_graphml(t) -> bytes:

@@ -170,7 +170,7 @@ def test_evaluate_expression_and_edges(client):
 
 
 def test_health_ready_metrics(client):
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "api_keys_required": False}
     r = client.get("/readyz").json()
     assert r["status"] == "ready" and r["checks"]["database"] == "ok"
     submit(client)

@@ -162,7 +162,8 @@ def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_pat
         with session_scope(st.sqlalchemy_url) as s:
             plan = repo.get_plan(s, pid)
             assert {a.name for a in plan.artifacts} == {"schedule:allgather", "schedule:reducescatter",
-                                                       "schedule:allreduce", "topology"}
+                                                       "schedule:allreduce", "topology", "loads:allgather",
+                                                       "loads:reducescatter", "loads:allreduce"}
         blob = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "npz"})
         assert blob.status_code == 200
     finally:

@@ -18,7 +18,7 @@ from services.store.db import migrate, session_scope
 
 from .auth import KeyCache
 from .dispatch import Dispatcher
-from .routes import artifacts, fabrics, frontiers, health, panels, plans, topologies
+from .routes import artifacts, dashboard, fabrics, frontiers, health, panels, plans, stats, topologies
 from .routes.plans import PlanCache
 
 log = logging.getLogger("fabricplan.api")
@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stop.set()
             app.state.dispatcher.stop()
 
-    app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Direct-connect topologies, collective schedules and cross-connects for "
                               "optically patched ML clusters.")
     app.state.settings = st
@@ -109,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
         return JSONResponse(status_code=422, content={"detail": errors})
 
-    for module in (plans, frontiers, topologies, artifacts, fabrics, panels, health):
+    for module in (plans, frontiers, topologies, artifacts, fabrics, panels, stats, health):
         app.include_router(module.router)
+    dashboard.mount(app)                               # `/`, /docs and /redoc from local files only
     return app

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
+PlanStatus = Literal["queued", "running", "done", "failed"]
 
 
 class Workload(BaseModel):
@@ -87,6 +88,10 @@ class CandidateOut(BaseModel):
 
 class TopologyOut(CandidateOut):
     t_l_us: float | None = None
+    t_b_us_per_mib: float | None = Field(default=None, description="T_B of one MiB message (tau * 2^20 / B)")
+    distance_counts: list[int] | None = Field(default=None, description="ordered node pairs at distance "
+                                              "1, 2, ..., diameter (the distance distribution)")
+    mean_distance: float | None = None
 
 
 class FrontierEntry(CandidateOut):
@@ -121,7 +126,7 @@ class Progress(BaseModel):
 class PlanOut(BaseModel):
     id: str
     job_id: str
-    status: Literal["queued", "running", "done", "failed"]
+    status: PlanStatus
     progress: Progress
     reason: str | None = None
     created_at: datetime
@@ -160,6 +165,9 @@ class EvaluateRequest(BaseModel):
     nodes: int | None = Field(default=None, strict=True, ge=2, le=1024)
     edges: list[tuple[int, int]] | None = Field(default=None, max_length=16384, description="explicit arcs [tail, head]")
     collective: CollectiveName = "allgather"
+    with_arcs: bool = Field(default=False, description="also return the arcs with their Konig permutation "
+                                                       "(for drawing the topology), for topologies of at most "
+                                                       "256 nodes")
 
     @model_validator(mode="after")
     def _one(self):
@@ -184,6 +192,70 @@ class EvaluateOut(BaseModel):
     verified: bool
     transfers: int
     seconds: float
+    bidirectional: bool
+    distance_counts: list[int] = Field(description="ordered node pairs at distance 1, 2, ..., diameter")
+    mean_distance: float
+    arcs: list[tuple[int, int, int]] | None = Field(default=None, description="[tail, head, lane] per arc "
+                                                    "(with_arcs)")
+    permutation: list[int] | None = Field(default=None, description="per arc, its permutation in a Konig "
+                                          "split into d permutations (with_arcs)")
+
+
+class LinkColumn(BaseModel):
+    """One column of the heat map: one arc, or consecutive arcs first_arc..last_arc (arc order is by tail)."""
+
+    first_arc: int
+    last_arc: int
+    tail: int
+    last_tail: int
+    head: int | None = Field(description="the arc's head (single-arc columns only)")
+    lane: int | None = Field(description="the arc's lane among parallel arcs (single-arc columns only)")
+
+
+class LinkLoadsOut(BaseModel):
+    collective: CollectiveName
+    nodes: int
+    degree: int
+    steps: int
+    arcs: int
+    arcs_per_column: int = Field(description="arcs grouped in one column (1: every link has its own)")
+    unit: str
+    links: list[LinkColumn]
+    loads: list[list[float]] = Field(description="loads[t-1][c]: the most any arc of column c carries in "
+                                     "comm step t, in shards")
+    step_max: list[float] = Field(description="the most any link carries in each step, in shards")
+    step_mean: list[float] = Field(description="the mean load over all links in each step, in shards")
+    tau: float = Field(description="d/N * sum of step_max: T_B = tau * M/B, measured from these loads")
+
+
+class PanelOut(BaseModel):
+    """A panel's desired configuration against what its agent last reported."""
+
+    id: str
+    fabric_id: str
+    kind: str
+    ports: int
+    version: int = Field(description="the latest config version")
+    version_reason: str
+    version_at: datetime
+    applied_version: int = Field(description="the version the agent last reported applied (0: none yet)")
+    in_sync: bool = Field(description="applied_version == version and the last report did not fail")
+    status: str | None = Field(description="the last report's status (applied, failed); null before any")
+    message: str | None
+    reported_at: datetime | None
+    cross_connects: int = Field(description="cross-connects in the latest version")
+    pending_add: int = Field(description="cross-connects the latest version adds to what the agent reported")
+    pending_remove: int = Field(description="reported cross-connects the latest version no longer has")
+    plans: dict[str, int] = Field(description="active plans using this panel -> the version carrying their "
+                                              "cross-connects")
+
+
+class StatsOut(BaseModel):
+    plans: dict[str, int] = Field(description="plans by status (also the fabricplan_plans gauge)")
+    queue_depth: int = Field(description="plans accepted and not yet started by a worker (status queued)")
+    fabrics: int
+    panels: int
+    panels_out_of_sync: int = Field(description="panels whose agent has not applied the latest version")
 
 
 class ErrorOut(BaseModel):

@@ -8,13 +8,14 @@ desired cross-connects change (by digest).
 """
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from services.fabric import Fabric, FabricState, diff_connections
 from services.fabric.crossconnect import config_digest
 
-from .models import FabricRow, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding, PlanEvent
+from .models import (FabricRow, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding, PlanEvent,
+                     utcnow)
 
 
 class FabricConflict(Exception):
@@ -125,7 +126,7 @@ def report_state(s: Session, panel_id: str, applied_version: int, status: str, m
     if st is None:
         st = PanelState(panel_id=panel_id, applied_version=0, status=status)
         s.add(st)
-    st.status, st.message = status, message
+    st.status, st.message, st.reported_at = status, message, utcnow()
     if status == "applied":
         st.applied_version = max(st.applied_version, applied_version)
     if connections is not None:
@@ -145,6 +146,34 @@ def report_state(s: Session, panel_id: str, applied_version: int, status: str, m
                             message="every panel the plan touches has applied its configuration"))
             ready.append(b.plan_id)
     return ready
+
+
+def panel_views(s: Session, fabric_id: str | None = None, limit: int = 100, offset: int = 0) -> tuple[list[dict], int]:
+    """(panels ordered by id, how many match): each panel's latest config version against its agent's last
+    report, the size of the pending diff, and the active plans whose cross-connects it carries."""
+    where = [] if fabric_id is None else [PanelRow.fabric_id == fabric_id]
+    total = s.scalar(select(func.count()).select_from(PanelRow).where(*where))
+    panels = list(s.scalars(select(PanelRow).where(*where).order_by(PanelRow.id).limit(limit).offset(offset)))
+    fabric_ids = {p.fabric_id for p in panels}
+    bindings = list(s.scalars(select(PlanBinding).where(PlanBinding.fabric_id.in_(fabric_ids),
+                                                        PlanBinding.released.is_(False))))
+    out = []
+    for panel in panels:
+        cfg = latest_config(s, panel.id)
+        st = s.get(PanelState, panel.id)
+        reported = st.connections if st is not None and st.connections is not None else []
+        diff = diff_connections(reported, cfg.connections, panel=panel.id)
+        applied = st.applied_version if st is not None else 0
+        out.append({"id": panel.id, "fabric_id": panel.fabric_id, "kind": panel.kind, "ports": panel.ports,
+                    "version": cfg.version, "version_reason": cfg.reason, "version_at": cfg.created_at,
+                    "applied_version": applied,
+                    "in_sync": applied == cfg.version and (st is None or st.status != "failed"),
+                    "status": st.status if st else None, "message": st.message if st else None,
+                    "reported_at": st.reported_at if st else None, "cross_connects": len(cfg.connections),
+                    "pending_add": len(diff.add), "pending_remove": len(diff.remove),
+                    "plans": {b.plan_id: b.required_versions[panel.id] for b in bindings
+                              if panel.id in b.required_versions}})
+    return out, total
 
 
 def config_view(s: Session, panel_id: str) -> dict | None:

@@ -7,13 +7,14 @@ import json
 import zlib
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
-from .models import ApiKey, Artifact, Frontier, Plan, PlanArtifact, PlanEvent, utcnow
+from .models import ApiKey, Artifact, Frontier, Plan, PlanArtifact, PlanBinding, PlanEvent, utcnow
 
 TERMINAL = ("done", "failed")
+PLAN_STATUSES = ("queued", "running", "done", "failed")
 
 
 class Conflict(Exception):
@@ -53,11 +54,43 @@ def get_plan(s: Session, plan_id: str) -> Plan | None:
     return s.get(Plan, plan_id)
 
 
-def list_plans(s: Session, job_id: str | None = None, limit: int = 100) -> list[Plan]:
-    q = select(Plan).order_by(Plan.created_at.desc()).limit(limit)
+def _plan_filters(job_id: str | None = None, status: list[str] | None = None, fabric_id: str | None = None,
+                  nodes: int | None = None, degree: int | None = None) -> list:
+    where = []
     if job_id:
-        q = q.where(Plan.job_id == job_id)
+        where.append(Plan.job_id == job_id)
+    if status:
+        where.append(Plan.status.in_(status))
+    if fabric_id:
+        where.append(Plan.id.in_(select(PlanBinding.plan_id).where(PlanBinding.fabric_id == fabric_id)))
+    if nodes is not None:
+        where.append(Plan.request["nodes"].as_integer() == nodes)
+    if degree is not None:
+        where.append(Plan.request["degree"].as_integer() == degree)
+    return where
+
+
+def list_plans(s: Session, job_id: str | None = None, limit: int = 100, *, offset: int = 0,
+               status: list[str] | None = None, fabric_id: str | None = None, nodes: int | None = None,
+               degree: int | None = None) -> list[Plan]:
+    """Newest first; filters combine with AND (`fabric_id`: plans bound to that fabric, released or not)."""
+    q = (select(Plan).where(*_plan_filters(job_id, status, fabric_id, nodes, degree))
+         .order_by(Plan.created_at.desc(), Plan.id).limit(limit).offset(offset).options(selectinload(Plan.binding)))
     return list(s.scalars(q))
+
+
+def count_plans(s: Session, job_id: str | None = None, *, status: list[str] | None = None,
+                fabric_id: str | None = None, nodes: int | None = None, degree: int | None = None) -> int:
+    """How many plans list_plans would return without limit and offset."""
+    return s.scalar(select(func.count()).select_from(Plan)
+                    .where(*_plan_filters(job_id, status, fabric_id, nodes, degree)))
+
+
+def plans_by_status(s: Session) -> dict[str, int]:
+    """Plan counts per status (every status present, zeros included)."""
+    counts = dict.fromkeys(PLAN_STATUSES, 0)
+    counts.update({st: n for st, n in s.execute(select(Plan.status, func.count()).group_by(Plan.status))})
+    return counts
 
 
 def advance(s: Session, plan_id: str, *, status: str = "running", stage: str, progress: float,

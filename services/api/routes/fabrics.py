@@ -1,7 +1,7 @@
 """/v1/fabrics: register hosts, their ports and how each port is cabled to panel/OCS ports (DESIGN 4.5)."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Query
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,13 +18,13 @@ router = APIRouter(tags=["fabric"])
 
 
 
-def _fabric_summary(s: Session, row: FabricRow) -> dict:
+def _fabric_summary(s: Session, row: FabricRow, spec: bool = True) -> dict:
     held = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(HostReservation.fabric_id == row.id))}
     panels = [{"id": p.id, "kind": p.kind, "ports": p.ports,
                "version": fabrics.latest_config(s, p.id).version}
               for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == row.id).order_by(PanelRow.id))]
     return {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
-            "panels": panels, "reserved": held, "spec": row.spec}
+            "panels": panels, "reserved": held, "spec": row.spec if spec else None}
 
 
 @router.post("/v1/fabrics", status_code=201, dependencies=[Depends(WRITE)],
@@ -53,14 +53,17 @@ def register_fabric(body: dict, s: Session = Depends(get_session)):
     return _fabric_summary(s, row)
 
 
+SPEC = Query(True, description="include the full fabric document (every host's cabling); false: null")
+
+
 @router.get("/v1/fabrics", dependencies=[Depends(READ)])
-def list_fabrics(s: Session = Depends(get_session)):
-    return [_fabric_summary(s, r) for r in s.scalars(select(FabricRow).order_by(FabricRow.id))]
+def list_fabrics(spec: bool = SPEC, s: Session = Depends(get_session)):
+    return [_fabric_summary(s, r, spec) for r in s.scalars(select(FabricRow).order_by(FabricRow.id))]
 
 
 @router.get("/v1/fabrics/{fabric_id}", dependencies=[Depends(READ)], responses={404: {"model": ErrorOut}})
-def get_fabric(fabric_id: str, s: Session = Depends(get_session)):
+def get_fabric(fabric_id: str, spec: bool = SPEC, s: Session = Depends(get_session)):
     row = s.get(FabricRow, fabric_id)
     if row is None:
         raise HTTPException(404, f"fabric {fabric_id} not found")
-    return _fabric_summary(s, row)
+    return _fabric_summary(s, row, spec)

@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from sqlalchemy.exc import SQLAlchemyError
 
-from services.store.db import ping
+from services.store import repo
+from services.store.db import ping, session_scope
+
+from .stats import set_plan_gauge
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz():
-    return {"status": "ok"}
+def healthz(request: Request):
+    """Liveness; `api_keys_required` tells clients (the dashboard) to ask for a key before they call."""
+    return {"status": "ok", "api_keys_required": request.app.state.settings.api_keys_required}
 
 
 @router.get("/readyz", responses={503: {"description": "a dependency is down"}})
@@ -41,6 +46,12 @@ def readyz(request: Request, response: Response):
 
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request):
+    """Prometheus metrics; the fabricplan_plans gauge (plans by status) is counted at each scrape."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+    try:
+        with session_scope(request.app.state.settings.sqlalchemy_url) as s:
+            set_plan_gauge(request, repo.plans_by_status(s))
+    except SQLAlchemyError:             # the database is down: /readyz says so; serve the other metrics
+        pass
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

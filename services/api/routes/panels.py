@@ -18,10 +18,11 @@ from services.store import fabrics
 from services.store.db import session_scope
 from services.store.models import PanelRow
 
-from ..auth import require_panel
+from ..auth import READ, require_panel
 from ..deps import get_session
 from ..responses import AUTH
-from ..schemas import ErrorOut, PanelStateIn
+from ..schemas import ErrorOut, PanelOut, PanelStateIn
+from .plans import utc
 
 router = APIRouter(tags=["fabric"])
 LONG_POLL_MAX_S = 60.0
@@ -30,6 +31,19 @@ LONG_POLL_MAX_S = 60.0
 def _config(url: str, panel_id: str) -> dict | None:
     with session_scope(url) as s:
         return fabrics.config_view(s, panel_id)
+
+
+@router.get("/v1/panels", response_model=list[PanelOut], dependencies=[Depends(READ)], responses=AUTH)
+def list_panels(response: Response, fabric_id: str | None = Query(None, max_length=100),
+                limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0),
+                s: Session = Depends(get_session)):
+    """Every panel (or a fabric's), ordered by id: its latest config version against the version its agent
+    last reported applied, that report, the pending diff's size and the active plans it carries. The diff
+    itself is in GET /v1/panels/{panel_id}/config. X-Total-Count: panels that match."""
+    views, total = fabrics.panel_views(s, fabric_id, limit, offset)
+    response.headers["X-Total-Count"] = str(total)
+    return [PanelOut(**{**v, "version_at": utc(v["version_at"]), "reported_at": utc(v["reported_at"])})
+            for v in views]
 
 
 @router.get("/v1/panels/{panel_id}/config", responses={**AUTH, 304: {"description": "unchanged"},

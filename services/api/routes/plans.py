@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import threading
 from collections import OrderedDict
 from datetime import timezone
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -21,7 +26,7 @@ from services.store.db import session_scope
 from ..auth import READ, WRITE
 from ..deps import get_session
 from ..responses import AUTH
-from ..schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
+from ..schemas import ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest, PlanStatus
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"])
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
@@ -77,11 +82,27 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     return PlanAccepted(id=plan.id, status=plan.status, url=url)
 
 
-@router.get("", response_model=list[PlanOut], dependencies=[Depends(READ)])
-def list_plans(request: Request, job_id: str | None = None, limit: int = Query(50, ge=1, le=500),
+@router.get("", response_model=list[PlanOut], dependencies=[Depends(READ)], responses=AUTH)
+def list_plans(request: Request, response: Response, job_id: str | None = None,
+               status: list[PlanStatus] | None = Query(None, description="any of these statuses (repeatable)"),
+               fabric_id: str | None = Query(None, max_length=100, description="plans bound to this fabric"),
+               nodes: int | None = Query(None, ge=2, le=4096), degree: int | None = Query(None, ge=1, le=16),
+               view: Literal["full", "summary"] = Query("full", description="`summary` leaves out the frontier, "
+                                                        "schedules, predicted and baseline times (list views)"),
+               limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0),
                s: Session = Depends(get_session)):
+    """Plans, newest first, filtered (filters combine with AND) and paginated; X-Total-Count is the number
+    of plans that match the filters."""
     base = str(request.base_url).rstrip("/")
-    return [plan_out(p, base) for p in repo.list_plans(s, job_id, limit)]
+    filters = {"status": status, "fabric_id": fabric_id, "nodes": nodes, "degree": degree}
+    response.headers["X-Total-Count"] = str(repo.count_plans(s, job_id, **filters))
+    out = [plan_out(p, base) for p in repo.list_plans(s, job_id, limit, offset=offset, **filters)]
+    if view == "summary":
+        out = [p.model_copy(update=dict.fromkeys(SUMMARY_OMITS)) for p in out]
+    return out
+
+
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us")
 
 
 def _plan(s: Session, plan_id: str):
@@ -209,6 +230,73 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
                        "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
                        "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}).encode()
     return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+
+
+@router.get("/{plan_id}/schedules/{collective}/loads", response_model=LinkLoadsOut,
+            responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}}, dependencies=[Depends(READ)])
+def plan_link_loads(plan_id: str, collective: str, s: Session = Depends(get_session),
+                    max_links: int = Query(256, ge=1, le=4096, description="at most this many link columns; "
+                                           "beyond it consecutive arcs share a column holding their maximum")):
+    """What each link carries in each comm step (the heat map of where the bandwidth goes), in shards
+    (M/N bytes), with each step's maximum; tau = d/N * the sum of the step maxima. Read from the loads
+    stored with the schedule; a plan finished before they were stored gets them computed once, when its
+    schedule is small enough to do that in a request."""
+    try:
+        coll = Collective.parse(collective)
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from None
+    p = _plan(s, plan_id)
+    link = repo.plan_artifact(s, plan_id, f"loads:{coll.value}")
+    digest = link.digest if link is not None else _store_link_loads(s, p, coll)
+    with np.load(io.BytesIO(repo.get_blob(s, digest)[0])) as z:
+        loads, grid = z["loads"].astype(np.int64), int(z["grid"][0])
+    topo = json.loads(repo.get_blob(s, repo.plan_artifact(s, plan_id, "topology").digest)[0])
+    return link_loads_view(loads, grid, topo, coll.value, max_links)
+
+
+LOADS_ON_REQUEST_MAX_TRANSFERS = 2_000_000
+
+
+def _store_link_loads(s: Session, p, coll: Collective) -> str:
+    sched_link = repo.plan_artifact(s, p.id, f"schedule:{coll.value}")
+    if sched_link is None:
+        raise HTTPException(409, f"plan {p.id} is {p.status}; schedules exist once it is done")
+    if (sched_link.meta or {}).get("transfers", 0) > LOADS_ON_REQUEST_MAX_TRANSFERS:
+        raise HTTPException(409, f"plan {p.id} predates stored link loads and its {coll.value} schedule has "
+                                 f"{sched_link.meta['transfers']} transfers (more than "
+                                 f"{LOADS_ON_REQUEST_MAX_TRANSFERS} are not summed in a request); plan it again")
+    sched = Schedule.from_bytes(repo.get_blob(s, sched_link.digest)[0])
+    topo = build(sched.topology)
+    blob = planner.link_loads_blob(sched, topo, Fraction(sched_link.meta["tau_exact"]))
+    digest = repo.put_blob(s, blob, "link-loads", "application/x-npz", compress=False)
+    repo.attach(s, p.id, f"loads:{coll.value}", digest)
+    return digest
+
+
+def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, max_links: int) -> dict:
+    """loads (steps, arcs) in grid units -> the heat map's columns: one per arc when there are at most
+    `max_links`, else groups of consecutive arcs (arc order: by tail node) holding the group's maximum, so
+    each step's maximum survives the grouping. O(steps * arcs)."""
+    steps, arcs = loads.shape
+    width = -(-arcs // max_links)
+    starts = np.arange(0, arcs, width)
+    columns = np.maximum.reduceat(loads, starts, axis=1) if arcs else loads
+    arc_list = topo["arcs"]
+    if width == 1:
+        links = [{"first_arc": i, "last_arc": i, "tail": a[0], "last_tail": a[0], "head": a[1], "lane": a[2]}
+                 for i, a in enumerate(arc_list)]
+    else:
+        links = []
+        for a in starts.tolist():
+            last = min(a + width, arcs) - 1
+            links.append({"first_arc": a, "last_arc": last, "tail": arc_list[a][0], "last_tail": arc_list[last][0],
+                          "head": None, "lane": None})
+    step_max = loads.max(axis=1, initial=0)
+    return {"collective": collective, "nodes": topo["nodes"], "degree": topo["degree"], "steps": steps,
+            "arcs": arcs, "arcs_per_column": width, "unit": "shard (M/N bytes)", "links": links,
+            "loads": (columns / grid).tolist(), "step_max": (step_max / grid).tolist(),
+            "step_mean": (loads.mean(axis=1) / grid).tolist() if arcs else [0.0] * steps,
+            "tau": topo["degree"] * float(step_max.sum()) / (topo["nodes"] * grid)}
 
 
 def _compiled(s: Session, plan_id: str, coll: Collective, fmt: str, schedule_digest: str) -> tuple[bytes, str]:

@@ -5,6 +5,7 @@ import time
 
 from fastapi import APIRouter, Depends, HTTPException
 
+from services import planner
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather, bfb_schedule
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.schedule.report import schedule_summary
@@ -17,6 +18,7 @@ from ..schemas import EvaluateOut, EvaluateRequest
 
 router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)])
 EVALUATE_MAX_NODES = 1024
+WITH_ARCS_MAX_NODES = 256        # the dashboard draws topologies up to this size
 
 
 @router.post("/v1/topologies/evaluate", response_model=EvaluateOut,
@@ -40,8 +42,11 @@ def evaluate(body: EvaluateRequest):
         sched = bfb_schedule(topo, coll, allgather=result.schedule)
         seconds = time.perf_counter() - t0
     except (ValueError, ScheduleTooLarge) as exc:
-        raise HTTPException(422, [{"loc": ["body", "expr" if body.expr is not None else "edges"],
-                                   "msg": str(exc), "type": "value_error"}]) from None
+        field = "expr" if body.expr is not None else "edges"
+        raise HTTPException(422, [{"loc": ["body", field], "field": field, "msg": str(exc),
+                                   "type": "value_error"}]) from None
     report = verify(sched, topo)
-    out = schedule_summary(topo, report, seconds, coll)
-    return EvaluateOut(**{k: out[k] for k in EvaluateOut.model_fields})
+    out = {**schedule_summary(topo, report, seconds, coll), **planner.topology_facts(topo)}
+    if body.with_arcs and topo.nodes <= WITH_ARCS_MAX_NODES:
+        out.update({k: v for k, v in planner.topology_json(topo).items() if k in ("arcs", "permutation")})
+    return EvaluateOut(**{k: out[k] for k in EvaluateOut.model_fields if k in out})

@@ -32,6 +32,42 @@ def step_max_loads(schedule: Schedule) -> np.ndarray:
     return out
 
 
+def link_loads(schedule: Schedule, topology) -> np.ndarray:
+    """loads[t - 1, a]: what arc `a` of `topology` (its arc order) carries in comm step t, in grid units of a
+    shard (1/schedule.grid of M/N bytes). Row maxima are step_max_loads(schedule), so
+    tau = d / (N * grid) * sum_t max_a loads[t - 1, a] (section 3.2).
+
+    Arcs are sorted by tail and every node has out-degree d, so the arcs out of u are u*d .. u*d + d - 1 and
+    a transfer's arc is found among its sender's d arcs. O(transfers * d + steps * arcs) time, one step's
+    transfers times d of working memory, steps * arcs integers out.
+
+    >>> from services.synthesis.topology.catalog import build
+    >>> ring = build("ring(3)")
+    >>> s = Schedule.from_tuples(Collective.ALLGATHER, 3, [((u, (0, 1)), (u, (u + 1) % 3), 1) for u in range(3)]
+    ...                          + [(((u + 2) % 3, (0, 1)), (u, (u + 1) % 3), 2) for u in range(3)])
+    >>> link_loads(s, ring).tolist()
+    [[1, 1, 1], [1, 1, 1]]
+    """
+    n, d = topology.nodes, topology.degree
+    heads, lanes = topology.heads.reshape(n, d), topology.lanes.reshape(n, d)
+    loads = np.zeros((schedule.steps, topology.arcs), dtype=np.int64)
+    for t in range(1, schedule.steps + 1):
+        s = schedule.step_slice(t)
+        u = schedule.sender[s]
+        if u.size and (u.min() < 0 or u.max() >= n):
+            raise ValueError(f"step {t}: a sender outside 0..{n - 1}")
+        hit = (heads[u] == schedule.receiver[s][:, None]) & (lanes[u] == schedule.lane[s][:, None])
+        found = hit.any(axis=1)
+        if not found.all():
+            i = s.start + int(np.flatnonzero(~found)[0])
+            raise ValueError(f"transfer {i} uses the link {schedule.sender[i]}->{schedule.receiver[i]} lane "
+                             f"{schedule.lane[i]}, which {topology.expr} does not have")
+        arc = u.astype(np.int64) * d + hit.argmax(axis=1)
+        size = (schedule.hi[s] - schedule.lo[s]).astype(np.float64)     # exact: grid units stay below 2**53
+        loads[t - 1] = np.rint(np.bincount(arc, weights=size, minlength=topology.arcs))
+    return loads
+
+
 def measured_tau(schedule: Schedule, degree: int) -> Fraction:
     """tau with T_B = tau * M/B, computed from the schedule's link loads (exact)."""
     total = int(step_max_loads(schedule).sum())

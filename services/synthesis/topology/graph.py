@@ -255,6 +255,25 @@ class Topology:
         return dist
 
     @cached_property
+    def distance_counts(self) -> np.ndarray:
+        """counts[k] = number of ordered pairs (v, u), v != u, at directed distance k, for k = 0..D(G)
+        (counts[0] = 0): the distance distribution. A translation maps node 0's distances onto every node
+        (N breadth-first searches collapse to one); otherwise it is read off the distance matrix.
+
+        >>> from services.synthesis.topology.catalog import build
+        >>> build("ring(4)").distance_counts.tolist()
+        [0, 4, 4, 4]
+        """
+        if self.translation is not None:
+            counts = np.bincount(self._from0, minlength=self.diameter + 1).astype(np.int64) * self.nodes
+        else:
+            counts = np.zeros(self.diameter + 1, dtype=np.int64)
+            for rows in np.array_split(self.distance_matrix, max(1, self.nodes // 256)):
+                counts += np.bincount(rows.ravel(), minlength=counts.size)
+        counts[0] = 0
+        return counts
+
+    @cached_property
     def diameter(self) -> int:
         if self.translation is not None:   # every node has the same eccentricity
             return int(max(self._from0.max(), self._to0.max()))

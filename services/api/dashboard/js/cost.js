@@ -1,0 +1,23 @@
+// The alpha-beta cost model of services.synthesis.schedule.cost.LinkModel, for the frontier's time chart:
+// T = T_L + T_B = steps * alpha + tau * M / B (B = a node's total egress bandwidth, M = message bytes).
+// Frontier entries carry an allgather's (steps, tau); reduce-scatter costs the same (Theorem 1) and an
+// allreduce is reduce-scatter + allgather, twice both terms. tests/test_dashboard_browser.py checks these
+// numbers against LinkModel.collective_time in the browser.
+
+export function linkModel(alphaUs, bandwidthGbps) {
+  return { alpha_s: alphaUs * 1e-6, node_bandwidth_Bps: (bandwidthGbps * 1e9) / 8 };
+}
+
+export function time_s(model, steps, tau, sizeBytes) {
+  return steps * model.alpha_s + (tau * sizeBytes) / model.node_bandwidth_Bps;
+}
+
+export function collectiveTime_s(model, collective, steps, tau, sizeBytes) {
+  const t = time_s(model, steps, tau, sizeBytes);
+  return collective === "allreduce" ? 2 * t : t;
+}
+
+/** Message sizes from 1 KiB to 1 GiB, four per factor of two (81 points). */
+export const SIZES = Array.from({ length: 81 }, (_, i) => 2 ** (10 + i / 4));
+
+export const COLLECTIVES = ["allgather", "reducescatter", "allreduce"];

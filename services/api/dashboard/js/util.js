@@ -1,0 +1,101 @@
+// Small DOM and formatting helpers. Text from the API always goes in as text nodes, never as HTML.
+
+/** el("td", {class: "num"}, "12", child, ...): an element with attributes, listeners (on*) and children. */
+export function el(tag, attrs = {}, ...children) {
+  const ns = attrs && attrs.xmlns;
+  const node = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "xmlns" || v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") node.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(node.dataset, v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+/** Replace a node's children. */
+export function fill(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+  return node;
+}
+
+export function badge(text, kind = text) {
+  return el("span", { class: `badge ${kind}` }, text);
+}
+
+export function progressBar(fraction, status) {
+  const pct = Math.round(100 * Math.max(0, Math.min(1, fraction || 0)));
+  return el("span", { class: `progress ${status || ""}`, title: `${pct} %`, role: "progressbar",
+    "aria-valuenow": pct, "aria-valuemin": 0, "aria-valuemax": 100 }, el("span", { style: `width:${pct}%` }));
+}
+
+/** A table: columns [{label, value: row => node|text, class}], rows, optional row attributes. */
+export function table(columns, rows, rowAttrs = () => ({})) {
+  return el("table", {},
+    el("thead", {}, el("tr", {}, columns.map((c) => el("th", { class: c.class }, c.label)))),
+    el("tbody", {}, rows.map((r) => el("tr", rowAttrs(r), columns.map((c) => el("td", { class: c.class }, c.value(r)))))));
+}
+
+export function facts(pairs) {
+  return el("dl", { class: "facts" }, pairs.filter(Boolean).map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+export function fmtNumber(x, digits = 4) {
+  if (x === null || x === undefined || Number.isNaN(x)) return "-";
+  return Number(x).toPrecision(digits).replace(/\.?0+(e|$)/, "$1");
+}
+
+/** A duration given in microseconds, in the unit that reads best. */
+export function fmtUs(us) {
+  if (us === null || us === undefined) return "-";
+  if (us < 1000) return `${fmtNumber(us, 4)} µs`;
+  if (us < 1e6) return `${fmtNumber(us / 1e3, 4)} ms`;
+  return `${fmtNumber(us / 1e6, 4)} s`;
+}
+
+const BYTE_UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
+
+export function fmtBytes(n) {
+  let i = 0;
+  while (n >= 1024 && i < BYTE_UNITS.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${fmtNumber(n, 3)} ${BYTE_UNITS[i]}`;
+}
+
+export function age(iso) {
+  if (!iso) return "-";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${Math.floor(s)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h`;
+  return `${Math.floor(s / 86400)} d`;
+}
+
+export function yesNo(b) {
+  return b ? "yes" : "no";
+}
+
+export function shortId(id) {
+  return id ? id.slice(0, 8) : "-";
+}
+
+export function errorBox(err) {
+  return el("p", { class: "error", role: "alert" }, err && err.message ? err.message : String(err));
+}
+
+/** An int query parameter, or null when absent or not an integer. */
+export function intParam(query, name) {
+  const v = query.get(name);
+  return v !== null && /^\d+$/.test(v) ? Number(v) : null;
+}

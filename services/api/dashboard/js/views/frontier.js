@@ -1,0 +1,170 @@
+// The Pareto frontier (paper section 7): steps (T_L / alpha) against tau (T_B / (M/B)), one point per entry,
+// the selected entry and the lower bounds marked; and the predicted time of every entry from 1 KiB to 1 GiB,
+// where the crossover between latency- and bandwidth-optimal topologies shows. Standalone
+// (#/frontier?nodes=..&degree=..: GET /v1/frontiers) or for a plan (#/plans/<id>/frontier).
+import { get } from "../api.js";
+import { COLLECTIVES, SIZES, collectiveTime_s, linkModel } from "../cost.js";
+import { el, fmtBytes, fmtNumber, fmtUs, intParam, table, yesNo } from "../util.js";
+
+export const NAME = "frontier";
+
+function numberParam(query, name, fallback) {
+  const v = Number(query.get(name));
+  return query.get(name) !== null && Number.isFinite(v) && v > 0 ? v : fallback;
+}
+
+function form(q) {
+  const f = el("form", { class: "inline", id: "frontier-form" },
+    el("label", {}, "hosts N", el("input", { name: "nodes", type: "number", min: 2, max: 4096, required: true, value: q.nodes ?? "" })),
+    el("label", {}, "ports d", el("input", { name: "degree", type: "number", min: 1, max: 16, required: true, value: q.degree ?? "" })),
+    el("label", {}, "bidirectional", el("input", { name: "bidirectional", type: "checkbox", value: "true", checked: q.bidirectional })),
+    el("label", {}, "alpha (µs)", el("input", { name: "alpha_us", type: "number", step: "any", min: 0, value: q.alpha_us })),
+    el("label", {}, "B (Gbit/s)", el("input", { name: "bandwidth_gbps", type: "number", step: "any", min: 0, value: q.bandwidth_gbps })),
+    el("label", {}, "collective", el("select", { name: "collective" },
+      COLLECTIVES.map((c) => el("option", { value: c, selected: c === q.collective }, c)))),
+    el("button", { type: "submit" }, "Show frontier"));
+  f.addEventListener("submit", (e) => {
+    e.preventDefault();
+    location.hash = `#/frontier?${new URLSearchParams([...new FormData(f)])}`;
+  });
+  return f;
+}
+
+/** Chart 1: one dot per entry (class frontier-entry), the selected one ringed, the bounds as dashed rules. */
+export function stepsTauChart(entries, bound, selected) {
+  const pick = entries.filter((e) => e.expr === selected);
+  const xs = entries.map((e) => e.steps).concat([bound.steps]);
+  const ys = entries.map((e) => e.tau).concat([bound.tau]);
+  return Plot.plot({
+    width: 620, height: 380, marginLeft: 60, marginRight: 30,
+    x: { label: "steps = T_L / alpha →", domain: [Math.min(...xs) - 1, Math.max(...xs) + 1], grid: true,
+      ticks: d3.range(Math.min(...xs) - 1, Math.max(...xs) + 2), tickFormat: "d" },
+    y: { label: "↑ tau = T_B / (M/B)", domain: [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03], grid: true },
+    marks: [
+      Plot.ruleX([bound.steps], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
+      Plot.ruleY([bound.tau], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
+      Plot.text([bound], { x: "steps", y: () => Math.max(...ys) * 1.02, text: () => `Moore bound: ${bound.steps} steps`, textAnchor: "start", dx: 4, fill: "#c62828" }),
+      Plot.text([bound], { x: () => Math.max(...xs) + 0.9, y: "tau", text: () => `BW bound: tau = ${bound.tau_exact}`, textAnchor: "end", dy: -6, fill: "#c62828" }),
+      Plot.line(entries, { x: "steps", y: "tau", stroke: "#9aa7b5", curve: "step-after" }),
+      Plot.dot(pick, { x: "steps", y: "tau", r: 11, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
+      Plot.dot(entries, {
+        x: "steps", y: "tau", r: 5, fill: (e) => (e.tau_is_bound ? "white" : "#1f4e79"), stroke: "#1f4e79",
+        className: "frontier-entry", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}${e.tau_is_bound ? " (a bound)" : ""}`,
+      }),
+      Plot.tip(entries, Plot.pointer({ x: "steps", y: "tau", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}` })),
+    ],
+  });
+}
+
+function timeRows(entries, model, collective) {
+  const rows = entries.flatMap((e) => SIZES.map((size) => ({
+    expr: e.expr, size, time_us: 1e6 * collectiveTime_s(model, collective, e.steps, e.tau, size),
+  })));
+  const fastest = new Map(SIZES.map((size) => [size, Math.min(...rows.filter((r) => r.size === size).map((r) => r.time_us))]));
+  return rows.map((r) => ({ ...r, slowdown: r.time_us / fastest.get(r.size) }));
+}
+
+const SIZE_AXIS = { type: "log", base: 2, label: "message size M →", ticks: [2 ** 10, 2 ** 15, 2 ** 20, 2 ** 25, 2 ** 30],
+  tickFormat: fmtBytes, grid: true };
+
+/** Chart 2: predicted time of each entry against the message size (log-log), one line per entry, and under
+ * it the same as a slowdown against the fastest entry at each size, where the crossovers stand out. */
+export function timeChart(entries, model, collective, selected) {
+  const rows = timeRows(entries, model, collective);
+  const color = { domain: entries.map((e) => e.expr), scheme: "tableau10" };
+  const width = (r) => (r.expr === selected ? 3.5 : 1.5);
+  const absolute = Plot.plot({
+    width: 620, height: 300, marginLeft: 60, x: SIZE_AXIS, color: { ...color, legend: true },
+    y: { type: "log", label: `↑ predicted ${collective} time (µs)`, grid: true },
+    marks: [
+      Plot.line(rows, { x: "size", y: "time_us", stroke: "expr", strokeWidth: width, className: "time-line" }),
+      Plot.tip(rows, Plot.pointer({ x: "size", y: "time_us", title: (r) => `${r.expr}\n${fmtBytes(r.size)}: ${fmtUs(r.time_us)}` })),
+    ],
+  });
+  const relative = Plot.plot({
+    width: 620, height: 200, marginLeft: 60, x: SIZE_AXIS, color,
+    y: { type: "log", label: "↑ time / fastest at that size", grid: true, tickFormat: (v) => `${fmtNumber(v, 3)}x` },
+    marks: [
+      Plot.ruleY([1]),
+      Plot.line(rows, { x: "size", y: "slowdown", stroke: "expr", strokeWidth: width, className: "slowdown-line" }),
+      Plot.tip(rows, Plot.pointer({ x: "size", y: "slowdown", title: (r) => `${r.expr}\n${fmtBytes(r.size)}: ${fmtNumber(r.slowdown, 3)}x the fastest` })),
+    ],
+  });
+  return el("div", {}, absolute, relative);
+}
+
+/** Sizes where the fastest entry changes: the crossovers. */
+function crossovers(entries, model, collective) {
+  const out = [];
+  let prev = null;
+  for (const size of SIZES) {
+    const best = entries.reduce((a, b) => (collectiveTime_s(model, collective, b.steps, b.tau, size) <
+      collectiveTime_s(model, collective, a.steps, a.tau, size) ? b : a));
+    if (prev && best.expr !== prev.expr) out.push(`${prev.expr} → ${best.expr} near ${fmtBytes(size)}`);
+    prev = best;
+  }
+  return out;
+}
+
+export async function render(root, { id, query }) {
+  let q;
+  let entries;
+  let bound;
+  let selected = null;
+  let title;
+  if (id) {
+    const plan = await get(`v1/plans/${id}`);
+    if (!plan.frontier) throw new Error(`plan ${id} is ${plan.status}; its frontier exists once it is done`);
+    const r = plan.request;
+    const w = r.workload || {};
+    q = { nodes: r.nodes, degree: r.degree, bidirectional: Boolean(r.bidirectional_only), alpha_us: r.alpha_us,
+      bandwidth_gbps: r.bandwidth_gbps, collective: (w.collectives || [w.collective || "allreduce"])[0] };
+    entries = plan.frontier;
+    selected = plan.topology.expr;
+    bound = (await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional })).bound;
+    title = [`Frontier of plan `, el("a", { href: `#/plans/${id}` }, el("code", {}, id.slice(0, 8)))];
+  } else {
+    q = { nodes: intParam(query, "nodes"), degree: intParam(query, "degree"), bidirectional: query.get("bidirectional") === "true",
+      alpha_us: numberParam(query, "alpha_us", 10), bandwidth_gbps: numberParam(query, "bandwidth_gbps", 100),
+      collective: COLLECTIVES.includes(query.get("collective")) ? query.get("collective") : "allgather" };
+    title = "Pareto frontier";
+  }
+  root.append(el("h1", {}, title), form(q));
+  if (!id) {
+    if (q.nodes === null || q.degree === null) {
+      root.append(el("p", { class: "muted" }, "Enter N and d to see the Pareto-efficient topologies (GET /v1/frontiers)."));
+      return;
+    }
+    const f = await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional });
+    entries = f.entries;
+    bound = f.bound;
+    selected = entries[0]?.expr ?? null;
+  }
+  const model = linkModel(q.alpha_us, q.bandwidth_gbps);
+  const fastest = (size) => entries.reduce((a, b) => (collectiveTime_s(model, q.collective, b.steps, b.tau, size) <
+    collectiveTime_s(model, q.collective, a.steps, a.tau, size) ? b : a));
+  const cross = crossovers(entries, model, q.collective);
+  root.append(
+    el("p", { class: "legend-note" }, `N = ${q.nodes}, d = ${q.degree}${q.bidirectional ? ", bidirectional" : ""}: `,
+      `${entries.length} Pareto-efficient topologies. Lower bounds: ${bound.steps} steps (Moore), tau ${bound.tau_exact} (bandwidth). `,
+      id ? "Ringed: the plan's choice. " : "Ringed: the fewest steps. ", "Hollow dots: tau is a bound."),
+    el("div", { class: "grid2" },
+      el("div", { class: "card" }, el("h2", {}, "Steps against tau"), el("div", { class: "chart", id: "frontier-chart" },
+        stepsTauChart(entries, bound, selected))),
+      el("div", { class: "card" }, el("h2", {}, `Predicted ${q.collective} time, 1 KiB to 1 GiB`),
+        el("p", { class: "legend-note" }, `alpha = ${q.alpha_us} µs, B = ${q.bandwidth_gbps} Gbit/s; T = steps x alpha + tau x M/B`,
+          q.collective === "allreduce" ? " (twice for an allreduce)" : "", ". ",
+          cross.length ? `Crossovers: ${cross.join("; ")}.` : `${fastest(SIZES[0]).expr} is fastest at every size.`),
+        el("div", { class: "chart", id: "time-chart" }, timeChart(entries, model, q.collective, selected)))),
+    el("div", { class: "card" }, el("h2", {}, "Entries"), table([
+      { label: "expression", value: (e) => el("a", { href: `#/topology?expr=${encodeURIComponent(e.expr)}` }, el("code", {}, e.expr)) },
+      { label: "steps", class: "num", value: (e) => e.steps },
+      { label: "tau", class: "num", value: (e) => `${fmtNumber(e.tau)}${e.tau_is_bound ? " (bound)" : ""}` },
+      { label: "diameter", class: "num", value: (e) => e.diameter ?? "-" },
+      { label: "BW-optimal", value: (e) => yesNo(e.bw_optimal) },
+      { label: "Moore-optimal", value: (e) => yesNo(e.moore_optimal) },
+      { label: "family", value: (e) => e.family },
+      { label: "1 MiB", class: "num", value: (e) => fmtUs(1e6 * collectiveTime_s(model, q.collective, e.steps, e.tau, 2 ** 20)) },
+      { label: "workload (plan)", class: "num", value: (e) => fmtUs(e.workload_time_us) },
+    ], entries, (e) => ({ "data-expr": e.expr, class: e.expr === selected ? "selected" : null }))));
+}

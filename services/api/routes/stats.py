@@ -1,0 +1,39 @@
+"""/v1/stats: what the dashboard's health strip shows - plans by status, the queue, panels out of sync."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.store import repo
+from services.store.models import FabricRow, PanelConfig, PanelRow, PanelState
+
+from ..auth import READ
+from ..deps import get_session
+from ..responses import AUTH
+from ..schemas import StatsOut
+
+router = APIRouter(tags=["health"])
+
+
+def set_plan_gauge(request: Request, counts: dict[str, int]) -> None:
+    """The fabricplan_plans gauge (plans by status), refreshed whenever the counts are read."""
+    gauge = request.app.state.metrics.plans_by_status
+    for status, n in counts.items():
+        gauge.labels(status).set(n)
+
+
+@router.get("/v1/stats", response_model=StatsOut, dependencies=[Depends(READ)], responses=AUTH)
+def stats(request: Request, s: Session = Depends(get_session)):
+    """Plans by status, the queue depth (plans no worker has started), fabrics, panels, and the panels whose
+    agent has not applied their latest config version. Counted by the database (one query each)."""
+    counts = repo.plans_by_status(s)
+    set_plan_gauge(request, counts)
+    latest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
+              .group_by(PanelConfig.panel_id).subquery())
+    behind = s.scalar(select(func.count()).select_from(latest)
+                      .outerjoin(PanelState, PanelState.panel_id == latest.c.panel_id)
+                      .where(func.coalesce(PanelState.applied_version, 0) < latest.c.version))
+    return StatsOut(plans=counts, queue_depth=counts["queued"],
+                    fabrics=s.scalar(select(func.count()).select_from(FabricRow)),
+                    panels=s.scalar(select(func.count()).select_from(PanelRow)), panels_out_of_sync=behind)
