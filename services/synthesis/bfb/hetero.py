@@ -26,6 +26,9 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
 
+__all__ = ["HeteroResult", "bfb_heterogeneous"]
+
+
 @dataclass
 class HeteroResult:
     schedule: Schedule
@@ -95,7 +98,7 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
     t0 = time.perf_counter()
     g = topology
     ctx = BfbContext.create(g, shortcut=False)
-    D, d = ctx.diameter, g.degree
+    D, d = ctx.diameter, g.max_in_degree          # in-arc slots (padding slots are never eligible)
     shard = size_bytes / g.nodes
     receivers = np.arange(g.nodes)
     dcol, dw = ctx.receiver_distances(receivers)
@@ -103,9 +106,12 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
     out = _Collector()
     for u in range(g.nodes):
         arcs_u = g.in_arcs[u]
+        real = arcs_u >= 0
+        alpha_u = np.where(real, alpha[arcs_u], 0.0)
+        inv_rate_u = np.where(real, shard / bw[arcs_u], 0.0)
         _, groups = receiver_types(dcol[:, u], dw[:, u, :], d)
         for grp in groups:
-            u_s, z = _solve_lp(grp.masks, grp.counts, d, alpha[arcs_u], shard / bw[arcs_u])
+            u_s, z = _solve_lp(grp.masks, grp.counts, d, alpha_u, inv_rate_u)
             worst[grp.t - 1] = max(worst[grp.t - 1], u_s)
             flows = [_round(z[i], grp.counts[i], chunks, grp.masks[i]) for i in range(len(grp.masks))]
             out.add(grp, flows, chunks, arcs_u)
@@ -115,3 +121,4 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
                                  source=cols["source"], sender=g.tails[arc], receiver=g.heads[arc],
                                  lane=g.lanes[arc], lo=cols["lo"], hi=cols["hi"])
     return HeteroResult(sched, worst, float(worst.sum()), chunks, time.perf_counter() - t0)
+
