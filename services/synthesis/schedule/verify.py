@@ -202,7 +202,7 @@ def _check_reduction(s: Schedule, collective: Collective) -> Violation | None:
             sent = val[v, s.sender[rep], atom]             # snapshot at the start of the step
             if s.ops[t - 1] == Op.REDUCE:
                 np.add.at(val, (v, s.receiver[rep], atom), sent)
-                val %= PRIME
+                val[v, s.receiver[rep], atom] %= PRIME          # only the entries this step touched
             else:
                 val[v, s.receiver[rep], atom] = sent
         if collective is Collective.REDUCESCATTER:
