@@ -155,14 +155,19 @@ def _source_blocks(s: Schedule, atoms: _Atoms, itemsize: int) -> list[tuple[int,
 
 
 def _block_steps(s: Schedule, atoms: _Atoms, b0: int, b1: int):
-    """Per step, the atom-level transfers of the shards b0..b1-1: (t, transfer index, atom, shard - b0)."""
+    """Per step, the atom-level transfers of the shards b0..b1-1 as flat cells of a (shard - b0, node, atom)
+    state array: (t, transfer index, sender's cell, receiver's cell)."""
+    A, n = atoms.count, s.nodes
+    whole = b0 == 0 and b1 == s.nodes
     for t in range(1, s.steps + 1):
         sl = s.step_slice(t)
         idx = np.arange(sl.start, sl.stop)
-        idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
+        if not whole:
+            idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
         if idx.size:
             rep, atom = atoms.expand(idx)
-            yield t, rep, atom, s.source[rep] - b0
+            base = (s.source[rep].astype(np.int64) - b0) * n
+            yield t, rep, (base + s.sender[rep]) * A + atom, (base + s.receiver[rep]) * A + atom
 
 
 def _check_allgather(s: Schedule) -> Violation | None:
@@ -172,15 +177,16 @@ def _check_allgather(s: Schedule) -> Violation | None:
         held = np.zeros((b1 - b0, n, A), dtype=bool)
         own = np.arange(b0, b1)
         held[own - b0, own, :] = True
-        for t, rep, atom, v in _block_steps(s, atoms, b0, b1):
-            ok = held[v, s.sender[rep], atom]
+        cells = held.reshape(-1)
+        for t, rep, send, recv in _block_steps(s, atoms, b0, b1):
+            ok = cells[send]
             if not ok.all():
                 first = int(np.flatnonzero(~ok)[0])
-                i, a = int(rep[first]), int(atom[first])
+                i, a = int(rep[first]), int(send[first] % A)
                 gap = _chunk(int(atoms.cuts[a]), int(atoms.cuts[a + 1]), s.grid)
                 return _transfer_violation("not_held", s, i, f"node {s.sender[i]} does not hold this data at "
                                                              f"the start of step {t} (it lacks [{gap[0]}, {gap[1]}))")
-            held[v, s.receiver[rep], atom] = True
+            cells[recv] = True
         missing = np.argwhere(~held)
         if missing.size:
             v, u, a = (int(x) for x in missing[0])
@@ -198,13 +204,17 @@ def _check_reduction(s: Schedule, collective: Collective) -> Violation | None:
     total = np.uint64(int(contrib.sum()) % PRIME)
     for b0, b1 in _source_blocks(s, atoms, 8):
         val = np.broadcast_to(contrib[None, :, None], (b1 - b0, n, A)).copy()
-        for t, rep, atom, v in _block_steps(s, atoms, b0, b1):
-            sent = val[v, s.sender[rep], atom]             # snapshot at the start of the step
-            if s.ops[t - 1] == Op.REDUCE:
-                np.add.at(val, (v, s.receiver[rep], atom), sent)
-                val[v, s.receiver[rep], atom] %= PRIME          # only the entries this step touched
+        cells = val.reshape(-1)
+        for t, rep, send, recv in _block_steps(s, atoms, b0, b1):
+            sent = cells[send]                              # snapshot at the start of the step
+            if s.ops[t - 1] == Op.REDUCE:                   # sum what each cell receives (sorted runs), add once
+                order = np.argsort(recv, kind="stable")
+                into = recv[order]
+                first = np.flatnonzero(np.concatenate([[True], into[1:] != into[:-1]]))
+                into = into[first]
+                cells[into] = (cells[into] + np.add.reduceat(sent[order], first)) % PRIME
             else:
-                val[v, s.receiver[rep], atom] = sent
+                cells[recv] = sent
         if collective is Collective.REDUCESCATTER:
             owners = np.arange(b0, b1)
             wrong = np.argwhere(val[owners - b0, owners, :] != total)
