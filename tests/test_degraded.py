@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from services.synthesis.bfb import compare, degraded, greedy
+from services.synthesis.bfb import compare, degraded, greedy, incremental
 from services.synthesis.bfb.degraded import degraded_schedules
+from services.synthesis.bfb.incremental import affected_receivers, bfb_allgather_near
 from services.synthesis.bfb.lp import bfb_allgather, bfb_schedule
 from services.synthesis.bfb.price import bfb_tau
 from services.synthesis.schedule.cost import LinkModel, optimal_tau, tau_lower_bound
@@ -247,7 +248,7 @@ def test_summary_flags_on_an_irregular_topology():
                                          ("circulant(40)", [(0, 4), (9, 5)])])
 def test_degraded_schedules_are_verified_and_slower(expr, failed):
     g = build(expr)
-    out = degraded_schedules(g, failed, PAPER_LINKS, MB, verify_mode="all")
+    out = degraded_schedules(g, failed, PAPER_LINKS, MB, verify_mode="all", prune=False)
     cut = out.topology
     assert cut.expr.startswith(f"remove({g.expr}, ")
     assert [(int(g.tails[a]), int(g.heads[a])) for a in out.degraded.removed] == sorted(failed)
@@ -265,6 +266,32 @@ def test_degraded_schedules_are_verified_and_slower(expr, failed):
     data = out.as_dict()
     assert data["expr"] == cut.expr and set(data["collectives"]) == {"allgather", "reducescatter", "allreduce"}
     assert data["collectives"]["allreduce"]["verified"] is True
+
+
+def test_greedy_is_not_built_when_its_bound_already_loses():
+    g = build("torus(8, 8)")
+    small = degraded_schedules(g, [(0, 1)], PAPER_LINKS, MB)
+    for cmp in small.comparisons.values():
+        greedy = next(c for c in cmp.candidates if c.scheduler == "greedy")
+        assert greedy.schedule is None and greedy.skipped.startswith("not built: at least")
+        assert cmp.chosen.scheduler == "bfb" and cmp.chosen.verified
+    # where BFB misses the topology's bound by more, the greedy schedule is built and, at 1 GB, served
+    large = degraded_schedules(build("genkautz(4, 64)"), [(0, 63)], PAPER_LINKS, 1e9,
+                               collectives=[Collective.ALLGATHER])
+    cmp = large.comparisons[Collective.ALLGATHER]
+    assert all(c.schedule is not None for c in cmp.candidates) and cmp.chosen.scheduler == "greedy"
+
+
+def test_degraded_vertex_transitive_topology_solves_few_receivers_and_matches_the_full_solve():
+    g = build("torus(8, 8)")
+    cut = remove_arcs(g, [(0, 1), (9, 17)]).topology
+    assert 0 < affected_receivers(cut, g).sum() < g.nodes // 2
+    near, full = bfb_allgather_near(cut, g), bfb_allgather(cut, workers=1)
+    assert np.array_equal(near.u_num * full.u_den, full.u_num * near.u_den) and near.tau == full.tau
+    assert verify(near.schedule, cut).ok
+    gt, ct = g.transpose(), cut.transpose()
+    assert bfb_allgather_near(ct, gt).tau == bfb_allgather(ct, workers=1).tau
+    assert bfb_allgather_near(cut, cut).tau == full.tau          # a reference without translation: full solve
 
 
 def test_degraded_schedules_keep_per_link_costs():
@@ -289,7 +316,7 @@ def test_a_disconnecting_failure_is_a_clear_error():
         degraded_schedules(build("ring(6)"), [(2, 3)], PAPER_LINKS, MB)
 
 
-@pytest.mark.parametrize("module", [failures, degraded, compare, greedy])
+@pytest.mark.parametrize("module", [failures, degraded, compare, greedy, incremental])
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
