@@ -138,6 +138,7 @@ def test_bfb_is_served_for_small_messages_and_greedy_for_large_ones_on_a_degrade
     assert by["greedy"].tau < by["bfb"].tau and by["greedy"].steps > by["bfb"].steps
     for c in l.candidates:              # the cost served is the cost measured from the schedule
         assert c.verified and c.time_s == pytest.approx(PAPER_LINKS.time(c.steps, c.tau, 1e9))
+        assert c.time_s == pytest.approx(costs.time(c.schedule, 1e9))          # step by step, the same
     assert l.as_dict()["chosen"] == "greedy" and len(l.as_dict()["candidates"]) == 2
 
 
@@ -183,3 +184,25 @@ def test_greedy_candidate_is_skipped_beyond_its_limit(monkeypatch):
 def test_candidate_dict_shape():
     c = Candidate("greedy", None, skipped="too big")
     assert c.as_dict() == {"scheduler": "greedy", "verified": None, "skipped": "too big"}
+
+
+def test_allreduce_checked_by_its_phases_agrees_with_the_full_check():
+    g = build("remove(genkautz(3, 20), 0>19)")
+    out = schedule_collectives(g, LinkCosts.uniform(g, PAPER_LINKS), MB, verify_mode="all")
+    for c in out[Collective.ALLREDUCE].candidates:
+        assert c.phases is not None and c.verified
+        full = verify(c.schedule, g)
+        assert (c.report.ok, c.report.steps, c.report.tau, c.report.transfers) == \
+            (full.ok, full.steps, full.tau, full.transfers)
+    # a broken phase: the composition does not vouch, the full check decides (and finds the fault)
+    from services.synthesis.schedule.ir import allreduce
+    from services.synthesis.schedule.verify import verify_allreduce_phases
+
+    ag = bfb_allgather(g).schedule
+    rs = greedy_schedule(g, Collective.REDUCESCATTER)
+    keep = np.arange(rs.transfers) != 5
+    bad_rs = Schedule.from_arrays(Collective.REDUCESCATTER, g.nodes, rs.grid, rs.step_of[keep], rs.ops, g.expr,
+                                  **{k: v[keep] for k, v in rs.columns().items()})
+    composed = verify_allreduce_phases(verify(bad_rs, g), verify(ag, g), 99)
+    assert not composed.ok and composed.violation is not None
+    assert not verify(allreduce(bad_rs, ag), g).ok

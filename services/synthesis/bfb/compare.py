@@ -20,13 +20,16 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
+import numpy as np
+
 from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
+from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import bfb_allgather
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
-from services.synthesis.schedule.verify import ScheduleInvalid, verify
+from services.synthesis.schedule.verify import ScheduleInvalid, verify, verify_allreduce_phases
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["Candidate", "Comparison", "build_candidates", "choose", "priced", "schedule_collectives"]
@@ -49,6 +52,8 @@ class Candidate:
     verified: bool | None = None                # None: not checked (a faster candidate passed), or skipped
     violation: dict | None = None
     skipped: str | None = None
+    phases: tuple["Candidate", "Candidate"] | None = field(default=None, repr=False)   # allreduce: (RS, AG)
+    report: object = field(default=None, repr=False)                                   # VerificationReport
 
     def as_dict(self) -> dict:
         out = {"scheduler": self.scheduler, "verified": self.verified}
@@ -82,10 +87,14 @@ class Comparison:
 
 def priced(scheduler: str, schedule: Schedule, costs: LinkCosts, size_bytes: float, seconds: float = 0.0,
            predicted_tau: Fraction | None = None, predicted_time_s: float | None = None) -> Candidate:
-    """A candidate with its cost measured from the schedule (not verified yet)."""
-    steps = int((schedule.step_ptr[1:] > schedule.step_ptr[:-1]).nonzero()[0].max() + 1) if schedule.transfers else 0
-    return Candidate(scheduler, schedule, steps, measured_tau(schedule, costs.topology.degree),
-                     costs.time(schedule, size_bytes), seconds, predicted_tau, predicted_time_s)
+    """A candidate with its cost measured from the schedule (not verified yet). On uniform links the time is
+    T = (non-empty steps) alpha + tau M/B, which is what `LinkCosts.time` sums step by step."""
+    used = np.flatnonzero(np.diff(schedule.step_ptr) > 0)
+    steps = int(used[-1] + 1) if used.size else 0
+    tau = measured_tau(schedule, costs.topology.degree)
+    model = costs.uniform_model
+    time_s = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
+    return Candidate(scheduler, schedule, steps, tau, time_s, seconds, predicted_tau, predicted_time_s)
 
 
 def choose(topology: Topology, collective: Collective, candidates: list[Candidate], size_bytes: float, *,
@@ -101,12 +110,8 @@ def choose(topology: Topology, collective: Collective, candidates: list[Candidat
     for c in ranked:
         if c.skipped is not None or (chosen is not None and verify_mode == "chosen"):
             continue
-        report = verify(c.schedule, topology, collective)
-        reports[c.scheduler] = report
-        c.verified = report.ok
-        if not report.ok:
-            c.violation = report.violation.as_dict()
-        elif chosen is None:
+        report = reports[c.scheduler] = _check(c, topology, collective)
+        if report.ok and chosen is None:
             chosen = c
     if chosen is None:
         bad = next(c for c in ranked if c.violation is not None)
@@ -114,10 +119,25 @@ def choose(topology: Topology, collective: Collective, candidates: list[Candidat
     return Comparison(topology, collective, size_bytes, ranked, chosen, time.perf_counter() - t0, reports)
 
 
+def _check(c: Candidate, topology: Topology, collective: Collective):
+    """Model-check a candidate once (an allreduce built from two phases: by its phases, when both pass)."""
+    if c.report is None:
+        if c.phases is not None:
+            rs, ag = (_check(p, topology, k) for p, k in zip(c.phases, (Collective.REDUCESCATTER,
+                                                                          Collective.ALLGATHER)))
+            composed = verify_allreduce_phases(rs, ag, c.steps)
+            c.report = composed if composed.ok else verify(c.schedule, topology, collective)
+        else:
+            c.report = verify(c.schedule, topology, collective)
+        c.verified = c.report.ok
+        c.violation = None if c.report.ok else c.report.violation.as_dict()
+    return c.report
+
+
 def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
                      collectives=COLLECTIVES, schedulers=("bfb", "greedy"), greedy_chunks: int = 1,
-                     seed: int = 0, bfb_options: dict | None = None,
-                     prebuilt: dict | None = None) -> dict[Collective, list[Candidate]]:
+                     seed: int = 0, bfb_options: dict | None = None, reference: Topology | None = None,
+                     prune: bool = False, prebuilt: dict | None = None) -> dict[Collective, list[Candidate]]:
     """Every scheduler's schedules of `collectives`, priced (not verified).
 
     Each scheduler builds its allgather on G and, when a reduce-scatter or allreduce is wanted and G is not
@@ -125,7 +145,12 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
     (Cor. 1.1, Def. 5), allreduce = reduce-scatter then allgather. `prebuilt` maps a scheduler name to
     {collective: (schedule, seconds, predicted_tau)} built elsewhere (e.g. an expression's construction).
     `schedulers` may name "bfb", "bfb-hetero" and "greedy"; `bfb_options` go to `bfb_allgather` (workers,
-    shortcut, chunks)."""
+    shortcut, chunks). With a vertex-transitive `reference` that `topology` differs from in a few arcs, BFB
+    solves only the receivers whose problems changed (`incremental`). With `prune`, the greedy scheduler is
+    not built when its lower bound (at least max(D, (N-1)P/delta) steps, each at least the cheapest link's
+    alpha + chunk time) is already slower than a candidate built before it for every collective wanted."""
+    if isinstance(greedy_chunks, bool) or not isinstance(greedy_chunks, int) or greedy_chunks < 1:
+        raise ValueError(f"greedy chunks must be a positive integer, got {greedy_chunks!r}")
     unknown = set(schedulers) - {"bfb", "bfb-hetero", "greedy"}
     if unknown:
         raise ValueError(f"unknown scheduler {sorted(unknown)[0]!r}; known: bfb, bfb-hetero, greedy")
@@ -143,9 +168,18 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
                 for c in collectives:
                     out[c].append(Candidate(name, None, skipped=reason))
                 continue
+            bound = _greedy_bounds(topology, costs, size_bytes, greedy_chunks)
+            beaten = {c: next((x for x in out[c] if x.skipped is None and x.time_s <= bound[c]), None)
+                      for c in collectives}
+            if prune and all(beaten.values()):
+                for c in collectives:
+                    out[c].append(Candidate(name, None, skipped=(
+                        f"not built: at least {bound[c] * 1e6:.1f} us, slower than {beaten[c].scheduler}'s "
+                        f"{beaten[c].time_s * 1e6:.1f} us")))
+                continue
             build = _greedy_builder(costs, size_bytes, greedy_chunks, seed)
         elif name == "bfb":
-            build = _bfb_builder(bfb_options or {})
+            build = _bfb_builder(bfb_options or {}, reference)
         else:
             build = _hetero_builder(size_bytes)
         _by_orientation(out, name, topology, costs, size_bytes, build)
@@ -194,18 +228,21 @@ def schedule_collectives(topology: Topology, costs: LinkCosts, size_bytes: float
 # ---------------------------------------------------------------------------------------------------
 # one scheduler, both orientations
 # ---------------------------------------------------------------------------------------------------
-Builder = Callable[[Topology, LinkCosts], tuple[Schedule, Fraction | None, float | None]]
+Builder = Callable[[Topology, LinkCosts, bool], tuple[Schedule, Fraction | None, float | None]]
 
 
-def _bfb_builder(options: dict) -> Builder:
-    def build(g: Topology, _costs: LinkCosts):
-        r = bfb_allgather(g, **options)
+def _bfb_builder(options: dict, reference: Topology | None) -> Builder:
+    def build(g: Topology, _costs: LinkCosts, transposed: bool):
+        if reference is not None and reference.translation is not None:
+            r = bfb_allgather_near(g, reference.transpose() if transposed else reference, **options)
+        else:
+            r = bfb_allgather(g, **options)
         return r.schedule, r.tau, None
     return build
 
 
 def _hetero_builder(size_bytes: float) -> Builder:
-    def build(g: Topology, c: LinkCosts):
+    def build(g: Topology, c: LinkCosts, _transposed: bool):
         r = bfb_heterogeneous(g, c.alpha_s, c.bandwidth_Bps, size_bytes)
         return r.schedule, None, r.predicted_time_s
     return build
@@ -214,11 +251,24 @@ def _hetero_builder(size_bytes: float) -> Builder:
 def _greedy_builder(costs: LinkCosts, size_bytes: float, chunks: int, seed: int) -> Builder:
     uniform = costs.uniform_model is not None
 
-    def build(g: Topology, c: LinkCosts):
+    def build(g: Topology, c: LinkCosts, _transposed: bool):
         r = greedy_allgather(g, chunks=chunks, seed=seed,
                              link_cost=None if uniform else c.chunk_cost(size_bytes, chunks))
         return r.schedule, r.tau, None
     return build
+
+
+def _greedy_bounds(g: Topology, costs: LinkCosts, size_bytes: float, chunks: int) -> dict[Collective, float]:
+    """Seconds the greedy schedule takes at least: S >= max(D(G), (N-1)P/delta) steps (delta the fewest
+    in-links from other nodes; G^T's for the reduce-scatter), each at least the cheapest link's chunk time."""
+    n = g.nodes
+    other = g.tails != g.heads
+    delta_in = int(np.bincount(g.heads[other], minlength=n).min())
+    delta_out = int(np.bincount(g.tails[other], minlength=n).min())
+    step_s = float(costs.chunk_cost(size_bytes, chunks).min())
+    ag = max(g.diameter, -(-(n - 1) * chunks // delta_in)) * step_s
+    rs = max(g.diameter, -(-(n - 1) * chunks // delta_out)) * step_s
+    return {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: ag + rs}
 
 
 def _sum(a, b):
@@ -232,21 +282,26 @@ def _by_orientation(out: dict, name: str, g: Topology, costs: LinkCosts, size_by
     t0 = time.perf_counter()
     ag = ag_tau = ag_time = None
     if Collective.ALLGATHER in wanted or Collective.ALLREDUCE in wanted:
-        ag, ag_tau, ag_time = build(g, costs)
+        ag, ag_tau, ag_time = build(g, costs, False)
     t_ag = time.perf_counter() - t0
     if Collective.REDUCESCATTER in wanted or Collective.ALLREDUCE in wanted:
         gt = g.transpose()
         if gt is g and ag is not None and costs.uniform_model is not None:
             base, rs_tau, rs_time = ag, ag_tau, ag_time
         else:
-            base, rs_tau, rs_time = build(gt, costs.transposed(gt))
+            base, rs_tau, rs_time = build(gt, costs.transposed(gt), True)
         rs = base.reverse(topology=g.expr)
     t_all = time.perf_counter() - t0
+    made = {}
     for c in wanted:
         if c is Collective.ALLGATHER:
-            out[c].append(priced(name, ag, costs, size_bytes, t_ag, ag_tau, ag_time))
+            made[c] = priced(name, ag, costs, size_bytes, t_ag, ag_tau, ag_time)
         elif c is Collective.REDUCESCATTER:
-            out[c].append(priced(name, rs, costs, size_bytes, t_all - t_ag, rs_tau, rs_time))
+            made[c] = priced(name, rs, costs, size_bytes, t_all - t_ag, rs_tau, rs_time)
         else:
-            out[c].append(priced(name, allreduce(rs, ag), costs, size_bytes, t_all, _sum(ag_tau, rs_tau),
-                                 _sum(ag_time, rs_time)))
+            made[c] = priced(name, allreduce(rs, ag), costs, size_bytes, t_all, _sum(ag_tau, rs_tau),
+                             _sum(ag_time, rs_time))
+            # the allreduce is checked by its phases (the same schedule objects; see verify_allreduce_phases)
+            made[c].phases = (made.get(Collective.REDUCESCATTER) or Candidate(name, rs),
+                              made.get(Collective.ALLGATHER) or Candidate(name, ag))
+        out[c].append(made[c])

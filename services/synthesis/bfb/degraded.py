@@ -6,7 +6,9 @@ The failed arcs are removed (`topology.failures.remove_arcs`: the rest must stay
 surviving links keep their latency and bandwidth (and the nominal degree d: each still carries B/d), and
 both schedulers run on the degraded digraph: BFB (LP (1); LP (14) too when the links differ), which is
 defined on any digraph, and the greedy link-chunk matcher (`greedy`). Per collective the faster schedule
-that passes the model checker is served (`compare`). A plan revision is this plus compilation and storage.
+that passes the model checker is served (`compare`). On a vertex-transitive topology only the receivers
+whose BFB problems the failure changed are solved (`incremental`), and the greedy schedule is built only
+when its lower bound does not already lose. A plan revision is this plus compilation and storage.
 """
 from __future__ import annotations
 
@@ -68,7 +70,10 @@ def degraded_schedules(topology: Topology, failed, link: LinkModel | LinkCosts, 
     verify_mode : "chosen" or "all"
         Model-check only the served schedule (the fastest that passes) or every candidate.
     **kw
-        Passed to `compare.build_candidates` (schedulers, greedy_chunks, seed, bfb_options).
+        Passed to `compare.build_candidates` (schedulers, greedy_chunks, seed, bfb_options; by default the
+        intact topology is BFB's `reference` (only receivers whose problems changed are solved when it is
+        vertex-transitive), and the greedy scheduler is not built when its lower bound is already slower
+        (`prune`)).
 
     Returns
     -------
@@ -99,6 +104,8 @@ def degraded_schedules(topology: Topology, failed, link: LinkModel | LinkCosts, 
         costs = LinkCosts.uniform(cut.topology, link)
     if "schedulers" not in kw:
         kw["schedulers"] = ("bfb", "greedy") if costs.uniform_model is not None else ("bfb-hetero", "bfb", "greedy")
+    kw.setdefault("prune", True)
+    kw.setdefault("reference", topology)
     comparisons = schedule_collectives(cut.topology, costs, size_bytes, collectives=collectives,
                                        verify_mode=verify_mode, **kw)
     return DegradedSchedules(cut, costs, comparisons, time.perf_counter() - t0)

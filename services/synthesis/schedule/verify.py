@@ -85,6 +85,26 @@ def verify(schedule: Schedule, topology: Topology, collective: Collective | None
     return report
 
 
+def verify_allreduce_phases(reduce_scatter: VerificationReport, allgather: VerificationReport,
+                            allreduce_steps: int) -> VerificationReport:
+    """The report of `ir.allreduce(rs, ag)` from the reports of its two phases (`verify(rs, ...)` and
+    `verify(ag, ...)` of the very schedules composed), without simulating the allreduce again.
+
+    Lemma (paper section 3: allreduce = reduce-scatter then allgather): if the reduce-scatter is valid, after
+    its steps the owner v of every shard holds the full sum of every atom of it. If the allgather is valid,
+    each of its transfers of shard v is sent by v or by a node that received that atom earlier in the
+    allgather, so by induction over its (copy) steps every such sender, and hence every receiver, holds the
+    full sum; at the end every node has received every atom. So both phases valid implies the allreduce is
+    valid, and its T_L and T_B are the sums of the phases' (its steps follow each other). The converse may
+    fail (an allreduce may gather from a node other than the owner), so a failed phase says nothing:
+    `verify` the allreduce itself for the verdict then."""
+    ok = reduce_scatter.ok and allgather.ok
+    return VerificationReport(ok, Collective.ALLREDUCE.value, allgather.nodes, allreduce_steps if ok else 0,
+                              reduce_scatter.tau + allgather.tau if ok else Fraction(0),
+                              reduce_scatter.transfers + allgather.transfers,
+                              reduce_scatter.violation or allgather.violation)
+
+
 def _transfer_violation(kind: str, s: Schedule, i: int, msg: str) -> Violation:
     t = int(np.searchsorted(s.step_ptr, i, side="right"))
     lo, hi = int(s.lo[i]), int(s.hi[i])
