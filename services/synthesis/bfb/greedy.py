@@ -35,7 +35,7 @@ from services.synthesis.topology.graph import Topology
 
 __all__ = ["GreedyResult", "greedy_allgather", "greedy_schedule", "MAX_GREEDY_TRANSFERS"]
 
-MAX_GREEDY_TRANSFERS = 1 << 26     # N (N - 1) P transfers: 67 M rows (about 2 GiB of schedule columns)
+MAX_GREEDY_TRANSFERS = 1 << 22     # N (N - 1) P transfers: 4.2 M rows (N = 2048 at P = 1)
 MAX_GREEDY_DEGREE = 62
 
 

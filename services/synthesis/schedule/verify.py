@@ -161,13 +161,6 @@ class _Atoms:
         self.a_lo = np.searchsorted(self.cuts, s.lo)
         self.a_hi = np.searchsorted(self.cuts, s.hi)
 
-    def expand(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(transfer index, atom) for every atom covered by the transfers `idx`."""
-        n = self.a_hi[idx] - self.a_lo[idx]
-        rep = np.repeat(idx, n)
-        offs = np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n)
-        return rep, self.a_lo[rep] + offs
-
 
 def _source_blocks(s: Schedule, atoms: _Atoms, itemsize: int) -> list[tuple[int, int]]:
     per = max(1, STATE_BUDGET_BYTES // max(1, s.nodes * atoms.count * itemsize))
@@ -176,7 +169,8 @@ def _source_blocks(s: Schedule, atoms: _Atoms, itemsize: int) -> list[tuple[int,
 
 def _block_steps(s: Schedule, atoms: _Atoms, b0: int, b1: int):
     """Per step, the atom-level transfers of the shards b0..b1-1 as flat cells of a (shard - b0, node, atom)
-    state array: (t, transfer index, sender's cell, receiver's cell)."""
+    state array: (t, first, send, recv) with the sender's and the receiver's cells, and `first(k)` the
+    transfer index of atom-level entry k (for reporting; entries are not materialised per transfer)."""
     A, n = atoms.count, s.nodes
     whole = b0 == 0 and b1 == s.nodes
     for t in range(1, s.steps + 1):
@@ -185,9 +179,18 @@ def _block_steps(s: Schedule, atoms: _Atoms, b0: int, b1: int):
         if not whole:
             idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
         if idx.size:
-            rep, atom = atoms.expand(idx)
-            base = (s.source[rep].astype(np.int64) - b0) * n
-            yield t, rep, (base + s.sender[rep]) * A + atom, (base + s.receiver[rep]) * A + atom
+            count = atoms.a_hi[idx] - atoms.a_lo[idx]
+            ends = np.cumsum(count)
+            base = (s.source[idx].astype(np.int64) - b0) * n
+            first_send = (base + s.sender[idx]) * A + atoms.a_lo[idx]
+            first_recv = (base + s.receiver[idx]) * A + atoms.a_lo[idx]
+            offs = np.arange(int(ends[-1]), dtype=np.int64)
+            offs -= np.repeat(ends - count, count)             # atom offset within its transfer
+            send = np.repeat(first_send, count)
+            send += offs
+            recv = np.repeat(first_recv, count)
+            recv += offs
+            yield t, (lambda k, idx=idx, ends=ends: int(idx[np.searchsorted(ends, k, side="right")])), send, recv
 
 
 def _check_allgather(s: Schedule) -> Violation | None:
@@ -198,11 +201,11 @@ def _check_allgather(s: Schedule) -> Violation | None:
         own = np.arange(b0, b1)
         held[own - b0, own, :] = True
         cells = held.reshape(-1)
-        for t, rep, send, recv in _block_steps(s, atoms, b0, b1):
+        for t, transfer, send, recv in _block_steps(s, atoms, b0, b1):
             ok = cells[send]
             if not ok.all():
                 first = int(np.flatnonzero(~ok)[0])
-                i, a = int(rep[first]), int(send[first] % A)
+                i, a = transfer(first), int(send[first] % A)
                 gap = _chunk(int(atoms.cuts[a]), int(atoms.cuts[a + 1]), s.grid)
                 return _transfer_violation("not_held", s, i, f"node {s.sender[i]} does not hold this data at "
                                                              f"the start of step {t} (it lacks [{gap[0]}, {gap[1]}))")
@@ -225,7 +228,7 @@ def _check_reduction(s: Schedule, collective: Collective) -> Violation | None:
     for b0, b1 in _source_blocks(s, atoms, 8):
         val = np.broadcast_to(contrib[None, :, None], (b1 - b0, n, A)).copy()
         cells = val.reshape(-1)
-        for t, rep, send, recv in _block_steps(s, atoms, b0, b1):
+        for t, _, send, recv in _block_steps(s, atoms, b0, b1):
             sent = cells[send]                              # snapshot at the start of the step
             if s.ops[t - 1] == Op.REDUCE:                   # sum what each cell receives (sorted runs), add once
                 order = np.argsort(recv, kind="stable")
