@@ -197,6 +197,7 @@ def test_remove_parallel_arcs_one_at_a_time():
     ("power(remove(torus(3, 3), 0>1), 2)", r"product: .* is not regular"),
     ("degree(remove(torus(3, 3), 0>1), 2)", r"degree: .* is not regular"),
     ("remove(hypercube(40), 0>1)", r"hypercube: \d+ nodes exceeds the limit"),
+    ("remove(ring(2), 0>1, 1>0)", r"2 arcs named, but ring\(2\) has only 2"),
 ])
 def test_remove_errors_are_clear(text, message):
     with pytest.raises(TopologyError, match=message):

@@ -225,3 +225,13 @@ def test_cli_schedule_compares_the_construction_with_greedy(capsys):
     assert code == 0 and data["scheduler"] == "construction" and data["verified"]
     assert data["prediction_matches"] is True and data["predicted_steps"] == data["steps"]
     assert {c["scheduler"] for c in data["schedulers"]} == {"construction", "greedy"}
+
+
+def test_heterogeneous_candidate_beyond_its_limit_is_skipped(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("services.synthesis.bfb.hetero.MAX_HETERO_PROBLEMS", 10)
+    path = tmp_path / "links.json"
+    path.write_text(json.dumps({"links": [{"arc": "0>1", "bandwidth_gbps": 6.25}]}))
+    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--json")
+    data = json.loads(out)
+    by = {c["scheduler"]: c for c in data["schedulers"]}
+    assert code == 0 and data["scheduler"] == "bfb" and "one LP per receiver and step" in by["bfb-hetero"]["skipped"]

@@ -25,7 +25,7 @@ import numpy as np
 from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
-from services.synthesis.bfb.lp import bfb_allgather
+from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
@@ -182,7 +182,14 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
             build = _bfb_builder(bfb_options or {}, reference)
         else:
             build = _hetero_builder(size_bytes)
-        _by_orientation(out, name, topology, costs, size_bytes, build)
+        if name == "bfb":
+            _by_orientation(out, name, topology, costs, size_bytes, build)
+            continue
+        try:                                  # the comparators' own limits skip them, never the command
+            _by_orientation(out, name, topology, costs, size_bytes, build)
+        except ScheduleTooLarge as exc:
+            for c in collectives:
+                out[c] = [x for x in out[c] if x.scheduler != name] + [Candidate(name, None, skipped=str(exc))]
     return out
 
 

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from services.synthesis.bfb.lp import BfbContext, _Collector, check_schedule_size, receiver_types
+from services.synthesis.bfb.lp import BfbContext, ScheduleTooLarge, _Collector, check_schedule_size, receiver_types
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
 
-__all__ = ["HeteroResult", "bfb_heterogeneous"]
+__all__ = ["HeteroResult", "bfb_heterogeneous", "MAX_HETERO_PROBLEMS"]
+
+MAX_HETERO_PROBLEMS = 1 << 16      # (receiver, step) LPs, each a small GLOP model built in Python (~1 ms)
 
 
 @dataclass
@@ -99,6 +101,9 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
     g = topology
     ctx = BfbContext.create(g, shortcut=False)
     D, d = ctx.diameter, g.max_in_degree          # in-arc slots (padding slots are never eligible)
+    if g.nodes * D > MAX_HETERO_PROBLEMS:
+        raise ScheduleTooLarge(f"{g.expr}: heterogeneous BFB solves one LP per receiver and step, "
+                               f"{g.nodes} x {D} = {g.nodes * D} here; the limit is {MAX_HETERO_PROBLEMS}")
     shard = size_bytes / g.nodes
     receivers = np.arange(g.nodes)
     dcol, dw = ctx.receiver_distances(receivers)

@@ -66,6 +66,9 @@ def remove_arcs(topology: Topology, failed) -> Degraded:
     ('remove(torus(3, 3), 0>1)', 35, 4, False)
     """
     g = topology
+    failed = list(failed)
+    if len(failed) >= g.arcs:          # sized before any work: the rest must keep at least one arc per node
+        raise TopologyError(f"remove: {len(failed)} arcs named, but {g.expr} has only {g.arcs}")
     triples = [_triple(g, a) for a in failed]
     if not triples:
         raise TopologyError(f"remove: name at least one arc of {g.expr} to remove")
