@@ -184,6 +184,8 @@ def test_greedy_candidate_is_skipped_beyond_its_limit(monkeypatch):
 def test_candidate_dict_shape():
     c = Candidate("greedy", None, skipped="too big")
     assert c.as_dict() == {"scheduler": "greedy", "verified": None, "skipped": "too big"}
+    with pytest.raises(ValueError, match="no schedule was built: greedy: too big"):
+        choose(build("ring(3)"), Collective.ALLGATHER, [c], MB)
 
 
 def test_allreduce_checked_by_its_phases_agrees_with_the_full_check():

@@ -9,7 +9,7 @@ Candidates per collective:
 
 Every candidate is priced from its own schedule: sum over steps of the slowest used link's
 alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B). Candidates
-are verified fastest first; the first that passes the model checker is chosen (with ``verify="all"`` every
+are verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
 candidate is checked, so both costs are shown as verified). A candidate that would exceed the size limits
 is listed as skipped, with the reason.
 """
@@ -101,7 +101,8 @@ def choose(topology: Topology, collective: Collective, candidates: list[Candidat
            verify_mode: str = "chosen") -> Comparison:
     """Verify candidates fastest first and serve the first that passes (`verify_mode` "all" checks all).
 
-    Raises ScheduleInvalid when no candidate passes (a bug in a scheduler: never served)."""
+    Raises ScheduleInvalid when no candidate passes (a bug in a scheduler: never served), ValueError when
+    every candidate was skipped."""
     if verify_mode not in ("chosen", "all"):
         raise ValueError(f"verify_mode must be 'chosen' or 'all', got {verify_mode!r}")
     t0 = time.perf_counter()
@@ -114,7 +115,9 @@ def choose(topology: Topology, collective: Collective, candidates: list[Candidat
         if report.ok and chosen is None:
             chosen = c
     if chosen is None:
-        bad = next(c for c in ranked if c.violation is not None)
+        bad = next((c for c in ranked if c.violation is not None), None)
+        if bad is None:
+            raise ValueError("no schedule was built: " + "; ".join(f"{c.scheduler}: {c.skipped}" for c in ranked))
         raise ScheduleInvalid(reports[bad.scheduler].violation)
     return Comparison(topology, collective, size_bytes, ranked, chosen, time.perf_counter() - t0, reports)
 
