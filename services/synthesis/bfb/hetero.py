@@ -10,7 +10,8 @@ interchangeable, so the LP runs on source types (one variable per type and link)
 exceeds the optimum would be charged although it carries nothing: as the paper prescribes, such a link is
 deleted and the LP solved again. The fractional optimum is then put on a grid of `chunks` units per shard by
 rounding each type's split (largest remainders, so no link gets more than one extra unit per type); the cost
-measured from the resulting schedule is reported beside the LP's.
+measured from the resulting schedule is reported beside the LP's. Reduce-scatter and allreduce, and the
+comparison with LP (1) and the greedy scheduler, are in `compare` (`fabricplan bfb --links FILE`).
 """
 from __future__ import annotations
 
