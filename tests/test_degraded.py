@@ -19,6 +19,7 @@ from services.synthesis.bfb.lp import bfb_allgather, bfb_schedule
 from services.synthesis.bfb.price import bfb_tau
 from services.synthesis.schedule.cost import LinkModel, optimal_tau, tau_lower_bound
 from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule import links
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.report import schedule_summary
 from services.synthesis.schedule.verify import verify
@@ -317,7 +318,7 @@ def test_a_disconnecting_failure_is_a_clear_error():
         degraded_schedules(build("ring(6)"), [(2, 3)], PAPER_LINKS, MB)
 
 
-@pytest.mark.parametrize("module", [failures, degraded, compare, greedy, incremental])
+@pytest.mark.parametrize("module", [failures, degraded, compare, greedy, incremental, links])
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
