@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 
@@ -20,38 +21,98 @@ def _topology(expr: str):
         raise UsageError(str(exc)) from None
 
 
-def cmd_bfb(args) -> int:
-    from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather, bfb_schedule
+def _link_costs(args, topo):
+    """Per-arc costs: uniform from --alpha-us/--bandwidth-gbps, or the --links file (validated)."""
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.schedule.links import LinkCosts, link_costs_from_json
+
+    finite = all(math.isfinite(x) for x in (args.alpha_us, args.bandwidth_gbps, args.size))
+    if not finite or args.alpha_us < 0 or args.bandwidth_gbps <= 0 or args.size <= 0:
+        raise UsageError("--alpha-us must be finite and >= 0, --bandwidth-gbps and --size finite and > 0")
+    model = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
+    if not getattr(args, "links", None):
+        return LinkCosts.uniform(topo, model)
+    try:
+        with open(args.links, "rb") as fh:
+            raw = fh.read(MAX_LINKS_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"--links: cannot read {args.links}: {exc.strerror}") from None
+    if len(raw) > MAX_LINKS_FILE_BYTES:
+        raise UsageError(f"--links: {args.links} is larger than {MAX_LINKS_FILE_BYTES} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--links: {args.links} is not valid JSON: {exc}") from None
+    try:
+        return link_costs_from_json(topo, data, default=model)
+    except ValueError as exc:
+        raise UsageError(f"--links: {args.links}: {exc}") from None
+
+
+MAX_LINKS_FILE_BYTES = 64 << 20
+
+
+def _compare(topo, collective, costs, args, schedulers, **kw):
+    """Build every scheduler's candidate, verify them all, serve the fastest verified one."""
+    from services.synthesis.bfb.compare import build_candidates, choose
+    from services.synthesis.bfb.lp import ScheduleTooLarge
+    from services.synthesis.schedule.verify import ScheduleInvalid
+
+    try:
+        cands = build_candidates(topo, costs, args.size, collectives=(collective,), schedulers=schedulers,
+                                 greedy_chunks=args.greedy_chunks, **kw)[collective]
+        return choose(topo, collective, cands, args.size, verify_mode="all")
+    except ScheduleInvalid as exc:
+        print(f"fabricplan: no schedule passed the model checker: {exc}", file=sys.stderr)
+        return None
+    except (ScheduleTooLarge, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _comparison_summary(topo, collective, comparison, seconds: float, output: str | None) -> dict:
+    """The chosen schedule's summary (DESIGN section 5 fields) plus every scheduler's cost."""
     from services.synthesis.schedule.report import schedule_summary
+
+    chosen = comparison.chosen
+    summary = schedule_summary(topo, comparison.reports[chosen.scheduler], seconds, collective)
+    summary["scheduler"] = chosen.scheduler
+    summary["size_bytes"] = comparison.size_bytes
+    summary["time_us"] = chosen.time_s * 1e6
+    if chosen.predicted_tau is not None:
+        summary["predicted_tau_exact"] = str(chosen.predicted_tau)
+        summary["prediction_matches"] = chosen.verified and chosen.tau == chosen.predicted_tau
+    if chosen.predicted_time_s is not None:
+        summary["predicted_time_us"] = chosen.predicted_time_s * 1e6
+    summary["schedulers"] = [c.as_dict() for c in comparison.candidates]
+    if output:
+        with open(output, "wb") as fh:
+            fh.write(chosen.schedule.to_bytes())
+        summary["output"] = output
+    return summary
+
+
+def cmd_bfb(args) -> int:
     from services.synthesis.schedule.ir import Collective
-    from services.synthesis.schedule.verify import verify
 
     topo = _topology(args.expr)
     collective = Collective.parse(args.collective)
+    costs = _link_costs(args, topo)
+    if args.chunks is not None and args.chunks < 1:
+        raise UsageError(f"--chunks must be a positive integer, got {args.chunks}")
+    schedulers = ("bfb", "greedy") if not args.links else ("bfb-hetero", "bfb", "greedy")
     t0 = time.perf_counter()
-    try:
-        opts = dict(workers=args.workers, shortcut=not args.no_shortcut, chunks=args.chunks)
-        result = bfb_allgather(topo, **opts)
-        schedule = bfb_schedule(topo, collective, allgather=result.schedule, **opts)
-    except (ScheduleTooLarge, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    seconds = time.perf_counter() - t0
-    report = verify(schedule, topo)
-    summary = schedule_summary(topo, report, seconds, collective, result.tau)
-    if args.output:
-        with open(args.output, "wb") as fh:
-            fh.write(schedule.to_bytes())
-        summary["output"] = args.output
-    _emit(summary, args.json)
-    return 0 if report.ok else 1
+    opts = dict(workers=args.workers, shortcut=not args.no_shortcut, chunks=args.chunks)
+    comparison = _compare(topo, collective, costs, args, schedulers, bfb_options=opts)
+    if comparison is None:
+        return 1
+    _emit(_comparison_summary(topo, collective, comparison, time.perf_counter() - t0, args.output), args.json)
+    return 0
 
 
 def cmd_schedule(args) -> int:
     from services.synthesis.bfb.lp import ScheduleTooLarge
     from services.synthesis.search.construct import construct
-    from services.synthesis.schedule.report import schedule_summary
     from services.synthesis.schedule.ir import Collective
-    from services.synthesis.schedule.verify import verify
 
     _topology(args.expr)                      # validates the expression with a clear message
     collective = Collective.parse(args.collective)
@@ -59,20 +120,24 @@ def cmd_schedule(args) -> int:
         built = construct(args.expr, collective)
     except (ScheduleTooLarge, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    report = verify(built.schedule, built.topology)
-    phases = 2 if collective is Collective.ALLREDUCE else 1
-    summary = schedule_summary(built.topology, report, built.seconds, collective,
-                               built.prediction.tau / phases)
-    summary["predicted_steps"] = built.prediction.steps
-    summary["prediction_is_bound"] = not built.prediction.exact
-    summary["prediction_matches"] = report.ok and report.steps == built.prediction.steps and (
-        report.tau == built.prediction.tau if built.prediction.exact else report.tau <= built.prediction.tau)
-    if args.output:
-        with open(args.output, "wb") as fh:
-            fh.write(built.schedule.to_bytes())
-        summary["output"] = args.output
+    costs = _link_costs(args, built.topology)
+    exact = built.prediction.exact
+    prebuilt = {"construction": {collective: (built.schedule, built.seconds, built.prediction.tau if exact else None)}}
+    t0 = time.perf_counter()
+    comparison = _compare(built.topology, collective, costs, args, ("greedy",), prebuilt=prebuilt)
+    if comparison is None:
+        return 1
+    summary = _comparison_summary(built.topology, collective, comparison,
+                                  built.seconds + time.perf_counter() - t0, args.output)
+    if comparison.chosen.scheduler == "construction":
+        report = comparison.reports["construction"]
+        summary["predicted_steps"] = built.prediction.steps
+        summary["predicted_tau_exact"] = str(built.prediction.tau)
+        summary["prediction_is_bound"] = not exact
+        summary["prediction_matches"] = report.ok and report.steps == built.prediction.steps and (
+            report.tau == built.prediction.tau if exact else report.tau <= built.prediction.tau)
     _emit(summary, args.json)
-    return 0 if report.ok else 1
+    return 0
 
 
 def _frontier(args):
@@ -287,7 +352,23 @@ def _emit(summary: dict, as_json: bool) -> None:
         return
     width = max(len(k) for k in summary)
     for k, v in summary.items():
-        print(f"{k:<{width}}  {v}")
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            print(k)
+            for x in v:
+                print("  " + "  ".join(f"{a}={b}" for a, b in x.items()))
+        else:
+            print(f"{k:<{width}}  {v}")
+
+
+def _add_cost_arguments(p: argparse.ArgumentParser) -> None:
+    """The link model the schedulers are compared on (the paper's table units by default)."""
+    p.add_argument("--alpha-us", type=float, default=10.0, help="link latency alpha (default 10 us)")
+    p.add_argument("--bandwidth-gbps", type=float, default=100.0,
+                   help="node egress bandwidth B; a link carries B/d (default 100 Gbps)")
+    p.add_argument("--size", type=float, default=float(1 << 20),
+                   help="collective size M in bytes: decides which schedule is faster (default 1 MiB)")
+    p.add_argument("--greedy-chunks", type=int, default=1,
+                   help="chunks per shard of the greedy (TACOS) scheduler (default 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -301,14 +382,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--chunks", type=int, default=None, help="discrete BFB: P equal chunks per shard (App. E.2)")
     b.add_argument("--workers", type=int, default=None, help="processes for the per-receiver LPs (default: all cores)")
     b.add_argument("--no-shortcut", action="store_true", help="solve every node even on vertex-transitive topologies")
-    b.add_argument("-o", "--output", help="write the schedule as one compressed blob (.npz)")
+    b.add_argument("-o", "--output", help="write the served schedule as one compressed blob (.npz)")
+    b.add_argument("--links", help="JSON file of per-arc alpha_us / bandwidth_gbps: heterogeneous BFB (LP (14))")
+    _add_cost_arguments(b)
     b.set_defaults(func=cmd_bfb)
 
     sc = sub.add_parser("schedule", help="the schedule the finder would use for an expression, model-checked")
     sc.add_argument("expr")
     sc.add_argument("--collective", default="allgather")
     sc.add_argument("--json", action="store_true")
-    sc.add_argument("-o", "--output", help="write the schedule as one compressed blob (.npz)")
+    sc.add_argument("-o", "--output", help="write the served schedule as one compressed blob (.npz)")
+    _add_cost_arguments(sc)
     sc.set_defaults(func=cmd_schedule)
 
     fr = sub.add_parser("frontier", help="Pareto-efficient topologies for N nodes of degree d")

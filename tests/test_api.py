@@ -161,7 +161,9 @@ def test_evaluate_expression_and_edges(client):
     bad = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 5]]})
     assert bad.status_code == 422 and "outside" in bad.json()["detail"][0]["msg"]
     bad = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 2]]})
-    assert bad.status_code == 422 and "regular" in bad.json()["detail"][0]["msg"]
+    assert bad.status_code == 422 and "not strongly connected" in bad.json()["detail"][0]["msg"]
+    r = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 2], [2, 0], [0, 2]]})
+    assert r.status_code == 200 and r.json()["verified"] and r.json()["degree"] == 2      # irregular is fine
     assert client.post("/v1/topologies/evaluate", json={}).status_code == 422
     big = client.post("/v1/topologies/evaluate", json={"expr": "hypercube(12)"})
     assert big.status_code == 422 and "submit a plan" in big.json()["detail"][0]["msg"]

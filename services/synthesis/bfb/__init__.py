@@ -1,2 +1,4 @@
 """Breadth-first-broadcast (BFB) schedules: the per-step linear programs (paper section 6), the
-schedule-free evaluator and its compiled kernels, and the heterogeneous and discrete variants."""
+schedule-free evaluator and its compiled kernels, the heterogeneous and discrete variants, BFB near a
+vertex-transitive topology, the greedy link-chunk scheduler (TACOS) it is compared with, and schedules after
+link failures."""

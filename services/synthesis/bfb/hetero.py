@@ -10,7 +10,8 @@ interchangeable, so the LP runs on source types (one variable per type and link)
 exceeds the optimum would be charged although it carries nothing: as the paper prescribes, such a link is
 deleted and the LP solved again. The fractional optimum is then put on a grid of `chunks` units per shard by
 rounding each type's split (largest remainders, so no link gets more than one extra unit per type); the cost
-measured from the resulting schedule is reported beside the LP's.
+measured from the resulting schedule is reported beside the LP's. Reduce-scatter and allreduce, and the
+comparison with LP (1) and the greedy scheduler, are in `compare` (`fabricplan bfb --links FILE`).
 """
 from __future__ import annotations
 
@@ -21,9 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from services.synthesis.bfb.lp import BfbContext, _Collector, check_schedule_size, receiver_types
+from services.synthesis.bfb.lp import BfbContext, ScheduleTooLarge, _Collector, check_schedule_size, receiver_types
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
+
+
+__all__ = ["HeteroResult", "bfb_heterogeneous", "MAX_HETERO_PROBLEMS"]
+
+MAX_HETERO_PROBLEMS = 1 << 16      # (receiver, step) LPs, each a small GLOP model built in Python (~1 ms)
 
 
 @dataclass
@@ -95,7 +101,10 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
     t0 = time.perf_counter()
     g = topology
     ctx = BfbContext.create(g, shortcut=False)
-    D, d = ctx.diameter, g.degree
+    D, d = ctx.diameter, g.max_in_degree          # in-arc slots (padding slots are never eligible)
+    if g.nodes * D > MAX_HETERO_PROBLEMS:
+        raise ScheduleTooLarge(f"{g.expr}: heterogeneous BFB solves one LP per receiver and step, "
+                               f"{g.nodes} x {D} = {g.nodes * D} here; the limit is {MAX_HETERO_PROBLEMS}")
     shard = size_bytes / g.nodes
     receivers = np.arange(g.nodes)
     dcol, dw = ctx.receiver_distances(receivers)
@@ -103,9 +112,12 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
     out = _Collector()
     for u in range(g.nodes):
         arcs_u = g.in_arcs[u]
+        real = arcs_u >= 0
+        alpha_u = np.where(real, alpha[arcs_u], 0.0)
+        inv_rate_u = np.where(real, shard / bw[arcs_u], 0.0)
         _, groups = receiver_types(dcol[:, u], dw[:, u, :], d)
         for grp in groups:
-            u_s, z = _solve_lp(grp.masks, grp.counts, d, alpha[arcs_u], shard / bw[arcs_u])
+            u_s, z = _solve_lp(grp.masks, grp.counts, d, alpha_u, inv_rate_u)
             worst[grp.t - 1] = max(worst[grp.t - 1], u_s)
             flows = [_round(z[i], grp.counts[i], chunks, grp.masks[i]) for i in range(len(grp.masks))]
             out.add(grp, flows, chunks, arcs_u)
@@ -115,3 +127,4 @@ def bfb_heterogeneous(topology: Topology, link_alpha_s, link_bandwidth_Bps, size
                                  source=cols["source"], sender=g.tails[arc], receiver=g.heads[arc],
                                  lane=g.lanes[arc], lo=cols["lo"], hi=cols["hi"])
     return HeteroResult(sched, worst, float(worst.sum()), chunks, time.perf_counter() - t0)
+

@@ -16,7 +16,10 @@ Variants: the discrete chunked BFB of App. E.2 (P equal chunks per shard; the in
 solved exactly: capacity ceil(P U*) is feasible by the integrality of max-flow, so no rounding loss beyond
 it), and heterogeneous links (App. E.3, LP (14), solved with OR-Tools GLOP).
 
-T_B = tau M/B with tau = (d/N) sum_t max_u U_{u,t} (Eq. (2)); T_L = alpha D(G) (Theorem 15).
+T_B = tau M/B with tau = (d/N) sum_t max_u U_{u,t} (Eq. (2)); T_L = alpha D(G) (Theorem 15). Nothing here needs
+regularity: on any strongly connected digraph (e.g. one with failed links removed) the LPs are the same, d is
+the nominal degree (every link carries B/d) and a receiver's in-arc slots are its in-arcs (padding slots of
+`Topology.in_arcs` are never eligible).
 Receivers are independent, so blocks of receivers are solved in parallel (`solve_block` is the unit of work
 a Celery task runs on a slice); vertex-transitive topologies solve node 0 and map by translation.
 """
@@ -47,10 +50,10 @@ class ScheduleTooLarge(ValueError):
 
 
 def check_bfb_degree(topology: Topology) -> None:
-    """A source's eligible in-arcs are a 64-bit mask: BFB handles degrees up to BFB_MAX_DEGREE."""
-    if topology.degree > BFB_MAX_DEGREE:
-        raise ScheduleTooLarge(f"{topology.expr} has degree {topology.degree}; BFB schedules are built for degree "
-                               f"at most {BFB_MAX_DEGREE} (each source's eligible in-arcs are one 64-bit mask)")
+    """A source's eligible in-arcs are a 64-bit mask: BFB handles in-degrees up to BFB_MAX_DEGREE."""
+    if topology.max_in_degree > BFB_MAX_DEGREE:
+        raise ScheduleTooLarge(f"{topology.expr} has degree {topology.max_in_degree}; BFB schedules are built for "
+                               f"degree at most {BFB_MAX_DEGREE} (each source's eligible in-arcs are one 64-bit mask)")
 
 
 def check_schedule_size(topology: Topology) -> None:
@@ -247,7 +250,7 @@ class BfbContext:
         check_bfb_degree(topology)
         ctx = cls(topology, bool(shortcut and topology.translation is not None), chunks, method)
         if ctx.shortcut:
-            w = topology.tails[topology.in_arcs[0]]
+            w = topology.in_predecessors[0]
             ctx._dist0 = topology.distances_to(np.concatenate([[0], w]))    # (1 + d, N)
             ctx.diameter = topology.diameter
         else:
@@ -261,7 +264,7 @@ class BfbContext:
         if self.shortcut:
             assert np.all(receivers == 0)
             return self._dist0[0][:, None], self._dist0[1:].T[:, None, :]
-        w = g.tails[g.in_arcs[receivers]]                                  # (B, d)
+        w = g.in_predecessors[receivers]                                   # (B, d)
         return self._dist[:, receivers], self._dist[:, w]
 
 
@@ -347,7 +350,7 @@ def solve_block(ctx: BfbContext, receivers) -> BlockResult:
     """Solve LP (1) for every (u, t) with u in `receivers` and t = 1..D(G). Pure and picklable: the unit
     of work for a process pool or a Celery task."""
     g = ctx.topology
-    d, D = g.degree, ctx.diameter
+    d, D = g.max_in_degree, ctx.diameter          # in-arc slots (the nominal degree on regular topologies)
     receivers = np.asarray(receivers, dtype=np.int64)
     dcol, dw = ctx.receiver_distances(receivers)
     zeta = ctx.method == "zeta" or (ctx.method == "auto" and d <= ZETA_MAX_DEGREE)

@@ -83,7 +83,7 @@ def _tau_by_translation(g: Topology, method: str) -> tuple[int, Fraction]:
 
 
 def _tau_by_bitsets(g: Topology, method: str) -> tuple[int, Fraction]:
-    n, d = g.nodes, g.degree
+    n, d = g.nodes, g.max_in_degree               # in-arc slots; tau uses the nominal degree
     preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
     total_u = Fraction(0)
     D = 0
@@ -91,7 +91,7 @@ def _tau_by_bitsets(g: Topology, method: str) -> tuple[int, Fraction]:
         D = t
         offsets, masks, counts = step_types(prev, ball, preds)
         total_u += _step_max_u_star(offsets, masks, counts, d, method)
-    return D, Fraction(d, n) * total_u
+    return D, Fraction(g.degree, n) * total_u
 
 
 def _step_max_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str) -> Fraction:

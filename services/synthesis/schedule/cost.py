@@ -130,6 +130,16 @@ def optimal_tau(nodes: int) -> Fraction:
     return Fraction(nodes - 1, nodes)
 
 
+def tau_lower_bound(nodes: int, degree: int, min_in_links: int) -> Fraction:
+    """Theorem 4 on a given topology: a node with delta in-links from other nodes, of B/d each, must receive
+    M(N-1)/N bytes, so T_B >= (M/B) (N-1)/N * d/delta with delta the smallest such count. Equals
+    T_B*(N) = (M/B)(N-1)/N on a d-regular topology without self-loops; on an irregular one it is larger
+    (sum of in-degrees = sum of out-degrees <= N d, so delta < d)."""
+    if min_in_links < 1 or degree < 1:
+        raise ValueError(f"degrees must be at least 1, got d = {degree}, fewest in-links = {min_in_links}")
+    return optimal_tau(nodes) * Fraction(degree, min_in_links)
+
+
 def is_moore_optimal(nodes: int, d: int, steps: int) -> bool:
     """Moore optimal iff N > M_{d,k-1} (Definition 10)."""
     return steps == 0 or nodes > moore_nodes(d, steps - 1)

@@ -85,6 +85,26 @@ def verify(schedule: Schedule, topology: Topology, collective: Collective | None
     return report
 
 
+def verify_allreduce_phases(reduce_scatter: VerificationReport, allgather: VerificationReport,
+                            allreduce_steps: int) -> VerificationReport:
+    """The report of `ir.allreduce(rs, ag)` from the reports of its two phases (`verify(rs, ...)` and
+    `verify(ag, ...)` of the very schedules composed), without simulating the allreduce again.
+
+    Lemma (paper section 3: allreduce = reduce-scatter then allgather): if the reduce-scatter is valid, after
+    its steps the owner v of every shard holds the full sum of every atom of it. If the allgather is valid,
+    each of its transfers of shard v is sent by v or by a node that received that atom earlier in the
+    allgather, so by induction over its (copy) steps every such sender, and hence every receiver, holds the
+    full sum; at the end every node has received every atom. So both phases valid implies the allreduce is
+    valid, and its T_L and T_B are the sums of the phases' (its steps follow each other). The converse may
+    fail (an allreduce may gather from a node other than the owner), so a failed phase says nothing:
+    `verify` the allreduce itself for the verdict then."""
+    ok = reduce_scatter.ok and allgather.ok
+    return VerificationReport(ok, Collective.ALLREDUCE.value, allgather.nodes, allreduce_steps if ok else 0,
+                              reduce_scatter.tau + allgather.tau if ok else Fraction(0),
+                              reduce_scatter.transfers + allgather.transfers,
+                              reduce_scatter.violation or allgather.violation)
+
+
 def _transfer_violation(kind: str, s: Schedule, i: int, msg: str) -> Violation:
     t = int(np.searchsorted(s.step_ptr, i, side="right"))
     lo, hi = int(s.lo[i]), int(s.hi[i])
@@ -141,13 +161,6 @@ class _Atoms:
         self.a_lo = np.searchsorted(self.cuts, s.lo)
         self.a_hi = np.searchsorted(self.cuts, s.hi)
 
-    def expand(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(transfer index, atom) for every atom covered by the transfers `idx`."""
-        n = self.a_hi[idx] - self.a_lo[idx]
-        rep = np.repeat(idx, n)
-        offs = np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n)
-        return rep, self.a_lo[rep] + offs
-
 
 def _source_blocks(s: Schedule, atoms: _Atoms, itemsize: int) -> list[tuple[int, int]]:
     per = max(1, STATE_BUDGET_BYTES // max(1, s.nodes * atoms.count * itemsize))
@@ -155,14 +168,29 @@ def _source_blocks(s: Schedule, atoms: _Atoms, itemsize: int) -> list[tuple[int,
 
 
 def _block_steps(s: Schedule, atoms: _Atoms, b0: int, b1: int):
-    """Per step, the atom-level transfers of the shards b0..b1-1: (t, transfer index, atom, shard - b0)."""
+    """Per step, the atom-level transfers of the shards b0..b1-1 as flat cells of a (shard - b0, node, atom)
+    state array: (t, first, send, recv) with the sender's and the receiver's cells, and `first(k)` the
+    transfer index of atom-level entry k (for reporting; entries are not materialised per transfer)."""
+    A, n = atoms.count, s.nodes
+    whole = b0 == 0 and b1 == s.nodes
     for t in range(1, s.steps + 1):
         sl = s.step_slice(t)
         idx = np.arange(sl.start, sl.stop)
-        idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
+        if not whole:
+            idx = idx[(s.source[idx] >= b0) & (s.source[idx] < b1)]
         if idx.size:
-            rep, atom = atoms.expand(idx)
-            yield t, rep, atom, s.source[rep] - b0
+            count = atoms.a_hi[idx] - atoms.a_lo[idx]
+            ends = np.cumsum(count)
+            base = (s.source[idx].astype(np.int64) - b0) * n
+            first_send = (base + s.sender[idx]) * A + atoms.a_lo[idx]
+            first_recv = (base + s.receiver[idx]) * A + atoms.a_lo[idx]
+            offs = np.arange(int(ends[-1]), dtype=np.int64)
+            offs -= np.repeat(ends - count, count)             # atom offset within its transfer
+            send = np.repeat(first_send, count)
+            send += offs
+            recv = np.repeat(first_recv, count)
+            recv += offs
+            yield t, (lambda k, idx=idx, ends=ends: int(idx[np.searchsorted(ends, k, side="right")])), send, recv
 
 
 def _check_allgather(s: Schedule) -> Violation | None:
@@ -172,15 +200,16 @@ def _check_allgather(s: Schedule) -> Violation | None:
         held = np.zeros((b1 - b0, n, A), dtype=bool)
         own = np.arange(b0, b1)
         held[own - b0, own, :] = True
-        for t, rep, atom, v in _block_steps(s, atoms, b0, b1):
-            ok = held[v, s.sender[rep], atom]
+        cells = held.reshape(-1)
+        for t, transfer, send, recv in _block_steps(s, atoms, b0, b1):
+            ok = cells[send]
             if not ok.all():
                 first = int(np.flatnonzero(~ok)[0])
-                i, a = int(rep[first]), int(atom[first])
+                i, a = transfer(first), int(send[first] % A)
                 gap = _chunk(int(atoms.cuts[a]), int(atoms.cuts[a + 1]), s.grid)
                 return _transfer_violation("not_held", s, i, f"node {s.sender[i]} does not hold this data at "
                                                              f"the start of step {t} (it lacks [{gap[0]}, {gap[1]}))")
-            held[v, s.receiver[rep], atom] = True
+            cells[recv] = True
         missing = np.argwhere(~held)
         if missing.size:
             v, u, a = (int(x) for x in missing[0])
@@ -198,13 +227,17 @@ def _check_reduction(s: Schedule, collective: Collective) -> Violation | None:
     total = np.uint64(int(contrib.sum()) % PRIME)
     for b0, b1 in _source_blocks(s, atoms, 8):
         val = np.broadcast_to(contrib[None, :, None], (b1 - b0, n, A)).copy()
-        for t, rep, atom, v in _block_steps(s, atoms, b0, b1):
-            sent = val[v, s.sender[rep], atom]             # snapshot at the start of the step
-            if s.ops[t - 1] == Op.REDUCE:
-                np.add.at(val, (v, s.receiver[rep], atom), sent)
-                val %= PRIME
+        cells = val.reshape(-1)
+        for t, _, send, recv in _block_steps(s, atoms, b0, b1):
+            sent = cells[send]                              # snapshot at the start of the step
+            if s.ops[t - 1] == Op.REDUCE:                   # sum what each cell receives (sorted runs), add once
+                order = np.argsort(recv, kind="stable")
+                into = recv[order]
+                first = np.flatnonzero(np.concatenate([[True], into[1:] != into[:-1]]))
+                into = into[first]
+                cells[into] = (cells[into] + np.add.reduceat(sent[order], first)) % PRIME
             else:
-                val[v, s.receiver[rep], atom] = sent
+                cells[recv] = sent
         if collective is Collective.REDUCESCATTER:
             owners = np.arange(b0, b1)
             wrong = np.argwhere(val[owners - b0, owners, :] != total)

@@ -21,6 +21,7 @@ def line(g: Topology, times: int = 1) -> Topology:
     """
     if not isinstance(times, int) or times < 1:
         raise TopologyError(f"line: the repeat count must be a positive integer, got {times!r}")
+    _require_regular("line", g)
     expr = f"line({g.expr})" if times == 1 else f"line({g.expr}, {times})"
     cur = g
     for _ in range(times):
@@ -37,6 +38,7 @@ def degree(g: Topology, n: int) -> Topology:
     (u_i, v_j). N -> nN, d -> nd. Requires G without self-loops."""
     if not isinstance(n, int) or n < 2:
         raise TopologyError(f"degree: the expansion factor must be an integer >= 2, got {n!r}")
+    _require_regular("degree", g)
     if g.self_loops:
         raise TopologyError(f"degree: {g.expr} has self-loops; degree expansion is defined only without them")
     i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
@@ -51,6 +53,8 @@ def product(*factors: Topology, expr: str | None = None) -> Topology:
     Products of untwisted Cayley factors are Cayley graphs of the product group."""
     if len(factors) < 2 or not all(isinstance(f, Topology) for f in factors):
         raise TopologyError("product: needs at least two topologies")
+    for f in factors:
+        _require_regular("product", f)
     sizes = [f.nodes for f in factors]
     total = int(np.prod(sizes))
     if total > 1 << 24:
@@ -85,7 +89,14 @@ def bidir(g: Topology) -> Topology:
     """G u G^T (App. A.6): every arc gets its reverse; 2d-regular and bidirectional. Arcs of G come first
     among parallel arcs (lanes 0..), then those of G^T."""
     return Topology(g.nodes, np.concatenate([g.tails, g.heads]), np.concatenate([g.heads, g.tails]),
-                    f"bidir({g.expr})", translation=g.translation, vertex_transitive=g.vertex_transitive)
+                    f"bidir({g.expr})", translation=g.translation, vertex_transitive=g.vertex_transitive,
+                    degree=2 * g.degree)
+
+
+def _require_regular(name: str, g: Topology) -> None:
+    """The expansions' definitions and theorems (section 5) are for d-regular topologies."""
+    if not g.regular:
+        raise TopologyError(f"{name}: {g.expr} is not regular; expansions apply to regular topologies")
 
 
 def bidir_schedule(g: Topology, ag: Schedule, ag_transpose: Schedule, gb: Topology) -> Schedule:

@@ -6,10 +6,14 @@ import math
 
 from services.synthesis.search.expansions import OPERATORS
 from services.synthesis.topology.expr import Expr, parse
+from services.synthesis.topology.failures import remove
 from services.synthesis.topology.families import FAMILIES
 from services.synthesis.topology.graph import Topology, TopologyError
 
-CONSTRUCTORS = {**FAMILIES, **OPERATORS}
+# operators take a topology first; remove() is sized by its argument (built, and so size-checked, first)
+# and only shrinks it
+TOPOLOGY_OPERATORS = {**OPERATORS, "remove": remove}
+CONSTRUCTORS = {**FAMILIES, **TOPOLOGY_OPERATORS}
 MAX_NODES = 1 << 16
 MAX_ARCS = 1 << 24
 
@@ -31,9 +35,9 @@ def _build(tree: Expr) -> Topology:
         raise TopologyError(f"{tree.name}: wrong number of arguments; usage: {tree.name}"
                             f"{_usage(fn)}") from None
     for a in args:
-        if isinstance(a, Topology) and fn not in OPERATORS.values():
+        if isinstance(a, Topology) and fn not in TOPOLOGY_OPERATORS.values():
             raise TopologyError(f"{tree.name}: arguments are numbers, not topologies")
-    if fn in OPERATORS.values() and not isinstance(args[0] if args else None, Topology):
+    if fn in TOPOLOGY_OPERATORS.values() and not isinstance(args[0] if args else None, Topology):
         raise TopologyError(f"{tree.name}: the first argument must be a topology expression")
     _guard_size(tree)
     return fn(*args)

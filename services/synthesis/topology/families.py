@@ -206,7 +206,8 @@ def distreg(name: str) -> Topology:
 
 
 def edges(n: int, *arcs: tuple[int, int]) -> Topology:
-    """An explicit arc list: edges(n, a>b, ...); it must still be regular and strongly connected."""
+    """An explicit arc list: edges(n, a>b, ...): any strongly connected digraph (regular or not; its nominal
+    degree is the largest out- or in-degree)."""
     _int("edges: n", n, 2)
     _require(all(isinstance(a, tuple) and len(a) == 2 for a in arcs),
              "edges: arcs are written tail>head, e.g. edges(3, 0>1, 1>2, 2>0)")

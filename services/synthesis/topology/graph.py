@@ -3,7 +3,13 @@
 Nodes are 0..N-1. Arcs are stored as two sorted integer arrays (tail, head); parallel arcs are distinct
 links ("lanes" 0, 1, ... between the same ordered pair) and self-loops are allowed: as in the paper a
 self-loop occupies one of the d ports and carries B/d of bandwidth but can carry nothing useful.
-Every topology is d-regular (in- and out-degree d at every node) and strongly connected.
+Every topology is strongly connected. The generative families are d-regular (in- and out-degree d at every
+node); explicit arc lists and degraded topologies (failed arcs removed) need not be. The cost model uses
+the nominal degree d: a node's egress bandwidth B is split over d ports, so every link carries B/d. It is
+the largest out-degree (or in-degree, if larger: a port transmits and receives, and G^T must keep d) unless
+the caller says more ports exist (a degraded topology keeps the d of the topology it was cut from). Per-node arrays of neighbours (`in_arcs`, `in_predecessors`, `out_neighbours`)
+are rectangular: on an irregular topology the missing entries are padding that acts as a self-loop (an
+in-arc slot whose tail is the node itself: never on a shortest path, so BFB never uses it).
 
 A bidirectional topology is one whose arc multiset equals its reverse (every cable is duplex); this is
 computed from the arcs, never claimed. A vertex-transitive family may carry a `Translation`: a labelling of
@@ -79,10 +85,10 @@ class Translation:
 
 
 class Topology:
-    """A d-regular, strongly connected directed multigraph with its canonical expression."""
+    """A strongly connected directed multigraph with its canonical expression and nominal degree d."""
 
     def __init__(self, nodes: int, tails, heads, expr: str, *, vertex_transitive: bool = False,
-                 translation: Translation | None = None):
+                 translation: Translation | None = None, degree: int | None = None):
         tails = np.asarray(tails, dtype=np.int64).ravel()
         heads = np.asarray(heads, dtype=np.int64).ravel()
         if nodes < 2:
@@ -100,13 +106,16 @@ class Topology:
         self.expr = expr
         out_deg = np.bincount(self.tails, minlength=nodes)
         in_deg = np.bincount(self.heads, minlength=nodes)
-        d = int(out_deg[0])
-        irregular = np.flatnonzero((out_deg != d) | (in_deg != d))
-        if irregular.size:
-            u = int(irregular[0])
-            raise TopologyError(f"{expr}: not regular: node {u} has out-degree {out_deg[u]} and in-degree "
-                                f"{in_deg[u]}, node 0 has degree {d}")
-        self.degree = d
+        self.max_out_degree, self.max_in_degree = int(out_deg.max()), int(in_deg.max())
+        self.regular = bool((out_deg == out_deg[0]).all() and (in_deg == out_deg[0]).all())
+        ports = max(self.max_out_degree, self.max_in_degree)
+        if degree is None:
+            degree = ports
+        elif not isinstance(degree, (int, np.integer)) or degree < ports:
+            raise TopologyError(f"{expr}: nominal degree {degree!r} is below the largest out- or in-degree {ports}")
+        self.degree = int(degree)
+        if (translation is not None or vertex_transitive) and not self.regular:
+            raise TopologyError(f"{expr}: a vertex-transitive topology is regular; this one is not")
         # strongly connected iff node 0 reaches every node and every node reaches node 0
         self._from0, self._to0 = self.distances_from([0])[0], self.distances_to([0])[0]
         if (self._from0 < 0).any() or (self._to0 < 0).any():
@@ -119,7 +128,7 @@ class Topology:
 
     # ----- structure -------------------------------------------------------------------------------
     def __repr__(self) -> str:
-        return f"Topology({self.expr}, N={self.nodes}, d={self.degree})"
+        return f"Topology({self.expr}, N={self.nodes}, d={self.degree}{'' if self.regular else ', irregular'})"
 
     @property
     def arcs(self) -> int:
@@ -162,16 +171,34 @@ class Topology:
 
     @cached_property
     def in_arcs(self) -> np.ndarray:
-        """Arc indices into each node, shape (N, d), grouped by head."""
+        """Arc indices into each node, shape (N, max in-degree), grouped by head; -1 pads the rows of nodes
+        with fewer in-arcs (irregular topologies only)."""
         narrow = self.heads.astype(np.int16) if self.nodes <= np.iinfo(np.int16).max else self.heads
         order = np.argsort(narrow, kind="stable")            # a radix sort on 16-bit keys
-        return order.reshape(self.nodes, self.degree)
+        if self.regular:
+            return order.reshape(self.nodes, self.max_in_degree)
+        return _pad_rows(order, self.heads[order], self.nodes, self.max_in_degree)
+
+    @cached_property
+    def out_neighbours(self) -> np.ndarray:
+        """(N, max out-degree): the heads of each node's out-arcs; padded with the node itself."""
+        if self.regular:
+            return self.heads.reshape(self.nodes, self.max_out_degree)
+        out = _pad_rows(np.arange(self.arcs), self.tails, self.nodes, self.max_out_degree)
+        return _pad_with_self(np.where(out >= 0, self.heads[out], -1))
 
     @cached_property
     def min_out_neighbours(self) -> int:
         """The fewest distinct out-neighbours of any node (parallel arcs count once)."""
-        h = self.heads.reshape(self.nodes, self.degree)
-        return int((1 + (np.diff(h, axis=1) != 0).sum(axis=1)).min())
+        pair = self.tails.astype(np.int64) * self.nodes + self.heads        # sorted by (tail, head)
+        first = np.concatenate([[True], pair[1:] != pair[:-1]])
+        return int(np.bincount(self.tails[first], minlength=self.nodes).min())
+
+    @cached_property
+    def min_in_links(self) -> int:
+        """The fewest in-arcs from other nodes at any node (self-loops carry nothing useful)."""
+        other = self.tails != self.heads
+        return int(np.bincount(self.heads[other], minlength=self.nodes).min())
 
     @cached_property
     def self_loops(self) -> bool:
@@ -184,18 +211,20 @@ class Topology:
     @cached_property
     def bidirectional(self) -> bool:
         if self.translation is not None:     # Cayley: every arc reversed is an arc iff node 0's out- and
-            out0 = np.sort(self.heads[:self.degree])             # in-neighbour multisets agree
+            out0 = np.sort(self.heads[:self.max_out_degree])             # in-neighbour multisets agree
             return bool(np.array_equal(out0, np.sort(self.in_predecessors[0])))
         fwd = np.sort(self.tails.astype(np.int64) * self.nodes + self.heads)
         rev = np.sort(self.heads.astype(np.int64) * self.nodes + self.tails)
         return bool(np.array_equal(fwd, rev))
 
     def transpose(self) -> "Topology":
-        """G^T: every arc reversed (paper App. B); a translation stays an automorphism."""
+        """G^T: every arc reversed (paper App. B); a translation stays an automorphism, the nominal degree
+        stays (the same links, used the other way)."""
         if self.bidirectional:
             return self
         return Topology(self.nodes, self.heads, self.tails, f"transpose({self.expr})",
-                        vertex_transitive=self.vertex_transitive, translation=self.translation)
+                        vertex_transitive=self.vertex_transitive, translation=self.translation,
+                        degree=self.degree)
 
     def graph(self) -> nx.MultiDiGraph:
         g = nx.MultiDiGraph(expr=self.expr)
@@ -206,7 +235,7 @@ class Topology:
     # ----- distances -------------------------------------------------------------------------------
     def distances_from(self, sources) -> np.ndarray:
         """dist[i, x] = directed distance from sources[i] to x (breadth-first search per source)."""
-        return self._bfs(np.atleast_1d(sources), self.heads.reshape(self.nodes, self.degree))
+        return self._bfs(np.atleast_1d(sources), self.out_neighbours)
 
     def distances_to(self, targets) -> np.ndarray:
         """dist[i, x] = directed distance from x to targets[i]."""
@@ -214,8 +243,11 @@ class Topology:
 
     @cached_property
     def in_predecessors(self) -> np.ndarray:
-        """(N, d): the tails of each node's in-arcs."""
-        return self.tails[self.in_arcs]
+        """(N, max in-degree): the tails of each node's in-arcs (slot order of `in_arcs`); padded with the
+        node itself."""
+        if self.regular:
+            return self.tails[self.in_arcs]
+        return _pad_with_self(np.where(self.in_arcs >= 0, self.tails[self.in_arcs], -1))
 
     def _bfs(self, sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
         sources = np.asarray(sources, dtype=np.int64)
@@ -229,14 +261,14 @@ class Topology:
         united with ball_{t-1}(w) over x's out-neighbours w), or, with `reverse`, of the nodes from which x
         is within t hops (in-neighbours instead)."""
         n = self.nodes
-        nxt = self.in_predecessors if reverse else self.heads.reshape(n, self.degree)
+        nxt = self.in_predecessors if reverse else self.out_neighbours
         everyone = np.arange(n)
         ball = np.zeros((n, (n + 63) // 64), dtype=np.uint64)
         ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
         t = 0
         while True:
             grown = ball.copy()
-            for k in range(self.degree):
+            for k in range(nxt.shape[1]):
                 grown |= ball[nxt[:, k]]
             if np.array_equal(grown, ball):
                 return
@@ -280,6 +312,21 @@ class Topology:
         return int(self.distance_matrix.max())
 
     def info(self) -> dict:
-        return {"expr": self.expr, "nodes": self.nodes, "degree": self.degree,
+        return {"expr": self.expr, "nodes": self.nodes, "degree": self.degree, "regular": self.regular,
                 "bidirectional": self.bidirectional, "vertex_transitive": self.vertex_transitive,
                 "self_loops": self.self_loops, "multi_arcs": self.multi_arcs}
+
+
+def _pad_rows(items: np.ndarray, owner: np.ndarray, nodes: int, width: int) -> np.ndarray:
+    """(nodes, width) table: row x lists the items whose owner is x, in order (`owner` sorted), -1 after."""
+    counts = np.bincount(owner, minlength=nodes)
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    table = np.full((nodes, width), -1, dtype=np.int64)
+    table[owner, np.arange(owner.size) - start[owner]] = items
+    return table
+
+
+def _pad_with_self(rows: np.ndarray) -> np.ndarray:
+    """Replace -1 entries of a (N, k) neighbour table by the row's own node (a harmless self-loop)."""
+    own = np.broadcast_to(np.arange(rows.shape[0])[:, None], rows.shape)
+    return np.where(rows >= 0, rows, own).astype(np.int32)

@@ -1,0 +1,160 @@
+"""Link failures (issue 14): how fast a degraded topology gets verified schedules, and what a failure costs.
+
+    python -m bench.failures            # both parts
+    python -m bench.failures --quick    # part 1 at N = 64 and 256 only
+
+Part 1: time from a failure (one, then two arcs removed) to verified allgather, reduce-scatter and allreduce
+schedules (`degraded_schedules`: remove the arcs, BFB and the greedy scheduler on G and G^T, price both, model-
+check the served one) for N = 64, 256, 1024, on the d = 4 frontier's lowest-latency and lowest-bandwidth
+topologies. Each case runs in a fresh process after the compiled kernels are loaded; wall and CPU seconds
+(this process and its BFB pool workers) are printed, since the machine may be shared. Target: the whole
+revision including XML at most 10 s at N = 1024 on 2 cores (the XML part is not in this phase).
+
+Part 2: the predicted allreduce slowdown of one and of two failed links on the Table 7 frontier at N = 256
+(d = 4, alpha = 10 us, B = 100 Gbps): failures drawn at random (seeded, only ones that keep the topology
+strongly connected), every candidate schedule verified, the faster one served, against the frontier's own
+prediction 2 (steps alpha + tau M/B) for the intact topology.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+SIZES = {"1 MiB": float(1 << 20), "1 GiB": float(1 << 30)}
+TARGET_S = 10.0
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def failure_sets(topology, count: int, samples: int, seed: int) -> list[list[tuple[int, int, int]]]:
+    """`samples` sets of `count` distinct arcs whose removal keeps the topology strongly connected."""
+    import numpy as np
+
+    from services.synthesis.topology.failures import remove_arcs
+    from services.synthesis.topology.graph import TopologyError
+
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < samples:
+        arcs = rng.choice(topology.arcs, size=count, replace=False)
+        triple = [(int(topology.tails[a]), int(topology.heads[a]), int(topology.lanes[a])) for a in arcs]
+        if any(t == h for t, h, _ in triple):
+            continue                          # a self-loop failing changes nothing worth measuring
+        try:
+            remove_arcs(topology, triple)
+        except TopologyError:
+            continue
+        out.append(triple)
+    return out
+
+
+def run_case(expr: str, count: int, size: float) -> dict:
+    from services.synthesis.bfb.degraded import degraded_schedules
+    from services.synthesis.bfb.kernels import warm
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.topology.catalog import build
+
+    warm()
+    g = build(expr)
+    failed = failure_sets(g, count, 1, seed=count)[0]
+    link = LinkModel.from_units(10, 100)
+    c0, t0 = _cpu(), time.perf_counter()
+    out = degraded_schedules(g, failed, link, size)
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    peak_kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return {"expr": g.expr, "nodes": g.nodes, "failed": [f"{t}>{h}" for t, h, _ in failed], "wall_s": wall,
+            "cpu_s": cpu, "peak_gib": peak_kib / 2**20,
+            "served": {c.value: cmp.chosen.scheduler for c, cmp in out.comparisons.items()},
+            "verified": all(cmp.chosen.verified for cmp in out.comparisons.values()),
+            "allreduce": {"steps": out.comparisons[list(out.comparisons)[-1]].chosen.steps,
+                          "tau": str(out.comparisons[list(out.comparisons)[-1]].chosen.tau)}}
+
+
+def in_subprocess(expr: str, count: int, size: float) -> dict:
+    res = subprocess.run([sys.executable, "-m", "bench.failures", "--case", expr, str(count), str(size)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(res.stdout)
+
+
+def part1(sizes_n: list[int]) -> None:
+    from services.synthesis.search.finder import frontier
+
+    print("Part 1: failure -> verified AG/RS/AR schedules (d = 4, alpha = 10 us, B = 100 Gbps; M decides "
+          "which scheduler is served: at 1 GiB the greedy one is built too)")
+    print(f"{'N':>5} {'M':>6} {'failed':>6} {'wall s':>7} {'cpu s':>7} {'peak GiB':>8}  {'served AG/RS/AR':<22} "
+          f"{'AR steps, tau':<16} topology  [target {TARGET_S:.0f} s incl. XML at N = 1024]")
+    for n in sizes_n:
+        front = frontier(n, 4)
+        for c in (front[0], front[-1]):
+            for size in ("1 MiB", "1 GiB") if n == max(sizes_n) else ("1 MiB",):
+                for count in (1, 2):
+                    r = in_subprocess(c.expr, count, SIZES[size])
+                    served = "/".join(r["served"].values())
+                    ok = "" if r["verified"] else "  NOT VERIFIED"
+                    print(f"{r['nodes']:>5} {size:>6} {count:>6} {r['wall_s']:>7.2f} {r['cpu_s']:>7.2f} "
+                          f"{r['peak_gib']:>8.2f}  {served:<22} {r['allreduce']['steps']:>4}, "
+                          f"{r['allreduce']['tau']:<10} remove({c.expr}, {', '.join(r['failed'])}){ok}")
+
+
+def part2(samples: int) -> None:
+    from services.synthesis.bfb.degraded import degraded_schedules
+    from services.synthesis.bfb.kernels import warm
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.search.finder import frontier
+    from services.synthesis.topology.catalog import build
+
+    warm()
+    link = LinkModel.from_units(10, 100)
+    print(f"\nPart 2: predicted allreduce slowdown after failed links, Table 7 frontier at N = 256 "
+          f"(mean / worst of {samples} random failures; both schedulers verified, the faster served)")
+    print(f"{'topology':<42} {'steps':>5} {'tau':>7} {'failed':>6}  " +
+          "  ".join(f"{'slowdown ' + k:>22}" for k in SIZES) + "  served at 1 MiB / 1 GiB")
+    for c in frontier(256, 4):
+        g = build(c.expr)
+        before = {k: link.collective_time(Collective.ALLREDUCE, c.steps, c.tau, m) for k, m in SIZES.items()}
+        for count in (1, 2):
+            ratios = {k: [] for k in SIZES}
+            served = {k: set() for k in SIZES}
+            for failed in failure_sets(g, count, samples, seed=100 + count):
+                out = degraded_schedules(g, failed, link, SIZES["1 MiB"], collectives=[Collective.ALLREDUCE],
+                                         verify_mode="all", prune=False)      # priced below at every size
+                cands = [x for x in out.comparisons[Collective.ALLREDUCE].candidates if x.verified]
+                for k, m in SIZES.items():
+                    best = min(cands, key=lambda x: out.costs.time(x.schedule, m))
+                    ratios[k].append(out.costs.time(best.schedule, m) / before[k])
+                    served[k].add(best.scheduler)
+            cells = "  ".join(f"{sum(v) / len(v):>10.3f} / {max(v):>9.3f}" for v in ratios.values())
+            print(f"{c.expr:<42} {c.steps:>5} {float(c.tau):>7.4f} {count:>6}  {cells}  "
+                  f"{','.join(sorted(served['1 MiB']))} / {','.join(sorted(served['1 GiB']))}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--nodes", type=int, nargs="+", default=[64, 256, 1024], help="part 1 sizes")
+    p.add_argument("--no-part2", action="store_true")
+    p.add_argument("--samples", type=int, default=3, help="random failures per (topology, count) in part 2")
+    p.add_argument("--case", nargs=3, metavar=("EXPR", "COUNT", "SIZE"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.case:
+        print(json.dumps(run_case(args.case[0], int(args.case[1]), float(args.case[2]))))
+        return 0
+    print("(measured on a machine shared with other work: compare CPU seconds; wall time varies)")
+    part1([64, 256] if args.quick else args.nodes)
+    if not (args.quick or args.no_part2):
+        part2(args.samples)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
