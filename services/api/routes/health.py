@@ -9,7 +9,8 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz():
+async def healthz():
+    """Liveness: answered on the event loop, by nothing else."""
     return {"status": "ok"}
 
 
@@ -39,7 +40,8 @@ def readyz(request: Request, response: Response):
     return {"status": "ready" if ok else "not ready", "checks": checks}
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, responses={200: {
+    "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
 def metrics(request: Request):
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 

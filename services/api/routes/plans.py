@@ -11,7 +11,6 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from services import planner
 from services.store import repo
 from services.synthesis.topology.catalog import build
 from services.synthesis.schedule.ir import Collective, Schedule
@@ -20,11 +19,13 @@ from services.store.db import session_scope
 
 from ..auth import READ, WRITE
 from ..deps import get_session
-from ..responses import AUTH
+from ..errors import unprocessable
+from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
 
-router = APIRouter(prefix="/v1/plans", tags=["plans"])
+router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=COMMON)
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
+JSON_MAX_TRANSFERS = 250_000     # format=json lists every transfer: beyond this, use format=npz
 
 
 def utc(dt):
@@ -57,11 +58,16 @@ def plan_out(p, base: str) -> PlanOut:
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
-             responses={**AUTH, 409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
+             responses={**AUTH, **BODY,
+                        200: {"model": PlanAccepted, "description": "a replay: this Idempotency-Key and body "
+                                                                    "already made this plan"},
+                        202: {"model": PlanAccepted, "description": "accepted: the plan is queued"},
+                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
-                idempotency_key: str | None = Header(default=None, max_length=200)):
-    """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202); poll
-    the plan URL. The same Idempotency-Key with the same body returns the same plan."""
+                idempotency_key: str | None = Header(default=None, min_length=1, max_length=200)):
+    """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202) with the
+    plan recorded; a worker takes it from there (when the broker is down, as soon as it is back). Poll the
+    plan URL. The same Idempotency-Key with the same body returns the same plan (200)."""
     try:
         plan, created = repo.create_plan(s, body.model_dump(mode="json"), idempotency_key)
     except repo.Conflict as exc:
@@ -69,7 +75,7 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     s.commit()
     if created:
         request.app.state.metrics.plans_created.inc()
-        request.app.state.dispatcher.submit(plan.id)
+        request.app.state.dispatcher.wake()
     url = f"{str(request.base_url).rstrip('/')}/v1/plans/{plan.id}"
     response.headers["Location"] = url
     if not created:
@@ -110,6 +116,14 @@ class PlanCache:
             for k in [k for k in self.items if k[0] == plan_id]:
                 del self.items[k]
 
+    def changed(self, channel: str, key: str) -> None:
+        """A published change (services.api.notify): a plan's fabric readiness or release."""
+        if channel == "plan":
+            self.drop(key)
+        elif channel == "*":
+            with self.lock:
+                self.items.clear()
+
     def put(self, key, value) -> None:
         with self.lock:
             self.items[key] = value
@@ -117,7 +131,8 @@ class PlanCache:
                 self.items.popitem(last=False)
 
 
-@router.get("/{plan_id}", response_model=PlanOut, responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(READ)])
+@router.get("/{plan_id}", response_model=PlanOut, responses={**NOT_FOUND, **AUTH, 304: {
+    "description": "unchanged (If-None-Match with the ETag of a finished plan)"}}, dependencies=[Depends(READ)])
 async def get_plan(plan_id: str, request: Request):
     """Status, progress, chosen topology, frontier, schedules and links. Finished plans carry an ETag."""
     base = str(request.base_url).rstrip("/")
@@ -160,24 +175,36 @@ def _blob_response(request: Request, data: bytes, digest: str, media_type: str, 
         "Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}},
+@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
+                                              304: {"description": "unchanged (If-None-Match)"},
+                                              200: {"description": "the topology as JSON or GraphML",
+                                                    "content": {"application/json": {"schema": {"type": "object"}},
+                                                                "application/graphml+xml": {
+                                                                    "schema": {"type": "string"}}}}},
             dependencies=[Depends(READ)])
 def plan_topology(plan_id: str, request: Request, format: str = Query("json", pattern="^(json|graphml)$"),
                   s: Session = Depends(get_session)):
-    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML. Content-addressed, with ETag."""
+    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
+    Content-addressed, with ETag."""
     p = _plan(s, plan_id)
-    link = repo.plan_artifact(s, plan_id, "topology")
+    name = "topology:graphml" if format == "graphml" else "topology"
+    link = repo.plan_artifact(s, plan_id, name)
     if link is None:
-        raise HTTPException(409, f"plan {plan_id} is {p.status}; the topology exists once it is done")
+        raise HTTPException(409, f"plan {plan_id} is {p.status}; the topology exists once it is done"
+                            if p.status != "done" else f"plan {plan_id} has no stored {format} topology "
+                            "(planned before it was stored); submit it again")
     data, art = repo.get_blob(s, link.digest)
     if format == "graphml":
-        topo = build(json.loads(data)["expr"])
-        return _blob_response(request, planner.topology_graphml(topo), link.digest + "-graphml",
-                              "application/graphml+xml", f"{plan_id}.graphml")
+        return _blob_response(request, data, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
     return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
-@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}},
+@router.get("/{plan_id}/schedules/{collective}", responses={
+    **NOT_FOUND, **AUTH, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
+    200: {"description": "the schedule: JSON, the npz IR blob, or MSCCL / oneCCL XML",
+          "content": {"application/json": {"schema": {"type": "object"}},
+                      "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
+                      "application/xml": {"schema": {"type": "string"}}}}},
             dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"), s: Session = Depends(get_session)):
@@ -198,6 +225,9 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     if format == "npz":
         return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
     sched = Schedule.from_bytes(data)
+    if sched.transfers > JSON_MAX_TRANSFERS:
+        raise unprocessable(["query", "format"], f"this schedule has {sched.transfers} transfers; format=json "
+                            f"lists at most {JSON_MAX_TRANSFERS}: use format=npz")
     steps = []
     for t in range(1, sched.steps + 1):
         sl = sched.step_slice(t)
