@@ -40,7 +40,9 @@ def scaled(request, monkeypatch, tmp_path):
     env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
            "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_DATA_DIR": str(tmp_path),
            "FABRICPLAN_BFB_FANOUT_MIN_NODES": "48", "FABRICPLAN_BFB_FANOUT_BLOCKS": "4",
-           "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0])}
+           "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0]),
+           "FABRICPLAN_MAX_ATTEMPTS": str(getattr(request.node.get_closest_marker("max_attempts"), "args", [3])[0]),
+           "FABRICPLAN_SWEEP_S": "0.5"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     get_settings.cache_clear()
@@ -162,17 +164,46 @@ def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_pat
         with session_scope(st.sqlalchemy_url) as s:
             plan = repo.get_plan(s, pid)
             assert {a.name for a in plan.artifacts} == {"schedule:allgather", "schedule:reducescatter",
-                                                       "schedule:allreduce", "topology"}
+                                                       "schedule:allreduce", "topology", "topology:graphml"}
         blob = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "npz"})
         assert blob.status_code == 200
     finally:
         stop(worker)
 
 
+def _events(client, pid):
+    return [e["message"] or "" for e in client.get(f"/v1/plans/{pid}/events").json()]
+
+
 @pytest.mark.stale_s(4)
-def test_dead_worker_without_redelivery_fails_the_plan_with_a_reason(api, tmp_path):
-    """Kill the whole worker (no other worker left to take the message): the plan does not stay running;
-    the stale-plan sweeper fails it with a reason a person can act on."""
+def test_dead_worker_is_found_by_heartbeat_and_the_plan_redelivered(api, tmp_path):
+    """Kill the whole worker (no other worker left to take the message): within seconds its plan's
+    heartbeat is stale, the plan goes back to the outbox for its next attempt, and a new worker finishes it
+    (the first delivery's message, redelivered by the broker much later, would find itself superseded)."""
+    client, st, env = api
+    worker = start_worker(env, tmp_path, "dead")
+    pid = _big_plan(client)
+    p = _wait_stage(client, pid, {"schedule", "verify"})
+    assert p["status"] == "running"
+    stop(worker)
+    t0 = time.monotonic()
+    while not any("worker lost" in m for m in _events(client, pid)):
+        assert time.monotonic() - t0 < 60, _events(client, pid)
+        time.sleep(0.5)
+    assert client.get(f"/v1/plans/{pid}").json()["status"] in ("queued", "running")
+    worker = start_worker(env, tmp_path, "rescue")
+    try:
+        p = wait_done(client, pid, timeout=240)
+        assert p["status"] == "done", (p["reason"], (tmp_path / "rescue.log").read_text()[-3000:])
+        with session_scope(st.sqlalchemy_url) as s:
+            assert repo.get_plan(s, pid).attempts == 2
+    finally:
+        stop(worker)
+
+
+@pytest.mark.stale_s(4)
+@pytest.mark.max_attempts(1)
+def test_dead_worker_fails_the_plan_with_a_reason_once_attempts_are_used(api, tmp_path):
     client, st, env = api
     worker = start_worker(env, tmp_path, "dead")
     pid = _big_plan(client)

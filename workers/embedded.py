@@ -27,6 +27,7 @@ from .limits import grace_s
 
 log = logging.getLogger("fabricplan.embedded")
 PRELOAD = ["workers.preload"]
+STARTUP_S = 60.0            # a job process that has not started its first task by then is killed
 
 
 def _context():
@@ -96,9 +97,11 @@ class EmbeddedWorker:
                     self._read(job)
                     if job.process.exitcode is not None:
                         self._finished(job)
-                    elif time.monotonic() > job.deadline:
+                    elif time.monotonic() > job.deadline and job.killed_for is None:
                         job.killed_for = (f"stage '{_stage(job.task)}' exceeded the time limit of "
-                                          f"{self.settings.task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)")
+                                          f"{self.settings.task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)"
+                                          if job.task != "starting" else
+                                          f"the worker process did not start within {STARTUP_S:g} s")
                         _kill(job)
             except Exception:                                  # keep supervising
                 log.exception("embedded worker loop")
@@ -117,6 +120,7 @@ class EmbeddedWorker:
             job.process.start()
             child.close()
             job.conn = parent
+            job.deadline = time.monotonic() + STARTUP_S
             self.running.append(job)
 
     def _read(self, job: _Job) -> None:
@@ -129,6 +133,8 @@ class EmbeddedWorker:
                     job.deadline = time.monotonic() + limit + grace_s(limit)
                 elif msg[0] == "change":
                     self.on_change(msg[1], msg[2])
+                elif msg[0] == "failed":
+                    job.killed_for = msg[1]
         except (EOFError, OSError):
             pass
 
@@ -169,7 +175,7 @@ def _kill(job: _Job) -> None:
 def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Connection) -> None:
     """A job process: the parent's settings, the limits, then the job's tasks run eagerly."""
     os.setpgrp()
-    from services import config, planner
+    from services import config
     from services.store import notify
 
     from . import limits
@@ -184,13 +190,16 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
             conn.send(msg)
     notify.set_sink(lambda channel, key: send("change", channel, key))
     limits.embed(lambda name: send("task", name), settings.task_time_limit_s)
+    from .tasks import HEARTBEATS, job_signature, reason
+
+    HEARTBEATS.start()
     limits.apply_memory_limit(settings.task_memory_limit_mb)
-    from .tasks import job_signature
 
     try:
         job_signature(kind, job_id, attempt).apply()
-    except BaseException as exc:        # what the task did not turn into a reason itself
-        stage = planner.job_stage(kind, job_id)
-        planner.fail_job(kind, job_id, f"internal error in stage '{stage}': {type(exc).__name__}: {exc}", attempt)
+    except BaseException as exc:        # what the task did not record itself: the parent records it
+        why = reason(limits.current_task.rsplit(".", 1)[-1], exc)
+        send("failed", why)
+        os._exit(1)
     finally:
         conn.close()

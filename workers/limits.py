@@ -21,6 +21,7 @@ __all__ = ["apply_memory_limit", "grace_s", "task_started", "task_finished", "em
 
 _report: Callable[[str], None] | None = None     # set in an embedded job process: tells the parent
 _soft_s: float | None = None
+current_task = "starting"
 
 
 def grace_s(limit_s: float) -> float:
@@ -56,6 +57,8 @@ def embed(report: Callable[[str], None], soft_limit_s: float) -> None:
 
 
 def task_started(name: str) -> None:
+    global current_task
+    current_task = name
     if _report is not None:
         _report(name)
         signal.setitimer(signal.ITIMER_REAL, _soft_s)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from contextlib import contextmanager
 
 from celery import chain, chord, group, signals
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
@@ -46,6 +48,7 @@ class JobTask(celery_app.Task):
     retry_backoff_max = 60
     max_retries = 3
     retry_on_worker_lost = True
+    default_retry_delay = 1        # a lost pool process: run again at once (not Celery's 3 minutes)
 
     def __call__(self, *args, **kwargs):
         attempt = kwargs.pop("attempt", None)
@@ -53,16 +56,17 @@ class JobTask(celery_app.Task):
         stage = self.name.rsplit(".", 1)[-1]
         limits.task_started(self.name)
         try:
-            with planner.attempt_of(attempt), _heartbeat(self.kind, job_id, attempt):
+            with planner.attempt_of(attempt), HEARTBEATS.running(self.kind, job_id, attempt):
                 return super().__call__(*args, **kwargs)
         except planner.Superseded:
             return {"stop": True}
         except (*INPUT_ERRORS, SoftTimeLimitExceeded, MemoryError) as exc:
-            with planner.attempt_of(attempt):
-                planner.fail_job(self.kind, job_id, reason(stage, exc))
-            return {"stop": True}
+            failure = reason(stage, exc)      # recorded below, once the task's frames (and memory) are freed
         finally:
             limits.task_finished()
+        with planner.attempt_of(attempt):
+            planner.fail_job(self.kind, job_id, failure)
+        return {"stop": True}
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         job_id = kwargs.get(self.id_kw)
@@ -75,9 +79,20 @@ class EvaluationTask(JobTask):
     id_kw = "evaluation_id"
 
 
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
 def reason(stage: str, exc: BaseException) -> str:
-    """What a person reads in the job's `reason`."""
+    """What a person reads in the job's `reason` (a MemoryError anywhere in the chain is the memory limit:
+    handling it may fail again for want of memory)."""
     st = get_settings()
+    if any(isinstance(e, MemoryError) for e in _chain(exc)):
+        exc = MemoryError()
     if isinstance(exc, (SoftTimeLimitExceeded, TimeLimitExceeded)):
         return f"stage '{stage}' exceeded the time limit of {st.task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)"
     if isinstance(exc, MemoryError):
@@ -90,30 +105,52 @@ def reason(stage: str, exc: BaseException) -> str:
     return f"internal error in stage '{stage}': {type(exc).__name__}: {exc}"
 
 
-class _heartbeat:
-    """Refreshes the job's heartbeat every heartbeat_s while the task runs (a thread: the task may sit in one
-    long numpy call)."""
+class Heartbeats:
+    """One thread per worker process refreshes the heartbeat of the jobs its tasks are running (a thread:
+    a task may sit in one long numpy call). Started before the memory limit applies, so no task ever needs
+    to create a thread under it."""
 
-    def __init__(self, kind: str, job_id, attempt):
-        self.kind, self.job_id, self.attempt = kind, job_id, attempt
-        self.stop = threading.Event()
+    def __init__(self):
+        self.jobs: dict[int, tuple[str, str, int | None]] = {}
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
 
-    def __enter__(self):
-        if isinstance(self.job_id, str):
-            threading.Thread(target=self._run, daemon=True, name="fabricplan-heartbeat").start()
-        return self
+    def start(self) -> None:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, daemon=True, name="fabricplan-heartbeat")
+                self.thread.start()
 
-    def __exit__(self, *exc):
-        self.stop.set()
+    @contextmanager
+    def running(self, kind: str, job_id, attempt: int | None):
+        if not isinstance(job_id, str):
+            yield
+            return
+        self.start()
+        token = object()
+        with self.lock:
+            self.jobs[id(token)] = (kind, job_id, attempt)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.jobs.pop(id(token), None)
 
-    def _run(self):
-        st = get_settings()
-        while not self.stop.wait(st.heartbeat_s):
-            try:
-                with session_scope(st.sqlalchemy_url) as s:
-                    jobs.beat(s, self.kind, self.job_id, self.attempt)
-            except Exception:                          # the database is away: the next beat may succeed
-                log.warning("heartbeat of %s %s failed", self.kind, self.job_id, exc_info=True)
+    def _run(self) -> None:
+        while True:
+            st = get_settings()
+            time.sleep(min(st.heartbeat_s, st.stale_plan_s / 4))
+            with self.lock:
+                running = list(self.jobs.values())
+            for kind, job_id, attempt in running:
+                try:
+                    with session_scope(st.sqlalchemy_url) as s:
+                        jobs.beat(s, kind, job_id, attempt)
+                except Exception:                      # the database is away: the next beat may succeed
+                    log.warning("heartbeat of %s %s failed", kind, job_id, exc_info=True)
+
+
+HEARTBEATS = Heartbeats()
 
 
 @signals.task_failure.connect
@@ -128,6 +165,7 @@ def _worker_lost(sender=None, exception=None, kwargs=None, **_):
 
 @signals.worker_process_init.connect
 def _limit_memory(**_):
+    HEARTBEATS.start()
     limits.apply_memory_limit(get_settings().task_memory_limit_mb)
 
 
