@@ -11,7 +11,7 @@ from ..deps import get_session
 from ..responses import AUTH, COMMON, content
 from ..schemas import ErrorOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses=COMMON)
+router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 
 
 @router.get("/v1/artifacts/{digest}", responses={

@@ -22,7 +22,7 @@ from ..errors import field_error, unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, FabricDocument, FabricLayout, FabricSummary
 
-router = APIRouter(tags=["fabric"], responses=COMMON)
+router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
 FabricId = Annotated[str, Path(max_length=100)]
 
 

@@ -11,6 +11,7 @@ next change (services.api.notify): neither reads the database while nothing chan
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -33,7 +34,7 @@ from ..notify import until
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, PanelStateIn
 
-router = APIRouter(tags=["fabric"], responses=COMMON)
+router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
 LONG_POLL_MAX_S = 60.0
 CONFIG_TTL_S = 5.0          # a cached view is re-read at least this often (a change another process missed)
 PanelId = Annotated[str, Path(max_length=100)]
@@ -47,6 +48,15 @@ class PanelConfigCache:
         self.items: dict[str, tuple[bytes, int, float]] = {}
         self.generation: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.loading: dict[str, asyncio.Lock] = {}         # one database read per panel at a time
+
+    def load_lock(self, panel_id: str) -> asyncio.Lock:
+        lock = self.loading.get(panel_id)
+        if lock is None:
+            if len(self.loading) > 100_000:
+                self.loading.clear()
+            lock = self.loading[panel_id] = asyncio.Lock()
+        return lock
 
     def get(self, panel_id: str) -> tuple[bytes, int] | None:
         hit = self.items.get(panel_id)
@@ -84,13 +94,17 @@ async def _view(request: Request, panel_id: str) -> tuple[bytes, int]:
     hit = cache.get(panel_id)
     if hit is not None:
         return hit
-    stamp = cache.stamp(panel_id)
-    cfg = await run_in_threadpool(_config, request.app.state.settings.sqlalchemy_url, panel_id)
-    if cfg is None:
-        raise HTTPException(404, f"panel {panel_id} not found")
-    body = json.dumps(cfg).encode()
-    cache.put(panel_id, stamp, body, cfg["version"])
-    return body, cfg["version"]
+    async with cache.load_lock(panel_id):         # concurrent misses wait for one read
+        hit = cache.get(panel_id)
+        if hit is not None:
+            return hit
+        stamp = cache.stamp(panel_id)
+        cfg = await run_in_threadpool(_config, request.app.state.settings.sqlalchemy_url, panel_id)
+        if cfg is None:
+            raise HTTPException(404, f"panel {panel_id} not found")
+        body = json.dumps(cfg).encode()
+        cache.put(panel_id, stamp, body, cfg["version"])
+        return body, cfg["version"]
 
 
 @router.get("/v1/panels/{panel_id}/config", responses={**AUTH, 304: {"description": "unchanged"},

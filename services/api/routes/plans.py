@@ -23,7 +23,7 @@ from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest
 
-router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=COMMON)
+router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 JSON_MAX_TRANSFERS = 250_000     # format=json lists every transfer: beyond this, use format=npz
 

@@ -25,7 +25,7 @@ from ..notify import until
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, EvaluateOut, EvaluateRequest, EvaluationAccepted, EvaluationOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses=COMMON)
+router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 EVALUATE_WAIT_MAX_S = 60.0
 
 
