@@ -213,3 +213,104 @@ def test_dead_worker_fails_the_plan_with_a_reason_once_attempts_are_used(api, tm
     p = wait_done(client, pid, timeout=60)
     assert p["status"] == "failed" and "worker lost" in p["reason"]
     assert p["schedules"] is None
+
+
+class Forwarder:
+    """A TCP relay on 127.0.0.1:port to the test Redis that can be switched off (connections refused): the
+    broker as the API and the workers see it."""
+
+    def __init__(self, target: str):
+        import socket
+        from urllib.parse import urlparse
+
+        u = urlparse(target)
+        self.target = (u.hostname, u.port or 6379)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = None
+
+    def start(self):
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        self.server.settimeout(0.2)
+        self.alive = True
+
+        def pipe(a, b):
+            try:
+                while chunk := a.recv(65536):
+                    b.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                for x in (a, b):
+                    try:
+                        x.close()
+                    except OSError:
+                        pass
+
+        def accept():
+            while self.alive:
+                try:
+                    client, _ = self.server.accept()
+                except (socket.timeout, OSError):
+                    continue
+                upstream = socket.create_connection(self.target)
+                self.conns += [client, upstream]
+                threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+        self.conns = []
+        self.thread = threading.Thread(target=accept, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        import socket
+
+        self.alive = False
+        self.thread.join(timeout=5)
+        self.server.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
+
+
+def test_broker_outage_plan_is_accepted_and_dispatched_when_the_broker_is_back(scaled, tmp_path):
+    """The broker is down: POST /v1/plans answers 202 at once and the plan waits in the outbox (queued, not
+    sent); once the broker answers again the sweeper sends it and a worker finishes it."""
+    from fastapi.testclient import TestClient
+
+    from services.api.app import create_app
+    from services.store.models import Plan
+
+    st, env = scaled
+    relay = Forwarder(REDIS_URL)
+    db = f"/{_redis_db()}"
+    broker = f"redis://127.0.0.1:{relay.port}{db}"
+    st = st.model_copy(update={"broker_url": broker, "result_backend": f"{REDIS_URL}{db}"})
+    env = {**env, "FABRICPLAN_BROKER_URL": broker}
+    from workers.app import celery_app, configure
+
+    configure(celery_app, st)
+    with TestClient(create_app(st)) as client:
+        t0 = time.monotonic()
+        r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
+        assert r.status_code == 202 and time.monotonic() - t0 < 2.0
+        pid = r.json()["id"]
+        time.sleep(3 * st.sweep_s)
+        with session_scope(st.sqlalchemy_url) as s:
+            plan = s.get(Plan, pid)
+            assert plan.status == "queued" and plan.dispatched_at is None
+        assert client.get("/readyz").status_code == 503
+        relay.start()
+        worker = start_worker(env, tmp_path, "after-outage")
+        try:
+            p = wait_done(client, pid, timeout=120)
+            assert p["status"] == "done", (p["reason"], (tmp_path / "after-outage.log").read_text()[-3000:])
+        finally:
+            stop(worker)
+            relay.stop()
