@@ -62,6 +62,9 @@ class EmbeddedWorker:
 
     def start(self) -> None:
         if self._thread is None:
+            warm = _context().Process(target=_noop)   # the fork server starts now (imports, kernels), not
+            warm.start()                              # with the first job
+            warm.join(timeout=120)
             self._thread = threading.Thread(target=self._run, name="fabricplan-embedded-worker", daemon=True)
             self._thread.start()
 
@@ -152,6 +155,10 @@ class EmbeddedWorker:
             planner.fail_job(job.kind, job.job_id, why, job.attempt, self.settings.sqlalchemy_url)
         except Exception:
             log.exception("could not record the failure of %s %s", job.kind, job.job_id)
+
+
+def _noop() -> None:
+    pass
 
 
 def _stage(task: str) -> str:

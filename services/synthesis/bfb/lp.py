@@ -54,6 +54,7 @@ def check_bfb_degree(topology: Topology) -> None:
 
 
 def check_schedule_size(topology: Topology) -> None:
+    """Refuse schedules beyond MAX_SCHEDULE_NODES; `topology` may be a Topology or its Size (its tree)."""
     if topology.nodes > MAX_SCHEDULE_NODES:
         raise ScheduleTooLarge(f"{topology.expr} has {topology.nodes} nodes; a full schedule has at least "
                                f"N(N-1) = {topology.nodes * (topology.nodes - 1)} transfers, and schedules are "
