@@ -24,6 +24,8 @@ def create_celery(settings: Settings | None = None) -> Celery:
 
 
 def configure(app: Celery, s: Settings) -> None:
+    if app.conf.broker_url != (s.broker_url or "memory://"):
+        _drop_connections(app)
     app.conf.update(
         broker_url=s.broker_url or "memory://",
         result_backend=s.backend_url or "cache+memory://",
@@ -45,6 +47,15 @@ def configure(app: Celery, s: Settings) -> None:
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
+
+
+def _drop_connections(app: Celery) -> None:
+    """Pooled broker connections and producers belong to the previous broker URL."""
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    if "amqp" in app.__dict__:
+        app.amqp._producer_pool = None
 
 
 celery_app = create_celery()
