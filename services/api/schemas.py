@@ -27,7 +27,7 @@ class Workload(Input):
     collectives: list[CollectiveName] | None = Field(default=None, min_length=1, max_length=3,
                                                      description="several kinds")
     sizes_bytes: list[Bytes] = Field(min_length=1, max_length=1000, description="message sizes in bytes "
-                                     f"(1 to 2^50)")
+                                     "(1 to 2^50)")
     weights: list[Weight] | None = Field(default=None, max_length=1000, description="one weight per size, "
                                          f"0 to {MAX_WEIGHT:g}")
     alltoall_bytes: Bytes | None = Field(default=None, description="bytes each node holds for an "

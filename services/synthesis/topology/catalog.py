@@ -5,7 +5,7 @@ from services.synthesis.search.expansions import OPERATORS
 from services.synthesis.topology.expr import Expr, parse
 from services.synthesis.topology.families import FAMILIES
 from services.synthesis.topology.graph import Topology
-from services.synthesis.topology.size import MAX_ARCS, MAX_NODES, check_build, size  # noqa: F401 (re-exported)
+from services.synthesis.topology.size import check_build, size
 
 CONSTRUCTORS = {**FAMILIES, **OPERATORS}
 
