@@ -7,8 +7,13 @@ Starts the service as subprocesses (`python -m services.cli serve|worker|migrate
   1. for N = 16, 64, 256 at d = 4: time from POST /v1/plans (DESIGN 4.1's minimal body) to status done,
      polling every 20 ms;
   2. GET /v1/plans/{id} latency (p50/p99) from 50 concurrent clients (threads, one httpx.Client each),
-     bounded by a request count and a deadline.
-Targets: N = 64 done in <= 5 s; GET p99 <= 20 ms. Talks to 127.0.0.1 only. Exit code 1 if a target is missed.
+     bounded by a request count and a deadline;
+  3. a panel agent's GET /v1/panels/{panel}/config from 50 connections (wrk): requests/s and p99;
+  4. 1,000 idle long polls (?wait=, If-None-Match = the current version) held for 30 s: the server's CPU
+     time over that window (from /proc), which must stay under 10 % of one core.
+Targets: N = 64 done in <= 5 s; GET p99 <= 20 ms; config GET >= 3,000 req/s with p99 <= 20 ms (embedded);
+idle long polls < 10 % of a core. Talks to 127.0.0.1 only. Exit code 1 if a target is missed. CPU figures
+are process CPU time (utime + stime), meaningful on a shared machine where wall-clock figures are not.
 """
 from __future__ import annotations
 
@@ -37,6 +42,8 @@ DEGREE = 4
 POLL_S = 0.02
 PLAN_TARGET_N, PLAN_TARGET_S = 64, 5.0
 GET_P99_TARGET_MS = 20.0
+CONFIG_RPS_TARGET, CONFIG_P99_TARGET_MS = 3000.0, 20.0
+LONG_POLLS, LONG_POLL_S, LONG_POLL_CPU_TARGET = 1000, 30.0, 0.10
 TERMINAL = {"done", "failed"}
 
 
@@ -278,10 +285,70 @@ def run(args) -> bool:
                 lat["server_p50_ms"] = histogram_quantile(hist_before, hist_after, 50) * 1e3
                 lat["server_p99_ms"] = histogram_quantile(hist_before, hist_after, 99) * 1e3
                 lat["wrk"] = wrk_latency(f"{base_url}/v1/plans/{target_plan['id']}", args.clients)
+                panel = register_panel(client, run_id)
+                cpu0 = cpu_seconds(server.popen.pid)
+                lat["config"] = wrk_latency(f"{base_url}/v1/panels/{panel}/config", args.clients, seconds=10)
+                if lat["config"]:
+                    lat["config"]["cpu_s"] = cpu_seconds(server.popen.pid) - cpu0
+                lat["long_poll"] = idle_long_polls(base_url, panel, server.popen.pid, args.long_polls,
+                                                   args.long_poll_s)
         finally:
             for p in reversed(procs):
                 p.stop()
     return report(args, plans, lat, target_plan)
+
+
+def register_panel(client: httpx.Client, run_id: str) -> str:
+    """A 64-host fabric (4 planes); returns one of its panels."""
+    fid = f"bench-{run_id}"
+    r = client.post("/v1/fabrics", json={"id": fid, "layout": "planes", "hosts": 64, "ports_per_host": 4,
+                                         "panel_prefix": f"{fid}-plane"})
+    if r.status_code != 201:
+        raise RuntimeError(f"POST /v1/fabrics answered {r.status_code}: {r.text[:300]}")
+    return r.json()["panels"][0]["id"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (and its finished children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_long_polls(base_url: str, panel: str, server_pid: int, count: int, seconds: float) -> dict:
+    """`count` long polls on an unchanging panel config, each waiting `seconds`: the server's CPU time over
+    the window, per second of wall time (1.0 = one core busy). Raw sockets, so the client costs little."""
+    import asyncio
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 256)), hard))
+    version = httpx.get(f"{base_url}/v1/panels/{panel}/config", timeout=10).headers["etag"]
+    host, port = base_url.removeprefix("http://").split(":")
+    request = (f"GET /v1/panels/{panel}/config?wait={seconds:g} HTTP/1.1\r\nHost: {host}\r\n"
+               f"If-None-Match: {version}\r\nConnection: close\r\n\r\n").encode()
+
+    async def one(results):
+        try:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request)
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), seconds + 30)
+            results.append(line.split()[1].decode() if line else "closed")
+            writer.close()
+        except Exception as exc:                                   # counted, not raised
+            results.append(type(exc).__name__)
+
+    async def run():
+        results: list[str] = []
+        tasks = [asyncio.create_task(one(results)) for _ in range(count)]
+        await asyncio.sleep(min(2.0, seconds / 4))                 # every poll connected and waiting
+        cpu0, t0 = cpu_seconds(server_pid), time.perf_counter()
+        await asyncio.gather(*tasks)
+        return results, cpu_seconds(server_pid) - cpu0, time.perf_counter() - t0
+
+    results, cpu, wall = asyncio.run(run())
+    return {"polls": count, "seconds": seconds, "cpu_s": cpu, "wall_s": wall, "core_share": cpu / wall,
+            "answers": {k: results.count(k) for k in sorted(set(results))}}
 
 
 def wrk_latency(url: str, connections: int, seconds: int = 5) -> dict | None:
@@ -342,6 +409,27 @@ def report(args, plans: list[dict], lat: dict, target_plan: dict) -> bool:
                      "yes" if get_ok else "NO", "native load generator: the tail is the server's"))
     rows.append(("  in-app p50 / p99 (<= bucket)", f"{lat['server_p50_ms']:g}/{lat['server_p99_ms']:g} ms", "-", "",
                  "from /metrics: middleware to response, without HTTP parsing or client-side queueing"))
+    cfg = lat.get("config")
+    if cfg:
+        ok = cfg.get("rps", 0) >= CONFIG_RPS_TARGET and cfg.get("99%", 1e9) <= CONFIG_P99_TARGET_MS
+        ok_all &= ok or args.backend != "embedded"
+        rows.append((f"panel config GET, {args.clients} conns (wrk)", f"{cfg.get('rps', 0):.0f}/s",
+                     f">= {CONFIG_RPS_TARGET:g}/s", "yes" if ok else "NO",
+                     f"p50 {cfg.get('50%', float('nan')):.1f} ms, p99 {cfg.get('99%', float('nan')):.1f} ms "
+                     f"(target <= {CONFIG_P99_TARGET_MS:g}) {cfg.get('errors', '')}"))
+        per_core = cfg.get("rps", 0) * 10 / cfg["cpu_s"] if cfg.get("cpu_s") else float("nan")
+        rows.append(("  config GETs per server CPU second", f"{per_core:.0f}/s", "-", "",
+                     f"server CPU {cfg.get('cpu_s', float('nan')):.1f} s for 10 s of load: the capacity of one "
+                     "core, whatever else the machine runs"))
+    else:
+        rows.append(("panel config GET (wrk)", "-", f">= {CONFIG_RPS_TARGET:g}/s", "", "wrk not installed"))
+    lp = lat["long_poll"]
+
+    ok = lp["core_share"] < LONG_POLL_CPU_TARGET and lp["answers"].get("304") == lp["polls"]
+    ok_all &= ok
+    rows.append((f"{lp['polls']} idle long polls, {lp['seconds']:g} s", f"{100 * lp['core_share']:.1f} %",
+                 f"< {100 * LONG_POLL_CPU_TARGET:g} %", "yes" if ok else "NO",
+                 f"server CPU {lp['cpu_s']:.2f} s over {lp['wall_s']:.1f} s; answers {lp['answers']}"))
     print(f"\nfabricplan service benchmark, backend {args.backend}, {os.cpu_count()} CPUs")
     print(f"{'measure':<34} {'measured':>10} {'target':>10} {'ok':>4}  notes")
     for name, val, target, ok, notes in rows:
@@ -360,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds allowed for the GET phase")
     ap.add_argument("--plan-timeout", type=float, default=300.0, help="seconds to wait for one plan")
     ap.add_argument("--port", type=int, default=0, help="server port on 127.0.0.1 (default: a free one)")
+    ap.add_argument("--long-polls", type=int, default=LONG_POLLS, help="idle long polls held at once")
+    ap.add_argument("--long-poll-s", type=float, default=LONG_POLL_S, help="how long each waits")
     args = ap.parse_args(argv)
     return 0 if run(args) else 1
 

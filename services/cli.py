@@ -12,10 +12,16 @@ class UsageError(Exception):
     """Bad input from the command line (exit code 2)."""
 
 
-def _topology(expr: str):
+def _topology(expr: str, schedule: bool = True):
+    """Size the expression from its tree (and, for a schedule, against the schedule limits) before building."""
+    from services.synthesis.bfb.lp import check_schedule_size
     from services.synthesis.topology.catalog import build
+    from services.synthesis.topology.size import check_build, size
 
     try:
+        sz = check_build(size(expr))
+        if schedule:
+            check_schedule_size(sz)
         return build(expr)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

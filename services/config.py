@@ -19,9 +19,19 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default: SQLite in data_dir")
     broker_url: str | None = Field(default=None, description="Celery broker; default: in-process worker")
     result_backend: str | None = Field(default=None, description="Celery result backend (chords); default: the broker")
-    task_time_limit_s: int = 1800
+    task_time_limit_s: int = Field(default=1800, ge=1, description="wall time of one worker task; a task beyond "
+                                   "it is stopped and its plan fails with that reason")
+    task_memory_limit_mb: int = Field(default=4096, ge=16, description="address space a task may add to its "
+                                      "worker process (RLIMIT_AS); beyond it the plan fails with that reason")
     task_max_retries: int = 3
-    stale_plan_s: int = Field(default=900, description="a running plan without progress this long has lost its worker")
+    heartbeat_s: float = Field(default=5.0, gt=0, description="a running task refreshes its job's heartbeat this "
+                               "often (at least 4 times per stale_plan_s)")
+    stale_plan_s: int = Field(default=30, ge=1, description="a running job without a heartbeat this long has lost "
+                              "its worker: it is redelivered (or fails once max_attempts are used)")
+    max_attempts: int = Field(default=3, ge=1, description="deliveries of one job before a lost worker fails it")
+    worker_concurrency: int = Field(default=2, ge=1, description="embedded worker: jobs run at once, each in "
+                                    "its own process")
+    sweep_s: float = Field(default=2.0, gt=0, description="outbox dispatch and lost-worker sweep period")
     bfb_fanout_min_nodes: int = Field(default=256, description="BFB solves at least this large fan out as a group")
     bfb_fanout_blocks: int = 8
     api_keys_required: bool = False
@@ -42,6 +52,17 @@ class Settings(BaseSettings):
         return self.result_backend or self.broker_url
 
 
+_installed: Settings | None = None
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    return _installed if _installed is not None else Settings()
+
+
+def install(settings: Settings) -> None:
+    """Make `settings` what get_settings() returns in this process (a worker process started by the embedded
+    service gets its parent's settings this way, not from its environment)."""
+    global _installed
+    _installed = settings
+    get_settings.cache_clear()

@@ -2,19 +2,23 @@
 
 Each stage is a plain function over the database (services.store) and the synthesis library; Celery tasks
 (workers.tasks) call them. Stages are idempotent: a redelivered task repeats its stage harmlessly, artifacts
-are content-addressed, and a finished plan is never changed again.
+are content-addressed, and a finished plan is never changed again. A task runs for one delivery attempt of
+its plan (`attempt_of`); every write first claims the plan row for that attempt (services.store.jobs.claim),
+so a task whose plan finished, failed or was delivered again stops (`Superseded`) instead of writing.
 """
 from __future__ import annotations
 
 import io
 import json
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import networkx as nx
 import numpy as np
 
 from .config import get_settings
-from .store import repo
+from .store import jobs, repo
 from .store.db import session_scope
 from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
 from services.synthesis.topology.catalog import build
@@ -31,6 +35,33 @@ class PlanInputError(ValueError):
     """The request cannot be planned (the reason is shown to the user)."""
 
 
+class Superseded(Exception):
+    """The job finished, failed or was delivered again: this task must not write to it."""
+
+
+_ATTEMPT: ContextVar[int | None] = ContextVar("fabricplan_attempt", default=None)
+
+
+@contextmanager
+def attempt_of(attempt: int | None):
+    """Run the enclosed stage as delivery `attempt` of its job (None: unguarded, a direct call)."""
+    token = _ATTEMPT.set(attempt)
+    try:
+        yield
+    finally:
+        _ATTEMPT.reset(token)
+
+
+def current_attempt() -> int | None:
+    return _ATTEMPT.get()
+
+
+def claim(s, plan_id: str, kind: str = "plan") -> None:
+    """Hold the job's row for this attempt in the transaction of `s`, or raise Superseded."""
+    if not jobs.claim(s, kind, plan_id, _ATTEMPT.get()):
+        raise Superseded(f"{kind} {plan_id} is finished or another delivery runs it")
+
+
 def _url() -> str:
     return get_settings().sqlalchemy_url
 
@@ -43,9 +74,10 @@ def _request(plan_id: str) -> dict:
         return dict(plan.request)
 
 
-def _advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> bool:
+def _advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> None:
     with session_scope(_url()) as s:
-        return repo.advance(s, plan_id, stage=stage, progress=progress, message=message)
+        if not repo.advance(s, plan_id, stage=stage, progress=progress, message=message, attempt=_ATTEMPT.get()):
+            raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
 
 
 # ----- frontier (cached per N, d, options) -------------------------------------------------------------
@@ -72,10 +104,7 @@ def frontier_entries(nodes: int, degree: int, bidirectional: bool) -> tuple[list
 
 def stage_frontier(plan_id: str) -> dict:
     req = _request(plan_id)
-    with session_scope(_url()) as s:
-        repo.start_attempt(s, plan_id)
-    if not _advance(plan_id, "frontier", 0.05, "searching the Pareto frontier"):
-        return {"stop": True}
+    _advance(plan_id, "frontier", 0.05, "searching the Pareto frontier")
     entries, cached = frontier_entries(req["nodes"], req["degree"], req.get("bidirectional_only", False))
     _advance(plan_id, "frontier", 0.2, f"{len(entries)} Pareto-efficient topologies" + (" (cached)" if cached else ""))
     return {"frontier": entries}
@@ -138,6 +167,7 @@ def stage_fabric(state: dict, plan_id: str) -> dict:
     topo = build(state["selected"]["expr"])
     try:
         with session_scope(_url()) as s:
+            claim(s, plan_id)
             b = fabrics.bind_plan(s, plan_id, req["fabric_id"], topo, req.get("hosts"))
             summary = {"fabric_id": b.fabric_id, "hosts": b.assignment["hosts"], "panels": b.required_versions}
     except IntegrityError:
@@ -174,12 +204,12 @@ def stage_bfb_block(plan_id: str, expr: str, transposed: bool, receivers: list[i
     np.savez(buf, receivers=res.receivers, step=res.step, source=res.source, arc=res.arc, lo=res.lo, hi=res.hi,
              den=res.den, u_num=res.u_num, u_den=res.u_den, transposed=np.array([transposed]))
     with session_scope(_url()) as s:
+        claim(s, plan_id)
         digest = repo.put_blob(s, buf.getvalue(), "bfb-block", "application/x-npz")
         plan = repo.get_plan(s, plan_id)
-        if plan is not None and plan.status == "running":
-            repo.advance(s, plan_id, stage="schedule", progress=min(0.75, plan.progress + 0.4 / 16),
-                         message=f"solved receivers {receivers[0]}..{receivers[-1]}"
-                                 + (" of the transpose" if transposed else ""))
+        repo.advance(s, plan_id, stage="schedule", progress=min(0.75, plan.progress + 0.4 / 16),
+                     message=f"solved receivers {receivers[0]}..{receivers[-1]}"
+                             + (" of the transpose" if transposed else ""), attempt=_ATTEMPT.get())
     return digest
 
 
@@ -225,6 +255,7 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
                               "verified": True, "transfers": report.transfers}
     _advance(plan_id, "store", 0.95, "storing artifacts")
     with session_scope(_url()) as s:
+        claim(s, plan_id)
         for c, sched in schedules.items():
             digest = repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False)
             repo.attach(s, plan_id, f"schedule:{c.value}", digest, summaries[c.value])
@@ -233,6 +264,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
                         repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
         digest = repo.put_blob(s, json.dumps(topology_json(topo)).encode(), "topology", "application/json")
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
+        graphml = repo.put_blob(s, topology_graphml(topo), "topology", "application/graphml+xml")
+        repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
     return {**state, "schedules": summaries, "topology_digest": digest,
             "topology_facts": topology_facts(topo)}
 
@@ -262,34 +295,51 @@ def stage_finish(state: dict, plan_id: str) -> dict:
             req["workload"].get("alltoall_weight") or 0.0).items()},
     }
     with session_scope(_url()) as s:
-        repo.finish(s, plan_id, result)
+        if not repo.finish(s, plan_id, result, attempt=_ATTEMPT.get()):
+            raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
     return {"done": True}
 
 
-def current_stage(plan_id: str) -> str:
-    with session_scope(_url()) as s:
-        plan = repo.get_plan(s, plan_id)
-        return plan.stage if plan else "unknown"
-
-
-def fail_plan(plan_id: str, reason: str) -> None:
-    """Fail the plan with the reason and release whatever it reserved on a fabric."""
+def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail the plan with the reason (only while it runs `attempt`, by default this task's) and release
+    whatever it reserved on a fabric."""
     from .store import fabrics
 
-    with session_scope(_url()) as s:
-        if repo.fail(s, plan_id, reason):
+    with session_scope(url or _url()) as s:
+        failed = repo.fail(s, plan_id, reason, attempt=_ATTEMPT.get() if attempt is None else attempt)
+        if failed:
             fabrics.release_plan(s, plan_id)
+        return failed
+
+
+def fail_job(kind: str, job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail a plan or an evaluation with the reason (see fail_plan)."""
+    if kind == "plan":
+        return fail_plan(job_id, reason, attempt, url)
+    from . import evaluation
+
+    return evaluation.fail(job_id, reason, _ATTEMPT.get() if attempt is None else attempt, url)
+
+
+def job_stage(kind: str, job_id: str, url: str | None = None) -> str:
+    """The stage a plan or an evaluation is in (for failure reasons)."""
+    with session_scope(url or _url()) as s:
+        job = s.get(jobs.KINDS[kind], job_id)
+        return job.stage if job is not None else "unknown"
 
 
 def topology_json(t) -> dict:
     """The topology artifact: arcs [tail, head, lane] in arc order, and `permutation`: for each arc, which
     of the d permutations of a Konig split (services.fabric.konig_split) it belongs to - the panel plane
-    (host port) it takes in the planes cabling, and the colour the dashboard draws it in."""
+    (host port) it takes in the planes cabling, and the colour the dashboard draws it in (regular topologies
+    only)."""
     from services.fabric import konig_split
 
-    return {"expr": t.expr, "nodes": t.nodes, "degree": t.degree, "bidirectional": t.bidirectional,
-            "arcs": [[int(a), int(b), int(l)] for a, b, l in zip(t.tails, t.heads, t.lanes)],
-            "permutation": arc_permutations(t, konig_split(t.nodes, t.tails, t.heads)).tolist()}
+    out = {"expr": t.expr, "nodes": t.nodes, "degree": t.degree, "bidirectional": t.bidirectional,
+           "arcs": [[int(a), int(b), int(l)] for a, b, l in zip(t.tails, t.heads, t.lanes)]}
+    if t.regular:                   # an irregular graph (arcs removed) has no split into d permutations
+        out["permutation"] = arc_permutations(t, konig_split(t.nodes, t.tails, t.heads)).tolist()
+    return out
 
 
 def arc_permutations(t, slots: np.ndarray) -> np.ndarray:

@@ -95,6 +95,7 @@ def site(tmp_path_factory):
         mp.setenv("FABRICPLAN_DATA_DIR", str(data))
         mp.setenv("FABRICPLAN_DATABASE_URL", f"sqlite:///{data / 'fabricplan.db'}")
         mp.setenv("FABRICPLAN_API_KEYS_REQUIRED", "true")
+        mp.setenv("FABRICPLAN_SWEEP_S", "3600")      # jobs are sent when woken (POST), not by the periodic sweep
         mp.delenv("FABRICPLAN_BROKER_URL", raising=False)
         get_settings.cache_clear()
         settings = Settings()
@@ -343,7 +344,7 @@ def test_plan_list_updates_when_a_plan_finishes(page, site):
     row = pg.locator(f"#plan-table tr[data-plan-id='{pid}']")
     row.wait_for()
     assert row.get_attribute("data-status") == "queued"
-    site["server"].app.state.dispatcher.submit(pid)
+    site["server"].app.state.dispatcher.wake()        # what POST /v1/plans does after queueing it
     pg.wait_for_function(f"document.querySelector(\"#plan-table tr[data-plan-id='{pid}']\")?.dataset.status === 'done'")
     assert "dash-live" in row.inner_text()
 

@@ -390,7 +390,7 @@ INVALID = [
     ("kautz(4, 10)", r"kautz: \d+ nodes exceeds the limit"),
     ("torus(300, 300)", r"torus: 90000 nodes exceeds the limit"),
     ("complete(70000)", r"complete: 70000 nodes exceeds the limit"),
-    ("power(complete(10), 8)", r"product: 100000000 nodes"),
+    ("power(complete(10), 8)", r"power: 100000000 nodes exceeds the limit"),
     ("edges(3)", r"edges: needs at least one arc"),
     ("edges(3, 0>1, 1>2)", r"not strongly connected"),
     ("edges(4, 0>1, 1>0, 2>3, 3>2)", r"not strongly connected \(2 strong components\)"),

@@ -40,7 +40,9 @@ def scaled(request, monkeypatch, tmp_path):
     env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
            "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_DATA_DIR": str(tmp_path),
            "FABRICPLAN_BFB_FANOUT_MIN_NODES": "48", "FABRICPLAN_BFB_FANOUT_BLOCKS": "4",
-           "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0])}
+           "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0]),
+           "FABRICPLAN_MAX_ATTEMPTS": str(getattr(request.node.get_closest_marker("max_attempts"), "args", [3])[0]),
+           "FABRICPLAN_SWEEP_S": "0.5"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     get_settings.cache_clear()
@@ -162,18 +164,48 @@ def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_pat
         with session_scope(st.sqlalchemy_url) as s:
             plan = repo.get_plan(s, pid)
             assert {a.name for a in plan.artifacts} == {"schedule:allgather", "schedule:reducescatter",
-                                                       "schedule:allreduce", "topology", "loads:allgather",
-                                                       "loads:reducescatter", "loads:allreduce"}
+                                                       "schedule:allreduce", "topology", "topology:graphml",
+                                                       "loads:allgather", "loads:reducescatter",
+                                                       "loads:allreduce"}
         blob = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "npz"})
         assert blob.status_code == 200
     finally:
         stop(worker)
 
 
+def _events(client, pid):
+    return [e["message"] or "" for e in client.get(f"/v1/plans/{pid}/events").json()]
+
+
 @pytest.mark.stale_s(4)
-def test_dead_worker_without_redelivery_fails_the_plan_with_a_reason(api, tmp_path):
-    """Kill the whole worker (no other worker left to take the message): the plan does not stay running;
-    the stale-plan sweeper fails it with a reason a person can act on."""
+def test_dead_worker_is_found_by_heartbeat_and_the_plan_redelivered(api, tmp_path):
+    """Kill the whole worker (no other worker left to take the message): within seconds its plan's
+    heartbeat is stale, the plan goes back to the outbox for its next attempt, and a new worker finishes it
+    (the first delivery's message, redelivered by the broker much later, would find itself superseded)."""
+    client, st, env = api
+    worker = start_worker(env, tmp_path, "dead")
+    pid = _big_plan(client)
+    p = _wait_stage(client, pid, {"schedule", "verify"})
+    assert p["status"] == "running"
+    stop(worker)
+    t0 = time.monotonic()
+    while not any("worker lost" in m for m in _events(client, pid)):
+        assert time.monotonic() - t0 < 60, _events(client, pid)
+        time.sleep(0.5)
+    assert client.get(f"/v1/plans/{pid}").json()["status"] in ("queued", "running")
+    worker = start_worker(env, tmp_path, "rescue")
+    try:
+        p = wait_done(client, pid, timeout=240)
+        assert p["status"] == "done", (p["reason"], (tmp_path / "rescue.log").read_text()[-3000:])
+        with session_scope(st.sqlalchemy_url) as s:
+            assert repo.get_plan(s, pid).attempts == 2
+    finally:
+        stop(worker)
+
+
+@pytest.mark.stale_s(4)
+@pytest.mark.max_attempts(1)
+def test_dead_worker_fails_the_plan_with_a_reason_once_attempts_are_used(api, tmp_path):
     client, st, env = api
     worker = start_worker(env, tmp_path, "dead")
     pid = _big_plan(client)
@@ -183,3 +215,104 @@ def test_dead_worker_without_redelivery_fails_the_plan_with_a_reason(api, tmp_pa
     p = wait_done(client, pid, timeout=60)
     assert p["status"] == "failed" and "worker lost" in p["reason"]
     assert p["schedules"] is None
+
+
+class Forwarder:
+    """A TCP relay on 127.0.0.1:port to the test Redis that can be switched off (connections refused): the
+    broker as the API and the workers see it."""
+
+    def __init__(self, target: str):
+        import socket
+        from urllib.parse import urlparse
+
+        u = urlparse(target)
+        self.target = (u.hostname, u.port or 6379)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = None
+
+    def start(self):
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        self.server.settimeout(0.2)
+        self.alive = True
+
+        def pipe(a, b):
+            try:
+                while chunk := a.recv(65536):
+                    b.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                for x in (a, b):
+                    try:
+                        x.close()
+                    except OSError:
+                        pass
+
+        def accept():
+            while self.alive:
+                try:
+                    client, _ = self.server.accept()
+                except (socket.timeout, OSError):
+                    continue
+                upstream = socket.create_connection(self.target)
+                self.conns += [client, upstream]
+                threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+        self.conns = []
+        self.thread = threading.Thread(target=accept, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        import socket
+
+        self.alive = False
+        self.thread.join(timeout=5)
+        self.server.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
+
+
+def test_broker_outage_plan_is_accepted_and_dispatched_when_the_broker_is_back(scaled, tmp_path):
+    """The broker is down: POST /v1/plans answers 202 at once and the plan waits in the outbox (queued, not
+    sent); once the broker answers again the sweeper sends it and a worker finishes it."""
+    from fastapi.testclient import TestClient
+
+    from services.api.app import create_app
+    from services.store.models import Plan
+
+    st, env = scaled
+    relay = Forwarder(REDIS_URL)
+    db = f"/{_redis_db()}"
+    broker = f"redis://127.0.0.1:{relay.port}{db}"
+    st = st.model_copy(update={"broker_url": broker, "result_backend": f"{REDIS_URL}{db}"})
+    env = {**env, "FABRICPLAN_BROKER_URL": broker}
+    from workers.app import celery_app, configure
+
+    configure(celery_app, st)
+    with TestClient(create_app(st)) as client:
+        t0 = time.monotonic()
+        r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
+        assert r.status_code == 202 and time.monotonic() - t0 < 2.0
+        pid = r.json()["id"]
+        time.sleep(3 * st.sweep_s)
+        with session_scope(st.sqlalchemy_url) as s:
+            plan = s.get(Plan, pid)
+            assert plan.status == "queued" and plan.dispatched_at is None
+        assert client.get("/readyz").status_code == 503
+        relay.start()
+        worker = start_worker(env, tmp_path, "after-outage")
+        try:
+            p = wait_done(client, pid, timeout=120)
+            assert p["status"] == "done", (p["reason"], (tmp_path / "after-outage.log").read_text()[-3000:])
+        finally:
+            stop(worker)
+            relay.stop()

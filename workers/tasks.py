@@ -1,107 +1,232 @@
-"""Plan pipeline tasks: thin wrappers over services.planner. A chain per plan:
+"""Job tasks: thin wrappers over services.planner (plans) and services.evaluation (evaluations). A chain per
+plan:
 
     frontier -> select -> fabric (hosts, ports, panel configs) -> schedules
              (-> chord(group(bfb_block...), merge) for large BFB solves) -> finish
 
-Input errors fail the plan with the reason; transient errors retry (bounded); anything else fails the plan
-with the stage and the error once the retries are used up.
+Every task runs one delivery attempt of its job (the `attempt` keyword the dispatcher adds) with a heartbeat
+(services.store.jobs.beat) and under the time and memory limits (workers.limits). Input errors, the time
+limit and the memory limit fail the job with that reason and stop the chain; transient errors retry
+(bounded); a task whose job finished or was delivered again stops without writing; anything else fails the
+job with the stage and the error once the retries are used up. A worker process that dies is retried a
+bounded number of times (retry_on_worker_lost), then its job fails with that reason.
 """
 from __future__ import annotations
 
-import functools
+import logging
+import threading
+import time
+from contextlib import contextmanager
 
-from celery import chain, chord, group
+from celery import chain, chord, group, signals
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import OperationalError
 
-from services import planner
+from services import evaluation, planner
+from services.config import get_settings
+from services.store import jobs
+from services.store.db import session_scope
 from services.synthesis.bfb.lp import ScheduleTooLarge
 
+from . import limits
 from .app import celery_app
 
+log = logging.getLogger("fabricplan.worker")
 TRANSIENT = (OperationalError, ConnectionError, TimeoutError)
+INPUT_ERRORS = (planner.PlanInputError, ScheduleTooLarge, ValueError)
 
 
-class PlanTask(celery_app.Task):
+class JobTask(celery_app.Task):
+    """A task of one job (`kind` plan or evaluation, its id in the keyword `id_kw`)."""
+
+    kind = "plan"
+    id_kw = "plan_id"
+    typing = False                 # `attempt` is consumed here, not by the task function
     autoretry_for = TRANSIENT
     retry_backoff = 2
     retry_backoff_max = 60
     max_retries = 3
+    retry_on_worker_lost = True
+    default_retry_delay = 1        # a lost pool process: run again at once (not Celery's 3 minutes)
+
+    def __call__(self, *args, **kwargs):
+        attempt = kwargs.pop("attempt", None)
+        job_id = kwargs.get(self.id_kw)
+        stage = self.name.rsplit(".", 1)[-1]
+        limits.task_started(self.name)
+        try:
+            with planner.attempt_of(attempt), HEARTBEATS.running(self.kind, job_id, attempt):
+                return super().__call__(*args, **kwargs)
+        except planner.Superseded:
+            return {"stop": True}
+        except (*INPUT_ERRORS, SoftTimeLimitExceeded, MemoryError) as exc:
+            failure = reason(stage, exc)      # recorded below, once the task's frames (and memory) are freed
+        finally:
+            limits.task_finished()
+        with planner.attempt_of(attempt):
+            planner.fail_job(self.kind, job_id, failure)
+        return {"stop": True}
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        plan_id = kwargs.get("plan_id")                # every task takes plan_id by keyword
-        if isinstance(plan_id, str):
-            planner.fail_plan(plan_id, _reason(self.name, exc))
+        job_id = kwargs.get(self.id_kw)
+        if isinstance(job_id, str):
+            planner.fail_job(self.kind, job_id, reason(self.name.rsplit(".", 1)[-1], exc), kwargs.get("attempt"))
 
 
-def _reason(task: str, exc: BaseException) -> str:
-    stage = task.rsplit(".", 1)[-1].removeprefix("plan_")
-    if isinstance(exc, (planner.PlanInputError, ScheduleTooLarge, ValueError)):
+class EvaluationTask(JobTask):
+    kind = "evaluation"
+    id_kw = "evaluation_id"
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def reason(stage: str, exc: BaseException) -> str:
+    """What a person reads in the job's `reason` (a MemoryError anywhere in the chain is the memory limit:
+    handling it may fail again for want of memory)."""
+    st = get_settings()
+    if any(isinstance(e, MemoryError) for e in _chain(exc)):
+        exc = MemoryError()
+    if isinstance(exc, (SoftTimeLimitExceeded, TimeLimitExceeded)):
+        return f"stage '{stage}' exceeded the time limit of {st.task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)"
+    if isinstance(exc, MemoryError):
+        return (f"stage '{stage}' exceeded the memory limit of {st.task_memory_limit_mb} MiB "
+                "(FABRICPLAN_TASK_MEMORY_LIMIT_MB)")
+    if isinstance(exc, WorkerLostError):
+        return f"the worker process running stage '{stage}' died ({exc}); it was retried and died again"
+    if isinstance(exc, INPUT_ERRORS):
         return f"{stage}: {exc}"
     return f"internal error in stage '{stage}': {type(exc).__name__}: {exc}"
 
 
-def stage(fn):
-    """Input problems (bad parameters, a schedule too large) fail the plan with the stage's reason and stop
-    the chain, in the broker and in the embedded worker alike; other errors propagate to retry/on_failure."""
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
+class Heartbeats:
+    """One thread per worker process refreshes the heartbeat of the jobs its tasks are running (a thread:
+    a task may sit in one long numpy call). Started before the memory limit applies, so no task ever needs
+    to create a thread under it."""
+
+    def __init__(self):
+        self.jobs: dict[int, tuple[str, str, int | None]] = {}
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, daemon=True, name="fabricplan-heartbeat")
+                self.thread.start()
+
+    @contextmanager
+    def running(self, kind: str, job_id, attempt: int | None):
+        if not isinstance(job_id, str):
+            yield
+            return
+        self.start()
+        token = object()
+        with self.lock:
+            self.jobs[id(token)] = (kind, job_id, attempt)
         try:
-            return fn(*args, **kwargs)
-        except (planner.PlanInputError, ScheduleTooLarge, ValueError) as exc:
-            planner.fail_plan(kwargs["plan_id"], _reason(fn.__name__, exc))
-            return {"stop": True}
-    return run
+            yield
+        finally:
+            with self.lock:
+                self.jobs.pop(id(token), None)
+
+    def _run(self) -> None:
+        while True:
+            st = get_settings()
+            time.sleep(min(st.heartbeat_s, st.stale_plan_s / 4))
+            with self.lock:
+                running = list(self.jobs.values())
+            for kind, job_id, attempt in running:
+                try:
+                    with session_scope(st.sqlalchemy_url) as s:
+                        jobs.beat(s, kind, job_id, attempt)
+                except Exception:                      # the database is away: the next beat may succeed
+                    log.warning("heartbeat of %s %s failed", kind, job_id, exc_info=True)
 
 
-@celery_app.task(base=PlanTask, name="fabricplan.frontier")
-@stage
+HEARTBEATS = Heartbeats()
+
+
+@signals.task_failure.connect
+def _worker_lost(sender=None, exception=None, kwargs=None, **_):
+    """A worker process that died on every retry (the pool reports it in the worker's main process)."""
+    if isinstance(exception, WorkerLostError) and isinstance(sender, JobTask) and kwargs:
+        job_id = kwargs.get(sender.id_kw)
+        if isinstance(job_id, str):
+            planner.fail_job(sender.kind, job_id, reason(sender.name.rsplit(".", 1)[-1], exception),
+                             kwargs.get("attempt"))
+
+
+@signals.worker_process_init.connect
+def _limit_memory(**_):
+    HEARTBEATS.start()
+    limits.apply_memory_limit(get_settings().task_memory_limit_mb)
+
+
+@celery_app.task(base=JobTask, name="fabricplan.frontier")
 def plan_frontier(*, plan_id: str) -> dict:
     return planner.stage_frontier(plan_id)
 
 
-@celery_app.task(base=PlanTask, name="fabricplan.select")
-@stage
+@celery_app.task(base=JobTask, name="fabricplan.select")
 def plan_select(state: dict, *, plan_id: str) -> dict:
     return planner.stage_select(state, plan_id)
 
 
-@celery_app.task(base=PlanTask, name="fabricplan.fabric")
-@stage
+@celery_app.task(base=JobTask, name="fabricplan.fabric")
 def plan_fabric(state: dict, *, plan_id: str) -> dict:
     return planner.stage_fabric(state, plan_id)
 
 
-@celery_app.task(base=PlanTask, bind=True, name="fabricplan.schedules")
-@stage
+@celery_app.task(base=JobTask, bind=True, name="fabricplan.schedules")
 def plan_schedules(self, state: dict, *, plan_id: str) -> dict:
     blocks = planner.fanout_plan(state, plan_id)
     if blocks:     # one large BFB solve: fan out receiver blocks over the workers, merge in a chord
         expr = state["selected"]["expr"]
-        return self.replace(chord(group(bfb_block.s(plan_id=plan_id, expr=expr, transposed=o, receivers=r)
-                                        for o, r in blocks),
-                                  merge_blocks.s(state=state, plan_id=plan_id)))
+        attempt = planner.current_attempt()
+        return self.replace(chord(group(bfb_block.s(plan_id=plan_id, attempt=attempt, expr=expr, transposed=o,
+                                                    receivers=r) for o, r in blocks),
+                                  merge_blocks.s(state=state, plan_id=plan_id, attempt=attempt)))
     return planner.stage_schedules(state, plan_id)
 
 
-@celery_app.task(base=PlanTask, name="fabricplan.bfb_block")
-@stage
+@celery_app.task(base=JobTask, name="fabricplan.bfb_block")
 def bfb_block(*, plan_id: str, expr: str, transposed: bool, receivers: list[int]) -> str:
     return planner.stage_bfb_block(plan_id, expr, transposed, receivers)
 
 
-@celery_app.task(base=PlanTask, name="fabricplan.merge_blocks")
-@stage
-def merge_blocks(digests: list[str], *, state: dict, plan_id: str) -> dict:
+@celery_app.task(base=JobTask, name="fabricplan.merge_blocks")
+def merge_blocks(digests: list, *, state: dict, plan_id: str) -> dict:
+    if any(not isinstance(d, str) for d in digests):           # a block stopped (its plan failed meanwhile)
+        return {"stop": True}
     return planner.stage_schedules(state, plan_id, digests)
 
 
-@celery_app.task(base=PlanTask, name="fabricplan.finish")
-@stage
+@celery_app.task(base=JobTask, name="fabricplan.finish")
 def plan_finish(state: dict, *, plan_id: str) -> dict:
     return planner.stage_finish(state, plan_id)
 
 
-def plan_workflow(plan_id: str):
-    """The whole plan as one Celery canvas."""
-    return chain(plan_frontier.si(plan_id=plan_id), plan_select.s(plan_id=plan_id), plan_fabric.s(plan_id=plan_id),
-                 plan_schedules.s(plan_id=plan_id), plan_finish.s(plan_id=plan_id))
+@celery_app.task(base=EvaluationTask, name="fabricplan.evaluate")
+def evaluate_topology(*, evaluation_id: str) -> dict:
+    return evaluation.run(evaluation_id)
+
+
+def plan_workflow(plan_id: str, attempt: int | None = None):
+    """The whole plan (delivery `attempt`) as one Celery canvas."""
+    kw = {"plan_id": plan_id, "attempt": attempt}
+    return chain(plan_frontier.si(**kw), plan_select.s(**kw), plan_fabric.s(**kw), plan_schedules.s(**kw),
+                 plan_finish.s(**kw))
+
+
+def job_signature(kind: str, job_id: str, attempt: int):
+    """What the dispatcher sends for one delivery of a job."""
+    if kind == "plan":
+        return plan_workflow(job_id, attempt)
+    return evaluate_topology.si(evaluation_id=job_id, attempt=attempt)

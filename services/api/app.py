@@ -1,24 +1,26 @@
 """FastAPI application factory: `create_app()` (uvicorn --factory services.api.app:create_app)."""
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.config import Settings, get_settings
-from services.store import repo
-from services.store.db import migrate, session_scope
+from services.store import notify
+from services.store.db import migrate
 
+from . import errors
 from .auth import KeyCache
 from .dispatch import Dispatcher
+from .guard import InputGuard
+from .notify import Hub, PgListener
 from .routes import artifacts, dashboard, fabrics, frontiers, health, panels, plans, stats, topologies
+from .routes.panels import PanelConfigCache
 from .routes.plans import PlanCache
 
 log = logging.getLogger("fabricplan.api")
@@ -56,59 +58,45 @@ class TimingMiddleware:
             self.metrics.requests.labels(scope["method"], route, str(status["code"])).observe(time.perf_counter() - t0)
 
 
-def _sweeper(app: FastAPI, stop: threading.Event) -> None:
-    """Fails plans whose worker died without redelivery (no progress for stale_plan_s)."""
-    st: Settings = app.state.settings
-    while not stop.wait(min(60.0, st.stale_plan_s / 4)):
-        try:
-            with session_scope(st.sqlalchemy_url) as s:
-                for pid in repo.fail_stale(s, st.stale_plan_s):
-                    log.warning("plan %s failed: worker lost", pid)
-        except Exception:                               # pragma: no cover - keep sweeping
-            log.exception("stale-plan sweep failed")
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     st = settings or get_settings()
+    hub = Hub()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if st.embedded:
             migrate(st.sqlalchemy_url)                 # Alembic is the only schema path
+        hub.bind(asyncio.get_running_loop())
+        notify.set_sink(hub.publish)                   # changes this process commits wake its waiters
+        listener = None
+        if st.sqlalchemy_url.startswith("postgresql"):
+            listener = PgListener(st.sqlalchemy_url, hub)   # changes other processes commit
+            listener.start()
         app.state.dispatcher.start()
-        if st.embedded:                                # plans orphaned by a previous embedded process
-            with session_scope(st.sqlalchemy_url) as s:
-                orphans = [p.id for p in repo.list_plans(s, limit=10000) if p.status in ("queued", "running")]
-            for pid in orphans:
-                app.state.dispatcher.submit(pid)
-        stop = threading.Event()
-        sweeper = threading.Thread(target=_sweeper, args=(app, stop), daemon=True, name="fabricplan-sweeper")
-        sweeper.start()
         try:
             yield
         finally:
-            stop.set()
             app.state.dispatcher.stop()
+            if listener is not None:
+                listener.stop()
+            notify.set_sink(None)
 
     app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Direct-connect topologies, collective schedules and cross-connects for "
                               "optically patched ML clusters.")
     app.state.settings = st
     app.state.metrics = Metrics()
-    app.state.dispatcher = Dispatcher(st)
+    app.state.hub = hub
+    app.state.dispatcher = Dispatcher(st, hub.publish)
     app.state.plan_cache = PlanCache()
     app.state.key_cache = KeyCache()
+    app.state.panel_cache = PanelConfigCache()
+    hub.on_change(app.state.panel_cache.changed)
     if st.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=st.cors_origins, allow_methods=["*"], allow_headers=["*"])
-
+    app.add_middleware(InputGuard)
     app.add_middleware(TimingMiddleware, metrics=app.state.metrics)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError):
-        errors = [{"loc": list(e.get("loc", ())), "field": ".".join(str(x) for x in e.get("loc", ())[1:]),
-                   "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()]
-        return JSONResponse(status_code=422, content={"detail": errors})
-
+    errors.install(app)
     for module in (plans, frontiers, topologies, artifacts, fabrics, panels, stats, health):
         app.include_router(module.router)
     dashboard.mount(app)                               # `/`, /docs and /redoc from local files only

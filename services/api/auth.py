@@ -1,9 +1,10 @@
 """Role-based API keys (DESIGN 4.7): scheduler (plans, fabrics), agent bound to one panel (its config and
 state only), viewer (read-only). Keys are random secrets shown once and stored as sha256 hashes.
 
-Keys are sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`. With FABRICPLAN_API_KEYS_REQUIRED
-false (the embedded default for a single user), a request without a key acts as a scheduler; a key that
-is presented is always checked.
+Keys are sent as `Authorization: Bearer <key>` or `X-API-Key: <key>`, read by FastAPI's security classes
+(HTTPBearer, APIKeyHeader), which also publish both schemes in the OpenAPI document. With
+FABRICPLAN_API_KEYS_REQUIRED false (the embedded default for a single user), a request without a key acts
+as a scheduler; a key that is presented is always checked.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -43,11 +45,8 @@ def create_key(s: Session, name: str, role: str, panel_id: str | None = None) ->
     return secret, key
 
 
-def _secret(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.headers.get("x-api-key")
+bearer = HTTPBearer(auto_error=False, description="an API key: `Authorization: Bearer <key>`")
+api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="an API key in `X-API-Key`")
 
 
 KEY_CACHE_TTL_S = 5.0       # a revoked key stops working within this time
@@ -78,8 +77,9 @@ def _lookup(url: str, secret: str) -> Principal | None:
         return None if key is None else Principal(key.role, key.name, key.panel_id)
 
 
-async def principal(request: Request) -> Principal:
-    secret = _secret(request)
+async def principal(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer),
+                    header_key: str | None = Security(api_key_header)) -> Principal:
+    secret = creds.credentials if creds is not None else header_key
     if secret is None:
         if request.app.state.settings.api_keys_required:
             raise HTTPException(401, "an API key is required (Authorization: Bearer <key>)",

@@ -1,59 +1,113 @@
-"""Hands plans to workers: Celery over the broker, or (embedded default) an in-process worker thread that
-runs the very same Celery tasks eagerly. A plan is recorded before it is dispatched, and orphaned plans of a
-restarted embedded service are dispatched again."""
+"""The outbox dispatcher and sweeper: one thread per API process.
+
+A request only records its job (a plan or an evaluation) as a queued row and wakes this thread; the row is the
+source of truth. Every `sweep_s` (and at once when woken) the thread
+1. redelivers or fails running jobs whose worker stopped sending heartbeats (services.store.jobs.lost);
+2. sends every queued job no worker has yet: to Celery over the broker (scaled), or to the embedded
+   worker's job processes (workers.embedded). A job whose send fails (the broker is down) stays in the
+   outbox and is sent by a later sweep once the broker answers; the request that queued it got its 202.
+Several API processes may sweep the same database: each send is a new attempt, and a worker writes only for
+the job's current attempt, so a duplicate delivery stops at its first write.
+"""
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from typing import Callable
 
 from services.config import Settings
+from services.store import jobs
+from services.store.db import session_scope
 
 log = logging.getLogger("fabricplan.dispatch")
 
 
 class Dispatcher:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, on_change: Callable[[str, str], None] = lambda c, k: None):
         self.settings = settings
         self.embedded = settings.embedded
-        self._queue: queue.Queue[str | None] = queue.Queue()
+        self.worker = None
+        if self.embedded:
+            from workers.embedded import EmbeddedWorker
+
+            self.worker = EmbeddedWorker(settings, on_change)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.broker_ok = True
 
     def start(self) -> None:
-        if self.embedded and self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="fabricplan-worker", daemon=True)
+        if self.embedded:          # this process's previous incarnation and its job processes are gone
+            with session_scope(self.settings.sqlalchemy_url) as s:
+                jobs.requeue_all(s)
+            self.worker.start()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fabricplan-dispatcher", daemon=True)
             self._thread.start()
 
+    def wake(self) -> None:
+        """A job was queued: send it now rather than at the next sweep."""
+        self._wake.set()
+
     def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
         if self._thread is not None:
-            self._queue.put(None)
             self._thread.join(timeout=10)
             self._thread = None
-
-    def submit(self, plan_id: str) -> None:
-        from workers.tasks import plan_workflow
-
-        if self.embedded:
-            self._queue.put(plan_id)
-        else:
-            plan_workflow(plan_id).apply_async()
+        if self.worker is not None:
+            self.worker.stop()
 
     def _run(self) -> None:
-        from services import planner
-        from workers.tasks import plan_workflow
-
-        while True:
-            plan_id = self._queue.get()
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.sweep_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
-                if plan_id is None:
-                    return
-                plan_workflow(plan_id).apply()
-            except Exception as exc:                   # an unexpected error: record it with the stage
-                log.warning("plan %s failed: %s", plan_id, exc)
-                try:
-                    planner.fail_plan(plan_id, f"internal error in stage '{planner.current_stage(plan_id)}': "
-                                               f"{type(exc).__name__}: {exc}")
-                except Exception:                      # pragma: no cover - database down
-                    log.exception("could not record the failure of plan %s", plan_id)
-            finally:
-                self._queue.task_done()
+                self.sweep()
+            except Exception as exc:              # the database is down: the next sweep tries again
+                log.warning("outbox sweep failed: %s: %s", type(exc).__name__, exc)
+
+    def sweep(self) -> int:
+        """One pass: lost workers, then the outbox. Returns the number of jobs sent."""
+        from services import planner
+
+        st = self.settings
+        with session_scope(st.sqlalchemy_url) as s:
+            lost = jobs.lost(s, st.stale_plan_s, st.max_attempts)
+        for kind, job_id, reason in lost:
+            if reason is None:
+                log.warning("%s %s: worker lost; delivered again", kind, job_id)
+            else:
+                log.warning("%s %s failed: %s", kind, job_id, reason)
+                planner.fail_job(kind, job_id, reason, url=st.sqlalchemy_url)
+        with session_scope(st.sqlalchemy_url) as s:
+            pending = jobs.undispatched(s)
+        return sum(self._send(kind, job_id) for kind, job_id in pending)
+
+    def _send(self, kind: str, job_id: str) -> bool:
+        url = self.settings.sqlalchemy_url
+        with session_scope(url) as s:
+            attempt = jobs.begin_dispatch(s, kind, job_id)
+        if attempt is None:
+            return False
+        try:
+            if self.embedded:
+                self.worker.submit(kind, job_id, attempt)
+            else:
+                from workers.tasks import job_signature
+
+                job_signature(kind, job_id, attempt).apply_async(retry=False)
+            self.broker_ok = True
+        except Exception as exc:                  # the broker is away: the job stays in the outbox
+            if self.broker_ok:
+                log.warning("broker unreachable (%s: %s); %s %s waits in the outbox", type(exc).__name__, exc,
+                            kind, job_id)
+            self.broker_ok = False
+            with session_scope(url) as s:
+                jobs.undo_dispatch(s, kind, job_id, attempt)
+            return False
+        with session_scope(url) as s:
+            jobs.mark_dispatched(s, kind, job_id, attempt)
+        return True

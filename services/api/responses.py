@@ -1,7 +1,24 @@
-"""OpenAPI response declarations shared by the routers."""
+"""OpenAPI response declarations shared by the routers: every status an operation can answer is documented
+with its real media type (tests/test_schemathesis.py checks that nothing undocumented comes back)."""
 from __future__ import annotations
 
-from .schemas import ErrorOut
+from .schemas import ErrorOut, ValidationErrorOut
 
 AUTH = {401: {"model": ErrorOut, "description": "missing or unknown API key"},
         403: {"model": ErrorOut, "description": "the key's role may not do this"}}
+INVALID = {422: {"model": ValidationErrorOut, "description": "a field is invalid (or a NUL character was sent): "
+                                                              "each error names the field and the reason"}}
+DATABASE = {503: {"model": ErrorOut, "description": "the database is not answering (Retry-After says when to "
+                                                    "try again)",
+                  "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}}}
+BODY = {400: {"model": ValidationErrorOut, "description": "the body is not valid JSON"},
+        413: {"model": ValidationErrorOut, "description": "the body is too large"},
+        415: {"model": ValidationErrorOut, "description": "the body is not JSON: send JSON"}}
+COMMON = {**INVALID, **DATABASE}
+
+
+def content(description: str, *media_types: str) -> dict:
+    """A 200 response in one of `media_types` (JSON an object, anything else a string)."""
+    return {"description": description,
+            "content": {m: {"schema": {"type": "object"} if m == "application/json" else
+                            {"type": "string", "format": "binary"}} for m in media_types}}

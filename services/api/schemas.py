@@ -2,50 +2,60 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
 PlanStatus = Literal["queued", "running", "done", "failed"]
+MAX_BYTES = 1 << 50                 # 1 PiB: every time computed from it stays a finite float
+MAX_WEIGHT = 1e6
+INT32_MAX = (1 << 31) - 1           # integer columns
+MAX_PANEL_PORTS = 1 << 17
+Bytes = Annotated[int, Field(ge=1, le=MAX_BYTES)]
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT)]
+HostId = Annotated[str, Field(min_length=1, max_length=100)]
 
 
-class Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Input(BaseModel):
+    """A request body: unknown fields are errors, numbers are finite (no NaN or Infinity)."""
 
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Workload(Input):
     collective: CollectiveName | None = Field(default=None, description="one collective kind")
-    collectives: list[CollectiveName] | None = Field(default=None, min_length=1, description="several kinds")
-    sizes_bytes: list[int] = Field(min_length=1, max_length=1000, description="message sizes in bytes")
-    weights: list[float] | None = Field(default=None, description="one non-negative weight per size")
-    alltoall_bytes: int | None = Field(default=None, gt=0, description="bytes each node holds for an "
-                                       "all-to-all (it sends 1/N of them to every node)")
-    alltoall_weight: float = Field(default=0.0, ge=0, description="all-to-alls per unit of the weights above "
-                                   "(the all-to-all share of the workload)")
+    collectives: list[CollectiveName] | None = Field(default=None, min_length=1, max_length=3,
+                                                     description="several kinds")
+    sizes_bytes: list[Bytes] = Field(min_length=1, max_length=1000, description="message sizes in bytes "
+                                     "(1 to 2^50)")
+    weights: list[Weight] | None = Field(default=None, max_length=1000, description="one weight per size, "
+                                         f"0 to {MAX_WEIGHT:g}")
+    alltoall_bytes: Bytes | None = Field(default=None, description="bytes each node holds for an "
+                                         "all-to-all (it sends 1/N of them to every node)")
+    alltoall_weight: Weight = Field(default=0.0, description="all-to-alls per unit of the weights above "
+                                    "(the all-to-all share of the workload)")
 
     @field_validator("sizes_bytes")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        for x in v:
-            if isinstance(x, bool) or x <= 0:
-                raise ValueError("every size must be a positive number of bytes")
+        if any(isinstance(x, bool) for x in v):
+            raise ValueError("every size must be a positive number of bytes")
         return v
 
     @model_validator(mode="after")
     def _consistent(self):
         if self.collective is None and not self.collectives:
             self.collective = "allreduce"
-        if self.weights is not None:
-            if len(self.weights) != len(self.sizes_bytes):
-                raise ValueError(f"weights has {len(self.weights)} entries but sizes_bytes has {len(self.sizes_bytes)}")
-            if any(w < 0 for w in self.weights):
-                raise ValueError("weights must be non-negative")
+        if self.weights is not None and len(self.weights) != len(self.sizes_bytes):
+            raise ValueError(f"weights has {len(self.weights)} entries but sizes_bytes has {len(self.sizes_bytes)}")
         if self.alltoall_weight > 0 and self.alltoall_bytes is None:
             raise ValueError("an all-to-all share (alltoall_weight) needs alltoall_bytes")
         return self
 
 
-class PlanRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
+class PlanRequest(Input):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
         "job_id": "j1", "nodes": 16, "degree": 4, "alpha_us": 10, "bandwidth_gbps": 100,
         "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}]})
 
@@ -53,12 +63,13 @@ class PlanRequest(BaseModel):
     nodes: int = Field(strict=True, ge=2, le=4096, description="number of hosts N")
     degree: int = Field(strict=True, ge=1, le=16, description="ports per host d")
     alpha_us: float = Field(ge=0, le=1e6, description="per-step latency alpha in microseconds")
-    bandwidth_gbps: float = Field(gt=0, le=1e6, description="a host's total egress bandwidth B in Gbit/s")
+    bandwidth_gbps: float = Field(ge=1e-3, le=1e6, description="a host's total egress bandwidth B in Gbit/s")
     bidirectional_only: bool = Field(default=False, description="only topologies duplex cables can realise")
     workload: Workload
-    fabric_id: str | None = Field(default=None, max_length=100, description="bind the plan to this fabric")
-    hosts: list[str] | None = Field(default=None, description="the fabric hosts to use (default: the first "
-                                                                "free ones); one per node")
+    fabric_id: str | None = Field(default=None, min_length=1, max_length=100,
+                                  description="bind the plan to this fabric")
+    hosts: list[HostId] | None = Field(default=None, max_length=4096, description="the fabric hosts to use "
+                                       "(default: the first free ones); one per node")
 
     @model_validator(mode="after")
     def _hosts(self):
@@ -158,9 +169,7 @@ class FrontierOut(BaseModel):
     entries: list[FrontierEntry]
 
 
-class EvaluateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class EvaluateRequest(Input):
     expr: str | None = Field(default=None, max_length=2000, description="a topology expression")
     nodes: int | None = Field(default=None, strict=True, ge=2, le=1024)
     edges: list[tuple[int, int]] | None = Field(default=None, max_length=16384, description="explicit arcs [tail, head]")
@@ -176,6 +185,14 @@ class EvaluateRequest(BaseModel):
         if self.edges is not None and self.nodes is None:
             raise ValueError("an edge list needs nodes")
         return self
+
+
+class EvaluationAccepted(BaseModel):
+    """The evaluation runs in a worker: poll `url` (or POST the same request again)."""
+
+    id: str
+    status: Literal["queued", "running"]
+    url: str
 
 
 class EvaluateOut(BaseModel):
@@ -258,29 +275,120 @@ class StatsOut(BaseModel):
     panels_out_of_sync: int = Field(description="panels whose agent has not applied the latest version")
 
 
+class EvaluationOut(BaseModel):
+    id: str
+    status: Literal["queued", "running", "done", "failed"]
+    expr: str
+    collective: str
+    reason: str | None = None
+    result: EvaluateOut | None = None
+
+
 class ErrorOut(BaseModel):
     detail: str
 
 
-class FabricLayout(BaseModel):
+class FieldError(BaseModel):
+    loc: list[str | int] = Field(description="where: body, query, path or header, then the field's path")
+    field: str = Field(description="the field's path joined by dots ('' for the whole body)")
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    """Every 400 and 422 has this shape."""
+
+    detail: list[FieldError]
+
+
+Ident = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+MAX_FABRIC_HOSTS = 16384
+MAX_FABRIC_HOST_PORTS = 1 << 16
+
+
+class FabricLayout(Input):
     """Shortcut for the common cablings: `planes` (host port k on panel plane{k}, port = host index) or
     `shared` (every host port on one panel)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    id: Ident
     layout: Literal["planes", "shared"]
-    hosts: int | list[str] = Field(description="a host count, or the host ids")
+    hosts: Annotated[int, Field(strict=True, ge=1, le=MAX_FABRIC_HOSTS)] | Annotated[
+        list[HostId], Field(min_length=1, max_length=MAX_FABRIC_HOSTS)] = Field(
+        description=f"a host count, or the host ids (at most {MAX_FABRIC_HOSTS})")
     ports_per_host: int = Field(strict=True, ge=1, le=64)
     kind: Literal["patch_panel", "ocs"] = "patch_panel"
     panel_prefix: str | None = Field(default=None, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
 
+    @model_validator(mode="after")
+    def _bounded(self):
+        count = self.hosts if isinstance(self.hosts, int) else len(self.hosts)
+        if count * self.ports_per_host > MAX_FABRIC_HOST_PORTS:
+            raise ValueError(f"{count} hosts x {self.ports_per_host} ports is {count * self.ports_per_host} host "
+                             f"ports; a fabric has at most {MAX_FABRIC_HOST_PORTS}")
+        return self
 
-class PanelStateIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
-    applied_version: int = Field(strict=True, ge=0, description="the config version the agent applied")
+class FiberIn(Input):
+    panel: Ident
+    port: int = Field(strict=True, ge=0, lt=MAX_PANEL_PORTS)
+
+
+class HostPortIn(Input):
+    port: int | None = Field(default=None, strict=True, ge=0, le=63)
+    tx: FiberIn
+    rx: FiberIn
+
+
+class HostIn(Input):
+    id: HostId
+    ports: list[HostPortIn] = Field(min_length=1, max_length=64)
+
+
+class PanelIn(Input):
+    id: Ident
+    kind: Literal["patch_panel", "ocs"]
+    ports: int = Field(strict=True, ge=1, le=MAX_PANEL_PORTS)
+
+
+class FabricDocument(Input):
+    """The full fabric: panels, and every host port's tx and rx fiber with the panel port it lands on."""
+
+    id: Ident = "fabric"
+    ports_per_host: int | None = Field(default=None, strict=True, ge=1, le=64)
+    panels: list[PanelIn] = Field(min_length=1, max_length=1024)
+    hosts: list[HostIn] = Field(min_length=1, max_length=MAX_FABRIC_HOSTS)
+
+    @model_validator(mode="after")
+    def _bounded(self):
+        total = sum(len(h.ports) for h in self.hosts)
+        if total > MAX_FABRIC_HOST_PORTS:
+            raise ValueError(f"{total} host ports; a fabric has at most {MAX_FABRIC_HOST_PORTS}")
+        return self
+
+
+class FabricSummary(BaseModel):
+    id: str
+    hosts: int
+    ports_per_host: int
+    panels: list[dict]
+    reserved: dict[str, str] = Field(description="host id -> the plan holding it")
+    spec: dict | None = Field(default=None, description="the fabric document (GET /v1/fabrics/{id} only)")
+
+
+class CrossConnectIn(BaseModel):
+    """One cross-connect on the panel; other keys (the config's tx_host, plan_id, ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ingress: int = Field(strict=True, ge=0, lt=MAX_PANEL_PORTS)
+    egress: int = Field(strict=True, ge=0, lt=MAX_PANEL_PORTS)
+
+
+class PanelStateIn(Input):
+    applied_version: int = Field(strict=True, ge=0, le=INT32_MAX, description="the config version the agent "
+                                 "applied (status applied) or tried to apply (status failed)")
     status: Literal["applied", "failed"]
     message: str | None = Field(default=None, max_length=2000)
-    connections: list[dict] | None = Field(default=None, description="the cross-connects now on the panel, "
-                                                                     "[{ingress, egress}]")
+    connections: list[CrossConnectIn] | None = Field(default=None, max_length=MAX_PANEL_PORTS, description=(
+        "the cross-connects now on the panel, [{ingress, egress}], each port in range and used once; with "
+        "status applied they must be exactly the acknowledged version's (omitted: they are)"))

@@ -26,7 +26,7 @@ def engine_for(url: str) -> Engine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
         return eng
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args={"connect_timeout": 5})
 
 
 @lru_cache(maxsize=8)

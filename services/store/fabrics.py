@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from services.fabric import Fabric, FabricState, diff_connections
 from services.fabric.crossconnect import config_digest
 
+from . import notify
 from .models import (FabricRow, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding, PlanEvent,
                      utcnow)
 
@@ -69,6 +70,7 @@ def _write_configs(s: Session, state: FabricState, panels, reason: str) -> dict[
             continue
         version = (cur.version if cur else 0) + 1
         s.add(PanelConfig(panel_id=pid, version=version, connections=cfg["cross_connects"], reason=reason[:200]))
+        notify.changed(s, "panel", pid)
         versions[pid] = version
     s.flush()
     return versions
@@ -116,36 +118,51 @@ def release_plan(s: Session, plan_id: str) -> PlanBinding | None:
     plan = s.get(Plan, plan_id)
     s.add(PlanEvent(plan_id=plan_id, status=plan.status, stage="fabric", progress=plan.progress,
                     message=f"released its hosts on {b.fabric_id}"))
+    notify.changed(s, "plan", plan_id)
     return b
 
 
-def report_state(s: Session, panel_id: str, applied_version: int, status: str, message: str | None,
-                 connections: list | None) -> list[str]:
-    """Record an agent's report; returns the plans that became fabric_ready with it."""
+def report_state(s: Session, panel_id: str, version: int, status: str, message: str | None,
+                 connections: list | None) -> tuple[list[str], list[str]]:
+    """Record an agent's report (validated by the caller: not stale, connections in range, one-to-one, and
+    equal to version `version`'s when `status` is applied). Readiness follows the latest report: a plan is
+    fabric_ready while every panel it touches last reported `applied` for its version or a later one.
+    Returns (plans that became ready, plans whose readiness changed either way)."""
     st = s.get(PanelState, panel_id)
     if st is None:
-        st = PanelState(panel_id=panel_id, applied_version=0, status=status)
+        st = PanelState(panel_id=panel_id, applied_version=0, reported_version=0, status=status)
         s.add(st)
-    st.status, st.message, st.reported_at = status, message, utcnow()
+    st.status, st.message, st.reported_version, st.reported_at = status, message, version, utcnow()
     if status == "applied":
-        st.applied_version = max(st.applied_version, applied_version)
+        st.applied_version = version
     if connections is not None:
         st.connections = connections
     s.flush()
-    ready = []
+    notify.changed(s, "panel", panel_id)
+    became_ready, changed = [], []
     panel = s.get(PanelRow, panel_id)
     for b in s.scalars(select(PlanBinding).where(PlanBinding.fabric_id == panel.fabric_id,
-                                                  PlanBinding.released.is_(False), PlanBinding.fabric_ready.is_(False))):
+                                                  PlanBinding.released.is_(False))):
         if panel_id not in b.required_versions:
             continue
         states = {p: s.get(PanelState, p) for p in b.required_versions}
-        if all(x is not None and x.applied_version >= b.required_versions[p] for p, x in states.items()):
-            b.fabric_ready = True
-            plan = s.get(Plan, b.plan_id)
+        ready = all(x is not None and x.status == "applied" and x.applied_version >= b.required_versions[p]
+                    for p, x in states.items())
+        if ready == b.fabric_ready:
+            continue
+        b.fabric_ready = ready
+        plan = s.get(Plan, b.plan_id)
+        if ready:
             s.add(PlanEvent(plan_id=b.plan_id, status=plan.status, stage="fabric_ready", progress=plan.progress,
                             message="every panel the plan touches has applied its configuration"))
-            ready.append(b.plan_id)
-    return ready
+            became_ready.append(b.plan_id)
+        else:
+            s.add(PlanEvent(plan_id=b.plan_id, status=plan.status, stage="fabric", progress=plan.progress,
+                            message=f"no longer fabric_ready: panel {panel_id} reported {status} for version "
+                                    f"{version}" + (f" ({message})" if message else "")))
+        notify.changed(s, "plan", b.plan_id)
+        changed.append(b.plan_id)
+    return became_ready, changed
 
 
 def panel_views(s: Session, fabric_id: str | None = None, limit: int = 100, offset: int = 0) -> tuple[list[dict], int]:
@@ -188,4 +205,5 @@ def config_view(s: Session, panel_id: str) -> dict | None:
     return {"panel": panel_id, "fabric_id": panel.fabric_id, "kind": panel.kind, "ports": panel.ports,
             "version": cfg.version, "digest": config_digest(cfg.connections), "reason": cfg.reason,
             "cross_connects": cfg.connections, "diff": diff,
-            "applied_version": st.applied_version if st else 0}
+            "applied_version": st.applied_version if st else 0,
+            "reported_version": st.reported_version if st else 0, "reported_status": st.status if st else None}

@@ -39,6 +39,7 @@ class Plan(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
 
     events: Mapped[list["PlanEvent"]] = relationship(back_populates="plan", order_by="PlanEvent.id",
                                                      cascade="all, delete-orphan")
@@ -99,6 +100,25 @@ class PlanArtifact(Base):
     meta: Mapped[dict | None] = mapped_column(JSON)
 
     plan: Mapped[Plan] = relationship(back_populates="artifacts")
+
+
+class Evaluation(Base):
+    """One topology evaluation (POST /v1/topologies/evaluate), run by a worker. The id is the sha256 of the
+    canonical request, so a repeated request is the same evaluation (its result or its failure)."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    stage: Mapped[str] = mapped_column(String(32), default="queued")
+    reason: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
 
 
 class ApiKey(Base):
@@ -175,12 +195,14 @@ class PanelConfig(Base):
 
 
 class PanelState(Base):
-    """What the panel's agent last reported: the version it applied (or failed to), and its connections."""
+    """What the panel's agent last reported: the version its report names (`reported_version`), whether it
+    applied it, the last version it applied with exactly that version's connections, and its connections."""
 
     __tablename__ = "panel_states"
 
     panel_id: Mapped[str] = mapped_column(ForeignKey("panels.id", ondelete="CASCADE"), primary_key=True)
     applied_version: Mapped[int] = mapped_column(Integer, default=0)
+    reported_version: Mapped[int] = mapped_column(Integer, default=0)
     status: Mapped[str] = mapped_column(String(16))
     message: Mapped[str | None] = mapped_column(Text)
     connections: Mapped[list | None] = mapped_column(JSON)

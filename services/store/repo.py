@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -93,12 +92,17 @@ def plans_by_status(s: Session) -> dict[str, int]:
     return counts
 
 
+def _guard(q, attempt: int | None):
+    return q if attempt is None else q.where(Plan.attempts == attempt)
+
+
 def advance(s: Session, plan_id: str, *, status: str = "running", stage: str, progress: float,
-            message: str | None = None) -> bool:
-    """Move a non-terminal plan to (status, stage, progress) and record the event; False if it is already
-    terminal (a redelivered task must not resurrect a finished plan)."""
+            message: str | None = None, attempt: int | None = None) -> bool:
+    """Move a non-terminal plan (of this attempt, when given) to (status, stage, progress) and record the
+    event; False if it is already terminal or another attempt took over (a redelivered task must not
+    resurrect a finished plan)."""
     now = utcnow()
-    res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL))
+    res = s.execute(_guard(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL)), attempt)
                     .values(status=status, stage=stage, progress=progress, heartbeat_at=now, updated_at=now))
     if res.rowcount == 0:
         return False
@@ -106,15 +110,10 @@ def advance(s: Session, plan_id: str, *, status: str = "running", stage: str, pr
     return True
 
 
-def start_attempt(s: Session, plan_id: str) -> int:
-    s.execute(update(Plan).where(Plan.id == plan_id).values(attempts=Plan.attempts + 1))
-    return s.get(Plan, plan_id).attempts
-
-
-def finish(s: Session, plan_id: str, result: dict) -> bool:
+def finish(s: Session, plan_id: str, result: dict, attempt: int | None = None) -> bool:
     """done, atomically with the result."""
     now = utcnow()
-    res = s.execute(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL))
+    res = s.execute(_guard(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL)), attempt)
                     .values(status="done", stage="done", progress=1.0, result=result, reason=None,
                             updated_at=now, heartbeat_at=now))
     if res.rowcount:
@@ -122,30 +121,20 @@ def finish(s: Session, plan_id: str, result: dict) -> bool:
     return bool(res.rowcount)
 
 
-def fail(s: Session, plan_id: str, reason: str, stage: str | None = None) -> bool:
+def fail(s: Session, plan_id: str, reason: str, stage: str | None = None, attempt: int | None = None) -> bool:
+    """failed with the reason (only a non-terminal plan of this attempt, when given)."""
     now = utcnow()
     plan = s.get(Plan, plan_id)
-    if plan is None or plan.status in TERMINAL:
+    if plan is None or plan.status in TERMINAL or (attempt is not None and plan.attempts != attempt):
         return False
-    plan.status, plan.reason, plan.updated_at = "failed", reason, now
-    if stage:
-        plan.stage = stage
-    s.add(PlanEvent(plan_id=plan_id, status="failed", stage=plan.stage, progress=plan.progress, message=reason))
+    res = s.execute(_guard(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL)), attempt)
+                    .values(status="failed", reason=reason, updated_at=now, stage=stage or plan.stage))
+    if not res.rowcount:
+        return False
+    s.add(PlanEvent(plan_id=plan_id, status="failed", stage=stage or plan.stage, progress=plan.progress,
+                    message=reason))
+    s.expire(plan)
     return True
-
-
-def fail_stale(s: Session, older_than_s: float) -> list[str]:
-    """Plans running without a heartbeat for `older_than_s`: their worker died and no redelivery picked
-    them up. They fail with a reason a person can act on."""
-    cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
-    from .fabrics import release_plan
-
-    stale = list(s.scalars(select(Plan).where(Plan.status == "running", Plan.heartbeat_at < cutoff)))
-    for p in stale:
-        fail(s, p.id, f"the worker running stage '{p.stage}' stopped reporting progress for more than "
-                      f"{int(older_than_s)} s (worker lost); submit the plan again or check the workers")
-        release_plan(s, p.id)
-    return [p.id for p in stale]
 
 
 # ----- artifacts ----------------------------------------------------------------------------------

@@ -8,12 +8,16 @@ from services.store import repo
 
 from ..auth import READ
 from ..deps import get_session
+from ..responses import AUTH, COMMON, content
 from ..schemas import ErrorOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)])
+router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 
 
-@router.get("/v1/artifacts/{digest}", responses={404: {"model": ErrorOut}})
+@router.get("/v1/artifacts/{digest}", responses={
+    **AUTH, 404: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
+    200: content("the blob, in the media type it was stored with", "application/json", "application/x-npz",
+                 "application/xml", "application/graphml+xml")})
 def get_artifact(digest: str, request: Request, s: Session = Depends(get_session)):
     """Any stored blob by its content address."""
     found = repo.get_blob(s, digest)

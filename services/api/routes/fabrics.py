@@ -1,8 +1,15 @@
-"""/v1/fabrics: register hosts, their ports and how each port is cabled to panel/OCS ports (DESIGN 4.5)."""
+"""/v1/fabrics: register hosts, their ports and how each port is cabled to panel/OCS ports (DESIGN 4.5).
+
+A fabric is bounded before anything is built (schemas.FabricLayout / FabricDocument: at most
+MAX_FABRIC_HOSTS hosts and MAX_FABRIC_HOST_PORTS host ports, ids of at most 100 characters), and the list
+is paginated (limit/offset, X-Total-Count) with summaries; GET /v1/fabrics/{id} has the full document."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Query
-from sqlalchemy import select
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Response
+from pydantic import ValidationError
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from services.fabric import Fabric, FabricError, planes_fabric, shared_panel_fabric
@@ -11,59 +18,75 @@ from services.store.models import FabricRow, HostReservation, PanelRow
 
 from ..auth import READ, WRITE
 from ..deps import get_session
-from ..responses import AUTH
-from ..schemas import ErrorOut, FabricLayout
+from ..errors import field_error, unprocessable
+from ..responses import AUTH, BODY, COMMON
+from ..schemas import ErrorOut, FabricDocument, FabricLayout, FabricSummary
 
-router = APIRouter(tags=["fabric"])
+router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
+FabricId = Annotated[str, Path(max_length=100)]
 
 
-
-def _fabric_summary(s: Session, row: FabricRow, spec: bool = True) -> dict:
+def _fabric_summary(s: Session, row: FabricRow, with_spec: bool) -> dict:
     held = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(HostReservation.fabric_id == row.id))}
     panels = [{"id": p.id, "kind": p.kind, "ports": p.ports,
                "version": fabrics.latest_config(s, p.id).version}
               for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == row.id).order_by(PanelRow.id))]
-    return {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
-            "panels": panels, "reserved": held, "spec": row.spec if spec else None}
+    out = {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
+           "panels": panels, "reserved": held}
+    return {**out, "spec": row.spec} if with_spec else out
 
 
-@router.post("/v1/fabrics", status_code=201, dependencies=[Depends(WRITE)],
-             responses={**AUTH, 409: {"model": ErrorOut}, 422: {"description": "invalid fabric"}})
-def register_fabric(body: dict, s: Session = Depends(get_session)):
-    """Register hosts, their ports and the panel port each tx/rx fiber is cabled to: either the full fabric
-    document (services.fabric.Fabric JSON) or a layout shortcut {id, layout: planes|shared, hosts,
-    ports_per_host, kind}."""
+def _validated(body: dict):
+    """A pydantic model of the body (layout shortcut or full document): 422 naming each bad field."""
+    model = FabricLayout if isinstance(body, dict) and "layout" in body else FabricDocument
     try:
-        if "layout" in body:
-            lay = FabricLayout.model_validate(body)
-            make = planes_fabric if lay.layout == "planes" else shared_panel_fabric
-            kw = {"panel_prefix": lay.panel_prefix} if lay.panel_prefix and lay.layout == "planes" else {}
-            fab = make(lay.hosts, lay.ports_per_host, kind=lay.kind, fabric_id=lay.id, **kw)
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise HTTPException(422, [field_error(["body", *e["loc"]], e["msg"], e["type"])
+                                  for e in exc.errors(include_url=False)]) from None
+
+
+@router.post("/v1/fabrics", status_code=201, response_model=FabricSummary, dependencies=[Depends(WRITE)],
+             responses={**AUTH, **BODY, 409: {"model": ErrorOut}})
+def register_fabric(body: Annotated[dict, Body(openapi_examples={
+        "planes": {"value": {"id": "f1", "layout": "planes", "hosts": 32, "ports_per_host": 4}}})],
+        s: Session = Depends(get_session)):
+    """Register hosts, their ports and the panel port each tx/rx fiber is cabled to: either the full fabric
+    document (schemas.FabricDocument: panels and hosts) or a layout shortcut {id, layout: planes|shared,
+    hosts, ports_per_host, kind}."""
+    spec = _validated(body)
+    try:
+        if isinstance(spec, FabricLayout):
+            make = planes_fabric if spec.layout == "planes" else shared_panel_fabric
+            kw = {"panel_prefix": spec.panel_prefix} if spec.panel_prefix and spec.layout == "planes" else {}
+            fab = make(spec.hosts, spec.ports_per_host, kind=spec.kind, fabric_id=spec.id, **kw)
         else:
-            fab = Fabric.from_dict(body)
-    except (FabricError, ValueError, TypeError, KeyError) as exc:
-        msg = str(exc) if not hasattr(exc, "errors") else "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise HTTPException(422, [{"loc": ["body"], "field": "", "msg": msg, "type": "value_error"}]) from None
+            fab = Fabric.from_dict(spec.model_dump(exclude_none=True))
+    except FabricError as exc:
+        raise unprocessable(["body"], str(exc)) from None
     try:
         row = fabrics.register(s, fab)
     except fabrics.FabricConflict as exc:
         raise HTTPException(409, str(exc)) from None
     s.flush()
-    return _fabric_summary(s, row)
+    return _fabric_summary(s, row, with_spec=True)
 
 
-SPEC = Query(True, description="include the full fabric document (every host's cabling); false: null")
+@router.get("/v1/fabrics", response_model=list[FabricSummary], response_model_exclude_none=True,
+            dependencies=[Depends(READ)], responses=AUTH)
+def list_fabrics(response: Response, limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=1 << 31),
+                 s: Session = Depends(get_session)):
+    """Fabric summaries (without the full document), by id; X-Total-Count is the number of fabrics."""
+    response.headers["X-Total-Count"] = str(s.scalar(select(func.count()).select_from(FabricRow)))
+    rows = s.scalars(select(FabricRow).order_by(FabricRow.id).limit(limit).offset(offset))
+    return [_fabric_summary(s, r, with_spec=False) for r in rows]
 
 
-@router.get("/v1/fabrics", dependencies=[Depends(READ)])
-def list_fabrics(spec: bool = SPEC, s: Session = Depends(get_session)):
-    return [_fabric_summary(s, r, spec) for r in s.scalars(select(FabricRow).order_by(FabricRow.id))]
-
-
-@router.get("/v1/fabrics/{fabric_id}", dependencies=[Depends(READ)], responses={404: {"model": ErrorOut}})
-def get_fabric(fabric_id: str, spec: bool = SPEC, s: Session = Depends(get_session)):
+@router.get("/v1/fabrics/{fabric_id}", response_model=FabricSummary, dependencies=[Depends(READ)],
+            responses={**AUTH, 404: {"model": ErrorOut}})
+def get_fabric(fabric_id: FabricId, s: Session = Depends(get_session)):
+    """One fabric: summary, reservations and the full document (`spec`)."""
     row = s.get(FabricRow, fabric_id)
     if row is None:
         raise HTTPException(404, f"fabric {fabric_id} not found")
-    return _fabric_summary(s, row, spec)
+    return _fabric_summary(s, row, with_spec=True)

@@ -7,9 +7,10 @@ from services import planner
 from services.synthesis.search.finder import bounds
 
 from ..auth import READ
+from ..responses import AUTH, COMMON
 from ..schemas import FrontierOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)])
+router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 
 
 @router.get("/v1/frontiers", response_model=FrontierOut)

@@ -13,8 +13,9 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz(request: Request):
-    """Liveness; `api_keys_required` tells clients (the dashboard) to ask for a key before they call."""
+async def healthz(request: Request):
+    """Liveness, answered on the event loop by nothing else; `api_keys_required` tells clients (the
+    dashboard) to ask for a key before they call."""
     return {"status": "ok", "api_keys_required": request.app.state.settings.api_keys_required}
 
 
@@ -44,7 +45,8 @@ def readyz(request: Request, response: Response):
     return {"status": "ready" if ok else "not ready", "checks": checks}
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, responses={200: {
+    "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
 def metrics(request: Request):
     """Prometheus metrics; the fabricplan_plans gauge (plans by status) is counted at each scrape."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

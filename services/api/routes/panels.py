@@ -3,29 +3,86 @@
 A panel agent polls GET /v1/panels/{panel}/config (ETag = the config version; If-None-Match answers 304;
 ?wait=S long-polls until a new version exists), applies the cross-connects (or the `diff` from what it last
 reported) and reports PUT /v1/panels/{panel}/state. A plan becomes fabric_ready when every panel it touches
-has applied the version that carries its connections.
+has applied the version that carries its connections, and stops being ready when one of them reports a
+failure.
+
+Config views are served from memory (`PanelConfigCache`) and long polls wait on a notification of the panel's
+next change (services.api.notify): neither reads the database while nothing changes.
 """
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from services.fabric import diff_connections
+from services.fabric.crossconnect import config_digest
 from services.store import fabrics
 from services.store.db import session_scope
-from services.store.models import PanelRow
+from services.store.models import PanelConfig, PanelRow, PanelState
 
 from ..auth import READ, require_panel
 from ..deps import get_session
-from ..responses import AUTH
+from ..errors import unprocessable
+from ..notify import until
+from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, PanelOut, PanelStateIn
 from .plans import utc
 
-router = APIRouter(tags=["fabric"])
+router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
 LONG_POLL_MAX_S = 60.0
+CONFIG_TTL_S = 5.0          # a cached view is re-read at least this often (a change another process missed)
+PanelId = Annotated[str, Path(max_length=100)]
+
+
+class PanelConfigCache:
+    """Serialised config views by panel. A published change of the panel drops its entry; a view read
+    while a change was being published is not stored (the generation moved)."""
+
+    def __init__(self):
+        self.items: dict[str, tuple[bytes, int, float]] = {}
+        self.generation: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.loading: dict[str, asyncio.Lock] = {}         # one database read per panel at a time
+
+    def load_lock(self, panel_id: str) -> asyncio.Lock:
+        lock = self.loading.get(panel_id)
+        if lock is None:
+            if len(self.loading) > 100_000:
+                self.loading.clear()
+            lock = self.loading[panel_id] = asyncio.Lock()
+        return lock
+
+    def get(self, panel_id: str) -> tuple[bytes, int] | None:
+        hit = self.items.get(panel_id)
+        if hit is None or hit[2] < time.monotonic():
+            return None
+        return hit[0], hit[1]
+
+    def stamp(self, panel_id: str) -> int:
+        return self.generation.get(panel_id, 0)
+
+    def put(self, panel_id: str, stamp: int, body: bytes, version: int) -> None:
+        with self.lock:
+            if self.generation.get(panel_id, 0) == stamp:
+                if len(self.items) > 100_000:
+                    self.items.clear()
+                self.items[panel_id] = (body, version, time.monotonic() + CONFIG_TTL_S)
+
+    def changed(self, channel: str, key: str) -> None:
+        if channel not in ("panel", "*"):
+            return
+        with self.lock:
+            keys = list(self.items) if channel == "*" else [key]
+            for k in keys:
+                self.generation[k] = self.generation.get(k, 0) + 1
+                self.items.pop(k, None)
 
 
 def _config(url: str, panel_id: str) -> dict | None:
@@ -35,7 +92,7 @@ def _config(url: str, panel_id: str) -> dict | None:
 
 @router.get("/v1/panels", response_model=list[PanelOut], dependencies=[Depends(READ)], responses=AUTH)
 def list_panels(response: Response, fabric_id: str | None = Query(None, max_length=100),
-                limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0),
+                limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=1 << 31),
                 s: Session = Depends(get_session)):
     """Every panel (or a fabric's), ordered by id: its latest config version against the version its agent
     last reported applied, that report, the pending diff's size and the active plans it carries. The diff
@@ -46,40 +103,91 @@ def list_panels(response: Response, fabric_id: str | None = Query(None, max_leng
             for v in views]
 
 
+async def _view(request: Request, panel_id: str) -> tuple[bytes, int]:
+    cache: PanelConfigCache = request.app.state.panel_cache
+    hit = cache.get(panel_id)
+    if hit is not None:
+        return hit
+    async with cache.load_lock(panel_id):         # concurrent misses wait for one read
+        hit = cache.get(panel_id)
+        if hit is not None:
+            return hit
+        stamp = cache.stamp(panel_id)
+        cfg = await run_in_threadpool(_config, request.app.state.settings.sqlalchemy_url, panel_id)
+        if cfg is None:
+            raise HTTPException(404, f"panel {panel_id} not found")
+        body = json.dumps(cfg).encode()
+        cache.put(panel_id, stamp, body, cfg["version"])
+        return body, cfg["version"]
+
+
 @router.get("/v1/panels/{panel_id}/config", responses={**AUTH, 304: {"description": "unchanged"},
                                                         404: {"model": ErrorOut}})
-async def panel_config(panel_id: str, request: Request, wait: float = Query(0, ge=0, le=LONG_POLL_MAX_S),
+async def panel_config(request: Request, panel_id: PanelId,
+                       wait: float = Query(0, ge=0, le=LONG_POLL_MAX_S, allow_inf_nan=False,
+                                           description="long poll: with If-None-Match, wait up to this many "
+                                                       "seconds for a new version"),
                        _=Depends(require_panel())):
     """The panel's desired cross-connects (full list and the diff from its last report). ETag = version."""
-    url = request.app.state.settings.sqlalchemy_url
-    cfg = await run_in_threadpool(_config, url, panel_id)
-    if cfg is None:
-        raise HTTPException(404, f"panel {panel_id} not found")
+    hub = request.app.state.hub
     seen = request.headers.get("if-none-match")
     deadline = time.monotonic() + wait
-    while seen == f'"{cfg["version"]}"' and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)                      # long poll: any process may write the next version
-        cfg = await run_in_threadpool(_config, url, panel_id)
-    etag = f'"{cfg["version"]}"'
+    while True:
+        with hub.subscription("panel", panel_id) as changed:
+            body, version = await _view(request, panel_id)
+            etag = f'"{version}"'
+            remaining = deadline - time.monotonic()
+            if seen != etag or remaining <= 0:
+                break
+            await until(changed, min(remaining, CONFIG_TTL_S))
     if seen == etag:
         return Response(status_code=304, headers={"ETag": etag})
-    return Response(content=__import__("json").dumps(cfg), media_type="application/json", headers={"ETag": etag})
+    return Response(content=body, media_type="application/json", headers={"ETag": etag})
 
 
-@router.put("/v1/panels/{panel_id}/state", responses={**AUTH, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
-def panel_state(panel_id: str, body: PanelStateIn, request: Request, s: Session = Depends(get_session),
+@router.put("/v1/panels/{panel_id}/state", responses={**AUTH, **BODY, 404: {"model": ErrorOut},
+                                                       409: {"model": ErrorOut}})
+def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Session = Depends(get_session),
                 p=Depends(require_panel())):
-    """The agent reports the version it applied (or failed to apply) and the connections now present."""
+    """The agent reports the version it applied (or failed to apply) and the connections now present.
+
+    Refused with 422 and nothing stored: a connection outside the panel's ports or a port used twice, and
+    status `applied` with connections other than the acknowledged version's. Refused with 409: a version that
+    does not exist yet, or one older than the panel's last report (a stale report)."""
     if p.role == "viewer":
         raise HTTPException(403, "a viewer key cannot report panel state")
     panel = s.get(PanelRow, panel_id)
     if panel is None:
         raise HTTPException(404, f"panel {panel_id} not found")
     latest = fabrics.latest_config(s, panel_id).version
-    if body.applied_version > latest:
-        raise HTTPException(409, f"version {body.applied_version} does not exist (latest is {latest})")
-    ready = fabrics.report_state(s, panel_id, body.applied_version, body.status, body.message, body.connections)
-    for pid in ready:
+    v = body.applied_version
+    if v > latest:
+        raise HTTPException(409, f"version {v} does not exist (latest is {latest})")
+    last = s.get(PanelState, panel_id)
+    if last is not None and v < last.reported_version:
+        raise HTTPException(409, f"version {v} is older than the panel's last report (version "
+                                 f"{last.reported_version}); a stale report changes nothing")
+    conns = None
+    if body.connections is not None:
+        conns = sorted(({"ingress": c.ingress, "egress": c.egress} for c in body.connections),
+                       key=lambda c: (c["ingress"], c["egress"]))
+        try:
+            diff_connections(conns, [], panel=panel_id, ports=panel.ports)
+        except ValueError as exc:
+            raise unprocessable(["body", "connections"], str(exc)) from None
+    if body.status == "applied":
+        cfg = s.get(PanelConfig, (panel_id, v))
+        wanted = [] if cfg is None else cfg.connections
+        if conns is None:
+            conns = [{"ingress": c["ingress"], "egress": c["egress"]} for c in wanted]
+        elif config_digest(conns) != config_digest(wanted):
+            d = diff_connections(conns, wanted, panel=panel_id)
+            raise unprocessable(["body", "connections"], (
+                f"status 'applied' but the connections are not version {v}'s: {len(d.add)} of its cross-connects "
+                f"missing, {len(d.remove)} others present; report status 'failed' with the connections the "
+                "panel holds"))
+    became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns)
+    for pid in changed:
         request.app.state.plan_cache.drop(pid)
-    return {"panel": panel_id, "applied_version": body.applied_version, "latest_version": latest,
-            "status": body.status, "fabric_ready_plans": ready}
+    return {"panel": panel_id, "applied_version": v, "latest_version": latest,
+            "status": body.status, "fabric_ready_plans": became_ready}

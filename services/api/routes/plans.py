@@ -7,7 +7,6 @@ import json
 import threading
 from collections import OrderedDict
 from datetime import timezone
-from fractions import Fraction
 from typing import Literal
 
 import numpy as np
@@ -16,7 +15,6 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from services import planner
 from services.store import repo
 from services.synthesis.topology.catalog import build
 from services.synthesis.schedule.ir import Collective, Schedule
@@ -25,11 +23,13 @@ from services.store.db import session_scope
 
 from ..auth import READ, WRITE
 from ..deps import get_session
-from ..responses import AUTH
+from ..errors import unprocessable
+from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest, PlanStatus
 
-router = APIRouter(prefix="/v1/plans", tags=["plans"])
+router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
+JSON_MAX_TRANSFERS = 250_000     # format=json lists every transfer: beyond this, use format=npz
 
 
 def utc(dt):
@@ -62,11 +62,16 @@ def plan_out(p, base: str) -> PlanOut:
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
-             responses={**AUTH, 409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
+             responses={**AUTH, **BODY,
+                        200: {"model": PlanAccepted, "description": "a replay: this Idempotency-Key and body "
+                                                                    "already made this plan"},
+                        202: {"model": PlanAccepted, "description": "accepted: the plan is queued"},
+                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
-                idempotency_key: str | None = Header(default=None, max_length=200)):
-    """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202); poll
-    the plan URL. The same Idempotency-Key with the same body returns the same plan."""
+                idempotency_key: str | None = Header(default=None, min_length=1, max_length=200)):
+    """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202) with the
+    plan recorded; a worker takes it from there (when the broker is down, as soon as it is back). Poll the
+    plan URL. The same Idempotency-Key with the same body returns the same plan (200)."""
     try:
         plan, created = repo.create_plan(s, body.model_dump(mode="json"), idempotency_key)
     except repo.Conflict as exc:
@@ -74,7 +79,7 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     s.commit()
     if created:
         request.app.state.metrics.plans_created.inc()
-        request.app.state.dispatcher.submit(plan.id)
+        request.app.state.dispatcher.wake()
     url = f"{str(request.base_url).rstrip('/')}/v1/plans/{plan.id}"
     response.headers["Location"] = url
     if not created:
@@ -131,6 +136,14 @@ class PlanCache:
             for k in [k for k in self.items if k[0] == plan_id]:
                 del self.items[k]
 
+    def changed(self, channel: str, key: str) -> None:
+        """A published change (services.api.notify): a plan's fabric readiness or release."""
+        if channel == "plan":
+            self.drop(key)
+        elif channel == "*":
+            with self.lock:
+                self.items.clear()
+
     def put(self, key, value) -> None:
         with self.lock:
             self.items[key] = value
@@ -138,7 +151,8 @@ class PlanCache:
                 self.items.popitem(last=False)
 
 
-@router.get("/{plan_id}", response_model=PlanOut, responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(READ)])
+@router.get("/{plan_id}", response_model=PlanOut, responses={**NOT_FOUND, **AUTH, 304: {
+    "description": "unchanged (If-None-Match with the ETag of a finished plan)"}}, dependencies=[Depends(READ)])
 async def get_plan(plan_id: str, request: Request):
     """Status, progress, chosen topology, frontier, schedules and links. Finished plans carry an ETag."""
     base = str(request.base_url).rstrip("/")
@@ -181,24 +195,36 @@ def _blob_response(request: Request, data: bytes, digest: str, media_type: str, 
         "Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}},
+@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
+                                              304: {"description": "unchanged (If-None-Match)"},
+                                              200: {"description": "the topology as JSON or GraphML",
+                                                    "content": {"application/json": {"schema": {"type": "object"}},
+                                                                "application/graphml+xml": {
+                                                                    "schema": {"type": "string"}}}}},
             dependencies=[Depends(READ)])
 def plan_topology(plan_id: str, request: Request, format: str = Query("json", pattern="^(json|graphml)$"),
                   s: Session = Depends(get_session)):
-    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML. Content-addressed, with ETag."""
+    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
+    Content-addressed, with ETag."""
     p = _plan(s, plan_id)
-    link = repo.plan_artifact(s, plan_id, "topology")
+    name = "topology:graphml" if format == "graphml" else "topology"
+    link = repo.plan_artifact(s, plan_id, name)
     if link is None:
-        raise HTTPException(409, f"plan {plan_id} is {p.status}; the topology exists once it is done")
+        raise HTTPException(409, f"plan {plan_id} is {p.status}; the topology exists once it is done"
+                            if p.status != "done" else f"plan {plan_id} has no stored {format} topology "
+                            "(planned before it was stored); submit it again")
     data, art = repo.get_blob(s, link.digest)
     if format == "graphml":
-        topo = build(json.loads(data)["expr"])
-        return _blob_response(request, planner.topology_graphml(topo), link.digest + "-graphml",
-                              "application/graphml+xml", f"{plan_id}.graphml")
+        return _blob_response(request, data, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
     return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
-@router.get("/{plan_id}/schedules/{collective}", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}},
+@router.get("/{plan_id}/schedules/{collective}", responses={
+    **NOT_FOUND, **AUTH, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
+    200: {"description": "the schedule: JSON, the npz IR blob, or MSCCL / oneCCL XML",
+          "content": {"application/json": {"schema": {"type": "object"}},
+                      "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
+                      "application/xml": {"schema": {"type": "string"}}}}},
             dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"), s: Session = Depends(get_session)):
@@ -219,6 +245,9 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     if format == "npz":
         return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
     sched = Schedule.from_bytes(data)
+    if sched.transfers > JSON_MAX_TRANSFERS:
+        raise unprocessable(["query", "format"], f"this schedule has {sched.transfers} transfers; format=json "
+                            f"lists at most {JSON_MAX_TRANSFERS}: use format=npz")
     steps = []
     for t in range(1, sched.steps + 1):
         sl = sched.step_slice(t)
@@ -239,38 +268,29 @@ def plan_link_loads(plan_id: str, collective: str, s: Session = Depends(get_sess
                                            "beyond it consecutive arcs share a column holding their maximum")):
     """What each link carries in each comm step (the heat map of where the bandwidth goes), in shards
     (M/N bytes), with each step's maximum; tau = d/N * the sum of the step maxima. Read from the loads
-    stored with the schedule; a plan finished before they were stored gets them computed once, when its
-    schedule is small enough to do that in a request."""
+    stored with the schedule by the worker (409 for a plan without them)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
     p = _plan(s, plan_id)
     link = repo.plan_artifact(s, plan_id, f"loads:{coll.value}")
-    digest = link.digest if link is not None else _store_link_loads(s, p, coll)
+    if link is None:
+        raise _stored_loads_missing(p, coll)
+    digest = link.digest
     with np.load(io.BytesIO(repo.get_blob(s, digest)[0])) as z:
         loads, grid = z["loads"].astype(np.int64), int(z["grid"][0])
     topo = json.loads(repo.get_blob(s, repo.plan_artifact(s, plan_id, "topology").digest)[0])
     return link_loads_view(loads, grid, topo, coll.value, max_links)
 
 
-LOADS_ON_REQUEST_MAX_TRANSFERS = 2_000_000
-
-
-def _store_link_loads(s: Session, p, coll: Collective) -> str:
-    sched_link = repo.plan_artifact(s, p.id, f"schedule:{coll.value}")
-    if sched_link is None:
-        raise HTTPException(409, f"plan {p.id} is {p.status}; schedules exist once it is done")
-    if (sched_link.meta or {}).get("transfers", 0) > LOADS_ON_REQUEST_MAX_TRANSFERS:
-        raise HTTPException(409, f"plan {p.id} predates stored link loads and its {coll.value} schedule has "
-                                 f"{sched_link.meta['transfers']} transfers (more than "
-                                 f"{LOADS_ON_REQUEST_MAX_TRANSFERS} are not summed in a request); plan it again")
-    sched = Schedule.from_bytes(repo.get_blob(s, sched_link.digest)[0])
-    topo = build(sched.topology)
-    blob = planner.link_loads_blob(sched, topo, Fraction(sched_link.meta["tau_exact"]))
-    digest = repo.put_blob(s, blob, "link-loads", "application/x-npz", compress=False)
-    repo.attach(s, p.id, f"loads:{coll.value}", digest)
-    return digest
+def _stored_loads_missing(p, coll: Collective) -> HTTPException:
+    """Loads are stored by the worker with the schedule; nothing is computed (or written to a finished plan)
+    in a request, so a plan that has none (not done yet, or finished before they were stored) gets 409."""
+    if p.status != "done":
+        return HTTPException(409, f"plan {p.id} is {p.status}; link loads exist once it is done")
+    return HTTPException(409, f"plan {p.id} finished before link loads were stored with its schedules; "
+                              "submit it again to get them")
 
 
 def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, max_links: int) -> dict:

@@ -1,52 +1,91 @@
-"""/v1/topologies/evaluate: BFB schedule and costs of any topology, model-checked."""
+"""/v1/topologies/evaluate: BFB schedule and costs of any topology, model-checked - run by a worker.
+
+The request is sized from its expression tree and refused at once when too large (422); the graph is built
+only to check it is a valid topology. The BFB solve and the model check run in a worker under the task
+limits: the POST answers 200 with the result when it is ready within `wait` seconds (or was computed
+before: the same request is the same evaluation), 202 with the evaluation's URL otherwise, and 422 with the
+reason when the evaluation failed.
+"""
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
-from services import planner
-from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather, bfb_schedule
-from services.synthesis.schedule.ir import Collective
-from services.synthesis.schedule.report import schedule_summary
-from services.synthesis.schedule.verify import verify
-from services.synthesis.topology.catalog import build
-from services.synthesis.topology.families import edges as edges_topology
+from services import evaluation
+from services.store.db import session_scope
+from services.store.models import Evaluation
 
 from ..auth import READ
-from ..schemas import EvaluateOut, EvaluateRequest
+from ..errors import unprocessable
+from ..notify import until
+from ..responses import AUTH, BODY, COMMON
+from ..schemas import ErrorOut, EvaluateOut, EvaluateRequest, EvaluationAccepted, EvaluationOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)])
-EVALUATE_MAX_NODES = 1024
-WITH_ARCS_MAX_NODES = 256        # the dashboard draws topologies up to this size
+router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
+EVALUATE_WAIT_MAX_S = 60.0
+
+
+def _submit(url: str, body: EvaluateRequest) -> tuple[dict, bool]:
+    try:
+        evaluation_id, request = evaluation.prepare(body.expr, body.nodes, body.edges, body.collective)
+    except ValueError as exc:
+        raise unprocessable(["body", "expr" if body.expr is not None else "edges"], str(exc)) from None
+    with session_scope(url) as s:
+        ev, created = evaluation.submit(s, evaluation_id, request)
+        return evaluation.as_dict(ev), created
+
+
+def _load(url: str, evaluation_id: str) -> dict | None:
+    with session_scope(url) as s:
+        ev = s.get(Evaluation, evaluation_id)
+        return None if ev is None else evaluation.as_dict(ev)
+
+
+def _answer(ev: dict, request: Request, with_arcs: bool):
+    if ev["status"] == "done":
+        drop = () if with_arcs else ("arcs", "permutation")
+        return EvaluateOut(**{k: ev["result"][k] for k in EvaluateOut.model_fields
+                              if k in ev["result"] and k not in drop})
+    if ev["status"] == "failed":
+        raise unprocessable(["body"], ev["reason"], "evaluation_failed")
+    url = f"{str(request.base_url).rstrip('/')}/v1/topologies/evaluations/{ev['id']}"
+    return JSONResponse(EvaluationAccepted(id=ev["id"], status=ev["status"], url=url).model_dump(),
+                        status_code=202, headers={"Location": url, "Retry-After": "1"})
 
 
 @router.post("/v1/topologies/evaluate", response_model=EvaluateOut,
-             responses={422: {"description": "invalid expression or graph"}})
-def evaluate(body: EvaluateRequest):
+             responses={**AUTH, **BODY, 202: {"model": EvaluationAccepted, "description": "still running: poll "
+                                                                                           "the evaluation's URL"}})
+async def evaluate(body: EvaluateRequest, request: Request,
+                   wait: float = Query(10.0, ge=0, le=EVALUATE_WAIT_MAX_S, allow_inf_nan=False,
+                                       description="seconds to wait for the result before answering 202")):
     """BFB schedule and costs of a topology given as an expression or an explicit edge list (model-checked)."""
-    try:
-        if body.expr is not None:
-            topo = build(body.expr)
-        else:
-            bad = [e for e in body.edges if not (0 <= e[0] < body.nodes and 0 <= e[1] < body.nodes)]
-            if bad:
-                raise ValueError(f"edge {list(bad[0])} names a node outside 0..{body.nodes - 1}")
-            topo = edges_topology(body.nodes, *[tuple(e) for e in body.edges])
-        if topo.nodes > EVALUATE_MAX_NODES:
-            raise ValueError(f"{topo.nodes} nodes: synchronous evaluation is limited to {EVALUATE_MAX_NODES}; "
-                             "submit a plan instead")
-        coll = Collective.parse(body.collective)
-        t0 = time.perf_counter()
-        result = bfb_allgather(topo)
-        sched = bfb_schedule(topo, coll, allgather=result.schedule)
-        seconds = time.perf_counter() - t0
-    except (ValueError, ScheduleTooLarge) as exc:
-        field = "expr" if body.expr is not None else "edges"
-        raise HTTPException(422, [{"loc": ["body", field], "field": field, "msg": str(exc),
-                                   "type": "value_error"}]) from None
-    report = verify(sched, topo)
-    out = {**schedule_summary(topo, report, seconds, coll), **planner.topology_facts(topo)}
-    if body.with_arcs and topo.nodes <= WITH_ARCS_MAX_NODES:
-        out.update({k: v for k, v in planner.topology_json(topo).items() if k in ("arcs", "permutation")})
-    return EvaluateOut(**{k: out[k] for k in EvaluateOut.model_fields if k in out})
+    url = request.app.state.settings.sqlalchemy_url
+    hub = request.app.state.hub
+    ev, created = await run_in_threadpool(_submit, url, body)
+    if created:
+        request.app.state.dispatcher.wake()
+    deadline = time.monotonic() + wait
+    while ev["status"] not in ("done", "failed") and time.monotonic() < deadline:
+        with hub.subscription("evaluation", ev["id"]) as changed:
+            ev = await run_in_threadpool(_load, url, ev["id"])
+            if ev["status"] in ("done", "failed"):
+                break
+            await until(changed, min(deadline - time.monotonic(), 5.0))
+    return _answer(ev, request, body.with_arcs)
+
+
+@router.get("/v1/topologies/evaluations/{evaluation_id}", response_model=EvaluationOut,
+            responses={**AUTH, 404: {"model": ErrorOut}})
+async def get_evaluation(evaluation_id: Annotated[str, Path(max_length=64)], request: Request, response: Response):
+    """An evaluation's status, and its result or the reason it failed."""
+    ev = await run_in_threadpool(_load, request.app.state.settings.sqlalchemy_url, evaluation_id)
+    if ev is None:
+        raise HTTPException(404, f"evaluation {evaluation_id} not found")
+    if ev["status"] in ("queued", "running"):
+        response.headers["Retry-After"] = "1"
+    return EvaluationOut(**ev)

@@ -57,6 +57,7 @@ def check_bfb_degree(topology: Topology) -> None:
 
 
 def check_schedule_size(topology: Topology) -> None:
+    """Refuse schedules beyond MAX_SCHEDULE_NODES; `topology` may be a Topology or its Size (its tree)."""
     if topology.nodes > MAX_SCHEDULE_NODES:
         raise ScheduleTooLarge(f"{topology.expr} has {topology.nodes} nodes; a full schedule has at least "
                                f"N(N-1) = {topology.nodes * (topology.nodes - 1)} transfers, and schedules are "
@@ -313,13 +314,13 @@ def receiver_types(dcol: np.ndarray, dw: np.ndarray, d: int, mask: np.ndarray | 
     if mask is None:
         mask = eligibility_masks(dc, dw)
     v_all = np.flatnonzero(dc > 0)
-    key = dc[v_all] * (1 << d) + mask[v_all]
-    order = np.argsort(key, kind="stable")
-    v_sorted, key_sorted = v_all[order], key[order]
-    run_start = np.flatnonzero(np.concatenate([[True], key_sorted[1:] != key_sorted[:-1]]))
-    run_key = key_sorted[run_start]
-    run_count = np.diff(np.concatenate([run_start, [key_sorted.size]]))
-    run_t, run_mask = run_key >> d, run_key & ((1 << d) - 1)
+    # sorted by (t, mask); a packed key t * 2^d + mask would overflow int64 for d near 62
+    order = np.lexsort((mask[v_all], dc[v_all]))
+    v_sorted, t_sorted, m_sorted = v_all[order], dc[v_all][order], mask[v_all][order]
+    run_start = np.flatnonzero(np.concatenate([[True], (t_sorted[1:] != t_sorted[:-1])
+                                               | (m_sorted[1:] != m_sorted[:-1])]))
+    run_count = np.diff(np.concatenate([run_start, [v_sorted.size]]))
+    run_t, run_mask = t_sorted[run_start], m_sorted[run_start]
     groups = []
     for t in np.unique(run_t).tolist():
         sel = run_t == t

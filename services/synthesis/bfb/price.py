@@ -70,9 +70,10 @@ def _tau_by_translation(g: Topology, method: str) -> tuple[int, Fraction]:
     masks = eligibility_masks(dc, dw[:, 0, :])
     sel = dc > 0
     d = g.degree
-    key, counts = np.unique(dc[sel] * (1 << d) + masks[sel], return_counts=True)      # sorted by step
-    offsets = np.searchsorted(key >> d, np.arange(1, D + 2)).astype(np.int64)   # problem t - 1: one step
-    masks = key & ((1 << d) - 1)
+    # (step, mask) types sorted by step; a packed key t * 2^d + mask would overflow int64 for d near 62
+    types, counts = np.unique(np.stack([dc[sel], masks[sel]], axis=1), axis=0, return_counts=True)
+    offsets = np.searchsorted(types[:, 0], np.arange(1, D + 2)).astype(np.int64)   # problem t - 1: one step
+    masks = np.ascontiguousarray(types[:, 1])
     alone, _, _, _, multi = type_bounds(offsets, masks, counts, d)
     total = Fraction(int(alone[~multi].sum()))          # no source with two arcs: U* is the largest count
     hard = np.flatnonzero(multi)

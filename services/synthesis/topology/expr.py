@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Union
 
 Arg = Union[int, str, tuple[int, int], "Expr"]
+MAX_DEPTH = 50          # nesting of sub-expressions (no Python recursion limit is ever reached)
 
 
 class ExprError(ValueError):
@@ -68,6 +69,7 @@ class _Parser:
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> tuple[str, str, int]:
         return self.tokens[self.i]
@@ -80,6 +82,9 @@ class _Parser:
         return v
 
     def expr(self) -> Expr:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(self.text, self.peek()[2], f"at most {MAX_DEPTH} nested expressions", "deeper nesting")
         name = self.take("name", expected="a topology name")
         self.take("punct", "(", expected="'('")
         args: list[Arg] = []
@@ -89,6 +94,7 @@ class _Parser:
                 self.i += 1
                 args.append(self.arg())
         self.take("punct", ")", expected="',' or ')'")
+        self.depth -= 1
         return Expr(name, tuple(args))
 
     def arg(self) -> Arg:

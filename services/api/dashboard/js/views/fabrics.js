@@ -90,7 +90,7 @@ export async function render(root, _route, ctx) {
   };
   root.append(el("h1", {}, "Fabrics and panels"), body, detail);
   const draw = async () => {
-    const fabrics = await list("v1/fabrics", { spec: false });
+    const fabrics = await list("v1/fabrics", {});
     const cards = await Promise.all(fabrics.items.map((f) => fabricCard(f, pick)));
     if (!ctx.alive) return;
     fill(body, cards.length ? cards : el("p", { class: "muted" }, "No fabric is registered (POST /v1/fabrics)."),

@@ -1,0 +1,112 @@
+"""Topology evaluations (POST /v1/topologies/evaluate) as worker jobs: the optimal BFB schedule of one
+topology for one collective, model-checked, with the cost measured from the schedule itself.
+
+The request path sizes the expression from its tree (services.synthesis.topology.size) and refuses anything
+beyond EVALUATE_MAX_NODES or BFB's degree limit before building it; it then builds the graph only to check
+that it is a valid topology (regular, strongly connected: linear in its arcs, at most 1024 x 62 of them).
+The BFB solve and the model check run in a worker (`run`) under the task time and memory limits. An
+evaluation's id is the sha256 of its canonical request, so the same request is the same evaluation: its
+stored result or its stored failure.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from .config import get_settings
+from .store import jobs, notify
+from .store.db import session_scope
+from .store.models import Evaluation, utcnow
+
+__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "prepare", "submit", "run", "fail", "as_dict"]
+
+EVALUATE_MAX_NODES = 1024
+WITH_ARCS_MAX_NODES = 256        # the dashboard draws topologies up to this size (EvaluateRequest.with_arcs)
+
+
+def prepare(expr: str | None, nodes: int | None, edges: list | None, collective: str) -> tuple[str, dict]:
+    """(evaluation id, canonical request) of a valid request; ValueError (with the reason) otherwise."""
+    from services.synthesis.bfb.lp import BFB_MAX_DEGREE
+    from services.synthesis.topology.catalog import build
+    from services.synthesis.topology.expr import parse
+    from services.synthesis.topology.size import check_build, size
+
+    if expr is None:
+        bad = [e for e in edges if not (0 <= e[0] < nodes and 0 <= e[1] < nodes)]
+        if bad:
+            raise ValueError(f"edge {list(bad[0])} names a node outside 0..{nodes - 1}")
+        expr = f"edges({nodes}, {', '.join(f'{a}>{b}' for a, b in edges)})"
+    tree = parse(expr)
+    sz = check_build(size(tree))
+    if sz.nodes > EVALUATE_MAX_NODES:
+        raise ValueError(f"{sz.nodes} nodes: evaluation is limited to {EVALUATE_MAX_NODES}; submit a plan instead")
+    if sz.degree > BFB_MAX_DEGREE:
+        raise ValueError(f"{sz.expr} has degree {sz.degree}; BFB schedules are built for degree at most "
+                         f"{BFB_MAX_DEGREE} (each source's eligible in-arcs are one 64-bit mask)")
+    topo = build(tree)                      # regular and strongly connected, or a TopologyError
+    request = {"expr": topo.expr, "collective": collective}
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest(), request
+
+
+def submit(s, evaluation_id: str, request: dict) -> tuple[Evaluation, bool]:
+    """The evaluation of this request: the existing one, or a new queued one. (evaluation, created)"""
+    ev = s.get(Evaluation, evaluation_id)
+    if ev is not None:
+        return ev, False
+    ev = Evaluation(id=evaluation_id, request=request, status="queued", stage="queued", attempts=0)
+    s.add(ev)
+    s.flush()
+    return ev, True
+
+
+def run(evaluation_id: str) -> dict:
+    """The worker's part: BFB schedule, model check, summary, stored with the evaluation."""
+    from services.planner import claim, topology_facts, topology_json
+    from services.synthesis.bfb.lp import bfb_allgather, bfb_schedule
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.schedule.report import schedule_summary
+    from services.synthesis.schedule.verify import verify
+    from services.synthesis.topology.catalog import build
+
+    url = get_settings().sqlalchemy_url
+    with session_scope(url) as s:
+        claim(s, evaluation_id, "evaluation")
+        ev = s.get(Evaluation, evaluation_id)
+        ev.status, ev.stage, ev.updated_at = "running", "schedule", utcnow()
+        request = dict(ev.request)
+    topo = build(request["expr"])
+    coll = Collective.parse(request["collective"])
+    t0 = time.perf_counter()
+    ag = bfb_allgather(topo, workers=1)
+    sched = bfb_schedule(topo, coll, allgather=ag.schedule, workers=1)
+    seconds = time.perf_counter() - t0
+    report = verify(sched, topo)
+    if not report.ok:
+        raise RuntimeError(f"the {coll.value} schedule of {topo.expr} failed model checking: "
+                           f"{report.violation.message}")
+    result = {**schedule_summary(topo, report, seconds, coll), **topology_facts(topo)}
+    if topo.nodes <= WITH_ARCS_MAX_NODES:               # small enough to draw: kept for with_arcs requests
+        drawing = topology_json(topo)
+        result.update({k: drawing.get(k) for k in ("arcs", "permutation")})
+    with session_scope(url) as s:
+        claim(s, evaluation_id, "evaluation")
+        ev = s.get(Evaluation, evaluation_id)
+        ev.status, ev.stage, ev.result, ev.reason, ev.updated_at = "done", "done", result, None, utcnow()
+        notify.changed(s, "evaluation", evaluation_id)
+    return {"done": True}
+
+
+def fail(evaluation_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    with session_scope(url or get_settings().sqlalchemy_url) as s:
+        if not jobs.claim(s, "evaluation", evaluation_id, attempt):
+            return False
+        ev = s.get(Evaluation, evaluation_id)
+        ev.status, ev.reason, ev.updated_at = "failed", reason, utcnow()
+        notify.changed(s, "evaluation", evaluation_id)
+        return True
+
+
+def as_dict(ev: Evaluation) -> dict:
+    return {"id": ev.id, "status": ev.status, "expr": ev.request["expr"], "collective": ev.request["collective"],
+            "reason": ev.reason, "result": ev.result}

@@ -1,0 +1,111 @@
+"""The life of a job (a plan or an evaluation) as rows: the outbox, delivery attempts, heartbeats.
+
+The row is the source of truth. A request only inserts a `queued` row; the dispatcher (services.api.dispatch)
+hands queued rows that were not yet sent to the workers (`undispatched` -> `begin_dispatch` -> send ->
+`mark_dispatched`), so a broker outage delays a job but never loses it. Every delivery has an attempt number;
+a worker writes only while the row is not finished and still carries its attempt (`claim`, a guarded UPDATE
+that also holds the row until the transaction ends), so a redelivered or superseded task never writes to a
+finished or failed job. A running task refreshes `heartbeat_at` (`beat`); a running job whose heartbeat is
+older than the lost-worker limit is redelivered with the next attempt, or failed once the attempts are used
+(`lost`).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from .models import Evaluation, Plan, PlanEvent, utcnow
+
+__all__ = ["KINDS", "TERMINAL", "undispatched", "begin_dispatch", "undo_dispatch", "mark_dispatched", "claim", "beat", "lost",
+           "requeue_all"]
+
+KINDS = {"plan": Plan, "evaluation": Evaluation}
+TERMINAL = ("done", "failed")
+
+
+def undispatched(s: Session, limit: int = 100) -> list[tuple[str, str]]:
+    """(kind, id) of queued jobs not yet handed to a worker, oldest first."""
+    out = []
+    for kind, model in KINDS.items():
+        q = (select(model.id).where(model.status == "queued", model.dispatched_at.is_(None))
+             .order_by(model.created_at).limit(limit))
+        out += [(kind, i) for i in s.scalars(q)]
+    return out
+
+
+def begin_dispatch(s: Session, kind: str, job_id: str) -> int | None:
+    """The attempt number of a new delivery (None if the job is no longer waiting to be sent)."""
+    model = KINDS[kind]
+    res = s.execute(update(model).where(model.id == job_id, model.status == "queued", model.dispatched_at.is_(None))
+                    .values(attempts=model.attempts + 1))
+    return s.scalar(select(model.attempts).where(model.id == job_id)) if res.rowcount else None
+
+
+def undo_dispatch(s: Session, kind: str, job_id: str, attempt: int) -> None:
+    """The send of `attempt` failed: it never happened (the job stays in the outbox)."""
+    model = KINDS[kind]
+    s.execute(update(model).where(model.id == job_id, model.attempts == attempt, model.dispatched_at.is_(None))
+              .values(attempts=model.attempts - 1))
+
+
+def mark_dispatched(s: Session, kind: str, job_id: str, attempt: int) -> None:
+    model = KINDS[kind]
+    s.execute(update(model).where(model.id == job_id, model.attempts == attempt, model.dispatched_at.is_(None))
+              .values(dispatched_at=utcnow()))
+
+
+def claim(s: Session, kind: str, job_id: str, attempt: int | None) -> bool:
+    """True when this attempt may write: the job is not finished and carries `attempt` (any attempt when
+    None: a direct call outside a worker). The UPDATE holds the row until the transaction ends."""
+    model = KINDS[kind]
+    q = update(model).where(model.id == job_id, model.status.not_in(TERMINAL))
+    if attempt is not None:
+        q = q.where(model.attempts == attempt)
+    return bool(s.execute(q.values(heartbeat_at=utcnow())).rowcount)
+
+
+def beat(s: Session, kind: str, job_id: str, attempt: int | None) -> bool:
+    """Refresh the heartbeat of a running job (False once it finished or another attempt took over)."""
+    model = KINDS[kind]
+    q = update(model).where(model.id == job_id, model.status == "running")
+    if attempt is not None:
+        q = q.where(model.attempts == attempt)
+    return bool(s.execute(q.values(heartbeat_at=utcnow())).rowcount)
+
+
+def lost(s: Session, older_than_s: float, max_attempts: int) -> list[tuple[str, str, str | None]]:
+    """Running jobs without a heartbeat for `older_than_s`: their worker died. Each is put back in the outbox
+    for its next attempt, or - attempts used up - returned with the reason to fail it with (the caller fails
+    it: a plan also releases its fabric). Returns (kind, id, reason or None when redelivered)."""
+    cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+    out = []
+    for kind, model in KINDS.items():
+        rows = list(s.scalars(select(model).where(model.status == "running", model.heartbeat_at < cutoff)))
+        for job in rows:
+            what = f"the worker running stage '{job.stage}' sent no heartbeat for more than {int(older_than_s)} s " \
+                   f"(worker lost)"
+            if job.attempts < max_attempts:
+                res = s.execute(update(model).where(model.id == job.id, model.status == "running",
+                                                    model.attempts == job.attempts)
+                                .values(status="queued", dispatched_at=None, updated_at=utcnow()))
+                if res.rowcount and kind == "plan":
+                    s.add(PlanEvent(plan_id=job.id, status="queued", stage=job.stage, progress=job.progress,
+                                    message=f"{what}; delivered again (attempt {job.attempts + 1} of {max_attempts})"))
+                if res.rowcount:
+                    out.append((kind, job.id, None))
+            else:
+                out.append((kind, job.id, f"{what} on each of {job.attempts} attempts; submit it again or check "
+                                          "the workers"))
+    return out
+
+
+def requeue_all(s: Session) -> int:
+    """Every unfinished job back to the outbox (an embedded service starting: its previous process, and the
+    worker processes it ran, are gone). Returns how many."""
+    n = 0
+    for model in KINDS.values():
+        n += s.execute(update(model).where(model.status.not_in(TERMINAL))
+                       .values(status="queued", dispatched_at=None)).rowcount
+    return n

@@ -1,0 +1,53 @@
+"""Change notifications: whoever waits for a panel's next config (a long poll) or for an evaluation's result
+is woken when the change commits, not by re-reading the database.
+
+`changed(s, channel, key)` inside a transaction records the change. When the transaction commits it is
+delivered to this process's sink (`set_sink`: the API's in-process hub, or an embedded worker process's pipe
+to its parent) and, on PostgreSQL, by NOTIFY in the same transaction, which PostgreSQL delivers at commit to
+every process that LISTENs (services.api.notify) - API processes and workers on other machines included.
+A rolled-back transaction notifies nobody.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlalchemy import event, text
+from sqlalchemy.orm import Session
+
+__all__ = ["PG_CHANNEL", "changed", "set_sink", "parse_payload"]
+
+PG_CHANNEL = "fabricplan"
+_KEY = "fabricplan_changes"
+_sink: Callable[[str, str], None] | None = None
+
+
+def set_sink(sink: Callable[[str, str], None] | None) -> None:
+    """Where this process delivers committed changes (channel, key)."""
+    global _sink
+    _sink = sink
+
+
+def changed(s: Session, channel: str, key: str) -> None:
+    """Record a change of `key` on `channel` ("panel", "evaluation", ...) in the current transaction."""
+    s.info.setdefault(_KEY, set()).add((channel, key))
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text("SELECT pg_notify(:c, :p)"), {"c": PG_CHANNEL, "p": f"{channel}:{key}"})
+
+
+def parse_payload(payload: str) -> tuple[str, str]:
+    channel, _, key = payload.partition(":")
+    return channel, key
+
+
+@event.listens_for(Session, "after_commit")
+def _deliver(session: Session) -> None:
+    changes = session.info.pop(_KEY, None)
+    if changes and _sink is not None:
+        for channel, key in changes:
+            _sink(channel, key)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _discard(session: Session, previous_transaction) -> None:
+    if previous_transaction.parent is None:
+        session.info.pop(_KEY, None)
