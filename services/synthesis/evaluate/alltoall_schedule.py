@@ -411,11 +411,12 @@ def alltoall_schedule(topology: Topology, *, steps: int | None = None, chunks: i
         raise ValueError(f"chunks must be an integer in 1..4096, got {chunks!r}")
     t0 = time.perf_counter()
     _check_size(topology)
-    mcf = mcf if mcf is not None else alltoall_throughput(topology)
     n, d = topology.nodes, topology.degree
     sym = _Symmetry.of(topology)
+    first = int(topology.distances_from(sym.reps).max())
+    _prepare(topology, first if steps is None else steps, sym)          # sizes the LP before any solve
+    mcf = mcf if mcf is not None else alltoall_throughput(topology)
     if steps is None:
-        first = int(topology.distances_from(sym.reps).max())
         best = None
         for t in range(first, first + MAX_EXTRA_STEPS + 1):
             try:
