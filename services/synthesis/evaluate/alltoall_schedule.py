@@ -68,11 +68,12 @@ from services.synthesis.schedule.verify import VerificationReport, verify
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["AllToAllSchedule", "alltoall_schedule", "hop_bounded_throughput", "DEFAULT_CHUNKS",
-           "EXACT_CHUNKS_MAX", "MAX_EXTRA_STEPS", "MAX_LP_VARIABLES", "MAX_NODES"]
+           "EXACT_CHUNKS_MAX", "MAX_EXTRA_STEPS", "MCF_TOLERANCE", "MAX_LP_VARIABLES", "MAX_NODES"]
 
 DEFAULT_CHUNKS = 32            # chunks per block when the LP's path fractions have no small common denominator
 EXACT_CHUNKS_MAX = 64          # largest common denominator used as the chunk count
 MAX_EXTRA_STEPS = 2            # steps=None tries T = D(G) .. D(G) + this
+MCF_TOLERANCE = 1e-3           # steps=None stops at the first T this close to the MCF bound
 MAX_LP_VARIABLES = 400_000     # the interior point method takes ~30 s on 2 cores at 115k variables
 MAX_NODES = 1024               # a schedule has at least N (N - 1) transfers
 MAX_TRANSFERS = 24_000_000     # schedule arrays (about 40 bytes a transfer) and the model checker's work
@@ -396,8 +397,8 @@ def alltoall_schedule(topology: Topology, *, steps: int | None = None, chunks: i
     """A model-checked all-to-all schedule of `topology` from the time-stepped LP (module docstring).
 
     steps: the LP's T (at least the diameter). None tries T = D(G), D(G) + 1, ... up to `MAX_EXTRA_STEPS`
-    more and keeps the first whose bandwidth cost reaches the MCF bound (within 1e-6, certified by the MCF's
-    upper bound), else the cheapest. chunks: chunks per block (default: exact when the LP's path fractions
+    more and stops at the first whose bandwidth cost is within `MCF_TOLERANCE` of the MCF bound (certified by
+    the MCF's upper bound); it keeps the cheapest, an extra step only when it saves more than the tolerance. chunks: chunks per block (default: exact when the LP's path fractions
     have a common denominator <= `EXACT_CHUNKS_MAX`, else `DEFAULT_CHUNKS`). Raises ValueError for
     topologies beyond `MAX_NODES`, an LP beyond `MAX_LP_VARIABLES` or fewer steps than the diameter.
 
@@ -425,9 +426,9 @@ def alltoall_schedule(topology: Topology, *, steps: int | None = None, chunks: i
                 if best is None:
                     raise
                 break
-            if best is None or solved[-1] < best[-1] * (1 - 1e-9):
-                best = solved
-            if solved[-1] * mcf.upper <= 1 + 1e-6:
+            if best is None or solved[-1] < best[-1] * (1 - MCF_TOLERANCE):
+                best = solved                  # one more step must buy more than the tolerance
+            if solved[-1] * mcf.upper <= 1 + MCF_TOLERANCE:
                 break
         sym, lp, x, h, total = best
     else:

@@ -108,7 +108,7 @@ def simulate_iteration(model: ModelSpec, costs: TopologyCosts, link: LinkModel, 
     """
     if not isinstance(bucket_bytes, int) or isinstance(bucket_bytes, bool) or bucket_bytes < 1:
         raise ValueError(f"bucket capacity must be a positive number of bytes, got {bucket_bytes!r}")
-    fwd, bwd = model.compute_times()
+    fwd, bwd = (t.tolist() for t in model.compute_times())
     clock = stream = 0.0
     a2a_total = ar_total = 0.0
     n_ar = n_a2a = 0
@@ -148,7 +148,7 @@ def simulate_iteration(model: ModelSpec, costs: TopologyCosts, link: LinkModel, 
             bucket = 0
     if bucket:
         allreduce(bucket)
-    compute = float(fwd.sum() + bwd.sum())
+    compute = sum(fwd) + sum(bwd)
     iteration = max(clock, stream)
     return IterationReport(iteration, compute, max(0.0, iteration - compute - a2a_total), a2a_total, ar_total,
                            bucket_bytes, n_ar, n_a2a)

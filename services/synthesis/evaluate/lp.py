@@ -32,7 +32,7 @@ def solve_lp(c: np.ndarray, a: coo_matrix, row_hi: np.ndarray, *, row_lo: np.nda
     >>> from scipy.sparse import coo_matrix
     >>> obj, x, _ = solve_lp(np.array([-1.0, -1.0]), coo_matrix(np.array([[1.0, 2.0], [3.0, 1.0]])),
     ...                      np.array([4.0, 6.0]))
-    >>> round(obj, 9), [round(v, 9) for v in x]
+    >>> round(obj, 9), x.round(9).tolist()
     (-2.8, [1.6, 1.2])
     """
     from ortools.math_opt import callback_pb2, model_parameters_pb2, model_pb2, parameters_pb2
