@@ -22,7 +22,7 @@ from services.synthesis.search.construct import construct_collectives, needs_bfb
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.search.finder import WorkloadItem, baseline_times, frontier, select
 from services.synthesis.search.candidates import Candidate
-from services.synthesis.schedule.ir import Collective, allreduce
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, allreduce
 from services.synthesis.schedule.verify import verify
 from fractions import Fraction
 
@@ -242,7 +242,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     sel = state["selected"]
     predicted = {}
     for size in req["workload"]["sizes_bytes"]:
-        for c in Collective:
+        for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
             predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
     result = {

@@ -13,6 +13,7 @@ from services.synthesis.evaluate.iteration import (
     best_bucket,
     iteration_lower_bound,
     simulate_iteration,
+    topology_lower_bound,
 )
 from services.synthesis.evaluate.model_catalog import CATALOG, catalog_model
 from services.synthesis.evaluate.training_job import DEVICES, ModelSpecError, parse_model_spec
@@ -100,6 +101,9 @@ def test_iteration_is_bounded(layers, bucket, nodes, degree):
     r = simulate_iteration(m, opt, link, bucket)
     lb = iteration_lower_bound(m, nodes, degree, link)
     assert r.iteration_s >= lb * (1 - 1e-12) - 1e-12
+    assert topology_lower_bound(m, opt, link) == pytest.approx(lb, rel=1e-12, abs=1e-12)   # optimal costs
+    r = simulate_iteration(m, COSTS, LINK, bucket)
+    assert r.iteration_s >= topology_lower_bound(m, COSTS, LINK) * (1 - 1e-12) - 1e-12
     assert r.iteration_s <= r.compute_s + r.alltoall_s + r.allreduce_s + 1e-9
     assert r.exposed_allreduce_s >= 0 and r.iteration_s >= r.compute_s + r.alltoall_s - 1e-9
 

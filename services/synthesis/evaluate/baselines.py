@@ -102,7 +102,7 @@ import numpy as np
 
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.families import circulant, dcirculant, ring as uniring, torus
-from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Op, Schedule, allreduce
 from services.synthesis.topology.graph import Topology, TopologyError, Translation
 
 DEFAULT_DEGREE = 4
@@ -172,6 +172,7 @@ class Baseline:
 
     def cost(self, collective: Collective = Collective.ALLGATHER) -> tuple[int, Fraction]:
         """(steps, tau) of `collective`; allreduce = reduce-scatter + allgather."""
+        _allgather_family(collective)
         if collective is Collective.ALLREDUCE:
             return 2 * self.steps, 2 * self.tau
         return self.steps, self.tau
@@ -182,7 +183,15 @@ class Baseline:
         return link_model.time(steps, tau, size_bytes)
 
     def schedule(self, collective: Collective = Collective.ALLGATHER) -> Schedule:
-        return self.builder(Collective.parse(collective) if isinstance(collective, str) else collective)
+        return self.builder(_allgather_family(Collective.parse(collective) if isinstance(collective, str)
+                                              else collective))
+
+
+def _allgather_family(collective: Collective) -> Collective:
+    if collective not in ALLGATHER_FAMILY:
+        raise ValueError("baseline schedules are allgather, reduce-scatter and allreduce; a baseline's all-to-all "
+                         "is priced by `baseline_alltoall_time` (MCF throughput)")
+    return collective
 
 
 def _check_nodes(nodes, minimum: int) -> int:
@@ -800,7 +809,7 @@ def baseline_costs(name: str, nodes: int, degree: int = DEFAULT_DEGREE, link_mod
     options: `shift` (shifted rings), `dims` (tori; default `torus_dims(N, d)`), `bidirectional`
     (totient_perms), `model` / `chunks` (double binary tree, see `dbt_cost`)."""
     key = _canonical(name)
-    coll = Collective.parse(collective) if isinstance(collective, str) else collective
+    coll = _allgather_family(Collective.parse(collective) if isinstance(collective, str) else collective)
     lm = link_model or LinkModel.from_units(10, 100)
     n = _check_nodes(nodes, 2)
     details: dict = {}

@@ -26,7 +26,7 @@ behind allreduces or for the last ones), the allreduce busy time, and the bucket
 with A* the all-to-all time at the Moore throughput bound f* (no d-regular N-node topology does better)
 and R* = 2 (k*(N, d) alpha + (N-1)/N P/B) one allreduce of all P gradient bytes at the reduce-scatter +
 allgather optimum (digest 1.7: every bucket of an RS + AG allreduce pays at least this much per byte and
-per step).
+per step). `topology_lower_bound` is the same bound at one topology's own costs.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from services.synthesis.evaluate.training_job import ModelSpec
 from services.synthesis.schedule.cost import LinkModel, moore_steps
 
 __all__ = ["CollectiveCost", "IterationReport", "TopologyCosts", "best_bucket", "iteration_lower_bound",
-           "simulate_iteration"]
+           "simulate_iteration", "topology_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,11 @@ def best_bucket(model: ModelSpec, costs: TopologyCosts, link: LinkModel) -> Iter
                key=lambda r: (r.iteration_s, r.bucket_bytes))
 
 
+def _bound(compute: float, alltoall: float, allreduce: float) -> float:
+    """Compute and all-to-all are serial; the stream runs every collective."""
+    return max(compute + alltoall, alltoall + allreduce)
+
+
 def iteration_lower_bound(model: ModelSpec, nodes: int, degree: int, link: LinkModel) -> float:
     """max(compute + A*, A* + R*) (module docstring): no N-node degree-d topology with reduce-scatter +
     allgather allreduces runs the iteration faster."""
@@ -169,4 +174,14 @@ def iteration_lower_bound(model: ModelSpec, nodes: int, degree: int, link: LinkM
                      for l in model.layers if l.is_moe)
     p = model.gradient_bytes
     r_star = 2 * link.time(moore_steps(nodes, degree), Fraction(nodes - 1, nodes), p) if p else 0.0
-    return max(float(fwd.sum() + bwd.sum()) + a_star, a_star + r_star)
+    return _bound(float(fwd.sum() + bwd.sum()), a_star, r_star)
+
+
+def topology_lower_bound(model: ModelSpec, costs: TopologyCosts, link: LinkModel) -> float:
+    """The same bound at this topology's own costs: its all-to-alls, and one allreduce of all gradients (any
+    bucketing sends every byte and pays the allreduce's steps at least once). How close an iteration comes to
+    it shows what bucketing and overlap leave on the table."""
+    fwd, bwd = model.compute_times()
+    a2a = 4 * sum(costs.alltoall_s(link, l.moe_tokens_bytes) for l in model.layers if l.is_moe)
+    p = model.gradient_bytes
+    return _bound(float(fwd.sum() + bwd.sum()), a2a, costs.allreduce_s(link, p) if p else 0.0)

@@ -22,6 +22,7 @@ from services.synthesis.evaluate.iteration import (
     TopologyCosts,
     best_bucket,
     iteration_lower_bound,
+    topology_lower_bound,
 )
 from services.synthesis.evaluate.training_job import ModelSpec
 from services.synthesis.schedule.cost import LinkModel
@@ -105,13 +106,14 @@ class TrainingEntry:
     expr: str
     costs: TopologyCosts
     report: IterationReport
+    lower_bound_s: float       # at this topology's own costs (`iteration.topology_lower_bound`)
     alltoall: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         r = self.report
         return {"kind": self.kind, "name": self.name, "expr": self.expr, "iteration_s": r.iteration_s,
                 "compute_s": r.compute_s, "exposed_allreduce_s": r.exposed_allreduce_s, "alltoall_s": r.alltoall_s,
-                "allreduce_busy_s": r.allreduce_s, "bucket_bytes": r.bucket_bytes,
+                "allreduce_busy_s": r.allreduce_s, "bucket_bytes": r.bucket_bytes, "lower_bound_s": self.lower_bound_s,
                 "allreduce": self.costs.allreduce.to_dict(), "alltoall": self.alltoall}
 
 
@@ -153,13 +155,15 @@ def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel
     entries = []
     for t in topologies:
         costs, info = topology_costs(t, alltoall=moe)
-        entries.append(TrainingEntry(kind, t.expr, t.expr, costs, best_bucket(model, costs, link), info))
+        entries.append(TrainingEntry(kind, t.expr, t.expr, costs, best_bucket(model, costs, link),
+                                     topology_lower_bound(model, costs, link), info))
     for name in baselines:
         try:
             costs, info, expr = baseline_topology_costs(name, nodes, degree, alltoall=moe)
         except ValueError:
             continue                        # no such baseline for (N, d)
-        entries.append(TrainingEntry("baseline", name, expr, costs, best_bucket(model, costs, link), info))
+        entries.append(TrainingEntry("baseline", name, expr, costs, best_bucket(model, costs, link),
+                                     topology_lower_bound(model, costs, link), info))
     ours = [e for e in entries if e.kind != "baseline"]
     best = min(ours, key=lambda e: (e.report.iteration_s, e.costs.allreduce.steps)) if ours else None
     return TrainingEvaluation(model.name, nodes, degree, entries, best,

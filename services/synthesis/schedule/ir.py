@@ -52,6 +52,10 @@ class Collective(str, Enum):
         raise ValueError(f"unknown collective {text!r}; known: {', '.join(c.value for c in cls)}")
 
 
+ALLGATHER_FAMILY = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
+"""The collectives built from allgather schedules (reduce-scatter by reversal, allreduce = RS + AG); the
+all-to-all has schedules of its own (`evaluate.alltoall_schedule`)."""
+
 _COLUMNS = ("source", "sender", "receiver", "lane", "lo", "hi")
 
 
