@@ -102,6 +102,9 @@ def cmd_bfb(args) -> int:
 
     topo = _topology(args.expr)
     collective = Collective.parse(args.collective)
+    if collective is Collective.ALLTOALL:
+        raise UsageError("BFB builds allgather, reduce-scatter and allreduce schedules; for an all-to-all use "
+                         "`fabricplan schedule EXPR --collective alltoall`")
     costs = _link_costs(args, topo)
     if args.chunks is not None and args.chunks < 1:
         raise UsageError(f"--chunks must be a positive integer, got {args.chunks}")
@@ -120,8 +123,12 @@ def cmd_schedule(args) -> int:
     from services.synthesis.search.construct import construct
     from services.synthesis.schedule.ir import Collective
 
-    _topology(args.expr)                      # validates the expression with a clear message
+    topo = _topology(args.expr)               # validates the expression with a clear message
     collective = Collective.parse(args.collective)
+    if collective is Collective.ALLTOALL:
+        return _schedule_alltoall(args, topo)
+    if args.steps is not None or args.chunks is not None:
+        raise UsageError("--steps and --chunks apply to --collective alltoall")
     try:
         built = construct(args.expr, collective)
     except (ScheduleTooLarge, ValueError) as exc:
@@ -142,6 +149,22 @@ def cmd_schedule(args) -> int:
         summary["prediction_is_bound"] = not exact
         summary["prediction_matches"] = report.ok and report.steps == built.prediction.steps and (
             report.tau == built.prediction.tau if exact else report.tau <= built.prediction.tau)
+    _emit(summary, args.json)
+    return 0
+
+
+def _schedule_alltoall(args, topo) -> int:
+    from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
+
+    try:
+        result = alltoall_schedule(topo, steps=args.steps, chunks=args.chunks)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    summary = result.to_dict()
+    if args.output:
+        with open(args.output, "wb") as fh:
+            fh.write(result.schedule.to_bytes())
+        summary["output"] = args.output
     _emit(summary, args.json)
     return 0
 
@@ -196,6 +219,8 @@ def cmd_select(args) -> int:
     if len(weights) != len(args.size):
         raise UsageError(f"{len(args.size)} sizes but {len(weights)} weights")
     collective = Collective.parse(args.collective)
+    if collective is Collective.ALLTOALL:
+        raise UsageError("give the all-to-all share with --alltoall-bytes and --alltoall-weight")
     items = [WorkloadItem(collective, float(s), float(w)) for s, w in zip(args.size, weights)]
     link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
     if args.alltoall_weight and not args.alltoall_bytes:
@@ -232,6 +257,83 @@ def cmd_select(args) -> int:
 
 def _time_of(sel, cand) -> float:
     return next(t for c, t in sel.times_s if c is cand)
+
+
+MAX_MODEL_FILE_BYTES = 16 << 20
+
+
+def _training_model(args):
+    """A catalogued model for N nodes, or a JSON model description file (DESIGN 4.10)."""
+    from pathlib import Path
+
+    from services.synthesis.evaluate.model_catalog import CATALOG, catalog_model
+    from services.synthesis.evaluate.training_job import ModelSpecError, parse_model_spec
+
+    if args.model.lower() in CATALOG:
+        try:
+            return catalog_model(args.model, args.nodes, device=args.device or "a100", batch=args.batch)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    path = Path(args.model)
+    if not path.is_file():
+        raise UsageError(f"--model {args.model!r} is neither a catalogued model ({', '.join(CATALOG)}) nor a file")
+    if args.batch is not None:
+        raise UsageError("--batch applies to catalogued models (a model file gives its compute per layer)")
+    if path.stat().st_size > MAX_MODEL_FILE_BYTES:
+        raise UsageError(f"{path}: model files are limited to {MAX_MODEL_FILE_BYTES >> 20} MB")
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a readable JSON model description ({exc})") from None
+    if isinstance(data, dict) and args.device and "device" not in data:
+        data["device"] = args.device
+    try:
+        return parse_model_spec(data)
+    except ModelSpecError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def cmd_train(args) -> int:
+    from services.synthesis.evaluate.training import evaluate_training
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.search.finder import MAX_DEGREE, MAX_NODES
+
+    if args.alpha_us < 0 or args.bandwidth_gbps <= 0:
+        raise UsageError("--alpha-us must be >= 0 and --bandwidth-gbps > 0")
+    if not (2 <= args.nodes <= MAX_NODES and 1 <= args.degree <= MAX_DEGREE):
+        raise UsageError(f"N must be in 2..{MAX_NODES} and D in 1..{MAX_DEGREE}, got {args.nodes} and {args.degree}")
+    model = _training_model(args)
+    topologies = None
+    if args.topology:
+        topo = _topology(args.topology)
+        if (topo.nodes, topo.degree) != (args.nodes, args.degree):
+            raise UsageError(f"{topo.expr} has {topo.nodes} nodes of degree {topo.degree}, not {args.nodes} and "
+                             f"{args.degree}")
+        topologies = [topo]
+    else:
+        _frontier(args)                       # the frontier, with the CLI's disk cache of evaluated bases
+    link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
+    t0 = time.perf_counter()
+    try:
+        ev = evaluate_training(model, args.nodes, args.degree, link, topologies=topologies,
+                               bidirectional=args.bidirectional, alltoall=args.alltoall_cost)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = {**ev.to_dict(), "alpha_us": args.alpha_us, "bandwidth_gbps": args.bandwidth_gbps,
+           "seconds": round(time.perf_counter() - t0, 3)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{ev.model} on N = {ev.nodes}, d = {ev.degree} (alpha {args.alpha_us} us, B {args.bandwidth_gbps} Gbps); "
+          f"lower bound {ev.lower_bound_s * 1e3:.3f} ms")
+    print(f"{'iteration ms':>12} {'compute':>9} {'all-to-all':>10} {'exposed AR':>10} {'bucket MB':>9}  topology")
+    for e in ev.entries:
+        r = e.report
+        mark = "*" if e is ev.best else " "
+        label = e.expr if e.kind != "baseline" else f"{e.name}: {e.expr}"
+        print(f"{r.iteration_s * 1e3:>12.3f} {r.compute_s * 1e3:>9.3f} {r.alltoall_s * 1e3:>10.3f} "
+              f"{r.exposed_allreduce_s * 1e3:>10.3f} {r.bucket_bytes / (1 << 20):>9g} {mark}{label}")
+    return 0
 
 
 def cmd_serve(args) -> int:
@@ -329,6 +431,9 @@ def cmd_compile(args) -> int:
 
     _topology(args.expr)
     collective = Collective.parse(args.collective)
+    if collective is Collective.ALLTOALL:
+        raise UsageError("compiling all-to-all schedules to XML is not supported yet; `fabricplan schedule EXPR "
+                         "--collective alltoall -o FILE` writes the verified schedule")
     try:
         built = construct(args.expr, collective)
         art = compile_schedule(built.schedule, built.topology, args.format, dialect=args.dialect,
@@ -395,7 +500,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = sub.add_parser("schedule", help="the schedule the finder would use for an expression, model-checked")
     sc.add_argument("expr")
-    sc.add_argument("--collective", default="allgather")
+    sc.add_argument("--collective", default="allgather", help="allgather, reducescatter, allreduce or alltoall")
+    sc.add_argument("--steps", type=int, default=None, help="all-to-all: comm steps of the LP (default: the diameter "
+                                                              "up to 2 more, until the MCF bound is reached)")
+    sc.add_argument("--chunks", type=int, default=None, help="all-to-all: chunks per destination block")
     sc.add_argument("--json", action="store_true")
     sc.add_argument("-o", "--output", help="write the served schedule as one compressed blob (.npz)")
     _add_cost_arguments(sc)
@@ -421,6 +529,22 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--bidirectional", action="store_true")
     se.add_argument("--json", action="store_true")
     se.set_defaults(func=cmd_select)
+
+    tr = sub.add_parser("train", help="a training job's iteration time on the frontier and the baselines")
+    tr.add_argument("nodes", type=int)
+    tr.add_argument("degree", type=int)
+    tr.add_argument("--model", required=True, help="a catalogued model (e.g. resnet50, gpt2-small, switch-c-2048) "
+                                                    "or a JSON model description file")
+    tr.add_argument("--alpha-us", type=float, required=True)
+    tr.add_argument("--bandwidth-gbps", type=float, required=True, help="node egress bandwidth B")
+    tr.add_argument("--topology", help="simulate this expression instead of the frontier")
+    tr.add_argument("--device", default=None, help="device profile for layers given in FLOPs: a100 (default), h100")
+    tr.add_argument("--batch", type=int, default=None, help="samples per node (catalogued models)")
+    tr.add_argument("--alltoall-cost", choices=["mcf", "schedule"], default="mcf",
+                    help="all-to-all time from the MCF throughput (default) or a verified all-to-all schedule")
+    tr.add_argument("--bidirectional", action="store_true", help="only frontier topologies duplex cabling can realise")
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=cmd_train)
 
     co = sub.add_parser("compile", help="compile an expression's schedule to MSCCL or oneCCL XML")
     co.add_argument("expr")

@@ -26,7 +26,7 @@ from services.synthesis.search.construct import construct_collectives, needs_bfb
 from services.synthesis.schedule.cost import LinkModel, link_loads
 from services.synthesis.search.finder import WorkloadItem, baseline_times, frontier, select
 from services.synthesis.search.candidates import Candidate
-from services.synthesis.schedule.ir import Collective, Schedule, allreduce
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule, allreduce
 from services.synthesis.schedule.verify import verify
 from fractions import Fraction
 
@@ -278,7 +278,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     sel = state["selected"]
     predicted = {}
     for size in req["workload"]["sizes_bytes"]:
-        for c in Collective:
+        for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
             predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
     result = {

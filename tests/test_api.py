@@ -103,6 +103,7 @@ def test_unknown_ids_are_404(client):
     pid = submit(client).json()["id"]
     wait_done(client, pid)
     assert client.get(f"/v1/plans/{pid}/schedules/gather").status_code == 404
+    assert client.get(f"/v1/plans/{pid}/schedules/alltoall").status_code == 404
 
 
 def test_artifacts_with_etags(client):

@@ -11,12 +11,12 @@ from services.compiler import (DIALECTS, CompileError, check_xml, compile_schedu
 from services.compiler.msccl_check import parse_msccl
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.cost import measured_tau
-from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.schedule.verify import verify
 
 TOPOLOGIES = ["torus(4, 4)", "circulant(7, 2, 3)", "circulant(12)", "hypercube(3)", "bipartite(4)",
               "genkautz(3, 12)", "line(bipartite(2))", "dcirculant(6, 1, 2, 3, 4)", "ring(5, 2)"]
-COLLECTIVES = list(Collective)
+COLLECTIVES = list(ALLGATHER_FAMILY)
 
 
 @lru_cache(maxsize=None)

@@ -234,6 +234,9 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
         coll = Collective.parse(collective)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
+    if coll is Collective.ALLTOALL:
+        raise HTTPException(404, "plans do not build all-to-all schedules yet (fabricplan schedule EXPR "
+                                 "--collective alltoall does)")
     p = _plan(s, plan_id)
     link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}")
     if link is None:

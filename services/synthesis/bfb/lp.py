@@ -515,6 +515,8 @@ def bfb_schedule(topology: Topology, collective: Collective = Collective.ALLGATH
     """BFB schedule of any collective: reduce-scatter = BFB allgather on G^T, reversed (Cor. 1.1, Def. 5);
     allreduce = reduce-scatter then allgather. On a bidirectional G (G^T = G) the allgather is solved once;
     pass `allgather` when the caller already has G's."""
+    if collective is Collective.ALLTOALL:
+        raise ValueError("BFB builds allgather, reduce-scatter and allreduce schedules, not all-to-all")
     ag = allgather if allgather is not None else bfb_allgather(topology, **kw).schedule
     if collective is Collective.ALLGATHER:
         return ag

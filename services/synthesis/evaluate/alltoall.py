@@ -71,11 +71,14 @@ import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
+from services.synthesis.evaluate.lp import solve_lp as _solve_lp
 from services.synthesis.topology.graph import Topology
+
+__all__ = ["AllToAllResult", "alltoall_throughput", "alltoall_time_s", "distance_sum_bound",
+           "free_automorphism_group", "moore_throughput_bound", "EXACT_RTOL", "METHODS"]
 
 EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts as exact
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
-PDLP_OPTIONS: dict[str, float] = {}   # extra HiGHS double options for PDLP, e.g. primal_feasibility_tolerance
 METHODS = ("auto", "lp", "lp-symmetric", "approx")
 
 
@@ -253,65 +256,6 @@ def _repair_loads(links: _Links, sources: np.ndarray, demand: np.ndarray) -> np.
     return _tree_loads(links, pred, demand)
 
 
-# ----- LP solving through OR-Tools MathOpt ----------------------------------------------------------------
-
-def _solve_lp(c: np.ndarray, a: coo_matrix, row_hi: np.ndarray, *, solver: str):
-    """minimize c x s.t. a x <= row_hi, x >= 0. Returns (objective, x, row duals) in MathOpt's sign
-    convention (duals of <= rows are <= 0 for a minimization)."""
-    from ortools.math_opt import callback_pb2, model_parameters_pb2, model_pb2, parameters_pb2
-    from ortools.math_opt.core.python import solver as core
-
-    n_var, n_row = c.size, row_hi.size
-    model = model_pb2.ModelProto()
-    var = model.variables
-    var.ids.extend(range(n_var))
-    var.lower_bounds.extend(np.zeros(n_var).tolist())
-    var.upper_bounds.extend(np.full(n_var, np.inf).tolist())
-    var.integers.extend([False] * n_var)
-    nz = np.flatnonzero(c)
-    model.objective.linear_coefficients.ids.extend(nz.tolist())
-    model.objective.linear_coefficients.values.extend(c[nz].tolist())
-    rows = model.linear_constraints
-    rows.ids.extend(range(n_row))
-    rows.lower_bounds.extend(np.full(n_row, -np.inf).tolist())
-    rows.upper_bounds.extend(np.asarray(row_hi, dtype=np.float64).tolist())
-    m = a.tocsr()
-    m.sum_duplicates()
-    m.sort_indices()
-    m = m.tocoo()
-    mat = model.linear_constraint_matrix
-    mat.row_ids.extend(m.row.tolist())
-    mat.column_ids.extend(m.col.tolist())
-    mat.coefficients.extend(m.data.tolist())
-
-    params = parameters_pb2.SolveParametersProto()
-    if solver == "glop":
-        kind = parameters_pb2.SOLVER_TYPE_GLOP
-    else:
-        kind = parameters_pb2.SOLVER_TYPE_HIGHS
-        if solver == "pdlp":
-            params.highs.string_options["solver"] = "pdlp"
-            for key, value in PDLP_OPTIONS.items():
-                params.highs.double_options[key] = value
-        elif solver in ("simplex", "ipm"):
-            params.highs.string_options["solver"] = solver
-        else:
-            raise ValueError(f"unknown LP solver {solver!r}")
-    result = core.solve(model, kind, parameters_pb2.SolverInitializerProto(), params,
-                        model_parameters_pb2.ModelSolveParametersProto(), None,
-                        callback_pb2.CallbackRegistrationProto(), None, None)
-    if not result.solutions:
-        raise RuntimeError(f"all-to-all LP: {solver} returned no solution ({result.termination})")
-    sol = result.solutions[0]
-    x = np.zeros(n_var)
-    pv = sol.primal_solution.variable_values
-    x[np.asarray(pv.ids, dtype=np.int64)] = np.asarray(pv.values, dtype=np.float64)
-    y = np.zeros(n_row)
-    dv = sol.dual_solution.dual_values
-    y[np.asarray(dv.ids, dtype=np.int64)] = np.asarray(dv.values, dtype=np.float64)
-    return float(sol.primal_solution.objective_value), x, y
-
-
 # ----- method 1: LP (3) -----------------------------------------------------------------------------------
 
 def _full_lp(topology: Topology, solver: str | None = None):
@@ -422,7 +366,7 @@ def _symmetric_lp(topology: Topology, gens: np.ndarray):
 MAX_GROUP_TABLE = 1 << 22          # |H| * N entries of explicit permutations
 
 
-def _free_group(topology: Topology) -> np.ndarray | None:
+def free_automorphism_group(topology: Topology) -> np.ndarray | None:
     """An explicit group of automorphisms acting freely on the nodes (rows = permutations, row 0 =
     identity), verified on the topology's arcs; None when only the trivial group is known."""
     from services.synthesis.topology.expr import parse
@@ -784,7 +728,7 @@ def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: s
     if method in ("auto", "lp-symmetric"):
         gens = _cayley_generators(topology)
         if gens is None:
-            group = _free_group(topology)
+            group = free_automorphism_group(topology)
     if method == "lp-symmetric" and gens is None and group is None:
         raise ValueError(f"alltoall_throughput: no free automorphism group is known for {topology.expr}; "
                          "use 'lp' or 'approx'")

@@ -102,7 +102,7 @@ import numpy as np
 
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.families import circulant, dcirculant, ring as uniring, torus
-from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Op, Schedule, allreduce
 from services.synthesis.topology.graph import Topology, TopologyError, Translation
 
 DEFAULT_DEGREE = 4
@@ -172,6 +172,7 @@ class Baseline:
 
     def cost(self, collective: Collective = Collective.ALLGATHER) -> tuple[int, Fraction]:
         """(steps, tau) of `collective`; allreduce = reduce-scatter + allgather."""
+        _allgather_family(collective)
         if collective is Collective.ALLREDUCE:
             return 2 * self.steps, 2 * self.tau
         return self.steps, self.tau
@@ -182,7 +183,15 @@ class Baseline:
         return link_model.time(steps, tau, size_bytes)
 
     def schedule(self, collective: Collective = Collective.ALLGATHER) -> Schedule:
-        return self.builder(Collective.parse(collective) if isinstance(collective, str) else collective)
+        return self.builder(_allgather_family(Collective.parse(collective) if isinstance(collective, str)
+                                              else collective))
+
+
+def _allgather_family(collective: Collective) -> Collective:
+    if collective not in ALLGATHER_FAMILY:
+        raise ValueError("baseline schedules are allgather, reduce-scatter and allreduce; a baseline's all-to-all "
+                         "is priced by `baseline_alltoall_time` (MCF throughput)")
+    return collective
 
 
 def _check_nodes(nodes, minimum: int) -> int:
@@ -211,24 +220,18 @@ def _classic_cycles(nodes: int, gens: list[int], collective: Collective, expr: s
         return allreduce(_classic_cycles(nodes, gens, Collective.REDUCESCATTER, expr),
                          _classic_cycles(nodes, gens, Collective.ALLGATHER, expr))
     n, c = nodes, len(gens)
-    lanes = _lanes_for(gens, n)
-    v = np.arange(n, dtype=np.int64)[None, :]
-    t = np.arange(1, n, dtype=np.int64)[:, None]
+    lanes = np.array(_lanes_for(gens, n), dtype=np.int64)[None, :, None]
+    g = np.array([x % n for x in gens], dtype=np.int64)[None, :, None]
+    i = np.arange(c, dtype=np.int64)[None, :, None]
+    v = np.arange(n, dtype=np.int64)[None, None, :]
+    t = np.arange(1, n, dtype=np.int64)[:, None, None]
     first = 0 if collective is Collective.ALLGATHER else 1   # RS: sender v + t g, receiver v + (t+1) g
-    cols = {k: [] for k in ("step", "source", "sender", "receiver", "lane", "lo", "hi")}
-    for i, (g, lane) in enumerate(zip(gens, lanes)):
-        sender = (v + (t - 1 + first) * g) % n
-        shape = sender.shape
-        cols["step"].append(np.broadcast_to(t, shape).ravel())
-        cols["source"].append(np.broadcast_to(v, shape).ravel())
-        cols["sender"].append(sender.ravel())
-        cols["receiver"].append(((sender + g) % n).ravel())
-        cols["lane"].append(np.full(sender.size, lane))
-        cols["lo"].append(np.full(sender.size, i))
-        cols["hi"].append(np.full(sender.size, i + 1))
-    cat = {k: np.concatenate(x) for k, x in cols.items()}
+    sender = (v + (t - 1 + first) * g) % n                   # (step, cycle, v): already in step order
+    shape = sender.shape
+    cols = {"source": v, "sender": sender, "receiver": (sender + g) % n, "lane": lanes, "lo": i, "hi": i + 1}
+    cat = {k: np.broadcast_to(x, shape).astype(np.int32).ravel() for k, x in cols.items()}
     op = Op.COPY if collective is Collective.ALLGATHER else Op.REDUCE
-    return Schedule.from_arrays(collective, n, c, cat.pop("step"), [op] * (n - 1), expr, **cat)
+    return Schedule.from_arrays(collective, n, c, np.broadcast_to(t, shape).ravel(), [op] * (n - 1), expr, **cat)
 
 
 def _bfb_rings(nodes: int, gens: list[int], collective: Collective, expr: str) -> Schedule:
@@ -806,7 +809,7 @@ def baseline_costs(name: str, nodes: int, degree: int = DEFAULT_DEGREE, link_mod
     options: `shift` (shifted rings), `dims` (tori; default `torus_dims(N, d)`), `bidirectional`
     (totient_perms), `model` / `chunks` (double binary tree, see `dbt_cost`)."""
     key = _canonical(name)
-    coll = Collective.parse(collective) if isinstance(collective, str) else collective
+    coll = _allgather_family(Collective.parse(collective) if isinstance(collective, str) else collective)
     lm = link_model or LinkModel.from_units(10, 100)
     n = _check_nodes(nodes, 2)
     details: dict = {}

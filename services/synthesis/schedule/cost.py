@@ -69,9 +69,12 @@ def link_loads(schedule: Schedule, topology) -> np.ndarray:
 
 
 def measured_tau(schedule: Schedule, degree: int) -> Fraction:
-    """tau with T_B = tau * M/B, computed from the schedule's link loads (exact)."""
+    """tau with T_B = tau * M/B, computed from the schedule's link loads (exact). M is the collective's size
+    per node: N shards for allgather, reduce-scatter and allreduce (the grid divides one shard), the whole
+    input buffer D for an all-to-all (the grid divides the buffer; see `ir`)."""
     total = int(step_max_loads(schedule).sum())
-    return Fraction(degree * total, schedule.nodes * schedule.grid)
+    shards = 1 if schedule.collective is Collective.ALLTOALL else schedule.nodes
+    return Fraction(degree * total, shards * schedule.grid)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ neighbour w in comm step t. It is stored column-wise, sorted by step (CSR offset
 Each step has an op: COPY (allgather semantics: the receiver stores the chunk) or REDUCE
 (reduce-scatter semantics: the receiver adds the chunk into its own copy). An allreduce is a
 reduce-scatter followed by an allgather (REDUCE steps, then COPY steps).
+
+All-to-all (COPY steps; Basu et al.'s note 1.1: B_j[i] <- B_i[j]): `source` is the node whose input buffer
+the chunk comes from, and [lo, hi) on the grid is a range of that WHOLE buffer (D bytes per node, not one
+shard), split into N equal blocks: block j = [j/N, (j+1)/N) is destined to node j, so the grid is a multiple
+of N. Node j ends with block j of every other node's buffer (its output buffer holds source i's block at
+position i: output offset i/N + (lo - j/N)); relays keep what they forward in scratch space. With this unit
+T_B = tau * D/B (`cost.measured_tau`).
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ class Collective(str, Enum):
     ALLGATHER = "allgather"
     REDUCESCATTER = "reducescatter"
     ALLREDUCE = "allreduce"
+    ALLTOALL = "alltoall"
 
     @classmethod
     def parse(cls, text: str) -> "Collective":
@@ -43,6 +51,10 @@ class Collective(str, Enum):
                 return c
         raise ValueError(f"unknown collective {text!r}; known: {', '.join(c.value for c in cls)}")
 
+
+ALLGATHER_FAMILY = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
+"""The collectives built from allgather schedules (reduce-scatter by reversal, allreduce = RS + AG); the
+all-to-all has schedules of its own (`evaluate.alltoall_schedule`)."""
 
 _COLUMNS = ("source", "sender", "receiver", "lane", "lo", "hi")
 
@@ -142,7 +154,7 @@ class Schedule:
     def reverse(self, topology: str | None = None) -> "Schedule":
         """Definition 5: ((v,C),(u,w),t) -> ((v,C),(w,u),t_max - t + 1) on the transpose graph.
         An allgather becomes a reduce-scatter and vice versa (Theorem 1)."""
-        if self.collective is Collective.ALLREDUCE:
+        if self.collective in (Collective.ALLREDUCE, Collective.ALLTOALL):
             raise ValueError("reverse() applies to allgather and reduce-scatter schedules")
         counts = np.diff(self.step_ptr)[::-1]
         ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)

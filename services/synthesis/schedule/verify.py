@@ -6,6 +6,8 @@ Checks, in order, and reports the first violation precisely:
 3. semantics, simulated step by step over "atoms" (the intervals between all chunk boundaries):
    - allgather (COPY steps): the sender holds every atom it sends at the start of the step (its own shard,
      or received in an earlier step); at the end every node holds every shard completely;
+   - all-to-all (COPY steps; a chunk is a range of its source's whole buffer, see `ir`): the same holding
+     rule; at the end every node j holds block j ([j/N, (j+1)/N)) of every other node's buffer completely;
    - reduce-scatter / allreduce (REDUCE then COPY steps): every node's data is a random element of
      GF(2^31 - 1); a REDUCE adds the sender's partial (as of the start of the step) into the receiver's,
      a COPY overwrites it. At the end the owner of each shard (reduce-scatter) or every node (allreduce)
@@ -75,9 +77,9 @@ def verify(schedule: Schedule, topology: Topology, collective: Collective | None
     collective = collective or schedule.collective
     steps = int(np.flatnonzero(np.diff(schedule.step_ptr))[-1] + 1) if schedule.transfers else 0
     report = VerificationReport(True, collective.value, schedule.nodes, steps, Fraction(0), schedule.transfers)
+    checks = {Collective.ALLGATHER: _check_allgather, Collective.ALLTOALL: _check_alltoall}
     v = (_check_structure(schedule, topology, collective) or _check_links(schedule, topology)
-         or (_check_allgather(schedule) if collective is Collective.ALLGATHER
-             else _check_reduction(schedule, collective)))
+         or (checks[collective](schedule) if collective in checks else _check_reduction(schedule, collective)))
     if v is not None:
         report.ok, report.violation = False, v
         return report
@@ -131,15 +133,19 @@ def _check_structure(s: Schedule, g: Topology, collective: Collective) -> Violat
     if bad.size:
         return _transfer_violation("structure", s, int(bad[0]), "chunk must satisfy 0 <= lo < hi <= 1")
     ops = s.ops.tolist()
-    if collective is Collective.ALLGATHER:
+    if collective is Collective.ALLTOALL and s.grid % s.nodes:
+        return Violation("structure", f"an all-to-all chunk grid divides the whole buffer into the N = {s.nodes} "
+                                      f"blocks, so it must be a multiple of N, got {s.grid}")
+    if collective in (Collective.ALLGATHER, Collective.ALLTOALL):
         expect_ok = all(o == Op.COPY for o in ops)
     elif collective is Collective.REDUCESCATTER:
         expect_ok = all(o == Op.REDUCE for o in ops)
     else:
         expect_ok = ops == sorted(ops, reverse=True) and set(ops) <= {Op.COPY, Op.REDUCE}
     if not expect_ok:
-        return Violation("structure", f"step operations {ops} do not fit a {collective.value} (allgather: all "
-                                      f"copy; reduce-scatter: all reduce; allreduce: reduce steps then copy steps)")
+        return Violation("structure", f"step operations {ops} do not fit a {collective.value} (allgather and "
+                                      f"all-to-all: all copy; reduce-scatter: all reduce; allreduce: reduce steps "
+                                      f"then copy steps)")
     return None
 
 
@@ -216,6 +222,51 @@ def _check_allgather(s: Schedule) -> Violation | None:
             c = _chunk(int(atoms.cuts[a]), int(atoms.cuts[a + 1]), s.grid)
             return Violation("incomplete", f"node {u} never receives chunk [{c[0]}, {c[1]}) of shard {v + b0}",
                              source=v + b0, receiver=u, chunk=c)
+    return None
+
+
+def _check_alltoall(s: Schedule) -> Violation | None:
+    """Simulate the copies source by source (transfers sorted by source once, so a block of sources is one
+    contiguous slice); atoms also break at the block boundaries j * grid / N."""
+    n = s.nodes
+    cuts = np.unique(np.concatenate([np.arange(n + 1, dtype=np.int64) * (s.grid // n), s.lo, s.hi]))
+    A = cuts.size - 1
+    a_lo, a_hi = np.searchsorted(cuts, s.lo), np.searchsorted(cuts, s.hi)
+    block_of_atom = cuts[:-1] // (s.grid // n)
+    step = s.step_of
+    order = np.lexsort((step, s.source))
+    bounds = np.searchsorted(s.source[order], np.arange(n + 1))
+    per = max(1, STATE_BUDGET_BYTES // max(1, n * A))
+    for b0 in range(0, n, per):
+        b1 = min(b0 + per, n)
+        idx = order[bounds[b0]:bounds[b1]]
+        held = np.zeros((b1 - b0, n, A), dtype=bool)
+        own = np.arange(b0, b1)
+        held[own - b0, own, :] = True
+        idx = idx[np.argsort(step[idx], kind="stable")]
+        starts = np.flatnonzero(np.concatenate([[True], np.diff(step[idx]) != 0, [True]]))
+        for a, z in zip(starts[:-1], starts[1:]):
+            part = idx[a:z]
+            count = a_hi[part] - a_lo[part]
+            rep = np.repeat(part, count)
+            atom = a_lo[rep] + np.arange(rep.size) - np.repeat(np.cumsum(count) - count, count)
+            v = s.source[rep] - b0
+            ok = held[v, s.sender[rep], atom]
+            if not ok.all():
+                first = int(np.flatnonzero(~ok)[0])
+                i, at = int(rep[first]), int(atom[first])
+                gap = _chunk(int(cuts[at]), int(cuts[at + 1]), s.grid)
+                return _transfer_violation("not_held", s, i, f"node {s.sender[i]} does not hold this data at the "
+                                                             f"start of step {int(step[i])} (it lacks [{gap[0]}, {gap[1]}))")
+            held[v, s.receiver[rep], atom] = True
+        # node j must hold block j of every source: held[v, j, atoms of block j]
+        missing = np.argwhere(~held[:, block_of_atom, np.arange(A)])
+        if missing.size:
+            v, a = (int(x) for x in missing[0])
+            u = int(block_of_atom[a])
+            c = _chunk(int(cuts[a]), int(cuts[a + 1]), s.grid)
+            return Violation("incomplete", f"node {u} never receives chunk [{c[0]}, {c[1]}) of node {v + b0}'s "
+                                           f"buffer (its block of that buffer)", source=v + b0, receiver=u, chunk=c)
     return None
 
 

@@ -116,6 +116,9 @@ def construct(expr: str | Expr, collective: Collective | str = Collective.ALLGAT
     """Topology and schedule of `expr` by its construction, with the predicted (steps, tau)."""
     t0 = time.perf_counter()
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
+    if collective is Collective.ALLTOALL:
+        raise ValueError("the construction builds allgather, reduce-scatter and allreduce schedules; all-to-all "
+                         "schedules come from evaluate.alltoall_schedule")
     tree = _canonical(expr)
     ag = _allgather(tree, False) if collective is not Collective.REDUCESCATTER else None
     if collective is Collective.ALLGATHER:

@@ -126,6 +126,8 @@ def select(cands: list[Candidate], link: LinkModel, items: list[WorkloadItem], *
     if not items and not alltoall_weight:
         raise FinderError("the workload is empty: give at least one collective size or an all-to-all share")
     for i in items:
+        if i.collective is Collective.ALLTOALL:
+            raise FinderError("an all-to-all is priced by its throughput: give alltoall_bytes and alltoall_weight")
         if i.size_bytes <= 0 or i.weight < 0:
             raise FinderError(f"sizes must be positive and weights non-negative, got {i.size_bytes}, {i.weight}")
     scored = [(c, workload_time(c, link, items, alltoall_bytes, alltoall_weight,

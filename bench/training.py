@@ -1,0 +1,98 @@
+"""Simulated large-scale MoE training, the paper's Fig. 9 setting (section 8.3, App. A.4; digest 9.8).
+
+    python -m bench.training
+
+d = 4, alpha = 10 us, B = 100 Gbps; Switch Transformer Base-256 (14.7B) on 256 nodes and Switch-C-2048
+(1.6T) on 1024 nodes, experts sharded over all nodes, non-expert layers data-parallel. "Ours" is the
+frontier topology of (N, 4) with the smallest iteration time (our finder's frontier: Table 7's (T_L, T_B)
+points, some under other names); the baselines are ShiftedRing and the 2D torus (traditional schedule).
+Printed beside the paper: all-to-all and iteration-time ratios baseline / ours, and the share of the
+iteration spent in all-to-all. The whole table is timed (wall and CPU; the target is 60 s).
+"""
+from __future__ import annotations
+
+import resource
+import time
+
+MB = 1 << 20
+CASES = [  # (model, nodes, paper: {baseline: (all-to-all ratio, iteration ratio)}, paper shares)
+    ("switch-base-256", 256, {"shifted_ring": (8.0, 4.0), "torus_classic": (2.0, 1.5)}, None),
+    ("switch-c-2048", 1024, {"shifted_ring": (27.0, 9.0), "torus_classic": (3.3, 1.7)},
+     {"ours": 0.30, "torus_classic": 0.58, "shifted_ring": 0.91}),
+]
+LABEL = {"shifted_ring": "ShiftedRing", "torus_classic": "2D torus"}
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def main() -> None:
+    from services.synthesis.evaluate.model_catalog import catalog_model
+    from services.synthesis.evaluate.training import evaluate_training
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.search.bases import CACHE, default_cache_dir
+
+    if CACHE.path is None:
+        CACHE.attach(default_cache_dir())
+    link = LinkModel.from_units(10, 100)
+    wall0, cpu0 = time.perf_counter(), cpu_s()
+    results = []
+    for name, nodes, paper, shares in CASES:
+        t0, c0 = time.perf_counter(), cpu_s()
+        model = catalog_model(name, nodes)
+        ev = evaluate_training(model, nodes, 4, link, baselines=tuple(paper))
+        results.append((name, nodes, paper, shares, ev, time.perf_counter() - t0, cpu_s() - c0))
+    wall, cpu = time.perf_counter() - wall0, cpu_s() - cpu0
+
+    for name, nodes, paper, shares, ev, w, c in results:
+        best = ev.best
+        print(f"\n{ev.model}, N = {nodes}, d = 4, alpha 10 us, B 100 Gbps  ({w:.1f} s wall, {c:.1f} s CPU)")
+        print(f"{'topology':<48} {'iteration ms':>12} {'compute':>8} {'all-to-all':>10} {'exp. AR':>8} "
+              f"{'bucket':>7} {'AR steps':>8} {'AR tau':>7} {'f (MCF)':>10}")
+        for e in ev.entries:
+            r = e.report
+            label = ("* " if e is best else "  ") + (LABEL.get(e.name, e.name) if e.kind == "baseline" else e.expr)
+            f = e.alltoall.get("throughput", 0.0)
+            print(f"{label:<48} {r.iteration_s * 1e3:>12.2f} {r.compute_s * 1e3:>8.2f} {r.alltoall_s * 1e3:>10.2f} "
+                  f"{r.exposed_allreduce_s * 1e3:>8.2f} {r.bucket_bytes // MB:>5}MB {e.costs.allreduce.steps:>8} "
+                  f"{float(e.costs.allreduce.tau):>7.4f} {f:>10.3e}{'' if e.alltoall.get('exact', True) else ' (lower)'}")
+        print(f"lower bound {ev.lower_bound_s * 1e3:.2f} ms; ours is {best.report.iteration_s / ev.lower_bound_s:.3f}x "
+              f"of it (paper: within 5 %)")
+        print(f"{'vs ours (' + best.expr + ')':<48} {'a2a ratio':>10} {'paper':>6} {'iter ratio':>11} {'paper':>6}")
+        for e in ev.entries:
+            if e.kind != "baseline":
+                continue
+            a, i = e.report.alltoall_s / best.report.alltoall_s, e.report.iteration_s / best.report.iteration_s
+            pa, pi = paper[e.name]
+            print(f"  {LABEL[e.name]:<46} {a:>9.1f}x {pa:>5.1f}x {i:>10.2f}x {pi:>5.1f}x")
+        share = {"ours": best.report}
+        share.update({e.name: e.report for e in ev.entries if e.kind == "baseline"})
+        print("all-to-all share of the iteration: " + ", ".join(
+            f"{LABEL.get(k, k)} {r.alltoall_s / r.iteration_s:.0%}"
+            + (f" (paper {shares[k]:.0%})" if shares else "") for k, r in share.items()))
+    print(f"\nwhole table: {wall:.1f} s wall, {cpu:.1f} s CPU (target: under 60 s)")
+    print("""
+Where we differ from the paper, and why:
+- Compute. The paper measured per-layer times on an A100-SXM-80GB; we derive them from the layers' FLOPs
+  (matrix products only) at 312 TFLOP/s and 50 % efficiency (`training_job.DEVICES`). Normalisation, routing
+  and memory-bound kernels make real layers slower, so our compute share is smaller and the communication
+  terms weigh more.
+- Gradient precision. The Switch models train in bfloat16 (Fedus et al. section 2.4); we allreduce 2-byte
+  gradients. With 4-byte gradients the allreduce doubles (~630 ms at 1024 nodes) and dominates every
+  topology, shrinking the iteration ratios (ShiftedRing ~5x instead of ~7x at 1024 nodes).
+- Frontier. Our (N, 4) frontier has Table 7's (T_L, T_B) points at the low-T_L end (DBJ(4, k) for Pi_{4,N},
+  line graphs of circulants for L^k(...)) and better ones at the high end; the MCF of de Bruijn and of
+  L^3(C(16, {1, 4})) at N = 1024 is the certified lower end of the approximation (a real routing), 1-4 %
+  below the LP optimum, which only makes "ours" look worse.
+- Lower bound. With our short compute the bound is A* + R* (all-to-all at the Moore throughput bound f*,
+  which no known topology reaches: our best is 8-12 % below it, and one allreduce of all gradients at the
+  RS + AG optimum); the allreduce cannot hide behind ~20-40 ms of compute. The paper's longer measured
+  compute lets it hide, which is how it gets within 5 %.
+- The all-to-all ratios are properties of the topologies alone (MCF of LP (3)) and match the paper; the
+  iteration ratios and shares depend on the compute and allreduce model above.""")
+
+
+if __name__ == "__main__":
+    main()
