@@ -1,0 +1,298 @@
+"""Fit, don't fail: the MSCCL program that fits a runtime's limits at the least predicted cost.
+
+Every candidate computes the same collective correctly; they differ in what the runtime's limits see:
+
+1. the exact lowering (the schedule's own chunk grid, cost unchanged), then the discrete chunked BFB with
+   fewer chunks per shard P (Theorem 20 bounds its bandwidth loss by about d/P; the loss is measured and
+   reported as the predicted-time cost);
+2. for each lowering, the program options in order of preference: combined thread blocks with fused
+   instructions; more channels, which spread a link's messages over more thread blocks (fewer steps per tb,
+   more tbs); scratch consolidation, which merges a link's non-contiguous pieces of one step into one
+   message (fewer sends and receives, more local copies); separate send and receive thread blocks (which
+   need no buffering on connections to make progress).
+
+A candidate is abandoned as soon as a limit is exceeded, before its dependencies are computed (the limits
+that only grow later, steps per tb and parser nodes, are checked again after). When the program is small
+enough it is also simulated (services.compiler.msccl_check) with the runtime's connection buffering, and a
+program that does not run is abandoned too. The first candidate that passes wins; if none does, the error
+names the limit the most promising candidate hit and lists what was tried.
+
+Splitting by size range: when the caller gives a link model and several fitting lowerings with different
+(steps, tau) exist, `size_split` picks the fastest per message-size range (the lower envelope of
+alpha * steps + tau * M / B), so a runtime can load one file per range.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+
+import numpy as np
+
+from services.synthesis.schedule.cost import LinkModel, measured_tau
+from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.topology.graph import Topology
+
+from .errors import CompileError
+from .lowering import Lowered, chunked_bfb
+from .msccl import MscclOptions, MscclProgram, build_program
+from .runtimes import RuntimeProfile
+
+__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "size_split"]
+
+SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What the caller fixed (None: the search may choose)."""
+
+    instances: int = 1
+    channels: int | None = None
+    mode: str = "out"
+    consolidate: bool | None = None
+    combined: bool | None = None
+    fuse: bool = True
+    max_chunks: int = 64
+    allow_resolve: bool = True
+    proto: str = "Simple"
+    simulate: bool = True
+    deadline_s: float | None = None
+
+
+@dataclass
+class Attempt:
+    chunks: int
+    lowering: str
+    options: str
+    ok: bool
+    limit: str | None = None
+    reason: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"chunks": self.chunks, "lowering": self.lowering, "options": self.options, "ok": self.ok,
+                "limit": self.limit, "reason": self.reason, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class Fitted:
+    program: MscclProgram
+    lowered: Lowered
+    options: MscclOptions
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+def _limit_error(limit: str, msg: str, value, maximum, gpu=None, tb=None) -> CompileError:
+    return CompileError(msg, limit=limit, value=value, maximum=maximum, gpu=gpu, tb=tb)
+
+
+def check_program_limits(stats: dict, profile: RuntimeProfile, nodes: int, *, final: bool) -> None:
+    """Raise CompileError for the first limit of `profile` the program exceeds. Before dependencies are known
+    (final=False) the instruction counts are lower bounds of the steps."""
+    P = profile
+    if nodes > P.max_children:
+        raise _limit_error("max_children", f"{nodes} ranks: the runtime's XML parser keeps at most {P.max_children} "
+                                           f"children per element (MAX_SUBS), so <algo> holds at most "
+                                           f"{P.max_children} gpus", nodes, P.max_children)
+    if stats["nchannels"] > P.max_channels:
+        raise _limit_error("max_channels", f"the program needs {stats['nchannels']} channels; the {P.name} runtime "
+                                           f"has {P.max_channels} (MAXCHANNELS)", stats["nchannels"], P.max_channels)
+    tpg = stats["tbs_per_gpu"]
+    if tpg.max() > P.max_tbs:
+        g = int(tpg.argmax())
+        raise _limit_error("max_tbs", f"gpu {g} needs {int(tpg.max())} thread blocks; the {P.name} runtime allows "
+                                      f"{P.max_tbs} (MSCCL_MAX_NUM_THREAD_BLOCKS)", int(tpg.max()), P.max_tbs, gpu=g)
+    steps = stats["steps_per_tb"] if final else stats["ops_per_tb"]
+    if steps.size and steps.max() > P.max_steps:
+        t = int(steps.argmax())
+        g = int(stats["tb_gpu"][t])
+        raise _limit_error("max_steps", f"gpu {g} thread block (send {int(stats['tb_send'][t])}, recv "
+                                        f"{int(stats['tb_recv'][t])}, chan {int(stats['tb_chan'][t])}) needs "
+                                        f"{'at least ' if not final else ''}{int(steps.max())} steps; the {P.name} "
+                                        f"runtime allows {P.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
+                           int(steps.max()), P.max_steps, gpu=g)
+    per_gpu = np.bincount(stats["tb_gpu"], weights=steps, minlength=nodes) if steps.size else np.zeros(nodes)
+    parser = 1 + nodes + tpg + per_gpu.astype(np.int64)
+    if parser.max() >= P.max_parser_nodes:
+        g = int(parser.argmax())
+        raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file is {'at least ' if not final else ''}"
+                                               f"{int(parser.max())} parser nodes (the algo, {nodes} gpus, its "
+                                               f"{int(tpg[g])} thread blocks and their steps); the runtime's XML "
+                                               f"parser is limited to {P.max_parser_nodes} (MAX_NODES)",
+                           int(parser.max()), P.max_parser_nodes - 1, gpu=g)
+    for what, peers in (("sending", stats["tb_send"]), ("receiving", stats["tb_recv"])):
+        m = peers >= 0
+        if m.any():
+            key = stats["tb_gpu"][m] * 4096 + stats["tb_chan"][m]
+            _, c = np.unique(key, return_counts=True)
+            if c.max() > P.max_tbs_per_channel:
+                raise _limit_error("max_tbs_per_channel", f"{int(c.max())} thread blocks {what} on one channel of a "
+                                                          f"gpu; the runtime allows {P.max_tbs_per_channel}",
+                                   int(c.max()), P.max_tbs_per_channel)
+    biggest = max(int(stats["scratch"].max()) if stats["scratch"].size else 0, stats["i_chunks"], stats["o_chunks"])
+    if biggest - 1 > P.max_offset:
+        raise _limit_error("max_offset", f"chunk offsets up to {biggest - 1}; the runtime stores offsets as 16-bit "
+                                         f"integers (max {P.max_offset})", biggest - 1, P.max_offset)
+    if final and stats.get("max_dep_tb", -1) > P.max_dep_tb:
+        raise _limit_error("max_dep_tb", f"a dependency on thread block {stats['max_dep_tb']}; the runtime stores "
+                                         f"depid as int8 (max {P.max_dep_tb})", stats["max_dep_tb"], P.max_dep_tb)
+
+
+def _channel_counts(req: FitRequest, profile: RuntimeProfile, lanes: int) -> list[int]:
+    if req.channels is not None:
+        return [req.channels]
+    out, c = [], 1
+    while lanes * req.instances * c <= profile.max_channels:
+        out.append(c)
+        c *= 2
+    return out or [1]
+
+
+def _lowerings(schedule: Schedule, topology: Topology, req: FitRequest, profile: RuntimeProfile):
+    """(P0, Lowered) candidates: the exact grid if it fits the offsets and max_chunks, then the chunked BFB
+    with fewer chunks (largest first, halving), built lazily."""
+    n = schedule.nodes
+    tau0 = measured_tau(schedule, topology.degree)
+    cap = (profile.max_offset + 1) // (n * req.instances)
+    bound = min(req.max_chunks, cap)
+    if bound < 1:
+        raise CompileError(f"{n} nodes x {req.instances} instances do not fit the runtime's "
+                           f"{profile.max_offset + 1} chunk offsets (int16)", limit="max_offset",
+                           value=n * req.instances, maximum=profile.max_offset + 1)
+    if schedule.grid <= bound:
+        yield schedule.grid, (lambda: Lowered(schedule, schedule.grid, "exact", tau0, tau0, schedule.steps))
+    if not req.allow_resolve or schedule.collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER,
+                                                           Collective.ALLREDUCE):
+        return
+    p = min(bound, schedule.grid - 1) if schedule.grid <= bound else bound
+    seen = set()
+    while p >= 1:
+        if p not in seen:
+            seen.add(p)
+
+            def make(p=p):
+                s = chunked_bfb(topology, schedule.collective, p)
+                s.topology = schedule.topology or topology.expr
+                return Lowered(s, p, "chunked-bfb", tau0, measured_tau(s, topology.degree), schedule.steps)
+            yield p, make
+        p //= 2
+
+
+# what a failed candidate says about the next ones
+_MORE_CHANNELS_HELP = {"max_steps"}                  # spreading a link's messages shortens each tb
+_NEXT_LOWERING = {"max_parser_nodes", "max_offset", "max_children", "max_count"}
+
+
+def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, req: FitRequest,
+              simulate_fn=None) -> Fitted:
+    """The first program (see the module docstring) that fits `profile`; CompileError when none does.
+
+    Search order per lowering: (thread-block layout, consolidation) = combined; separate; separate and
+    consolidated; combined and consolidated; each with channels 1, 2, 4, ... A candidate's failure decides what
+    is tried next: too many steps per tb tries more channels; a program that does not run with the runtime's
+    buffering (combined tbs rely on it) or has too many thread blocks tries the next layout; a limit no option
+    changes (parser nodes, offsets) moves on to fewer chunks."""
+    attempts: list[Attempt] = []
+    first_error: CompileError | None = None
+    t_start = time.perf_counter()
+    lanes = int(schedule.lane.max()) + 1 if schedule.transfers else 1
+    if schedule.nodes > profile.max_children:
+        raise _limit_error("max_children", f"{schedule.nodes} ranks: the runtime's XML parser keeps at most "
+                                           f"{profile.max_children} children per element (MAX_SUBS), so <algo> holds "
+                                           f"at most {profile.max_children} gpus; no program for this runtime can "
+                                           f"describe {schedule.nodes} ranks", schedule.nodes, profile.max_children)
+    layouts = [(comb, cons) for comb, cons in ((True, False), (False, False), (False, True), (True, True))
+               if (req.combined is None or comb == req.combined) and (req.consolidate is None or cons == req.consolidate)]
+    chans = _channel_counts(req, profile, lanes)
+    for p0, make in _lowerings(schedule, topology, req, profile):
+        try:
+            low = make()
+        except Exception as exc:                       # a re-solve that cannot run here: try fewer chunks
+            attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
+            continue
+        next_lowering = False
+        for comb, cons in layouts:
+            for c in chans:
+                if req.deadline_s is not None and time.perf_counter() - t_start > req.deadline_s:
+                    raise _summary_error(first_error, attempts, profile, "the compile deadline passed")
+                opt = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons,
+                                   combined=comb, fuse=req.fuse and comb)
+                result = _try(low, p0, opt, schedule, profile, req, simulate_fn, attempts)
+                if isinstance(result, Fitted):
+                    return result
+                if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
+                    first_error = result
+                next_lowering = result.limit in _NEXT_LOWERING
+                if next_lowering or result.limit not in _MORE_CHANNELS_HELP:
+                    break
+            if next_lowering:
+                break
+    raise _summary_error(first_error, attempts, profile, None)
+
+
+def _try(low: Lowered, p0: int, opt: MscclOptions, schedule: Schedule, profile: RuntimeProfile, req: FitRequest,
+         simulate_fn, attempts: list[Attempt]):
+    t0 = time.perf_counter()
+    att = Attempt(p0, low.method, opt.label(), False)
+    attempts.append(att)
+
+    def budget(stats):
+        check_program_limits(stats, profile, schedule.nodes, final=False)
+
+    try:
+        prog = build_program(low.schedule, profile, opt, budget=budget)
+        prog.stats["max_dep_tb"] = prog.max_dep_tb
+        check_program_limits(prog.stats, profile, schedule.nodes, final=True)
+        if simulate_fn is not None and req.simulate and int(prog.stats["steps_per_tb"].sum()) <= SIMULATE_MAX_STEPS:
+            problem = simulate_fn(prog, low, opt)
+            if problem is not None:
+                kind, msg = problem
+                if kind != "deadlock":           # a wrong result or a race is our bug, not a limit
+                    raise RuntimeError(f"internal error: the compiled program fails its check ({opt.label()}): {msg}")
+                raise CompileError(f"the program does not run with the runtime's connection buffering: {msg}",
+                                   limit="simulation")
+    except CompileError as exc:
+        att.limit, att.reason, att.seconds = exc.limit, str(exc), time.perf_counter() - t0
+        if exc.limit is None:                      # the schedule itself cannot be lowered
+            raise
+        return exc
+    att.ok, att.seconds = True, time.perf_counter() - t0
+    return Fitted(prog, low, opt, attempts)
+
+
+def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: RuntimeProfile, why) -> CompileError:
+    tried = "; ".join(f"P={a.chunks} {a.lowering} [{a.options}]: {a.limit}" for a in attempts[:12])
+    more = f" (and {len(attempts) - 12} more)" if len(attempts) > 12 else ""
+    head = str(err) if err is not None else "no candidate could be built"
+    msg = (f"nothing fits the {profile.name} runtime: {head}" + (f"; {why}" if why else "")
+           + f". Tried {len(attempts)} candidates: {tried}{more}")
+    out = CompileError(msg, limit=err.limit if err else "fit", value=err.value if err else None,
+                       maximum=err.maximum if err else None, gpu=err.gpu if err else None)
+    out.attempts = [a.as_dict() for a in attempts]
+    return out
+
+
+def size_split(candidates: list[tuple[int, Fraction | float, object]], link: LinkModel, min_bytes: int,
+               max_bytes: int | None) -> list[tuple[int, int | None, object]]:
+    """Lower envelope of T(M) = alpha * steps + tau * M / B over [min_bytes, max_bytes]: a list of
+    (from_bytes, to_bytes or None, candidate) ranges, fastest first by size."""
+    if not candidates:
+        return []
+    lo = min_bytes
+    out = []
+    cur = min(candidates, key=lambda c: (link.time(c[0], c[1], lo), float(c[1])))
+    while True:
+        nxt, at = None, None
+        for c in candidates:
+            if float(c[1]) < float(cur[1]):
+                # crossing: alpha*s1 + t1 M/B = alpha*s2 + t2 M/B
+                m = (c[0] - cur[0]) * link.alpha_s * link.node_bandwidth_Bps / (float(cur[1]) - float(c[1]))
+                m = max(int(np.ceil(m)), lo + 1)
+                if (max_bytes is None or m <= max_bytes) and (at is None or m < at):
+                    nxt, at = c, m
+        if nxt is None:
+            out.append((lo, max_bytes, cur[2]))
+            return out
+        out.append((lo, at, cur[2]))
+        lo, cur = at, nxt
