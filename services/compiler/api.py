@@ -208,7 +208,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     Raises CompileError (with .limit, .value, .maximum, and .attempts for a failed search) when nothing fits.
     """
     t0 = time.perf_counter()
-    runtime = runtime or dialect or ("oneccl" if fmt == "oneccl" else "executor")
+    runtime = (options.runtime if options is not None else None) or runtime or dialect or (
+        "oneccl" if fmt == "oneccl" else "executor")
     if runtime not in RUNTIMES:
         raise CompileError(f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}", limit="runtime",
                            value=runtime)

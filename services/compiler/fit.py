@@ -35,7 +35,7 @@ from services.synthesis.topology.graph import Topology
 
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb
-from .msccl import MscclOptions, MscclProgram, build_program
+from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .runtimes import RuntimeProfile
 
 __all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "size_split"]
@@ -139,6 +139,20 @@ def check_program_limits(stats: dict, profile: RuntimeProfile, nodes: int, *, fi
                                          f"depid as int8 (max {P.max_dep_tb})", stats["max_dep_tb"], P.max_dep_tb)
 
 
+def max_messages_per_connection_step(prog: MscclProgram) -> int:
+    """The most messages one connection (receiver, sender, channel) carries in one comm step. A combined
+    program whose connections carry at most half the runtime's buffered messages per step cannot deadlock:
+    a sender is then never more than a step ahead of a receiver that is itself waiting."""
+    ops = prog.ops
+    recv = np.flatnonzero(np.isin(ops["kind"], (1, 2, 5, 6, 7)))      # r rrc rcs rrcs rrs
+    if recv.size == 0:
+        return 0
+    key = ((ops["gpu"][recv].astype(np.int64) * prog.nodes + ops["rpeer"][recv]) * 4096
+           + ops["chan"][recv]) * 65536 + ops["t"][recv]
+    _, counts = np.unique(key, return_counts=True)
+    return int(counts.max())
+
+
 def _channel_counts(req: FitRequest, profile: RuntimeProfile, lanes: int) -> list[int]:
     if req.channels is not None:
         return [req.channels]
@@ -188,11 +202,11 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
               simulate_fn=None) -> Fitted:
     """The first program (see the module docstring) that fits `profile`; CompileError when none does.
 
-    Search order per lowering: (thread-block layout, consolidation) = combined; separate; separate and
-    consolidated; combined and consolidated; each with channels 1, 2, 4, ... A candidate's failure decides what
-    is tried next: too many steps per tb tries more channels; a program that does not run with the runtime's
-    buffering (combined tbs rely on it) or has too many thread blocks tries the next layout; a limit no option
-    changes (parser nodes, offsets) moves on to fewer chunks."""
+    Search order per lowering: consolidation off, then on; channels 1, 2, 4, ...; thread blocks combined, then
+    separate (one message table serves both layouts). A candidate's failure decides what is tried next: too
+    many steps per tb tries the other layout and more channels; a program that does not run with the runtime's
+    buffering (combined tbs rely on it) tries separate tbs; a limit no option changes (parser nodes,
+    offsets) moves on to fewer chunks."""
     attempts: list[Attempt] = []
     first_error: CompileError | None = None
     t_start = time.perf_counter()
@@ -202,8 +216,8 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                                            f"{profile.max_children} children per element (MAX_SUBS), so <algo> holds "
                                            f"at most {profile.max_children} gpus; no program for this runtime can "
                                            f"describe {schedule.nodes} ranks", schedule.nodes, profile.max_children)
-    layouts = [(comb, cons) for comb, cons in ((True, False), (False, False), (False, True), (True, True))
-               if (req.combined is None or comb == req.combined) and (req.consolidate is None or cons == req.consolidate)]
+    layouts = [True, False] if req.combined is None else [req.combined]
+    consolidations = [False, True] if req.consolidate is None else [req.consolidate]
     chans = _channel_counts(req, profile, lanes)
     for p0, make in _lowerings(schedule, topology, req, profile):
         try:
@@ -212,27 +226,39 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
             continue
         next_lowering = False
-        for comb, cons in layouts:
+        for cons in consolidations:
             for c in chans:
                 if req.deadline_s is not None and time.perf_counter() - t_start > req.deadline_s:
                     raise _summary_error(first_error, attempts, profile, "the compile deadline passed")
-                opt = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons,
-                                   combined=comb, fuse=req.fuse and comb)
-                result = _try(low, p0, opt, schedule, profile, req, simulate_fn, attempts)
-                if isinstance(result, Fitted):
-                    return result
-                if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
-                    first_error = result
-                next_lowering = result.limit in _NEXT_LOWERING
-                if next_lowering or result.limit not in _MORE_CHANNELS_HELP:
+                base = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons)
+                msgs = None
+                more_channels = False
+                for comb in layouts:
+                    opt = replace(base, combined=comb, fuse=req.fuse and comb)
+                    if msgs is None:
+                        msgs = build_messages(low.schedule, profile, opt)
+                    result = _try(low, p0, opt, msgs, schedule, profile, req, simulate_fn, attempts)
+                    if isinstance(result, Fitted):
+                        return result
+                    if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
+                        first_error = result
+                    if result.limit in _NEXT_LOWERING:
+                        next_lowering = True
+                        break
+                    if result.limit in _MORE_CHANNELS_HELP:
+                        # more channels divide a link's messages at best evenly: only counts that can reach the limit
+                        need = getattr(result, "lower_bound", None)
+                        more_channels |= need is None or any(x > c and need * c / x <= profile.max_steps for x in chans)
+                del msgs
+                if next_lowering or not more_channels:
                     break
             if next_lowering:
                 break
     raise _summary_error(first_error, attempts, profile, None)
 
 
-def _try(low: Lowered, p0: int, opt: MscclOptions, schedule: Schedule, profile: RuntimeProfile, req: FitRequest,
-         simulate_fn, attempts: list[Attempt]):
+def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Schedule, profile: RuntimeProfile,
+         req: FitRequest, simulate_fn, attempts: list[Attempt]):
     t0 = time.perf_counter()
     att = Attempt(p0, low.method, opt.label(), False)
     attempts.append(att)
@@ -241,10 +267,19 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, schedule: Schedule, profile: 
         check_program_limits(stats, profile, schedule.nodes, final=False)
 
     try:
-        prog = build_program(low.schedule, profile, opt, budget=budget)
+        _check_lower_bounds(msgs, opt, profile, schedule.nodes)
+        prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
         prog.stats["max_dep_tb"] = prog.max_dep_tb
         check_program_limits(prog.stats, profile, schedule.nodes, final=True)
-        if simulate_fn is not None and req.simulate and int(prog.stats["steps_per_tb"].sum()) <= SIMULATE_MAX_STEPS:
+        small = int(prog.stats["steps_per_tb"].sum()) <= SIMULATE_MAX_STEPS
+        if opt.combined and not (small and simulate_fn is not None and req.simulate):
+            depth = profile.fifo_messages(req.proto)
+            worst = max_messages_per_connection_step(prog)
+            if 2 * worst > depth:
+                raise CompileError(f"combined thread blocks with up to {worst} messages per connection and step rely "
+                                   f"on more buffering than the runtime's {depth} messages per connection, and the "
+                                   f"program is too large to simulate", limit="simulation")
+        if simulate_fn is not None and req.simulate and small:
             problem = simulate_fn(prog, low, opt)
             if problem is not None:
                 kind, msg = problem
@@ -259,6 +294,27 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, schedule: Schedule, profile: 
         return exc
     att.ok, att.seconds = True, time.perf_counter() - t0
     return Fitted(prog, low, opt, attempts)
+
+
+def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int) -> None:
+    """Refuse a candidate from its messages alone when no thread-block layout can fit it."""
+    lb = msgs.lower_bounds(opt)
+    per_gpu = lb["steps_per_gpu"]
+    g = int(per_gpu.argmax()) if per_gpu.size else 0
+    nodes_needed = 1 + nodes + 1 + int(per_gpu.max()) if per_gpu.size else 0
+    if nodes_needed >= profile.max_parser_nodes:
+        raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file needs at least {nodes_needed} parser nodes "
+                                               f"(the algo, {nodes} gpus, a thread block and {int(per_gpu.max())} steps "
+                                               f"after fusing every forwarded receive); the runtime's XML parser is "
+                                               f"limited to {profile.max_parser_nodes} (MAX_NODES)", nodes_needed,
+                           profile.max_parser_nodes - 1, gpu=g)
+    if lb["steps_per_tb"] > profile.max_steps:
+        err = _limit_error("max_steps", f"a connection carries {lb['steps_per_tb']} messages on one channel, so its "
+                                        f"thread block needs at least that many steps; the {profile.name} runtime "
+                                        f"allows {profile.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
+                           lb["steps_per_tb"], profile.max_steps)
+        err.lower_bound = lb["steps_per_tb"]
+        raise err
 
 
 def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: RuntimeProfile, why) -> CompileError:

@@ -43,7 +43,7 @@ from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
 from .runtimes import RuntimeProfile
 
-__all__ = ["MscclOptions", "MscclProgram", "build_program", "to_xml", "XmlStep", "runs"]
+__all__ = ["MscclOptions", "MscclProgram", "Messages", "build_messages", "build_program", "to_xml", "XmlStep", "runs"]
 
 BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s", NONE: "i"}
 S, R, RRC, CPY, RE, RCS, RRCS, RRS = range(8)
@@ -819,16 +819,60 @@ def _rrs_predicate(ops: dict, layout: UnitLayout, both: bool, result_keys: np.nd
     return pred
 
 
-def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions, *, budget=None) -> MscclProgram:
-    """The instruction table of `schedule` (on its integer grid) for `profile` with options `opt`.
+@dataclass
+class Messages:
+    """Pass 1's result: the instruction rows of every gpu before thread blocks (depends on the lowering, the
+    instances, channels, mode and consolidation, not on the thread-block layout)."""
 
-    budget(stats) -> None may raise CompileError after the tbs are assigned, before dependencies are
-    computed (the cheap point to refuse a candidate that cannot fit)."""
+    schedule: Schedule
+    ops: dict
+    layout: UnitLayout
+    scratch: np.ndarray
+    messages: int
+    dropped: int
+    consolidated: int
+
+    def lower_bounds(self, opt: MscclOptions) -> dict:
+        """Per gpu, the fewest XML steps any thread-block layout needs (fusion can merge at most one send into
+        each forwarded receive), and the most steps one thread block needs at least."""
+        ops, n = self.ops, self.schedule.nodes
+        kind, gpu = ops["kind"], ops["gpu"]
+        rows = np.bincount(gpu, minlength=n)
+        is_s, is_r = kind == S, (kind == R) | (kind == RRC)
+        fusable = np.zeros(n, np.int64)
+        if opt.combined and opt.fuse:           # every range match counted: a bound, not the exact fusions
+            m1, _ = _fusion_candidates(ops, is_s, is_r)
+            fusable = np.bincount(gpu[np.unique(m1)], minlength=n)
+            del m1
+        key_s = (gpu[is_s].astype(np.int64) << 32) | (ops["chan"][is_s].astype(np.int64) << 16) | ops["speer"][is_s]
+        key_r = (gpu[is_r].astype(np.int64) << 32) | (ops["chan"][is_r].astype(np.int64) << 16) | ops["rpeer"][is_r]
+        per_tb = 0
+        for k in (key_s, key_r):
+            if k.size:
+                per_tb = max(per_tb, int(np.unique(k, return_counts=True)[1].max()))
+        return {"steps_per_gpu": rows - fusable, "steps_per_tb": per_tb}
+
+
+def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions) -> Messages:
+    """Pass 1 (see the module docstring)."""
     b = _Builder(schedule, profile, opt)
     b.build_messages()
     ops = b.table.concat()
+    b.table.parts.clear()                   # the layout keeps the builder alive through its allocator
+    return Messages(schedule, ops, b.layout, b.scratch, b.msg, b.dropped, b.consolidated)
+
+
+def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions, *, budget=None,
+                  messages: Messages | None = None) -> MscclProgram:
+    """The instruction table of `schedule` (on its integer grid) for `profile` with options `opt` (passes
+    2-5 over `messages`, built here when not given).
+
+    budget(stats) -> None may raise CompileError after the tbs are assigned, before dependencies are
+    computed (the cheap point to refuse a candidate that cannot fit)."""
+    msgs = messages or build_messages(schedule, profile, opt)
+    ops = dict(msgs.ops)
     n = schedule.nodes
-    lay = b.layout
+    lay = msgs.layout
     both = opt.mode == "both"
     result_keys = None
     tb, tbs, pairs = _assign_tbs(ops, opt, n, lay)
@@ -873,7 +917,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     stats = {"tbs_per_gpu": np.bincount(tb_gpu, minlength=n), "ops_per_tb": n_ops_tb,
              "ops_per_gpu": np.bincount(ops["gpu"], minlength=n), "nchannels": nchannels,
              "tb_chan": tb_chan, "tb_send": tb_send, "tb_recv": tb_recv, "tb_gpu": tb_gpu,
-             "scratch": b.scratch, "i_chunks": lay.input_units, "o_chunks": lay.output_units}
+             "scratch": msgs.scratch, "i_chunks": lay.input_units, "o_chunks": lay.output_units}
     if budget is not None:
         budget(stats)
     (d_op, d_tb, d_idx), idx, tb_start = _dependencies(ops, tb, n_tbs, tb_local, tb_gpu, lay, both)
@@ -903,8 +947,8 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     stats["steps_per_tb"] = steps_tb
     stats["tb_local"] = tb_local
     prog = MscclProgram(n, lay.P, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
-                        dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, b.scratch, b.msg,
-                        b.dropped, fused, b.consolidated, stats)
+                        dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, msgs.scratch,
+                        msgs.messages, msgs.dropped, fused, msgs.consolidated, stats)
     prog.tb_of_op = tb
     prog.max_dep_tb = int(dep_ref_tb.max()) if dep_ref_tb.size else -1
     return prog
