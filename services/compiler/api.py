@@ -182,7 +182,8 @@ def _times(link: LinkModel | None, sizes, steps, tau, steps0, tau0) -> tuple[dic
 
 
 def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = None, *,
-                     runtime: str | None = None, dialect: str | None = None, options: CompileOptions | None = None,
+                     runtime: str | RuntimeProfile | None = None, dialect: str | None = None,
+                     options: CompileOptions | None = None,
                      proto: str | None = None, inplace=None, min_bytes: int | None = None,
                      max_bytes: int | None = None, channels: int | None = None, instances: int = 1,
                      max_chunks: int = DEFAULT_MAX_CHUNKS, consolidate=None, combined: bool | None = None,
@@ -192,7 +193,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     """Compile `schedule` (any collective of the IR) on `topology` to the XML a runtime loads.
 
     runtime       "executor" (default), "rccl", "legacy" (MSCCL XML) or "oneccl" (fmt is implied; `dialect`
-                  is the old name of `runtime`).
+                  is the old name of `runtime`), or a RuntimeProfile (e.g. a profile with_overrides for a
+                  custom build).
     options       a CompileOptions (the fields below override nothing then), or the fields one by one:
     proto         Simple | LL | LL128.
     inplace       "out", "in", "both" (executor/RCCL: one file for both kinds of call), or True/False.
@@ -208,6 +210,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     Raises CompileError (with .limit, .value, .maximum, and .attempts for a failed search) when nothing fits.
     """
     t0 = time.perf_counter()
+    custom = runtime if isinstance(runtime, RuntimeProfile) else None      # a profile object (a custom build)
+    runtime = custom.name if custom else runtime
     runtime = (options.runtime if options is not None else None) or runtime or dialect or (
         "oneccl" if fmt == "oneccl" else "executor")
     if runtime not in RUNTIMES:
@@ -233,7 +237,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     if fmt == "oneccl":
         return _compile_oneccl(schedule, topology, opts, name=name, link=link, sizes=sizes,
                                allow_resolve=allow_resolve, t0=t0)
-    profile = profile_for(runtime).with_overrides(max_steps=opts.max_steps)
+    profile = (custom or profile_for(runtime)).with_overrides(max_steps=opts.max_steps)
     _validate_msccl_options(profile, coll, opts)
     if schedule.nodes != topology.nodes:
         raise CompileError(f"schedule has {schedule.nodes} nodes, topology {topology.expr} has {topology.nodes}")

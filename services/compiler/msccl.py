@@ -258,7 +258,17 @@ class _Builder:
         U, W, CH, G, SB, SO, DB, DO = U[order], W[order], CH[order], G[order], SB[order], SO[order], DB[order], DO[order]
         staged_send = staged_recv = np.zeros(U.size, bool)
         if self.opt.consolidate:
-            staged_send, staged_recv = self._consolidate_plan(U, W, CH, SB, SO, DB, DO)
+            PB, PO = DB, DO
+            for _ in range(2 if op is Op.REDUCE else 1):
+                if op is Op.REDUCE:         # the partial each direct receive reads (the first direct one in place)
+                    d = np.flatnonzero(~staged_recv)
+                    o = d[np.lexsort((CH[d], U[d], G[d], W[d]))]
+                    first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])][:o.size]
+                    f = o[first]
+                    PB, PO = DB.copy(), DO.copy()
+                    PB[f], PO[f] = lay.locbuf[W[f], G[f]], lay.locoff[W[f], G[f]]
+                ss, sr = self._consolidate_plan(U, W, CH, SB, SO, DB, DO, PB, PO)
+                staged_send, staged_recv = staged_send | ss, staged_recv | sr
             if staged_send.any():
                 SB, SO = self._gather(t, U, W, CH, SB, SO, staged_send)
         direct = np.flatnonzero(~staged_recv)
@@ -322,7 +332,7 @@ class _Builder:
                        sbuf=NONE if kind == R else pb, soff=-1 if kind == R else po, dbuf=db, doff=do, cnt=ln, msg=ids)
 
     # ----- consolidation -------------------------------------------------------------------------------------
-    def _consolidate_plan(self, U, W, CH, SB, SO, DB, DO):
+    def _consolidate_plan(self, U, W, CH, SB, SO, DB, DO, PB, PO):
         """Per unit (sorted by link): whether its link stages the send (its pieces are not contiguous at the
         sender) and the receive (not contiguous at the receiver) through scratch."""
         grp_brk = np.r_[True, (U[1:] != U[:-1]) | (W[1:] != W[:-1]) | (CH[1:] != CH[:-1])]
@@ -336,9 +346,9 @@ class _Builder:
                 brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
             return np.bincount(gid, weights=brk)[gid]
 
-        multi = breaks([SO, DO], [SB, DB]) > 1
+        multi = breaks([SO, DO, PO], [SB, DB, PB]) > 1
         self.consolidated += int(np.unique(gid[multi]).size)
-        return multi & (breaks([SO], [SB]) > 1), multi & (breaks([DO], [DB]) > 1)
+        return multi & (breaks([SO], [SB]) > 1), multi & (breaks([DO, PO], [DB, PB]) > 1)
 
     def _gather(self, t, U, W, CH, SB, SO, staged):
         """Copy each staged link's pieces into contiguous scratch at the sender; the send reads it there."""
