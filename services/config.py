@@ -24,6 +24,7 @@ class Settings(BaseSettings):
     stale_plan_s: int = Field(default=900, description="a running plan without progress this long has lost its worker")
     bfb_fanout_min_nodes: int = Field(default=256, description="BFB solves at least this large fan out as a group")
     bfb_fanout_blocks: int = 8
+    compile_time_limit_s: int = Field(default=120, description="fit search budget of one XML compile")
     api_keys_required: bool = False
     cors_origins: list[str] = []
 

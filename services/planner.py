@@ -254,6 +254,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "predicted_time_us": predicted,
         "workload_time_us": sel.get("workload_time_us"),
         "fabric": state.get("fabric"),
+        "compiled": state.get("compiled"),
         "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(
             req["nodes"], req["degree"], link, workload_items(req), req["workload"].get("alltoall_bytes") or 0.0,
             req["workload"].get("alltoall_weight") or 0.0).items()},

@@ -1,7 +1,9 @@
 """Plan pipeline tasks: thin wrappers over services.planner. A chain per plan:
 
     frontier -> select -> fabric (hosts, ports, panel configs) -> schedules
-             (-> chord(group(bfb_block...), merge) for large BFB solves) -> finish
+             (-> chord(group(bfb_block...), merge) for large BFB solves) -> compile (XML per runtime) -> finish
+
+plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
 Input errors fail the plan with the reason; transient errors retry (bounded); anything else fails the plan
 with the stage and the error once the retries are used up.
@@ -13,7 +15,8 @@ import functools
 from celery import chain, chord, group
 from sqlalchemy.exc import OperationalError
 
-from services import planner
+from services import compiling, planner
+from services.compiler.api import CompileOptions
 from services.synthesis.bfb.lp import ScheduleTooLarge
 
 from .app import celery_app
@@ -95,6 +98,21 @@ def merge_blocks(digests: list[str], *, state: dict, plan_id: str) -> dict:
     return planner.stage_schedules(state, plan_id, digests)
 
 
+@celery_app.task(base=PlanTask, name="fabricplan.compile")
+@stage
+def plan_compile(state: dict, *, plan_id: str) -> dict:
+    return compiling.stage_compile(state, plan_id, planner._advance)
+
+
+@celery_app.task(name="fabricplan.compile_xml", autoretry_for=TRANSIENT, retry_backoff=2, max_retries=3)
+def compile_xml(*, plan_id: str, collective: str, options: dict) -> dict:
+    """One schedule compiled for one set of options (the API answered 202 and polls the compile job)."""
+    from services.config import get_settings
+
+    return compiling.compile_job(plan_id, collective, CompileOptions(**options),
+                                 deadline_s=get_settings().compile_time_limit_s)
+
+
 @celery_app.task(base=PlanTask, name="fabricplan.finish")
 @stage
 def plan_finish(state: dict, *, plan_id: str) -> dict:
@@ -104,4 +122,4 @@ def plan_finish(state: dict, *, plan_id: str) -> dict:
 def plan_workflow(plan_id: str):
     """The whole plan as one Celery canvas."""
     return chain(plan_frontier.si(plan_id=plan_id), plan_select.s(plan_id=plan_id), plan_fabric.s(plan_id=plan_id),
-                 plan_schedules.s(plan_id=plan_id), plan_finish.s(plan_id=plan_id))
+                 plan_schedules.s(plan_id=plan_id), plan_compile.s(plan_id=plan_id), plan_finish.s(plan_id=plan_id))

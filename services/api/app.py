@@ -17,6 +17,7 @@ from services.store import repo
 from services.store.db import migrate, session_scope
 
 from .auth import KeyCache
+from .compile_dispatch import CompileDispatcher
 from .dispatch import Dispatcher
 from .routes import artifacts, fabrics, frontiers, health, panels, plans, topologies
 from .routes.plans import PlanCache
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if st.embedded:
             migrate(st.sqlalchemy_url)                 # Alembic is the only schema path
         app.state.dispatcher.start()
+        app.state.compiles.start()
         if st.embedded:                                # plans orphaned by a previous embedded process
             with session_scope(st.sqlalchemy_url) as s:
                 orphans = [p.id for p in repo.list_plans(s, limit=10000) if p.status in ("queued", "running")]
@@ -89,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             stop.set()
             app.state.dispatcher.stop()
+            app.state.compiles.stop()
 
     app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan,
                   description="Direct-connect topologies, collective schedules and cross-connects for "
@@ -96,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = st
     app.state.metrics = Metrics()
     app.state.dispatcher = Dispatcher(st)
+    app.state.compiles = CompileDispatcher(st)
     app.state.plan_cache = PlanCache()
     app.state.key_cache = KeyCache()
     if st.cors_origins:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
+RuntimeName = Literal["executor", "rccl", "legacy", "oneccl"]
 
 
 class Workload(BaseModel):
@@ -58,9 +59,14 @@ class PlanRequest(BaseModel):
     fabric_id: str | None = Field(default=None, max_length=100, description="bind the plan to this fabric")
     hosts: list[str] | None = Field(default=None, description="the fabric hosts to use (default: the first "
                                                                 "free ones); one per node")
+    runtimes: list[RuntimeName] | None = Field(default=None, min_length=1, max_length=4, description=(
+        "runtimes whose XML the plan compiles with their default options (docs/runtimes.md): executor "
+        "(msccl-executor-nccl), rccl, legacy (microsoft/msccl), oneccl (CPU); default [\"executor\"]"))
 
     @model_validator(mode="after")
     def _hosts(self):
+        if self.runtimes is not None and len(set(self.runtimes)) != len(self.runtimes):
+            raise ValueError("runtimes must not repeat a runtime")
         if self.hosts is not None:
             if self.fabric_id is None:
                 raise ValueError("hosts are only meaningful with a fabric_id")
@@ -135,12 +141,26 @@ class PlanOut(BaseModel):
                                                        "topologies (ring, shifted rings, double binary tree, torus)")
     fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "
                                                           "versions the plan needs, fabric_ready, released")
+    compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
+        "runtime -> collective -> the compiled XML with the runtime's default options: status (done or failed), "
+        "url, XML steps, thread blocks, lowering, predicted time; or the limit that refused it"))
     links: dict[str, str]
 
 
 class PlanAccepted(BaseModel):
     id: str
     status: str
+    url: str
+
+
+class CompileAccepted(BaseModel):
+    """A compile was queued (or is running): poll `url` until it answers 200 (the file) or 422 (refused)."""
+
+    status: Literal["queued", "running"]
+    collective: str
+    format: str
+    runtime: str
+    options: str
     url: str
 
 

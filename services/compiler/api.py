@@ -25,7 +25,7 @@ from .msccl_check import check_msccl
 from .runtimes import PROFILES, RuntimeProfile, profile_for
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "compile_schedule", "check_xml",
-           "runtime_defaults", "format_of"]
+           "check_options", "runtime_defaults", "format_of"]
 
 FORMATS = ("msccl", "oneccl")
 RUNTIMES = (*PROFILES, "oneccl")
@@ -173,6 +173,23 @@ def _validate_msccl_options(profile: RuntimeProfile, coll: str, opts: CompileOpt
         raise CompileError(str(exc), limit="collective", value=coll) from None
 
 
+def check_options(options: CompileOptions, collective: str) -> CompileOptions:
+    """The options resolved with the runtime's defaults; CompileError (.limit names the option) if a runtime
+    cannot take them, before any work is done."""
+    if options.runtime not in RUNTIMES:
+        raise CompileError(f"unknown runtime {options.runtime!r}; known: {', '.join(RUNTIMES)}", limit="runtime",
+                           value=options.runtime)
+    opts = options.resolved(collective)
+    if options.runtime == "oneccl":
+        if opts.inplace not in ("out", "in"):
+            raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
+                               limit="inplace", value=opts.inplace)
+        return opts
+    _validate_msccl_options(profile_for(options.runtime).with_overrides(max_steps=options.max_steps), collective,
+                            opts)
+    return opts
+
+
 def _times(link: LinkModel | None, sizes, steps, tau, steps0, tau0) -> tuple[dict, dict]:
     if link is None:
         return {}, {}
@@ -189,7 +206,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
                      max_chunks: int = DEFAULT_MAX_CHUNKS, consolidate=None, combined: bool | None = None,
                      fuse: bool = True, max_steps: int | None = None, allow_resolve: bool = True,
                      name: str | None = None, link: LinkModel | None = None, sizes=None, simulate: bool = True,
-                     deadline_s: float | None = None, check: bool = False) -> CompiledArtifact:
+                     deadline_s: float | None = None, progress=None, check: bool = False) -> CompiledArtifact:
     """Compile `schedule` (any collective of the IR) on `topology` to the XML a runtime loads.
 
     runtime       "executor" (default), "rccl", "legacy" (MSCCL XML) or "oneccl" (fmt is implied; `dialect`
@@ -206,6 +223,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     consolidate, combined, fuse   pin the fit search's program options (None: the search chooses).
     max_steps     steps per thread block for a runtime built with another MSCCL_MAX_NUM_STEPS.
     link, sizes   a LinkModel and message sizes for predicted_time_us / schedule_time_us.
+    deadline_s    give up the fit search after this long (CompileError naming what was tried).
+    progress      progress(message) is called after every candidate the fit search tries.
     check         run check_xml on the result and raise CompileError if it fails.
     Raises CompileError (with .limit, .value, .maximum, and .attempts for a failed search) when nothing fits.
     """
@@ -243,7 +262,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         raise CompileError(f"schedule has {schedule.nodes} nodes, topology {topology.expr} has {topology.nodes}")
     req = FitRequest(instances=opts.instances, channels=opts.channels, mode=opts.inplace,
                      consolidate=opts.consolidate, combined=combined, fuse=fuse, max_chunks=opts.max_chunks,
-                     allow_resolve=allow_resolve, proto=opts.proto, simulate=simulate, deadline_s=deadline_s)
+                     allow_resolve=allow_resolve, proto=opts.proto, simulate=simulate, deadline_s=deadline_s,
+                     progress=progress)
     title = name or f"fabricplan {coll} {topology.expr}"
     texts: dict = {}
 

@@ -58,6 +58,7 @@ class FitRequest:
     proto: str = "Simple"
     simulate: bool = True
     deadline_s: float | None = None
+    progress: object = None             # progress(message) after every candidate
 
 
 @dataclass
@@ -291,6 +292,8 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
         att.limit, att.reason, att.seconds = exc.limit, str(exc), time.perf_counter() - t0
         if exc.limit is None:                      # the schedule itself cannot be lowered
             raise
+        if req.progress is not None:
+            req.progress(f"P={p0} [{opt.label()}]: {exc.limit}")
         return exc
     att.ok, att.seconds = True, time.perf_counter() - t0
     return Fitted(prog, low, opt, attempts)
@@ -326,6 +329,7 @@ def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: R
     out = CompileError(msg, limit=err.limit if err else "fit", value=err.value if err else None,
                        maximum=err.maximum if err else None, gpu=err.gpu if err else None)
     out.attempts = [a.as_dict() for a in attempts]
+    out.timed_out = why is not None
     return out
 
 

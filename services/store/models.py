@@ -185,3 +185,20 @@ class PanelState(Base):
     message: Mapped[str | None] = mapped_column(Text)
     connections: Mapped[list | None] = mapped_column(JSON)
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CompileJob(Base):
+    """A schedule compiled for one runtime with one set of options (CompileOptions.key()): queued, running,
+    done (the XML is the artifact `digest`) or failed (nothing fits: `reason`); failures are kept as results."""
+
+    __tablename__ = "compile_jobs"
+
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True)
+    collective: Mapped[str] = mapped_column(String(32), primary_key=True)
+    options: Mapped[str] = mapped_column(String(300), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    digest: Mapped[str | None] = mapped_column(ForeignKey("artifacts.digest"))
+    meta: Mapped[dict | None] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
