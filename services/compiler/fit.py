@@ -33,9 +33,10 @@ from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.graph import Topology
 
+from .arrays import unique_counts
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb
-from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
+from .msccl import RECEIVES, Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .runtimes import RuntimeProfile
 
 __all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "size_split"]
@@ -126,7 +127,7 @@ def check_program_limits(stats: dict, profile: RuntimeProfile, nodes: int, *, fi
         m = peers >= 0
         if m.any():
             key = stats["tb_gpu"][m] * 4096 + stats["tb_chan"][m]
-            _, c = np.unique(key, return_counts=True)
+            _, c = unique_counts(key)
             if c.max() > P.max_tbs_per_channel:
                 raise _limit_error("max_tbs_per_channel", f"{int(c.max())} thread blocks {what} on one channel of a "
                                                           f"gpu; the runtime allows {P.max_tbs_per_channel}",
@@ -145,12 +146,12 @@ def max_messages_per_connection_step(prog: MscclProgram) -> int:
     program whose connections carry at most half the runtime's buffered messages per step cannot deadlock:
     a sender is then never more than a step ahead of a receiver that is itself waiting."""
     ops = prog.ops
-    recv = np.flatnonzero(np.isin(ops["kind"], (1, 2, 5, 6, 7)))      # r rrc rcs rrcs rrs
+    recv = np.flatnonzero(RECEIVES[ops["kind"]])
     if recv.size == 0:
         return 0
     key = ((ops["gpu"][recv].astype(np.int64) * prog.nodes + ops["rpeer"][recv]) * 4096
            + ops["chan"][recv]) * 65536 + ops["t"][recv]
-    _, counts = np.unique(key, return_counts=True)
+    _, counts = unique_counts(key)
     return int(counts.max())
 
 

@@ -21,6 +21,8 @@ import numpy as np
 
 from services.synthesis.schedule.ir import Collective
 
+from .arrays import unique
+
 __all__ = ["UnitLayout", "NONE", "IBUF", "OBUF", "SBUF"]
 
 NONE, IBUF, OBUF, SBUF = -1, 0, 1, 2
@@ -96,7 +98,7 @@ class UnitLayout:
             buf[own], off[own] = self.home(w[own], g[own])
         other = ~own
         if other.any():
-            wv = np.unique(w[other] * self.n + v[other])
+            wv = unique(w[other] * self.n + v[other])
             ww, vv = wv // self.n, wv % self.n
             missing = self.acc_base[ww, vv] < 0
             if missing.any():

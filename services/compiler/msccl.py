@@ -40,6 +40,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
+from .arrays import isin_sorted, unique, unique_counts, unique_inverse
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
 from .runtimes import RuntimeProfile
 
@@ -51,8 +52,8 @@ TYPE_NAME = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")
 _READS_SRC = np.array([1, 0, 1, 1, 1, 0, 1, 1], dtype=bool)
 _WRITES_DST = np.array([0, 1, 1, 1, 1, 1, 1, 0], dtype=bool)
 _READS_DST = np.array([0, 0, 0, 0, 1, 0, 0, 0], dtype=bool)
-_SENDS = np.array([1, 0, 0, 0, 0, 1, 1, 1], dtype=bool)
-_RECVS = np.array([0, 1, 1, 0, 0, 1, 1, 1], dtype=bool)
+SENDS = np.array([1, 0, 0, 0, 0, 1, 1, 1], dtype=bool)
+RECEIVES = np.array([0, 1, 1, 0, 0, 1, 1, 1], dtype=bool)
 PH_LOCAL, PH_SEND, PH_RECV, PH_SCATTER = 0, 1, 2, 3
 
 
@@ -292,7 +293,7 @@ class _Builder:
             PO = np.full(U.size, -1, np.int32)
         else:
             link = (W * self.n + U) * (1 << 20) + CH
-            ul, inv = np.unique(link, return_inverse=True)
+            ul, inv = unique_inverse(link)
             lw = ul // (self.n << 20)
             lrank = np.arange(ul.size) - np.searchsorted(lw, lw)
             rank = lrank[inv]
@@ -347,7 +348,7 @@ class _Builder:
             return np.bincount(gid, weights=brk)[gid]
 
         multi = breaks([SO, DO, PO], [SB, DB, PB]) > 1
-        self.consolidated += int(np.unique(gid[multi]).size)
+        self.consolidated += int(unique(gid[multi]).size)
         return multi & (breaks([SO], [SB]) > 1), multi & (breaks([DO, PO], [DB, PB]) > 1)
 
     def _gather(self, t, U, W, CH, SB, SO, staged):
@@ -463,8 +464,8 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
     if opt.combined and opt.fuse:
         fuse_pairs = _fusion_candidates(ops, is_s, is_r & _last_writes(ops, layout, opt.mode == "both"))
     # per (gpu, chan): out-peers from sends, in-peers from receives
-    out_key = np.unique(gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
-    in_key = np.unique(gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64))
+    out_key = unique(gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
+    in_key = unique(gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64))
     tbs: dict[tuple, int] = {}
     tb_of_out: dict[int, int] = {}
     tb_of_in: dict[int, int] = {}
@@ -486,8 +487,8 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
         okey = ops["speer"][m2].astype(np.int64) if m2.size else np.zeros(0, np.int64)
         pair_w: dict[tuple[int, int], int] = {}
         if m1.size:
-            pk, cnt = np.unique(np.stack([wkey, okey]), axis=1, return_counts=True)
-            pair_w = {(int(a), int(b)): int(c) for a, b, c in zip(pk[0], pk[1], cnt)}
+            pk, cnt = unique_counts(wkey * 65536 + okey)         # okey is a peer id < 65536
+            pair_w = {(int(k) // 65536, int(k) % 65536): int(c) for k, c in zip(pk.tolist(), cnt.tolist())}
         groups: dict[int, tuple[list, list]] = {}
         for k in out_key.tolist():
             groups.setdefault(k >> 16, ([], []))[1].append(k & 0xFFFF)
@@ -516,11 +517,11 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
     tb = np.full(kind.size, -1, np.int64)
     if is_s.any():
         keys = gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64)
-        uk, inv = np.unique(keys, return_inverse=True)
+        uk, inv = unique_inverse(keys)
         tb[is_s] = np.array([tb_of_out[k] for k in uk.tolist()], np.int64)[inv]
     if is_r.any():
         keys = gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64)
-        uk, inv = np.unique(keys, return_inverse=True)
+        uk, inv = unique_inverse(keys)
         tb[is_r] = np.array([tb_of_in[k] for k in uk.tolist()], np.int64)[inv]
     return tb, tbs, fuse_pairs
 
@@ -567,7 +568,7 @@ def _fusion_candidates(ops: dict, is_s: np.ndarray, is_r: np.ndarray):
     # (gpu, chan, step) ranked densely, then (buffer, offset, cnt) packed under it
     a_r = gpu[r_rows] << 40 | chan[r_rows] << 20 | (t[r_rows] + 1)
     a_s = gpu[s_rows] << 40 | chan[s_rows] << 20 | t[s_rows]
-    ua, inv = np.unique(np.concatenate([a_r, a_s]), return_inverse=True)
+    ua, inv = unique_inverse(np.concatenate([a_r, a_s]))
     b_r = (ops["dbuf"][r_rows].astype(np.int64) + 1) << 40 | ops["doff"][r_rows].astype(np.int64) << 8 | cnt[r_rows]
     b_s = (ops["sbuf"][s_rows].astype(np.int64) + 1) << 40 | ops["soff"][s_rows].astype(np.int64) << 8 | cnt[s_rows]
     rk = inv[:r_rows.size].astype(np.int64) << 43 | b_r
@@ -591,10 +592,11 @@ def _apply_fusion(ops: dict, tb: np.ndarray, pairs, fuse: bool, rrs_ok) -> tuple
     ok = tb[m1] == tb[m2]
     m1, m2 = m1[ok], m2[ok]
     # one partner each (a range is written once per step, so a send has at most one candidate receive)
-    _, first = np.unique(m1, return_index=True)
-    m1, m2 = m1[first], m2[first]
-    _, first = np.unique(m2, return_index=True)
-    m1, m2 = m1[first], m2[first]
+    for col in (0, 1):
+        o = np.argsort((m1, m2)[col], kind="stable")
+        key = (m1, m2)[col][o]
+        first = o[np.r_[True, key[1:] != key[:-1]]] if key.size else o
+        m1, m2 = m1[np.sort(first)], m2[np.sort(first)]
     if m1.size == 0:
         return ops, tb, 0
     kind = ops["kind"].copy()
@@ -619,7 +621,7 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
     kind, t, phase, sub = ops["kind"], ops["t"].astype(np.int64), ops["phase"].astype(np.int64), ops["sub"]
     msg = ops["msg"]
     fwd = ops.get("fwd_msg", np.full(kind.size, -1, np.int64))
-    recv_rows = np.flatnonzero(_RECVS[kind])
+    recv_rows = np.flatnonzero(RECEIVES[kind])
     # the send event of every message: the S row, or the fused row that forwards it
     send_rows = np.flatnonzero(kind == S)
     fused_rows = np.flatnonzero(fwd >= 0)
@@ -627,7 +629,7 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
     ev_row = np.concatenate([send_rows, fused_rows])
     sender_of = np.full(int(msg.max()) + 1 if msg.size else 0, -1, np.int64)
     sender_of[ev_msg] = ev_row
-    steps = np.unique(t[recv_rows]) if recv_rows.size else np.zeros(0, np.int64)
+    steps = unique(t[recv_rows]) if recv_rows.size else np.zeros(0, np.int64)
     by_t = {int(x): recv_rows[t[recv_rows] == x] for x in steps}
     for x in sorted(by_t):
         rows = by_t[x]
@@ -640,51 +642,14 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
     return tie
 
 
-def _alternation_safe(ops: dict, layout: UnitLayout, both: bool) -> bool:
-    """Whether a tb may alternate its sends and receives within a comm step: no receive of a step writes
-    what a send of the same step on the same gpu reads (true of every valid BFB schedule)."""
-    phase, t, kind = ops["phase"], ops["t"], ops["kind"]
-    wr = np.flatnonzero((phase == PH_RECV) & _WRITES_DST[kind])
-    rd = np.flatnonzero((phase == PH_SEND) & _READS_SRC[kind])
-    w_rep, w_key = _access_keys(ops, wr, "dbuf", "doff", layout, both)
-    r_rep, r_key = _access_keys(ops, rd, "sbuf", "soff", layout, both)
-    wt, rt = t[w_rep], t[r_rep]
-    for x in np.intersect1d(np.unique(wt), np.unique(rt)).tolist():
-        if np.isin(r_key[rt == x], w_key[wt == x]).any():
-            return False
-    return True
-
-
-def _slots(ops: dict, tb: np.ndarray, alternate: bool) -> np.ndarray:
-    """Order key within (tb, comm step): local gathers, then sends and receives (alternating when allowed:
-    send, receive, send, ...; so a connection never holds more than about one step's message at a time),
-    then scatters."""
+def _slots(ops: dict) -> np.ndarray:
+    """Order key within (tb, comm step): local gathers, sends, receives, scatters. Every send of a step comes
+    before its receives, so no message of a step waits for another of the same step (the realized depth is
+    the schedule's step count)."""
     phase = ops["phase"].astype(np.int64)
     slot = phase.copy()
     slot[phase == PH_LOCAL] = -1
     slot[phase == PH_SCATTER] = 1 << 40
-    if not alternate:
-        return slot
-    rows = np.flatnonzero((phase == PH_SEND) | (phase == PH_RECV))
-    o = np.lexsort((ops["tie"][rows], ops["sub"][rows], phase[rows], ops["t"][rows], tb[rows]))
-    r = rows[o]
-    first = np.r_[True, (tb[r][1:] != tb[r][:-1]) | (ops["t"][r][1:] != ops["t"][r][:-1]) | (phase[r][1:] != phase[r][:-1])]
-    gid = np.cumsum(first) - 1
-    rank = np.arange(r.size) - np.flatnonzero(first)[gid]
-    is_recv = phase[r] == PH_RECV
-    slot[r] = 2 * rank + is_recv
-    # a fused receive also sends the next step's message, and a later contribution to a unit depends on the
-    # step's earlier one (on another tb): these and the receives after them wait for all of the step's sends,
-    # so every connection carries its messages step by step and nothing before a send waits within its step
-    fused = is_recv & (_SENDS[ops["kind"][r]] | (ops["sub"][r] > 0))
-    if fused.any():
-        tbt = tb[r] * (1 << 20) + ops["t"][r]
-        keys, inv = np.unique(tbt, return_inverse=True)
-        n_send = np.bincount(inv, weights=~is_recv, minlength=keys.size).astype(np.int64)
-        first_fused = np.full(keys.size, 1 << 40, np.int64)
-        np.minimum.at(first_fused, inv[fused], rank[fused])
-        late = is_recv & (rank >= first_fused[inv])
-        slot[r[late]] = 2 * n_send[inv[late]] + 2 * rank[late] + 1
     return slot
 
 
@@ -702,12 +667,12 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, t
     wa, wk = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
     read_op = np.concatenate([ra, rb])
     read_key = np.concatenate([rk, rk2])
-    all_keys, inv = np.unique(np.concatenate([read_key, wk]), return_inverse=True)
+    all_keys, inv = unique_inverse(np.concatenate([read_key, wk]))
     read_ki, write_ki = inv[:read_key.size], inv[read_key.size:]
     n_keys = all_keys.size
     # phase groups in global order
     grp_key = (ops["t"].astype(np.int64) << 40 | ops["phase"].astype(np.int64) << 36 | ops["sub"].astype(np.int64))
-    groups, grp_of = np.unique(grp_key, return_inverse=True)
+    groups, grp_of = unique_inverse(grp_key)
     r_grp = grp_of[read_op]
     w_grp = grp_of[wa]
     # a read matters for write-after-read ordering only if its location is written in a later group
@@ -820,11 +785,11 @@ def _rrs_predicate(ops: dict, layout: UnitLayout, both: bool, result_keys: np.nd
         n_reads = np.searchsorted(read_sorted, k, "right") - np.searchsorted(read_sorted, k, "left")
         j = np.searchsorted(last_key, k)
         written_later = last_t[j] > t[rep]
-        final = np.isin(k, result_keys) & ~written_later
+        final = isin_sorted(k, result_keys) & ~written_later
         bad = (n_reads > 1) | final            # the forwarding send itself reads it once
         ok = np.ones(m1.size, bool)
         order = np.argsort(m1)
-        ok[order[np.searchsorted(m1[order], np.unique(rep[bad]))]] = False
+        ok[order[np.searchsorted(m1[order], unique(rep[bad]))]] = False
         return ok & (kind[m1] == RRC)
     return pred
 
@@ -852,14 +817,14 @@ class Messages:
         fusable = np.zeros(n, np.int64)
         if opt.combined and opt.fuse:           # every range match counted: a bound, not the exact fusions
             m1, _ = _fusion_candidates(ops, is_s, is_r)
-            fusable = np.bincount(gpu[np.unique(m1)], minlength=n)
+            fusable = np.bincount(gpu[unique(m1)], minlength=n)
             del m1
         key_s = (gpu[is_s].astype(np.int64) << 32) | (ops["chan"][is_s].astype(np.int64) << 16) | ops["speer"][is_s]
         key_r = (gpu[is_r].astype(np.int64) << 32) | (ops["chan"][is_r].astype(np.int64) << 16) | ops["rpeer"][is_r]
         per_tb = 0
         for k in (key_s, key_r):
             if k.size:
-                per_tb = max(per_tb, int(np.unique(k, return_counts=True)[1].max()))
+                per_tb = max(per_tb, int(unique_counts(k)[1].max()))
         return {"steps_per_gpu": rows - fusable, "steps_per_tb": per_tb}
 
 
@@ -893,7 +858,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
              else W * lay.P + np.tile(np.arange(lay.P), n))
         hb, ho = lay.home(W, G)
         hk = lay.alias_key(W, hb, ho) if both else lay.plain_key(hb, ho)
-        result_keys = np.unique(W.astype(np.int64) << 42 | hk)
+        result_keys = unique(W.astype(np.int64) << 42 | hk)
         rrs_pred = _rrs_predicate(ops, lay, both, result_keys)
     ops, tb, fused = _apply_fusion(ops, tb, pairs, opt.fuse, rrs_pred)
     # local instructions: onto the gpu's least-loaded tbs, round robin (a copy tb when the gpu has none)
@@ -917,7 +882,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     tb_local = np.arange(n_tbs) - gstart[tb_gpu]
     tie = _order(ops, tb)
     ops["tie"] = tie
-    slot = _slots(ops, tb, False)
+    slot = _slots(ops)
     order = np.lexsort((tie, ops["sub"], ops["phase"], slot, ops["t"], tb))
     ops = {c: a[order] for c, a in ops.items()}
     tb = tb[order]
@@ -1007,44 +972,45 @@ def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: Run
               "nchunksperloop": prog.nodes * prog.units_per_shard, "ngpus": prog.nodes, "coll": coll,
               "inplace": int(inplace), "outofplace": int(outofplace), "minBytes": min_bytes, "maxBytes": max_bytes}
     attrs = " ".join(f'{a}="{values[a]}"' for a in profile.algo_written)
-    lines = []
+    parts = []
     if header:
-        lines.append(f"<!-- fabricplan {header.replace('--', '- -')} -->")
-    lines.append(f"<algo {attrs}>")
+        parts.append(f"<!-- fabricplan {header.replace('--', '- -')} -->\n")
+    parts.append(f"<algo {attrs}>\n")
     ops = prog.ops
-    kind, sbuf, soff, dbuf, doff, cnt = (ops["kind"], ops["sbuf"], ops["soff"], ops["dbuf"], ops["doff"],
-                                         ops["cnt"])
-    tb_of = prog.tb_of_op
-    op_start = np.searchsorted(tb_of, np.arange(prog.tb_gpu.size + 1))
-    gpu_tb_start = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1))
-    names = TYPE_NAME
-    bn = {IBUF: "i", OBUF: "o", SBUF: "s", NONE: "i"}
-    kinds = kind.tolist()
-    sb, so, db, do, cn = sbuf.tolist(), soff.tolist(), dbuf.tolist(), doff.tolist(), cnt.tolist()
-    df = prog.dep_first.tolist()
-    hd = prog.hasdep.tolist()
-    nop_deps = prog.nop_deps
-    for g in range(prog.nodes):
-        lines.append(f'  <gpu id="{g}" i_chunks="{prog.i_chunks}" o_chunks="{prog.o_chunks}" '
-                     f's_chunks="{int(prog.s_chunks[g])}">')
-        for t in range(int(gpu_tb_start[g]), int(gpu_tb_start[g + 1])):
-            lines.append(f'    <tb id="{int(prog.tb_id[t])}" send="{int(prog.tb_send[t])}" '
-                         f'recv="{int(prog.tb_recv[t])}" chan="{int(prog.tb_chan[t])}">')
-            pos = 0
-            for r in range(int(op_start[t]), int(op_start[t + 1])):
-                for depid, deps in nop_deps.get(r, ()):
-                    lines.append(f'      <step s="{pos}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" '
-                                 f'cnt="0" depid="{depid}" deps="{deps}" hasdep="0"/>')
-                    pos += 1
-                k = kinds[r]
-                src_used = _READS_SRC[k]
-                dst_used = _WRITES_DST[k] or _READS_DST[k]
-                lines.append(f'      <step s="{pos}" type="{names[k]}" srcbuf="{bn[sb[r]] if src_used else "i"}" '
-                             f'srcoff="{so[r] if src_used else -1}" dstbuf="{bn[db[r]] if dst_used else "o"}" '
-                             f'dstoff="{do[r] if dst_used else -1}" cnt="{cn[r]}" depid="{df[r][0]}" '
-                             f'deps="{df[r][1]}" hasdep="{hd[r]}"/>')
-                pos += 1
+    bn = np.array(["i", "o", "s", "i"])                         # IBUF, OBUF, SBUF, NONE (-1)
+    names = np.array(TYPE_NAME)
+    op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).tolist()
+    gpu_tb_start = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).tolist()
+    tb_id, tb_send, tb_recv, tb_chan = (a.tolist() for a in (prog.tb_id, prog.tb_send, prog.tb_recv, prog.tb_chan))
+    for g in range(prog.nodes):                 # one gpu at a time: memory stays about the size of the text
+        t0, t1 = gpu_tb_start[g], gpu_tb_start[g + 1]
+        a, b = op_start[t0], op_start[t1]
+        kind = ops["kind"][a:b]
+        used_src = _READS_SRC[kind]
+        used_dst = _WRITES_DST[kind] | _READS_DST[kind]
+        rows = [f'      <step s="{p}" type="{k}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{do}" cnt="{c}" '
+                f'depid="{di}" deps="{ds}" hasdep="{h}"/>'
+                for p, k, sb, so, db, do, c, di, ds, h in zip(
+                    prog.xml_pos[a:b].tolist(), names[kind].tolist(),
+                    np.where(used_src, bn[ops["sbuf"][a:b]], "i").tolist(),
+                    np.where(used_src, ops["soff"][a:b], -1).tolist(),
+                    np.where(used_dst, bn[ops["dbuf"][a:b]], "o").tolist(),
+                    np.where(used_dst, ops["doff"][a:b], -1).tolist(), ops["cnt"][a:b].tolist(),
+                    prog.dep_first[a:b, 0].tolist(), prog.dep_first[a:b, 1].tolist(), prog.hasdep[a:b].tolist())]
+        for r in range(a, b):                   # nops go before their instruction, numbered just below it
+            deps = prog.nop_deps.get(r)
+            if deps:
+                first = int(prog.xml_pos[r]) - len(deps)
+                rows[r - a] = "\n".join([f'      <step s="{first + k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" '
+                                         f'dstoff="-1" cnt="0" depid="{d}" deps="{e}" hasdep="0"/>'
+                                         for k, (d, e) in enumerate(deps)] + [rows[r - a]])
+        lines = [f'  <gpu id="{g}" i_chunks="{prog.i_chunks}" o_chunks="{prog.o_chunks}" '
+                 f's_chunks="{int(prog.s_chunks[g])}">']
+        for t in range(t0, t1):
+            lines.append(f'    <tb id="{tb_id[t]}" send="{tb_send[t]}" recv="{tb_recv[t]}" chan="{tb_chan[t]}">')
+            lines.extend(rows[op_start[t] - a:op_start[t + 1] - a])
             lines.append("    </tb>")
-        lines.append("  </gpu>")
-    lines.append("</algo>")
-    return "\n".join(lines) + "\n"
+        lines.append("  </gpu>\n")
+        parts.append("\n".join(lines))
+    parts.append("</algo>\n")
+    return "".join(parts)

@@ -16,6 +16,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
+from .arrays import unique
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
 from .msccl import runs
@@ -144,7 +145,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         lines.add(mu, t, PH_SEND, [f'<send peer="{a}" buf="{b}" off="{c}" cnt="{d}" tag="{e}"/>'
                                    for a, b, c, d, e in zip(mwl, sb.tolist(), so, cl, tl)])
         messages += st.size
-        active = np.unique(np.concatenate([mu, mw]))
+        active = unique(np.concatenate([mu, mw]))
         lines.add(active, t, PH_SYNC, [f'<sync step="{t}"/>'] * active.size)
         if op is Op.COPY:
             lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
@@ -153,7 +154,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         # reductions after the sync, contribution by contribution (rank order within a unit)
         ro = np.lexsort((G, W, rank))
         Wr, Gr, rk, DOr = W[ro], G[ro], rank[ro], DO[ro]
-        for r in np.unique(rk).tolist():
+        for r in unique(rk).tolist():
             m = rk == r
             w_, g_, so_ = Wr[m], Gr[m], DOr[m]
             pb, po_ = lay.locbuf[w_, g_], lay.locoff[w_, g_]
