@@ -10,7 +10,7 @@ Targets (issue 11): the 1024-host allreduce compiles in at most 30 s and 2 GiB, 
 reason. Columns: the outcome (fitted with its options, or the limit that refused it), compile wall and CPU
 seconds (the schedule is built beforehand and not timed), the compile's peak memory above what the process
 held before it (sampled RSS), XML size, XML steps in all and in the fullest thread block, thread blocks per
-gpu, and the alpha-beta time of the compiled program beside the schedule's (alpha = 10 us, B = 100 Gbit/s; a
+gpu (oneCCL: instructions of the busiest rank under "tb st"), and the alpha-beta time of the compiled program beside the schedule's (alpha = 10 us, B = 100 Gbit/s; a
 chunked re-solve costs bandwidth). --check also validates and simulates the file (slow above N = 256).
 The machine these figures come from is shared: compare CPU seconds, and rerun on a quiet machine.
 """
@@ -122,8 +122,9 @@ def main(argv=None) -> None:
         outcome = f"{r['lowering']} loss={r['loss']:.3f} [{r['options']}]"
         if "check_ok" in r:
             outcome += f" check={'ok' if r['check_ok'] else r['check_error']} ({r['check_s']:.1f} s)"
-        print(f"{base} {r["xml_mb"]:7.1f} {r["xml_steps"] or 0:8d} {r['tb_steps']:5d} {r['tbs'] or 0:4d}  {times}  "
-              f"{outcome}")
+        steps = f"{r['xml_steps']:8d}" if r["xml_steps"] is not None else f"{'-':>8}"   # oneCCL: instructions
+        tbs = f"{r['tbs']:4d}" if r["tbs"] is not None else f"{'-':>4}"
+        print(f"{base} {r['xml_mb']:7.1f} {steps} {r['tb_steps']:5d} {tbs}  {times}  {outcome}")
     print(f"({r['expr']}: the family ends at the issue's plan; the schedule itself is built before timing)")
 
 
