@@ -134,15 +134,15 @@ def stage_compile(state: dict, plan_id: str, advance) -> dict:
     for i, runtime in enumerate(runtimes):
         done: dict = {}
         for j, c in enumerate((Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)):
-            advance(plan_id, "compile", 0.96 + 0.03 * (i + j / 3) / len(runtimes),
-                    f"compiling the {c.value} XML for {runtime}")
+            frac = 0.96 + 0.03 * (i + j / 3) / len(runtimes)
+            advance(plan_id, "compile", frac, f"compiling the {c.value} XML for {runtime}")
             options = CompileOptions(runtime)
             implied = _implied_refusal(plan_id, done) if c is Collective.ALLREDUCE else None
             if implied is not None:             # an allreduce runs both phases' messages on the same budget
                 summary = refuse(plan_id, c.value, options, implied)
             else:
                 summary = compile_job(plan_id, c.value, options, deadline_s=deadline,
-                                      progress=lambda msg, c=c: advance(plan_id, "compile", 0.96, msg))
+                                      progress=lambda msg, f=frac: advance(plan_id, "compile", f, msg))
             summary["format"] = format_of(runtime)
             done[c.value] = summary
         compiled[runtime] = done

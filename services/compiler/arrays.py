@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["unique", "unique_inverse", "unique_counts", "isin_sorted"]
+__all__ = ["unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges"]
 
 
 def unique(x) -> np.ndarray:
@@ -43,3 +43,11 @@ def isin_sorted(x, sorted_values: np.ndarray) -> np.ndarray:
         return np.zeros(x.shape, bool)
     j = np.minimum(np.searchsorted(sorted_values, x), sorted_values.size - 1)
     return sorted_values[j] == x
+
+
+def ranges(starts, lengths) -> np.ndarray:
+    """Concatenated aranges: starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1 for every i."""
+    starts = np.asarray(starts, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    return np.repeat(starts, lengths) + (np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths,
+                                                                                    lengths))

@@ -40,7 +40,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
-from .arrays import isin_sorted, unique, unique_counts, unique_inverse
+from .arrays import isin_sorted, ranges, unique, unique_counts, unique_inverse
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
 from .runtimes import RuntimeProfile
 
@@ -210,7 +210,7 @@ class _Builder:
         ln = hi - lo
         total = int(ln.sum())
         rep = np.repeat(np.arange(v.size), ln)
-        x = lo[rep] + (np.arange(total) - np.repeat(np.cumsum(ln) - ln, ln))
+        x = ranges(lo, ln)
         j = np.repeat(np.arange(k), total)
         rep = np.tile(rep, k)
         x = np.tile(x, k)
@@ -531,8 +531,7 @@ def _access_keys(ops: dict, rows: np.ndarray, bufcol: str, offcol: str, layout: 
     given buffer/offset columns; keys are per gpu and alias input/output when the program runs in place too."""
     cnt = ops["cnt"][rows].astype(np.int64)
     rep = np.repeat(rows, cnt)
-    off = np.repeat(ops[offcol][rows].astype(np.int64), cnt) + (
-        np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    off = ranges(ops[offcol][rows], cnt)
     b = np.repeat(ops[bufcol][rows], cnt)
     g = ops["gpu"][rep].astype(np.int64)
     k = layout.alias_key(g, b, off) if both else layout.plain_key(b, off)
@@ -579,7 +578,7 @@ def _fusion_candidates(ops: dict, is_s: np.ndarray, is_r: np.ndarray):
     hi = np.searchsorted(sk_sorted, rk, "right")
     c = hi - lo
     m1 = np.repeat(r_rows, c)
-    idx = np.repeat(lo, c) + (np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c))
+    idx = ranges(lo, c)
     m2 = s_rows[order[idx]]
     return m1, m2
 
@@ -694,50 +693,33 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, t
     for gi in range(groups.size):
         rsel = r_order[r_bounds[gi]:r_bounds[gi + 1]]
         wsel = w_order[w_bounds[gi]:w_bounds[gi + 1]]
-        cand_op, cand_tb, cand_idx = [], [], []
-        if rsel.size:
-            ops_r, kr = read_op[rsel], read_ki[rsel]
-            has = wr_tb[kr] >= 0
-            cand_op.append(ops_r[has])
-            cand_tb.append(wr_tb[kr][has])
-            cand_idx.append(wr_idx[kr][has])
-        if wsel.size:
-            ops_w, kw = wa[wsel], write_ki[wsel]
-            has = wr_tb[kw] >= 0
-            cand_op.append(ops_w[has])
-            cand_tb.append(wr_tb[kw][has])
-            cand_idx.append(wr_idx[kw][has])
-            mw = np.ones(kw.size, bool)
-            if log_k.size:
-                live = epoch[log_k] == log_ep
-                log_k, log_tb, log_idx, log_ep = log_k[live], log_tb[live], log_idx[live], log_ep[live]
-                if log_k.size:
-                    o = np.argsort(log_k, kind="stable")
-                    lk = log_k[o]
-                    kw_m, ow_m = kw[mw], ops_w[mw]
-                    lo = np.searchsorted(lk, kw_m, "left")
-                    hi = np.searchsorted(lk, kw_m, "right")
-                    c = hi - lo
-                    if c.sum():
-                        j = np.repeat(lo, c) + (np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c))
-                        cand_op.append(np.repeat(ow_m, c))
-                        cand_tb.append(log_tb[o][j])
-                        cand_idx.append(log_idx[o][j])
-        if cand_op:
-            co = np.concatenate(cand_op)
-            ct = np.concatenate(cand_tb)
-            ci = np.concatenate(cand_idx)
-            other = ct != tb[co]
-            co, ct, ci = co[other], ct[other], ci[other]
-            if co.size:
-                # latest per (op, dep tb)
-                o = np.lexsort((ci, ct, co))
-                co, ct, ci = co[o], ct[o], ci[o]
-                last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
-                co, ct, ci = co[last], ct[last], ci[last]
-                out_op.append(co)
-                out_tb.append(ct)
-                out_idx.append(ci)
+        ops_r, kr = read_op[rsel], read_ki[rsel]
+        ops_w, kw = wa[wsel], write_ki[wsel]
+        # the last writer of everything the group reads or writes (RAW, WAW)
+        acc_op, acc_k = np.concatenate([ops_r, ops_w]), np.concatenate([kr, kw])
+        has = wr_tb[acc_k] >= 0
+        cand_op, cand_tb, cand_idx = [acc_op[has]], [wr_tb[acc_k][has]], [wr_idx[acc_k][has]]
+        if kw.size and log_k.size:                  # the readers since the last write of what it writes (WAR)
+            live = epoch[log_k] == log_ep
+            log_k, log_tb, log_idx, log_ep = log_k[live], log_tb[live], log_idx[live], log_ep[live]
+            o = np.argsort(log_k, kind="stable")
+            lk = log_k[o]
+            lo = np.searchsorted(lk, kw, "left")
+            c = np.searchsorted(lk, kw, "right") - lo
+            j = ranges(lo, c)
+            cand_op.append(np.repeat(ops_w, c))
+            cand_tb.append(log_tb[o][j])
+            cand_idx.append(log_idx[o][j])
+        co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
+        other = ct != tb[co]
+        co, ct, ci = co[other], ct[other], ci[other]
+        if co.size:                                 # the latest per (instruction, other tb)
+            o = np.lexsort((ci, ct, co))
+            co, ct, ci = co[o], ct[o], ci[o]
+            last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
+            out_op.append(co[last])
+            out_tb.append(ct[last])
+            out_idx.append(ci[last])
         # the group's writes, then its reads (an instruction reading and writing one location is one step)
         if wsel.size:
             wr_tb[kw] = tb[ops_w]

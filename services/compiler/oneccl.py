@@ -16,7 +16,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
-from .arrays import unique
+from .arrays import ranges, unique
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
 from .msccl import runs
@@ -94,7 +94,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         if total == 0:
             continue
         rep = np.repeat(np.arange(v.size), ln)
-        x = lo[rep] + (np.arange(total) - np.repeat(np.cumsum(ln) - ln, ln))
+        x = ranges(lo, ln)
         U, W, G = u[rep], w[rep], v[rep] * P + x
         o = np.lexsort((U, G, W))                   # by receiver and unit: duplicates and ranks are adjacent
         U, W, G = U[o], W[o], G[o]
