@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 
 from services.synthesis.schedule.cost import LinkModel
-from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
 from .errors import CheckReport, CompileError
@@ -291,6 +291,11 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
                         f"with P={low.chunks}: tau x{low.tau_ratio:.4f}, {s.steps} steps (was {low.steps_original})")
     if prog.dropped_units:
         warnings.append(f"{prog.dropped_units} redundant chunk deliveries of copy steps left out")
+    outside = [int(m) for m in (sizes or ()) if not profile.selects(int(m), opts.min_bytes, opts.max_bytes)]
+    if outside:
+        warnings.append(f"message sizes {outside[:4]} are outside the file's window (minBytes={opts.min_bytes}, "
+                        f"maxBytes={opts.max_bytes}): the {profile.name} runtime runs those calls with NCCL's own "
+                        f"algorithms")
     pred, sched_t = _times(link, sizes, s.steps, low.tau, low.steps_original, low.tau_original)
     st = prog.stats
     art = CompiledArtifact(

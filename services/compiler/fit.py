@@ -5,11 +5,11 @@ Every candidate computes the same collective correctly; they differ in what the 
 1. the exact lowering (the schedule's own chunk grid, cost unchanged), then the discrete chunked BFB with
    fewer chunks per shard P (Theorem 20 bounds its bandwidth loss by about d/P; the loss is measured and
    reported as the predicted-time cost);
-2. for each lowering, the program options in order of preference: combined thread blocks with fused
-   instructions; more channels, which spread a link's messages over more thread blocks (fewer steps per tb,
-   more tbs); scratch consolidation, which merges a link's non-contiguous pieces of one step into one
-   message (fewer sends and receives, more local copies); separate send and receive thread blocks (which
-   need no buffering on connections to make progress).
+2. for each lowering, the program options in order of preference (fit_msccl): one thread block per (receive
+   peer, send peer, channel) with fused instructions; separate send and receive thread blocks (which need no
+   buffering on connections to make progress); more channels, which spread a link's messages over more
+   thread blocks (fewer steps per tb, more tbs); scratch consolidation, which merges a link's non-contiguous
+   pieces of one step into one message (fewer sends and receives, more local copies).
 
 A candidate is abandoned as soon as a limit is exceeded, before its dependencies are computed (the limits
 that only grow later, steps per tb and parser nodes, are checked again after). When the program is small
@@ -17,19 +17,17 @@ enough it is also simulated (services.compiler.msccl_check) with the runtime's c
 program that does not run is abandoned too. The first candidate that passes wins; if none does, the error
 names the limit the most promising candidate hit and lists what was tried.
 
-Splitting by size range: when the caller gives a link model and several fitting lowerings with different
-(steps, tau) exist, `size_split` picks the fastest per message-size range (the lower envelope of
-alpha * steps + tau * M / B), so a runtime can load one file per range.
+Splitting by size range is the runtimes' own mechanism (several files with disjoint minBytes/maxBytes windows,
+e.g. LL for small messages and Simple above); the compile options min_bytes, max_bytes and proto produce them.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 
 import numpy as np
 
-from services.synthesis.schedule.cost import LinkModel, measured_tau
+from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.graph import Topology
 
@@ -39,7 +37,7 @@ from .lowering import Lowered, chunked_bfb
 from .msccl import RECEIVES, Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .runtimes import RuntimeProfile
 
-__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "size_split"]
+__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "max_messages_per_connection_step"]
 
 SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
 
@@ -332,28 +330,3 @@ def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: R
     out.attempts = [a.as_dict() for a in attempts]
     out.timed_out = why is not None
     return out
-
-
-def size_split(candidates: list[tuple[int, Fraction | float, object]], link: LinkModel, min_bytes: int,
-               max_bytes: int | None) -> list[tuple[int, int | None, object]]:
-    """Lower envelope of T(M) = alpha * steps + tau * M / B over [min_bytes, max_bytes]: a list of
-    (from_bytes, to_bytes or None, candidate) ranges, fastest first by size."""
-    if not candidates:
-        return []
-    lo = min_bytes
-    out = []
-    cur = min(candidates, key=lambda c: (link.time(c[0], c[1], lo), float(c[1])))
-    while True:
-        nxt, at = None, None
-        for c in candidates:
-            if float(c[1]) < float(cur[1]):
-                # crossing: alpha*s1 + t1 M/B = alpha*s2 + t2 M/B
-                m = (c[0] - cur[0]) * link.alpha_s * link.node_bandwidth_Bps / (float(cur[1]) - float(c[1]))
-                m = max(int(np.ceil(m)), lo + 1)
-                if (max_bytes is None or m <= max_bytes) and (at is None or m < at):
-                    nxt, at = c, m
-        if nxt is None:
-            out.append((lo, max_bytes, cur[2]))
-            return out
-        out.append((lo, at, cur[2]))
-        lo, cur = at, nxt

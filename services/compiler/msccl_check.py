@@ -309,7 +309,6 @@ def validate(algo: Algo, profile: RuntimeProfile) -> tuple[list[Finding], list[F
         (E if kind else W).append(Finding("limit", msg))
     max_chan = -1
     for gpu in algo.gpus:
-        g = gpu.id
         _gpu_rules(algo, P, gpu, nat, E, W)
         for tb in gpu.tbs:
             max_chan = max(max_chan, tb.chan)

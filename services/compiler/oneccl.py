@@ -18,7 +18,7 @@ from services.synthesis.topology.graph import Topology
 
 from .arrays import ranges, unique
 from .errors import CompileError
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
+from .layout import NONE, SBUF, UnitLayout
 from .msccl import runs
 
 __all__ = ["compile_oneccl"]
