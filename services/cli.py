@@ -422,29 +422,83 @@ def cmd_keys(args) -> int:
     return 0
 
 
+def _compile_options(args):
+    from .compiler.api import CompileOptions
+
+    runtime = args.runtime or args.dialect or ("oneccl" if args.format == "oneccl" else "executor")
+    consolidate = {"auto": None, "yes": True, "no": False}[args.consolidate]
+    return CompileOptions(runtime, proto=args.proto, inplace=args.inplace, min_bytes=args.min_bytes,
+                          max_bytes=args.max_bytes, channels=args.channels, instances=args.instances,
+                          max_chunks=args.max_chunks, consolidate=consolidate, max_steps=args.max_steps)
+
+
+def _check_file(args) -> int:
+    from .compiler.api import check_xml
+
+    try:
+        with open(args.expr, encoding="utf-8") as fh:
+            text = fh.read(1 << 30)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {args.expr}: {exc}") from None
+    fmt = "oneccl" if args.runtime == "oneccl" or "<oneccl_schedule" in text[:2000] else "msccl"
+    report = check_xml(text, fmt, runtime=None if fmt == "oneccl" else (args.runtime or args.dialect),
+                       max_steps=args.max_steps)
+    out = {"file": args.expr, "ok": report.ok, "runtime": report.dialect, "collective": report.collective,
+           "ngpus": report.ngpus, "comm_steps": report.comm_steps, "xml_steps": report.xml_steps,
+           "max_tb_steps": report.steps, "threadblocks": report.threadblocks, "simulated": report.simulated,
+           "errors": [str(e) for e in report.errors[:10]], "warnings": [str(w) for w in report.warnings[:10]]}
+    _emit(out, args.json)
+    return 0 if report.ok else 1
+
+
 def cmd_compile(args) -> int:
+    import os
+
     from .compiler.api import check_xml, compile_schedule
     from .compiler.errors import CompileError
     from services.synthesis.bfb.lp import ScheduleTooLarge
+    from services.synthesis.schedule.cost import LinkModel
     from services.synthesis.search.construct import construct
     from services.synthesis.schedule.ir import Collective
 
+    if args.expr.endswith(".xml") and os.path.exists(args.expr):
+        if not args.check:
+            raise UsageError(f"{args.expr} is an XML file: add --check to validate and simulate it")
+        return _check_file(args)
     _topology(args.expr)
     collective = Collective.parse(args.collective)
     if collective is Collective.ALLTOALL:
         raise UsageError("compiling all-to-all schedules to XML is not supported yet; `fabricplan schedule EXPR "
                          "--collective alltoall -o FILE` writes the verified schedule")
+    for name in ("channels", "instances", "max_chunks", "max_steps"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {v}")
+    for name in ("min_bytes", "max_bytes"):
+        v = getattr(args, name)
+        if v is not None and v < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must not be negative, got {v}")
+    link = None
+    if args.alpha_us is not None or args.bandwidth_gbps is not None:
+        if args.alpha_us is None or args.bandwidth_gbps is None or args.alpha_us < 0 or args.bandwidth_gbps <= 0:
+            raise UsageError("give both --alpha-us (>= 0) and --bandwidth-gbps (> 0) for predicted times")
+        link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
+    options = _compile_options(args)
     try:
         built = construct(args.expr, collective)
-        art = compile_schedule(built.schedule, built.topology, args.format, dialect=args.dialect,
-                               channels=args.channels, max_chunks=args.max_chunks)
+        art = compile_schedule(built.schedule, built.topology, options=options, link=link, sizes=args.size,
+                               deadline_s=args.timeout)
     except (ScheduleTooLarge, CompileError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     summary = art.as_dict()
+    summary.pop("attempts", None)
+    summary["attempts"] = len(art.attempts)
     code = 0
     if args.check:
-        report = check_xml(art.xml, args.format)
-        summary["check"] = {"ok": report.ok, "errors": [str(e) for e in report.errors[:5]]}
+        report = check_xml(art.xml, art.fmt, runtime=art.runtime if art.fmt == "msccl" else None,
+                           max_steps=args.max_steps)
+        summary["check"] = {"ok": report.ok, "simulated": report.simulated, "comm_steps": report.comm_steps,
+                            "errors": [str(e) for e in report.errors[:5]]}
         code = 0 if report.ok else 1
     if args.output:
         with open(args.output, "w") as fh:
@@ -546,13 +600,33 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=cmd_train)
 
-    co = sub.add_parser("compile", help="compile an expression's schedule to MSCCL or oneCCL XML")
-    co.add_argument("expr")
+    co = sub.add_parser("compile", help="compile an expression's schedule to the XML a runtime loads (docs/runtimes.md)",
+                        description="Compile the schedule of EXPR for a runtime, fitting its limits (exit 2 with the "
+                                    "limit when nothing fits). With --check on an existing FILE.xml: validate and "
+                                    "simulate that file for --runtime.")
+    co.add_argument("expr", help="topology expression, or with --check an XML file to validate")
     co.add_argument("--collective", default="allreduce")
-    co.add_argument("--format", choices=["msccl", "oneccl"], default="msccl")
-    co.add_argument("--dialect", default="executor", help="MSCCL runtime: executor, rccl or legacy")
-    co.add_argument("--channels", type=int, default=1)
+    co.add_argument("--runtime", choices=["executor", "rccl", "legacy", "oneccl"], default=None,
+                    help="msccl-executor-nccl (default), RCCL, microsoft/msccl, or the oneCCL format")
+    co.add_argument("--format", choices=["msccl", "oneccl"], default="msccl", help="msccl (default) or oneccl")
+    co.add_argument("--dialect", choices=["executor", "rccl", "legacy"], default=None, help="old name of --runtime")
+    co.add_argument("--proto", choices=["Simple", "LL", "LL128"], default=None, help="NCCL protocol (default Simple)")
+    co.add_argument("--inplace", choices=["out", "in", "both"], default=None,
+                    help="calls the file serves (default: both on executor/RCCL; in for allreduce, out otherwise on "
+                         "microsoft/msccl)")
+    co.add_argument("--min-bytes", type=int, default=None, help="smallest message size that selects the file")
+    co.add_argument("--max-bytes", type=int, default=None,
+                    help="largest message size (executor/RCCL: 0 = unbounded, the default; microsoft/msccl: sizes "
+                         "below it, default 134217728)")
+    co.add_argument("--channels", type=int, default=None, help="channels a link's messages spread over (default: fit)")
+    co.add_argument("--instances", type=int, default=1, help="copies of the program, each on 1/instances of every chunk")
     co.add_argument("--max-chunks", type=int, default=64, help="bound on chunks per shard when lowering")
+    co.add_argument("--consolidate", choices=["auto", "yes", "no"], default="auto", help="scratch consolidation")
+    co.add_argument("--max-steps", type=int, default=None, help="steps per thread block of a custom executor build")
+    co.add_argument("--alpha-us", type=float, default=None, help="link latency for predicted times")
+    co.add_argument("--bandwidth-gbps", type=float, default=None, help="node bandwidth for predicted times")
+    co.add_argument("--size", type=float, nargs="+", default=None, help="message sizes in bytes for predicted times")
+    co.add_argument("--timeout", type=float, default=None, help="give up the fit search after this many seconds")
     co.add_argument("-o", "--output", help="write the XML here (default: stdout, summary on stderr)")
     co.add_argument("--check", action="store_true", help="validate and simulate the XML on CPU")
     co.add_argument("--json", action="store_true")

@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     sweep_s: float = Field(default=2.0, gt=0, description="outbox dispatch and lost-worker sweep period")
     bfb_fanout_min_nodes: int = Field(default=256, description="BFB solves at least this large fan out as a group")
     bfb_fanout_blocks: int = 8
+    compile_time_limit_s: int = Field(default=120, description="fit search budget of one XML compile")
     api_keys_required: bool = False
     cors_origins: list[str] = []
 

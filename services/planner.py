@@ -80,6 +80,9 @@ def _advance(plan_id: str, stage: str, progress: float, message: str | None = No
             raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
 
 
+advance_stage = _advance       # for stages defined outside this module (services.compiling)
+
+
 # ----- frontier (cached per N, d, options) -------------------------------------------------------------
 def _entry(c: Candidate) -> dict:
     return {"expr": c.expr, "nodes": c.nodes, "degree": c.degree, "steps": c.steps, "tau": float(c.tau),
@@ -290,6 +293,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "predicted_time_us": predicted,
         "workload_time_us": sel.get("workload_time_us"),
         "fabric": state.get("fabric"),
+        "compiled": state.get("compiled"),
         "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(
             req["nodes"], req["degree"], link, workload_items(req), req["workload"].get("alltoall_bytes") or 0.0,
             req["workload"].get("alltoall_weight") or 0.0).items()},
@@ -313,9 +317,13 @@ def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | 
 
 
 def fail_job(kind: str, job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    """Fail a plan or an evaluation with the reason (see fail_plan)."""
+    """Fail a plan, an evaluation or a compile job with the reason (see fail_plan)."""
     if kind == "plan":
         return fail_plan(job_id, reason, attempt, url)
+    if kind == "compile":
+        from . import compiling
+
+        return compiling.fail(job_id, reason, _ATTEMPT.get() if attempt is None else attempt, url)
     from . import evaluation
 
     return evaluation.fail(job_id, reason, _ATTEMPT.get() if attempt is None else attempt, url)

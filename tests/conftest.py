@@ -81,5 +81,16 @@ def wait_done(client, plan_id: str, timeout: float = 60.0) -> dict:
         time.sleep(0.05)
 
 
+def poll_xml(client, url: str, params: dict, timeout: float = 120.0):
+    """GET a compiled schedule, polling while the API answers 202 (the compile runs in a worker)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.get(url, params=params)
+        if r.status_code != 202 or time.monotonic() > deadline:
+            return r
+        assert r.json()["status"] in ("queued", "running") and r.headers["location"]
+        time.sleep(0.05)
+
+
 def unique_job() -> str:
     return "job-" + uuid.uuid4().hex[:8]

@@ -88,7 +88,26 @@ def test_compile_msccl_with_check(capsys, tmp_path):
     code, stdout, _ = run(capsys, "compile", "torus(4, 4)", "--collective", "allreduce", "--format", "msccl",
                           "-o", str(out), "--check", "--json")
     data = json.loads(stdout)
-    assert code == 0 and data["check"]["ok"] and data["steps"] == 8 and out.read_text().startswith("<algo")
+    assert code == 0 and data["check"]["ok"] and data["steps"] == 8
+    assert out.read_text().startswith("<!-- fabricplan runtime=executor") and "<algo " in out.read_text()
+    code, stdout, _ = run(capsys, "compile", str(out), "--check", "--runtime", "executor", "--json")
+    assert code == 0 and json.loads(stdout)["ok"] and json.loads(stdout)["comm_steps"] == 8
+    out.write_text('<?xml version="1.0"?>\n' + out.read_text())
+    code, stdout, _ = run(capsys, "compile", str(out), "--check", "--runtime", "legacy", "--json")
+    assert code == 1 and "lexical" in json.loads(stdout)["errors"][0]
+
+
+def test_compile_options_and_refusals(capsys):
+    code, stdout, err = run(capsys, "compile", "ring(8)", "--runtime", "legacy", "--max-bytes", "1048576")
+    assert code == 0 and 'coll="allreduce"' in stdout and 'maxBytes="1048576"' in stdout
+    assert json.loads(err)["xml_steps"] <= 120
+    code, _, err = run(capsys, "compile", "ring(8)", "--runtime", "legacy", "--max-bytes", "0")
+    assert code == 2 and "never used" in err
+    code, _, err = run(capsys, "compile", "torus(4, 4)", "--runtime", "rccl", "--max-steps", "1", "--channels", "1",
+                       "--consolidate", "no", "--max-chunks", "1")
+    assert code == 2 and "nothing fits the rccl runtime" in err and "MSCCL_MAX_NUM_STEPS" in err
+    code, _, err = run(capsys, "compile", "ring(8)", "--channels", "0")
+    assert code == 2 and "--channels" in err
 
 
 def test_compile_oneccl_to_stdout(capsys):

@@ -198,7 +198,8 @@ def test_missing_attribute_and_tb_gap():
     del root.attrib["minBytes"]
     err = error_of(text(root))
     assert err.kind == "structure" and "minBytes" in err.message
-    assert check_xml(text(root), dialect="legacy").ok          # the prototype does not need it
+    del root.attrib["maxBytes"]                                 # microsoft/msccl: both optional (128 MiB default)
+    assert check_xml(text(root), runtime="legacy").ok
     root = tree(xml_of("bipartite(4)", AG))
     gpu = root.find("gpu")
     gpu.findall("tb")[1].set("id", "99")
@@ -218,21 +219,43 @@ def test_runtime_limits_in_foreign_xml():
     assert err.kind == "limit" and "cnt=72" in err.message
 
 
-def test_dialect_spelling_and_lexer():
-    legacy = xml_of("bipartite(4)", RS, dialect="legacy")
-    assert 'coll="reduce_scatter"' in legacy
-    err = error_of(legacy, dialect="executor")
-    assert err.kind == "structure" and "reducescatter" in err.message
+def test_dialect_spelling():
+    legacy = xml_of("bipartite(4)", RS, runtime="legacy")
+    assert 'coll="reduce_scatter"' in legacy and "outofplace" not in legacy
+    rep = check_xml(legacy, runtime="executor")
+    assert not rep.ok and any("reducescatter" in e.message for e in rep.errors)
+    assert any("outofplace" in e.message for e in rep.errors)
     executor = xml_of("bipartite(4)", RS)
-    err = error_of(executor, dialect="legacy")
+    err = error_of(executor, runtime="legacy")
     assert err.kind == "structure" and "reduce_scatter" in err.message
-    with_decl = '<?xml version="1.0"?>\n' + executor
-    err = error_of(with_decl)
-    assert err.kind == "lexical" and "declaration" in err.message
-    split = executor.replace(' proto="Simple"', '\n proto="Simple"', 1)
-    assert error_of(split).kind == "lexical"
-    assert check_xml(with_decl, dialect="legacy").ok is False    # still reduce_scatter spelling differs
-    assert check_xml(with_decl.replace("reducescatter", "reduce_scatter"), dialect="legacy").ok
+    assert check_xml(legacy).dialect == "legacy" and check_xml(executor).dialect == "executor"   # header comment
+
+
+TOKENIZER_CASES = {
+    "declaration": lambda x: '<?xml version="1.0"?>\n' + x,
+    "tabs": lambda x: x.replace("\n  <gpu", "\n\t<gpu", 1),
+    "single quotes": lambda x: x.replace(' proto="Simple"', " proto='Simple'", 1),
+    "split attributes": lambda x: x.replace(' proto="Simple"', '\n proto="Simple"', 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOKENIZER_CASES))
+@pytest.mark.parametrize("runtime", ["executor", "rccl", "legacy"])
+def test_tokenizer_cases_are_refused_for_every_runtime(runtime, case):
+    """All three runtimes read MSCCL XML with NCCL's hand-written tokenizer (executor/RCCL msccl_parser.cc:18-209,
+    microsoft/msccl src/graph/xml.cc:20-211), which rejects these; so must the checker."""
+    good = xml_of("hypercube(3)", AG, runtime=runtime)
+    assert check_xml(good, runtime=runtime).ok
+    err = error_of(TOKENIZER_CASES[case](good), runtime=runtime)
+    assert err.kind == "lexical" and "line" in err.message
+
+
+def test_tokenizer_accepts_what_nccl_accepts():
+    good = xml_of("hypercube(3)", AG)
+    assert check_xml("<!-- a comment -->\n" + good).ok                    # comments are skipped
+    assert check_xml(good.replace('"/>', '" />')).ok                        # space before />
+    err = error_of(good.replace(' proto="Simple"', ' proto = "Simple"', 1))
+    assert err.kind == "lexical" and "quote" in err.message
 
 
 def _ring_allreduce(n: int) -> str:
@@ -280,7 +303,7 @@ def test_foreign_ring_with_wrong_order_fails():
 
 
 def test_not_xml():
-    assert error_of("<algo", "msccl").kind == "syntax"
+    assert error_of("<algo", "msccl").kind == "lexical"
     assert error_of("<oneccl_schedule", "oneccl").kind == "syntax"
     assert error_of("<nope/>", "msccl").kind == "structure"
 
@@ -380,3 +403,92 @@ def test_nop_dependencies_need_a_dependent_step():
     assert i is not None
     err = error_of(text(root))
     assert err.kind == "structure" and "nop" in err.message and (err.gpu, err.step) == (g, i)
+
+
+# ----- runtime profiles on hand-written files ------------------------------------------------------------
+def _two_gpu_allgather(k: int, *, split_steps: bool = False, copy_tbs: bool = False, chan: int = 0,
+                       runtime: str = "executor", max_bytes: int = 0, send_cnt0: bool = False) -> str:
+    """An allgather on 2 gpus with shards of k chunks: the shard goes in one message (or k one-chunk steps
+    with split_steps); the own shard is copied by one tb (or by k one-chunk tbs with copy_tbs)."""
+    attrs = (f'name="t" proto="Simple" nchannels="{chan + 1}" nchunksperloop="{2 * k}" ngpus="2" coll="allgather" '
+             f'inplace="0"' + ('' if runtime == "legacy" else ' outofplace="1"') + f' minBytes="0" maxBytes="{max_bytes}"')
+    lines = [f"<algo {attrs}>"]
+
+    def step(i, t, sb, so, db, do, cnt):
+        return (f'      <step s="{i}" type="{t}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{do}" cnt="{cnt}" '
+                f'depid="-1" deps="-1" hasdep="0"/>')
+    for g in range(2):
+        p = 1 - g
+        lines.append(f'  <gpu id="{g}" i_chunks="{k}" o_chunks="{2 * k}" s_chunks="0">')
+        tbs = []
+        if split_steps:
+            tbs.append((p, -1, chan, [("s", "i", j, "o", -1, 1) for j in range(k)]))
+            tbs.append((-1, p, chan, [("r", "i", -1, "o", p * k + j, 1) for j in range(k)]))
+        else:
+            tbs.append((p, -1, chan, [("s", "i", 0, "o", -1, 0 if send_cnt0 else k)]))
+            tbs.append((-1, p, chan, [("r", "i", -1, "o", p * k, 0 if send_cnt0 else k)]))
+        if copy_tbs:
+            tbs += [(-1, -1, 0, [("cpy", "i", j, "o", g * k + j, 1)]) for j in range(k)]
+        else:
+            tbs.append((-1, -1, 0, [("cpy", "i", 0, "o", g * k, k)]))
+        for tid, (snd, rcv, ch, steps) in enumerate(tbs):
+            lines.append(f'    <tb id="{tid}" send="{snd}" recv="{rcv}" chan="{ch}">')
+            lines += [step(i, *st) for i, st in enumerate(steps)]
+            lines.append("    </tb>")
+        lines.append("  </gpu>")
+    lines.append("</algo>")
+    return "\n".join(lines) + "\n"
+
+
+def test_profiles_steps_per_thread_block():
+    """MSCCL_MAX_NUM_STEPS: 64 in the executor's default build and in RCCL, 256 in microsoft/msccl."""
+    xml = _two_gpu_allgather(70, split_steps=True)
+    for runtime in ("executor", "rccl"):
+        err = error_of(xml, runtime=runtime)
+        assert err.kind == "limit" and "MSCCL_MAX_NUM_STEPS" in err.message and "allows 64" in err.message
+    assert check_xml(xml, runtime="executor", max_steps=128).ok           # an executor built with 128 steps
+    assert check_xml(_two_gpu_allgather(70, split_steps=True, runtime="legacy", max_bytes=1 << 20),
+                     runtime="legacy").ok
+
+
+def test_profiles_thread_blocks_and_channels():
+    """RCCL allows 64 thread blocks, the executor 32 x MAXCHANNELS; the executor has 32 channels, RCCL 128."""
+    xml = _two_gpu_allgather(63, copy_tbs=True)                              # 65 thread blocks per gpu
+    err = error_of(xml, runtime="rccl")
+    assert err.kind == "limit" and "65 thread blocks" in err.message and "MSCCL_MAX_NUM_THREAD_BLOCKS" in err.message
+    assert check_xml(xml, runtime="executor").ok
+    xml = _two_gpu_allgather(4, chan=32)
+    assert error_of(xml, runtime="executor").kind == "limit"
+    assert check_xml(xml, runtime="rccl").ok
+
+
+def test_profiles_size_window():
+    """maxBytes="0" is unbounded for the executor/RCCL and never selected by microsoft/msccl (nBytes < maxBytes)."""
+    assert check_xml(_two_gpu_allgather(4), runtime="rccl").ok
+    err = error_of(_two_gpu_allgather(4, runtime="legacy"), runtime="legacy")
+    assert err.kind == "selection" and "never" in err.message
+    assert check_xml(_two_gpu_allgather(4, runtime="legacy", max_bytes=1 << 20), runtime="legacy").ok
+    root = tree(_two_gpu_allgather(4, max_bytes=100))
+    root.set("minBytes", "200")
+    assert error_of(text(root), runtime="executor").kind == "selection"
+
+
+def test_profiles_legacy_parser_rules():
+    """microsoft/msccl: cnt 0 on a send indexes before its count array; i_chunks must agree with
+    nchunksperloop."""
+    xml = _two_gpu_allgather(4, runtime="legacy", max_bytes=1 << 20, send_cnt0=True)
+    assert error_of(xml, runtime="legacy").kind == "limit"
+    root = tree(_two_gpu_allgather(4, runtime="legacy", max_bytes=1 << 20))
+    root.find("gpu").set("i_chunks", "3")
+    err = error_of(text(root), runtime="legacy")
+    assert err.kind == "structure" and "nchunksperloop" in err.message
+
+
+def test_nops_and_dependencies_on_nops():
+    """A nop without a dependency shifts the step numbers the runtime publishes; a nop never publishes."""
+    root = tree(xml_of("torus(4, 4)", AR, combined=False))
+    g, tb = next((g, tb) for g, tb in tbs(root) if any(s.get("type") == "nop" for s in tb.findall("step")))
+    nop = next(s for s in tb.findall("step") if s.get("type") == "nop")
+    nop.set("depid", "-1"), nop.set("deps", "-1")
+    err = error_of(text(root))
+    assert err.kind == "structure" and "nop without a dependency" in err.message

@@ -2,7 +2,9 @@
 plan:
 
     frontier -> select -> fabric (hosts, ports, panel configs) -> schedules
-             (-> chord(group(bfb_block...), merge) for large BFB solves) -> finish
+             (-> chord(group(bfb_block...), merge) for large BFB solves) -> compile (XML per runtime) -> finish
+
+plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
 Every task runs one delivery attempt of its job (the `attempt` keyword the dispatcher adds) with a heartbeat
 (services.store.jobs.beat) and under the time and memory limits (workers.limits). Input errors, the time
@@ -23,7 +25,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import OperationalError
 
-from services import evaluation, planner
+from services import compiling, evaluation, planner
 from services.config import get_settings
 from services.store import jobs
 from services.store.db import session_scope
@@ -77,6 +79,11 @@ class JobTask(celery_app.Task):
 class EvaluationTask(JobTask):
     kind = "evaluation"
     id_kw = "evaluation_id"
+
+
+class CompileTask(JobTask):
+    kind = "compile"
+    id_kw = "job_id"
 
 
 def _chain(exc: BaseException):
@@ -208,6 +215,17 @@ def merge_blocks(digests: list, *, state: dict, plan_id: str) -> dict:
     return planner.stage_schedules(state, plan_id, digests)
 
 
+@celery_app.task(base=JobTask, name="fabricplan.compile")
+def plan_compile(state: dict, *, plan_id: str) -> dict:
+    return compiling.stage_compile(state, plan_id, planner.advance_stage)
+
+
+@celery_app.task(base=CompileTask, name="fabricplan.compile_xml")
+def compile_xml(*, job_id: str) -> dict:
+    """One schedule compiled for one set of options (the API answered 202 and the client polls)."""
+    return compiling.run(job_id)
+
+
 @celery_app.task(base=JobTask, name="fabricplan.finish")
 def plan_finish(state: dict, *, plan_id: str) -> dict:
     return planner.stage_finish(state, plan_id)
@@ -222,11 +240,13 @@ def plan_workflow(plan_id: str, attempt: int | None = None):
     """The whole plan (delivery `attempt`) as one Celery canvas."""
     kw = {"plan_id": plan_id, "attempt": attempt}
     return chain(plan_frontier.si(**kw), plan_select.s(**kw), plan_fabric.s(**kw), plan_schedules.s(**kw),
-                 plan_finish.s(**kw))
+                 plan_compile.s(**kw), plan_finish.s(**kw))
 
 
 def job_signature(kind: str, job_id: str, attempt: int):
     """What the dispatcher sends for one delivery of a job."""
     if kind == "plan":
         return plan_workflow(job_id, attempt)
+    if kind == "compile":
+        return compile_xml.si(job_id=job_id, attempt=attempt)
     return evaluate_topology.si(evaluation_id=job_id, attempt=attempt)

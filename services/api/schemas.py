@@ -15,6 +15,7 @@ MAX_PANEL_PORTS = 1 << 17
 Bytes = Annotated[int, Field(ge=1, le=MAX_BYTES)]
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT)]
 HostId = Annotated[str, Field(min_length=1, max_length=100)]
+RuntimeName = Literal["executor", "rccl", "legacy", "oneccl"]
 
 
 class Input(BaseModel):
@@ -70,9 +71,14 @@ class PlanRequest(Input):
                                   description="bind the plan to this fabric")
     hosts: list[HostId] | None = Field(default=None, max_length=4096, description="the fabric hosts to use "
                                        "(default: the first free ones); one per node")
+    runtimes: list[RuntimeName] | None = Field(default=None, min_length=1, max_length=4, description=(
+        "runtimes whose XML the plan compiles with their default options (docs/runtimes.md): executor "
+        "(msccl-executor-nccl), rccl, legacy (microsoft/msccl), oneccl (CPU); default [\"executor\"]"))
 
     @model_validator(mode="after")
     def _hosts(self):
+        if self.runtimes is not None and len(set(self.runtimes)) != len(self.runtimes):
+            raise ValueError("runtimes must not repeat a runtime")
         if self.hosts is not None:
             if self.fabric_id is None:
                 raise ValueError("hosts are only meaningful with a fabric_id")
@@ -151,12 +157,26 @@ class PlanOut(BaseModel):
                                                        "topologies (ring, shifted rings, double binary tree, torus)")
     fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "
                                                           "versions the plan needs, fabric_ready, released")
+    compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
+        "runtime -> collective -> the compiled XML with the runtime's default options: status (done or failed), "
+        "url, XML steps, thread blocks, lowering, predicted time; or the limit that refused it"))
     links: dict[str, str]
 
 
 class PlanAccepted(BaseModel):
     id: str
     status: str
+    url: str
+
+
+class CompileAccepted(BaseModel):
+    """A compile was queued (or is running): poll `url` until it answers 200 (the file) or 422 (refused)."""
+
+    status: Literal["queued", "running"]
+    collective: str
+    format: str
+    runtime: str
+    options: str
     url: str
 
 

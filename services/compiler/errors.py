@@ -21,7 +21,8 @@ class CompileError(ValueError):
 class Finding:
     """One problem found in an XML file.
 
-    kind: syntax | structure | bounds | limit | lexical | mismatch | deadlock | race | result
+    kind: syntax | lexical (the runtime's tokenizer) | structure | selection (the file never runs) | bounds |
+          limit | mismatch | deadlock | race | result
     gpu/tb/step (MSCCL) or rank/instr (oneCCL, reported in `gpu` and `step`, tb None) locate it.
     """
 
@@ -47,7 +48,8 @@ class CheckReport:
     equals the schedule's step count whenever every step forwards data received in the step before (BFB
     and the expansions); MSCCL has no global step barrier, so for pipelined schedules (e.g. a chunked
     double binary tree) it can be shorter. oneCCL syncs every step and always realizes the step count. `steps` is the most XML steps in one thread block (MSCCL, nops
-    included) or the most instructions of one rank (oneCCL).
+    included) or the most instructions of one rank (oneCCL); `xml_steps` all steps of the file (MSCCL).
+    `dialect` is the runtime whose profile was applied.
     """
 
     ok: bool
@@ -64,6 +66,11 @@ class CheckReport:
     threadblocks: int | None = None                           # most thread blocks on one gpu (MSCCL)
     messages: int | None = None
     instructions: int | None = None
+    xml_steps: int | None = None
+
+    @property
+    def runtime(self) -> str | None:
+        return self.dialect
 
     @property
     def error(self) -> Finding | None:

@@ -1,9 +1,9 @@
 """Lowering a fractional schedule to an integer chunk grid (paper App. E.2; digest 3.6).
 
 A schedule already lives on an integer grid: chunk [lo/grid, hi/grid) of a shard. Lowering keeps it
-**exactly** when P = grid * channels (the per-shard chunk count, `channels` splits every transfer over
-that many MSCCL channels) fits the caller's bound `max_chunks` and the runtime's offset range
-(N * P chunks per buffer). The schedule is then unchanged and the bandwidth loss is 0.
+**exactly** when P = grid fits the caller's bound `max_chunks` and the runtime's offset range (N * P *
+instances chunks per buffer; instances cut every chunk further, services.compiler.layout). The schedule is
+then unchanged and the bandwidth loss is 0.
 
 Otherwise the schedule is **approximated**: it is re-solved as the discrete chunked BFB of App. E.2
 (`bfb_allgather(topology, chunks=P)`, the exact optimum of integer program (13) for P equal chunks per
@@ -57,33 +57,34 @@ def chunked_bfb(topology: Topology, collective: Collective, chunks: int) -> Sche
     return rs if collective is Collective.REDUCESCATTER else allreduce(rs, ag)
 
 
-def lower(schedule: Schedule, topology: Topology, *, max_chunks: int = DEFAULT_MAX_CHUNKS, channels: int = 1,
+def lower(schedule: Schedule, topology: Topology, *, max_chunks: int = DEFAULT_MAX_CHUNKS, instances: int = 1,
           max_buffer_chunks: int = 32768, allow_resolve: bool = True) -> Lowered:
-    """Integer chunk grid for `schedule` (see the module docstring)."""
-    if not isinstance(channels, int) or channels < 1:
-        raise CompileError(f"channels must be a positive integer, got {channels!r}", limit="channels", value=channels)
-    if not isinstance(max_chunks, int) or max_chunks < channels:
-        raise CompileError(f"max_chunks must be an integer >= channels ({channels}), got {max_chunks!r}",
-                           limit="max_chunks", value=max_chunks)
+    """Integer chunk grid for `schedule` (see the module docstring). `instances` multiplies the units per
+    shard (each chunk cut in that many parts), so the offsets must address N * P * instances units."""
+    if not isinstance(instances, int) or instances < 1:
+        raise CompileError(f"instances must be a positive integer, got {instances!r}", limit="instances",
+                           value=instances)
+    if not isinstance(max_chunks, int) or max_chunks < 1:
+        raise CompileError(f"max_chunks must be a positive integer, got {max_chunks!r}", limit="max_chunks",
+                           value=max_chunks)
     if schedule.nodes != topology.nodes:
         raise CompileError(f"schedule has {schedule.nodes} nodes, topology {topology.expr} has {topology.nodes}")
     n = schedule.nodes
     tau0 = measured_tau(schedule, topology.degree)
-    buffer_cap = max_buffer_chunks // n                  # chunks per shard the offsets can address
-    exact_p = schedule.grid * channels
-    if exact_p <= max_chunks and exact_p <= buffer_cap:
-        s = schedule.regrid(exact_p) if channels > 1 else schedule
-        return Lowered(s, exact_p, "exact", tau0, tau0, schedule.steps)
-    base = min(max_chunks, buffer_cap) // channels
+    buffer_cap = max_buffer_chunks // (n * instances)          # chunks per shard the offsets can address
+    if schedule.grid <= max_chunks and schedule.grid <= buffer_cap:
+        return Lowered(schedule, schedule.grid, "exact", tau0, tau0, schedule.steps)
+    base = min(max_chunks, buffer_cap)
     if base < 1:
-        raise CompileError(f"{n} nodes x {channels} channels do not fit the runtime's {max_buffer_chunks} chunk "
-                           f"offsets", limit="max_offset", value=n * channels, maximum=max_buffer_chunks)
+        raise CompileError(f"{n} nodes x {instances} instances do not fit the runtime's {max_buffer_chunks} chunk "
+                           f"offsets", limit="max_offset", value=n * instances, maximum=max_buffer_chunks)
     if not allow_resolve:
-        raise CompileError(f"the schedule needs {exact_p} chunks per shard, more than the bound "
-                           f"{min(max_chunks, buffer_cap)}", limit="max_chunks", value=exact_p,
-                           maximum=min(max_chunks, buffer_cap))
+        raise CompileError(f"the schedule needs {schedule.grid} chunks per shard, more than the bound {base}",
+                           limit="max_chunks", value=schedule.grid, maximum=base)
+    if schedule.collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
+        raise CompileError(f"a {schedule.collective.value} schedule on {schedule.grid} chunks per shard exceeds the "
+                           f"bound {base} and has no chunked re-solve", limit="max_chunks", value=schedule.grid,
+                           maximum=base)
     s = chunked_bfb(topology, schedule.collective, base)
-    if channels > 1:
-        s = s.regrid(s.grid * channels)
     s.topology = schedule.topology or topology.expr
     return Lowered(s, s.grid, "chunked-bfb", tau0, measured_tau(s, topology.degree), schedule.steps)

@@ -1,38 +1,35 @@
-"""Schedule -> MSCCL XML (paper section 7; reference section 2).
+"""Schedule -> MSCCL XML (paper section 7; reference section 2), as passes over an instruction table.
 
-Layout. A shard is cut into P chunks (the lowered grid), so unit (v, k) = chunk k of shard v is MSCCL chunk
-g = v * P + k of an N * P chunk loop (`nchunksperloop = N * P`):
+Layout (services.compiler.layout). A shard is cut into P = P0 x instances units; unit g = v*P + j*P0 + x.
+`nchunksperloop = N * P`; allgather input P / output N*P, reduce-scatter input N*P / output P, allreduce N*P.
 
-    allgather      i: P chunks (own shard)      o: N * P (shard v at v * P)
-    reducescatter  i: N * P (all contributions)  o: P (own reduced shard)
-    allreduce      i: N * P                      o: N * P
+1. Messages. Comm step by comm step, every transfer of the schedule becomes its units; a channel per unit
+   (lane x instances x channels: parallel arcs get their own channels, instance j its own, and `channels`
+   spreads a link's shards over that many channels by shard id, so a forwarded piece keeps its channel);
+   units a receiver already holds are dropped (a copy step's redundant delivery); runs contiguous at the
+   sender, the receiver and (reductions) the receiver's partial become one message of at most
+   MSCCL_MAX_COUNT - 1 chunks: a send `s` at the sender and a receive at the receiver (`r` into the home for
+   copies, `rrc` = partial + message into the accumulator for reductions). Several contributions to one
+   unit in one step are ranked; the first reads the partial where it is, the others the accumulator.
+   Consolidation (optional): a link's non-contiguous pieces of one step are gathered into contiguous scratch
+   (`cpy`), sent once, received into scratch and scattered (`cpy`, or `re` for reductions).
+   Results not at their home at the end are copied there.
+2. Thread blocks. Combined (default): one tb per (receive peer, send peer, channel), pairing each gpu's
+   in-neighbours with its out-neighbours by a maximum-weight matching on the number of receives that are
+   forwarded unchanged in the next step (so they fuse), else one tb per (peer, direction, channel).
+3. Fusion (the pass msccl-tools calls rcs/rrs/rrcs): a receive whose written range is exactly the range
+   its tb sends in the next comm step becomes one instruction: `rcs` (copy), `rrcs` (reduce, result kept),
+   `rrs` (reduce, result read by nothing else and not final).
+4. Order. A tb runs its instructions by (comm step, phase: local gathers, sends, receives, scatters;
+   contribution rank; then the order the peer sent them). Every connection's receives follow its sends.
+5. Dependencies. Every instruction waits for the last writer of what it reads or writes and for the
+   readers of what it overwrites (RAW, WAR, WAW, per chunk; in-place aliasing counted when the program
+   must run both ways), one wait per other tb (the latest), dropped when implied by an earlier wait of the
+   same tb. The first wait goes on the instruction, the others on `nop`s before it; producers get hasdep=1.
+   Within a comm step the sends read start-of-step values (schedule IR semantics): they come before the
+   step's receives in every tb.
 
-Thread blocks. One per (peer, direction, channel): a send tb (send=w, recv=-1) and a receive tb (send=-1,
-recv=u) per arc, on channel `lane * channels + j` (parallel arcs get their own channels, `channels`
-splits every transfer in equal parts over that many channels). Sends use `s`; an allgather receive is `r`
-straight into the output; a reduce-scatter receive is `rrc` (the receiver's own partial + the message,
-written to its accumulator: the output for its own shard or for an allreduce, scratch otherwise).
-
-Dependencies. Ops are generated in one global order (comm step by comm step; within a step gathers,
-then each message's send immediately followed by its receive, then scatters), and every op depends on
-the last writer of what it reads or writes and on the readers of what it overwrites (RAW, WAR, WAW),
-per chunk. Dependencies inside one tb are implied by program order; for each other tb only the latest
-step is kept, and a dependency already implied by an earlier explicit one in the same tb is dropped.
-The first remaining dependency goes on the op, the others on `nop` steps right before it; `hasdep` is set
-on every producer. Every dependency points backwards in the global order and each message's receive
-directly follows its send there, so the program runs even with rendezvous (unbuffered) connections.
-
-Semantics. Within a comm step a send reads the value at the start of the step (schedule IR semantics):
-when a gpu would overwrite a chunk in the same step as it sends it, the chunk is first copied to scratch.
-
-Consolidation (paper section 7; `consolidate=True`, or "auto" = only when the plain program exceeds the
-runtime's steps per thread block): when one (link, step) would need several non-contiguous messages, the
-sender gathers the pieces into contiguous scratch and sends once; the receiver receives once into scratch
-and scatters with `cpy` (allgather) or `re` (reduce: the scratch piece += the receiver's partial, which
-then lives in scratch). The gathers and scatters run on local-copy thread blocks (send=-1, recv=-1),
-balanced by load, so the send and receive thread blocks keep about one step per comm step: it cuts
-network messages (and their per-message latency) and the steps of the communicating thread blocks, at
-the price of local copies and a few extra thread blocks.
+Everything is numpy over the whole instruction table: time and memory grow with the transfers.
 """
 from __future__ import annotations
 
@@ -43,372 +40,23 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
-from .limits import RuntimeLimits
+from .arrays import isin_sorted, ranges, unique, unique_counts, unique_inverse
+from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
+from .runtimes import RuntimeProfile
 
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout  # noqa: E402  (re-exported for oneccl)
-BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s"}
+__all__ = ["MscclOptions", "MscclProgram", "Messages", "build_messages", "build_program", "to_xml", "XmlStep", "runs"]
 
-
-@dataclass
-class MOp:
-    type: str
-    srcbuf: int = NONE
-    srcoff: int = -1
-    dstbuf: int = NONE
-    dstoff: int = -1
-    cnt: int = 0
-    deps: list = field(default_factory=list)      # [(tb index, op index)]
-    hasdep: bool = False
-    step: int = 0                                  # comm step (0: before, steps+1: after)
+BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s", NONE: "i"}
+S, R, RRC, CPY, RE, RCS, RRCS, RRS = range(8)
+TYPE_NAME = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")
+_READS_SRC = np.array([1, 0, 1, 1, 1, 0, 1, 1], dtype=bool)
+_WRITES_DST = np.array([0, 1, 1, 1, 1, 1, 1, 0], dtype=bool)
+_READS_DST = np.array([0, 0, 0, 0, 1, 0, 0, 0], dtype=bool)
+SENDS = np.array([1, 0, 0, 0, 0, 1, 1, 1], dtype=bool)
+RECEIVES = np.array([0, 1, 1, 0, 0, 1, 1, 1], dtype=bool)
+PH_LOCAL, PH_SEND, PH_RECV, PH_SCATTER = 0, 1, 2, 3
 
 
-@dataclass
-class MTb:
-    send: int
-    recv: int
-    chan: int
-    ops: list = field(default_factory=list)
-    id: int = -1
-
-
-class GpuProgram:
-    """One gpu's thread blocks plus the per-chunk access history used to derive dependencies."""
-
-    def __init__(self, rank: int):
-        self.rank = rank
-        self.tbs: list[MTb] = []
-        self._tb_of: dict[tuple[int, int, int], int] = {}
-        self._writer: dict[tuple[int, int], tuple[int, int]] = {}
-        self._readers: dict[tuple[int, int], dict[int, int]] = {}
-        self._waited: list[dict[int, int]] = []
-        self.scratch = 0
-        self.i_chunks = 0
-        self.o_chunks = 0
-
-    def tb(self, send: int, recv: int, chan: int, j: int = 0) -> int:
-        key = (send, recv, chan, j)
-        i = self._tb_of.get(key)
-        if i is None:
-            i = self._tb_of[key] = len(self.tbs)
-            self.tbs.append(MTb(send, recv, chan))
-            self._waited.append({})
-        return i
-
-    def copy_tb(self, budget: int) -> int:
-        """A local-copy thread block (no peers) with fewer than `budget` ops; a new one when all are full."""
-        pool = [i for k, i in self._tb_of.items() if k[0] == -1 and k[1] == -1]
-        best = min(pool, key=lambda i: (len(self.tbs[i].ops), i), default=None)
-        if best is None or len(self.tbs[best].ops) >= budget:
-            return self.tb(-1, -1, 0, len(pool))
-        return best
-
-    def least_loaded_tb(self) -> int:
-        if not self.tbs:
-            return self.tb(-1, -1, 0)
-        return min(range(len(self.tbs)), key=lambda i: (len(self.tbs[i].ops), i))
-
-    def alloc(self, n: int) -> int:
-        off = self.scratch
-        self.scratch += n
-        return off
-
-    def emit(self, tb: int, op: MOp, reads=(), writes=()) -> tuple[int, int]:
-        """Append `op` to thread block `tb`; reads/writes are (buf, off, cnt) ranges."""
-        deps: dict[int, int] = {}
-
-        def need(ref):
-            if ref is not None and ref[0] != tb and deps.get(ref[0], -1) < ref[1]:
-                deps[ref[0]] = ref[1]
-
-        for b, o, c in reads:
-            for x in range(o, o + c):
-                need(self._writer.get((b, x)))
-        for b, o, c in writes:
-            for x in range(o, o + c):
-                need(self._writer.get((b, x)))
-                for r_tb, r_idx in self._readers.get((b, x), {}).items():
-                    need((r_tb, r_idx))
-        waited = self._waited[tb]
-        kept = []
-        for t2, i2 in sorted(deps.items()):
-            if waited.get(t2, -1) < i2:
-                kept.append((t2, i2))
-                waited[t2] = i2
-                self.tbs[t2].ops[i2].hasdep = True
-        op.deps = kept
-        ops = self.tbs[tb].ops
-        me = (tb, len(ops))
-        ops.append(op)
-        for b, o, c in reads:
-            for x in range(o, o + c):
-                rd = self._readers.setdefault((b, x), {})
-                rd[tb] = me[1]
-        for b, o, c in writes:
-            for x in range(o, o + c):
-                self._writer[(b, x)] = me
-                self._readers.pop((b, x), None)
-        return me
-
-
-def _runs(adv, eq=(), *, max_len: int) -> list[tuple[int, int]]:
-    """Split positions 0..n-1 into maximal runs where every `adv` column advances by exactly 1 and every
-    `eq` column stays constant, each run at most max_len long. Returns (start, length) pairs."""
-    n = adv[0].size
-    if n == 0:
-        return []
-    brk = np.zeros(n, dtype=bool)
-    brk[0] = True
-    for c in adv:
-        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 1
-    for c in eq:
-        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
-    starts = np.flatnonzero(brk).tolist() + [n]
-    out = []
-    for a, b in zip(starts[:-1], starts[1:]):
-        for s in range(a, b, max_len):
-            out.append((s, min(max_len, b - s)))
-    return out
-
-
-@dataclass
-class _Piece:
-    """The units one connection carries in one step, with the sender's locations (start of the step)."""
-
-    u: int
-    w: int
-    chan: int
-    units: np.ndarray            # global unit ids g = v * P + k, in message order
-    sbuf: np.ndarray
-    soff: np.ndarray
-
-
-class MscclBuilder:
-    """Builds the thread-block programs of every gpu for a lowered schedule."""
-
-    def __init__(self, schedule: Schedule, *, channels: int = 1, inplace: bool = False,
-                 consolidate: bool = False, limits: RuntimeLimits):
-        self.s = schedule
-        self.n = schedule.nodes
-        self.P = schedule.grid
-        self.coll = schedule.collective
-        self.channels = channels
-        self.inplace = inplace
-        self.consolidate = consolidate
-        self.limits = limits
-        self.maxcnt = limits.max_count - 1
-        n, P = self.n, self.P
-        self.gpus = [GpuProgram(r) for r in range(n)]
-        L = n * P
-        self.layout = UnitLayout(self.coll, n, P, inplace, lambda w, size: self.gpus[w].alloc(size))
-        self.locbuf, self.locoff = self.layout.locbuf, self.layout.locoff
-        self.home, self.acc = self.layout.home, self.layout.acc
-        for gp in self.gpus:
-            gp.i_chunks = P if self.coll is Collective.ALLGATHER else L
-            gp.o_chunks = P if self.coll is Collective.REDUCESCATTER else L
-        self.messages = 0
-        self.consolidated = 0
-        self.copy_budget = max(1, limits.max_steps // 2)     # ops per copy tb, leaving room for nops
-
-    # ----- locations (services.compiler.layout) -------------------------------------------------------
-    def _partial(self, w: int, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rb, ro = self.locbuf[w, units].copy(), self.locoff[w, units].copy()
-        if np.any(rb == NONE):
-            g = int(units[rb == NONE][0])
-            raise CompileError(f"gpu {w} reduces into chunk {g % self.P}/{self.P} of shard {g // self.P} "
-                               f"without holding a partial; the schedule is not valid")
-        return rb, ro
-
-    def _not_held(self, u: int, g: int, t: int) -> CompileError:
-        v, k = divmod(g, self.P)
-        return CompileError(f"step {t}: gpu {u} sends chunk {k}/{self.P} of shard {v} before holding it; "
-                            f"the schedule is not valid")
-
-    # ----- building ------------------------------------------------------------------------------
-    def build(self) -> list[GpuProgram]:
-        s = self.s
-        for t in range(1, s.steps + 1):
-            self._step(t, Op(int(s.ops[t - 1])))
-        self._fixups(s.steps + 1)
-        return self.gpus
-
-    def _pieces(self, t: int, op: Op) -> list[_Piece]:
-        s, P, c = self.s, self.P, self.channels
-        sl = s.step_slice(t)
-        src, snd, rcv = s.source[sl], s.sender[sl], s.receiver[sl]
-        lane, lo, hi = s.lane[sl], s.lo[sl], s.hi[sl]
-        if np.any(snd == rcv):
-            i = int(np.flatnonzero(snd == rcv)[0])
-            raise CompileError(f"step {t}: a transfer over the self-loop of node {snd[i]} carries no data; the "
-                               f"schedule is not executable")
-        groups: dict[tuple[int, int, int], list[np.ndarray]] = {}
-        for v, u, w, ln, a, b in zip(src.tolist(), snd.tolist(), rcv.tolist(), lane.tolist(), lo.tolist(),
-                                     hi.tolist()):
-            size = (b - a) // c
-            for j in range(c):
-                a_j = a + j * size
-                groups.setdefault((u, w, ln * c + j), []).append(v * P + np.arange(a_j, a_j + size))
-        out = []
-        for (u, w, ch), parts in sorted(groups.items()):
-            units = np.concatenate(parts)
-            uniq = np.unique(units)
-            if uniq.size != units.size:
-                if op is Op.REDUCE:
-                    raise CompileError(f"step {t}: node {u} sends the same chunk to {w} twice on one link in a "
-                                       f"reduce step; not supported")
-                units = uniq
-            out.append(_Piece(u, w, ch, units, self.locbuf[u, units].copy(), self.locoff[u, units].copy()))
-        return out
-
-    def _step(self, t: int, op: Op) -> None:
-        pieces = self._pieces(t, op)
-        # a chunk that a gpu sends and overwrites in the same step is first copied to scratch, so the send
-        # carries its value at the start of the step
-        sent = {(p.u, g) for p in pieces for g in p.units.tolist()}
-        written = {(p.w, g) for p in pieces for g in p.units.tolist()}
-        snap: dict[tuple[int, int], tuple[int, int]] = {}
-        by_gpu: dict[int, list[int]] = {}
-        for u, g in sorted(sent & written):
-            by_gpu.setdefault(u, []).append(g)
-        for u, gs in by_gpu.items():
-            ga = np.array(gs, dtype=np.int64)
-            b, o = self.locbuf[u, ga], self.locoff[u, ga]
-            if np.any(b == NONE):
-                raise self._not_held(u, int(ga[b == NONE][0]), t)
-            gp = self.gpus[u]
-            base = gp.alloc(ga.size)
-            tb = gp.least_loaded_tb()
-            for a, ln in _runs([o], [b], max_len=self.maxcnt):
-                gp.emit(tb, MOp("cpy", int(b[a]), int(o[a]), SBUF, base + a, ln, step=t),
-                        reads=[(int(b[a]), int(o[a]), ln)], writes=[(SBUF, base + a, ln)])
-            for i, g in enumerate(gs):
-                snap[(u, g)] = (SBUF, base + i)
-        for p in pieces:
-            if snap:
-                for i, g in enumerate(p.units.tolist()):
-                    if (p.u, g) in snap:
-                        p.sbuf[i], p.soff[i] = snap[(p.u, g)]
-            if np.any(p.sbuf == NONE):
-                raise self._not_held(p.u, int(p.units[p.sbuf == NONE][0]), t)
-            order = np.lexsort((p.soff, p.sbuf))            # sender-contiguous message order
-            p.units, p.sbuf, p.soff = p.units[order], p.sbuf[order], p.soff[order]
-
-        # plan: direct messages, or (consolidate) gather -> one message -> scatter
-        plans = []
-        for p in pieces:
-            staged_send = staged_recv = False
-            if self.consolidate:
-                if op is Op.COPY:
-                    db, do = self.home(p.w, p.units)
-                    recv_runs = _runs([do], [db], max_len=p.units.size)
-                    direct = _runs([p.soff, do], [p.sbuf, db], max_len=p.units.size)
-                else:                           # partials as of now (the direct path re-reads them)
-                    rb, ro = self._partial(p.w, p.units)
-                    db, do = self.acc(p.w, p.units)
-                    recv_runs = _runs([do, ro], [db, rb], max_len=p.units.size)
-                    direct = _runs([p.soff, do, ro], [p.sbuf, db, rb], max_len=p.units.size)
-                if len(direct) > 1:
-                    staged_send = len(_runs([p.soff], [p.sbuf], max_len=p.units.size)) > 1
-                    staged_recv = len(recv_runs) > 1
-                    self.consolidated += staged_send or staged_recv
-            plans.append([p, staged_send, staged_recv, None, None])
-        # pass 1: gathers into contiguous scratch at the senders
-        for plan in plans:
-            p, staged_send = plan[0], plan[1]
-            if staged_send:
-                gu = self.gpus[p.u]
-                base = gu.alloc(p.units.size)
-                ctb = gu.copy_tb(self.copy_budget)          # one copy tb per message: the send waits once
-                for a, ln in _runs([p.soff], [p.sbuf], max_len=self.maxcnt):
-                    sb, so = int(p.sbuf[a]), int(p.soff[a])
-                    gu.emit(ctb, MOp("cpy", sb, so, SBUF, base + a, ln, step=t),
-                            reads=[(sb, so, ln)], writes=[(SBUF, base + a, ln)])
-                p.sbuf = np.full(p.units.size, SBUF, np.int8)
-                p.soff = base + np.arange(p.units.size)
-        # pass 2: messages; each send is immediately followed by its receive
-        for plan in plans:
-            p, _, staged_recv = plan[0], plan[1], plan[2]
-            if staged_recv:
-                gw = self.gpus[p.w]
-                rbase = gw.alloc(p.units.size)
-                self._messages(t, p, np.full(p.units.size, SBUF, np.int8), rbase + np.arange(p.units.size),
-                               None, None, recv_type="r")
-                plan[3] = rbase
-            elif op is Op.COPY:
-                db, do = self.home(p.w, p.units)
-                self._messages(t, p, db, do, None, None, recv_type="r")
-                self.locbuf[p.w, p.units], self.locoff[p.w, p.units] = db, do
-            else:
-                rb, ro = self._partial(p.w, p.units)
-                db, do = self.acc(p.w, p.units)
-                self._messages(t, p, db, do, rb, ro, recv_type="rrc")
-                self.locbuf[p.w, p.units], self.locoff[p.w, p.units] = db, do
-        # pass 3: scatters at the receivers
-        for p, _, staged_recv, rbase, _ in plans:
-            if not staged_recv:
-                continue
-            gw = self.gpus[p.w]
-            ctb = gw.copy_tb(self.copy_budget)
-            sidx = rbase + np.arange(p.units.size)
-            if op is Op.COPY:
-                db, do = self.home(p.w, p.units)
-                for a, ln in _runs([do, sidx], [db], max_len=self.maxcnt):
-                    gw.emit(ctb, MOp("cpy", SBUF, int(sidx[a]), int(db[a]), int(do[a]), ln, step=t),
-                            reads=[(SBUF, int(sidx[a]), ln)], writes=[(int(db[a]), int(do[a]), ln)])
-                self.locbuf[p.w, p.units], self.locoff[p.w, p.units] = db, do
-            else:
-                rb, ro = self._partial(p.w, p.units)
-                for a, ln in _runs([ro, sidx], [rb], max_len=self.maxcnt):
-                    gw.emit(ctb, MOp("re", int(rb[a]), int(ro[a]), SBUF, int(sidx[a]), ln, step=t),
-                            reads=[(int(rb[a]), int(ro[a]), ln), (SBUF, int(sidx[a]), ln)],
-                            writes=[(SBUF, int(sidx[a]), ln)])
-                self.locbuf[p.w, p.units], self.locoff[p.w, p.units] = SBUF, sidx
-
-    def _messages(self, t: int, p: _Piece, db, do, rb, ro, *, recv_type: str) -> None:
-        """Send/receive pairs for piece p: runs contiguous on both sides (and in the receiver's partial)."""
-        gu, gw = self.gpus[p.u], self.gpus[p.w]
-        stb, rtb = gu.tb(p.w, -1, p.chan), gw.tb(-1, p.u, p.chan)
-        adv, eq = [p.soff, do], [p.sbuf, db]
-        if rb is not None:
-            adv.append(ro)
-            eq.append(rb)
-        for a, ln in _runs(adv, eq, max_len=self.maxcnt):
-            sb, so = int(p.sbuf[a]), int(p.soff[a])
-            d_b, d_o = int(db[a]), int(do[a])
-            gu.emit(stb, MOp("s", sb, so, NONE, -1, ln, step=t), reads=[(sb, so, ln)])
-            if rb is None:
-                gw.emit(rtb, MOp(recv_type, NONE, -1, d_b, d_o, ln, step=t), writes=[(d_b, d_o, ln)])
-            else:
-                r_b, r_o = int(rb[a]), int(ro[a])
-                gw.emit(rtb, MOp(recv_type, r_b, r_o, d_b, d_o, ln, step=t), reads=[(r_b, r_o, ln)],
-                        writes=[(d_b, d_o, ln)])
-            self.messages += 1
-
-    def _fixups(self, t: int) -> None:
-        """Copy every result that is not where the collective wants it (e.g. an allgather's own shard)."""
-        n, P = self.n, self.P
-        for w in range(n):
-            units = np.arange(w * P, (w + 1) * P) if self.coll is Collective.REDUCESCATTER else np.arange(n * P)
-            b, o = self.locbuf[w, units], self.locoff[w, units]
-            if np.any(b == NONE):
-                g = int(units[b == NONE][0])
-                raise CompileError(f"gpu {w} never receives chunk {g % P}/{P} of shard {g // P}: the schedule "
-                                   f"is incomplete")
-            hb, ho = self.home(w, units)
-            wrong = np.flatnonzero((b != hb) | (o != ho))
-            if wrong.size == 0:
-                continue
-            gp = self.gpus[w]
-            tb = gp.least_loaded_tb()
-            sb, so, db, do = b[wrong], o[wrong], hb[wrong], ho[wrong]
-            for a, ln in _runs([so, do], [sb, db], max_len=self.maxcnt):
-                gp.emit(tb, MOp("cpy", int(sb[a]), int(so[a]), int(db[a]), int(do[a]), ln, step=t),
-                        reads=[(int(sb[a]), int(so[a]), ln)], writes=[(int(db[a]), int(do[a]), ln)])
-            self.locbuf[w, units[wrong]], self.locoff[w, units[wrong]] = db, do
-
-
-# ---------------------------------------------------------------------------------------------------
-# thread-block numbering, nop expansion, limits and XML text
-# ---------------------------------------------------------------------------------------------------
 @dataclass
 class XmlStep:
     s: int
@@ -423,106 +71,928 @@ class XmlStep:
     hasdep: int
 
 
-def finalize(gpus: list[GpuProgram]) -> list[list[tuple[MTb, list[XmlStep]]]]:
-    """Number thread blocks (sorted by (send, recv, chan) as msccl-tools does), expand extra dependencies
-    into nops and resolve dependency references to (tb id, XML step index)."""
-    out = []
-    for gp in gpus:
-        order = sorted(range(len(gp.tbs)), key=lambda i: (gp.tbs[i].send, gp.tbs[i].recv, gp.tbs[i].chan))
-        for new, old in enumerate(order):
-            gp.tbs[old].id = new
-        xml_index: list[list[int]] = []
-        for tb in gp.tbs:
-            idx, pos = [], 0
-            for op in tb.ops:
-                pos += max(0, len(op.deps) - 1)
-                idx.append(pos)
-                pos += 1
-            xml_index.append(idx)
-        blocks = []
-        for old in order:
-            tb = gp.tbs[old]
-            steps: list[XmlStep] = []
-            for op in tb.ops:
-                refs = [(gp.tbs[t2].id, xml_index[t2][i2]) for t2, i2 in op.deps]
-                for depid, deps in refs[1:]:
-                    steps.append(XmlStep(len(steps), "nop", "i", -1, "o", -1, 0, depid, deps, 0))
-                depid, deps = refs[0] if refs else (-1, -1)
-                steps.append(XmlStep(len(steps), op.type, BUF_NAME.get(op.srcbuf, "i"), op.srcoff,
-                                     BUF_NAME.get(op.dstbuf, "o"), op.dstoff, op.cnt, depid, deps,
-                                     int(op.hasdep)))
-            blocks.append((tb, steps))
-        out.append(blocks)
-    return out
+@dataclass(frozen=True)
+class MscclOptions:
+    """instances: every transfer split in that many parts, each on its own channels (P x instances);
+    channels: channels a link's messages are spread over (by shard); mode: "out", "in" or "both" (one
+    program that runs in and out of place); consolidate: gather/scatter through scratch; combined: one tb per
+    (receive peer, send peer, channel) instead of one per direction; fuse: rcs/rrcs/rrs."""
+
+    instances: int = 1
+    channels: int = 1
+    mode: str = "out"
+    consolidate: bool = False
+    combined: bool = True
+    fuse: bool = True
+
+    def label(self) -> str:
+        parts = [f"instances={self.instances}", f"channels={self.channels}", f"mode={self.mode}"]
+        parts.append("combined tbs" if self.combined else "separate send/receive tbs")
+        if self.fuse:
+            parts.append("fused")
+        if self.consolidate:
+            parts.append("consolidated")
+        return ", ".join(parts)
 
 
-def check_limits(gpus: list[GpuProgram], blocks, limits: RuntimeLimits, nchannels: int, ngpus: int) -> None:
-    """Raise CompileError for the first runtime limit the program exceeds."""
-    if nchannels > limits.max_channels:
-        raise CompileError(f"the program needs {nchannels} channels; the {limits.dialect} runtime allows at most "
-                           f"{limits.max_channels} (use fewer channels)", limit="max_channels", value=nchannels,
-                           maximum=limits.max_channels)
-    if ngpus > limits.max_subs:
-        raise CompileError(f"{ngpus} gpus exceed the XML parser's {limits.max_subs} children per element",
-                           limit="max_subs", value=ngpus, maximum=limits.max_subs)
-    for gp, bl in zip(gpus, blocks):
-        if len(bl) > limits.max_tbs:
-            raise CompileError(f"gpu {gp.rank} needs {len(bl)} thread blocks; the runtime allows {limits.max_tbs}",
-                               limit="max_tbs", value=len(bl), maximum=limits.max_tbs, gpu=gp.rank)
-        senders: dict[int, int] = {}
-        receivers: dict[int, int] = {}
-        nodes = 1 + ngpus + len(bl)
-        for tb, steps in bl:
-            if len(steps) > limits.max_steps:
-                raise CompileError(
-                    f"gpu {gp.rank} thread block {tb.id} (send {tb.send}, recv {tb.recv}, chan {tb.chan}) needs "
-                    f"{len(steps)} steps; the {limits.dialect} runtime allows at most {limits.max_steps} per "
-                    f"thread block (MSCCL_MAX_NUM_STEPS). Use dialect 'rccl'/'legacy' (256), more channels, "
-                    f"fewer chunks or consolidate=True", limit="max_steps", value=len(steps),
-                    maximum=limits.max_steps, gpu=gp.rank, tb=tb.id)
-            nodes += len(steps)
-            if tb.send >= 0:
-                senders[tb.chan] = senders.get(tb.chan, 0) + 1
-            if tb.recv >= 0:
-                receivers[tb.chan] = receivers.get(tb.chan, 0) + 1
-        for what, per in (("sending", senders), ("receiving", receivers)):
-            for chan, k in per.items():
-                if k > limits.max_tbs_per_channel:
-                    raise CompileError(f"gpu {gp.rank} has {k} {what} thread blocks on channel {chan}; the runtime "
-                                       f"allows {limits.max_tbs_per_channel}", limit="max_tbs_per_channel", value=k,
-                                       maximum=limits.max_tbs_per_channel, gpu=gp.rank)
-        if nodes >= limits.max_parser_nodes:
-            raise CompileError(f"gpu {gp.rank}'s part of the XML has {nodes} parser nodes; the runtime's XML parser "
-                               f"is limited to {limits.max_parser_nodes}", limit="max_parser_nodes", value=nodes,
-                               maximum=limits.max_parser_nodes, gpu=gp.rank)
-        biggest = max(gp.scratch, gp.i_chunks, gp.o_chunks)
-        if biggest - 1 > limits.max_offset:
-            raise CompileError(f"gpu {gp.rank} needs chunk offsets up to {biggest - 1}; the runtime stores offsets as "
-                               f"16-bit integers (max {limits.max_offset})", limit="max_offset", value=biggest - 1,
-                               maximum=limits.max_offset, gpu=gp.rank)
+@dataclass
+class MscclProgram:
+    """The instruction table of every gpu, ordered, with tbs and dependencies (ready to print)."""
+
+    nodes: int
+    units_per_shard: int
+    nchannels: int
+    ops: dict                      # column -> array, sorted by (gpu, tb, position)
+    tb_gpu: np.ndarray             # per global tb: gpu, send, recv, chan, id (XML id within its gpu)
+    tb_send: np.ndarray
+    tb_recv: np.ndarray
+    tb_chan: np.ndarray
+    tb_id: np.ndarray
+    xml_pos: np.ndarray            # per op: its XML step index within its tb
+    dep_first: np.ndarray          # per op: (depid, deps) of its own dependency (-1, -1)
+    nop_deps: list                 # per op index with extra deps: list of (depid, deps) for its nops
+    hasdep: np.ndarray
+    i_chunks: int
+    o_chunks: int
+    s_chunks: np.ndarray           # per gpu
+    messages: int
+    dropped_units: int
+    fused: int
+    consolidated: int
+    stats: dict = field(default_factory=dict)
 
 
+def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Split positions 0..n-1 into maximal runs where every `adv` column advances by exactly 1 and every `eq`
+    column stays constant, each at most max_len long. Returns (starts, lengths)."""
+    n = adv[0].size if adv else eq[0].size
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    brk = np.zeros(n, dtype=bool)
+    brk[0] = True
+    for c in adv:
+        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 1
+    for c in eq:
+        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
+    run_id = np.cumsum(brk) - 1
+    starts = np.flatnonzero(brk)
+    pos = np.arange(n) - starts[run_id]
+    brk2 = brk | (pos % max_len == 0)
+    st = np.flatnonzero(brk2)
+    lengths = np.diff(np.append(st, n))
+    return st, lengths
+
+
+class _Table:
+    """Instruction rows appended in batches (columns as numpy arrays)."""
+
+    COLS = ("gpu", "kind", "t", "phase", "sub", "tie", "speer", "rpeer", "chan", "sbuf", "soff", "dbuf", "doff",
+            "cnt", "msg")
+    DT = {"kind": np.int8, "phase": np.int8, "sbuf": np.int8, "dbuf": np.int8, "tie": np.int64, "msg": np.int64}
+
+    def __init__(self):
+        self.parts: list[dict] = []
+
+    def add(self, n: int, **cols) -> None:
+        if n == 0:
+            return
+        row = {}
+        for c in self.COLS:
+            v = cols.get(c, -1)
+            row[c] = np.broadcast_to(np.asarray(v, dtype=self.DT.get(c, np.int32)), (n,)).copy()
+        self.parts.append(row)
+
+    def concat(self) -> dict:
+        if not self.parts:
+            return {c: np.zeros(0, dtype=self.DT.get(c, np.int32)) for c in self.COLS}
+        return {c: np.concatenate([p[c] for p in self.parts]) for c in self.COLS}
+
+
+class _Builder:
+    def __init__(self, schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions):
+        self.s, self.profile, self.opt = schedule, profile, opt
+        self.n, self.P0, self.k, self.c = schedule.nodes, schedule.grid, opt.instances, opt.channels
+        self.P = self.P0 * self.k
+        self.coll = schedule.collective
+        self.maxcnt = profile.max_count - 1
+        self.scratch = np.zeros(self.n, dtype=np.int64)
+        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc)
+        self.table = _Table()
+        self.msg = 0
+        self.dropped = 0
+        self.consolidated = 0
+
+    def _alloc(self, gpus: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        gpus = np.asarray(gpus, dtype=np.int64)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        order = np.argsort(gpus, kind="stable")
+        g, sz = gpus[order], sizes[order]
+        csum = np.cumsum(sz)
+        first = np.r_[True, g[1:] != g[:-1]]
+        grp = np.cumsum(first) - 1
+        starts = np.flatnonzero(first)
+        before = csum - sz - np.where(starts[grp] > 0, csum[starts[grp] - 1], 0)
+        bases = np.empty_like(sz)
+        bases[order] = self.scratch[g] + before
+        np.add.at(self.scratch, g, sz)
+        return bases.astype(np.int32)
+
+    # ----- pass 1: messages ------------------------------------------------------------------------------
+    def _units(self, t: int):
+        s, P, P0, k, c = self.s, self.P, self.P0, self.k, self.c
+        sl = s.step_slice(t)
+        v, u, w = s.source[sl].astype(np.int64), s.sender[sl].astype(np.int64), s.receiver[sl].astype(np.int64)
+        lane, lo, hi = s.lane[sl].astype(np.int64), s.lo[sl].astype(np.int64), s.hi[sl].astype(np.int64)
+        if np.any(u == w):
+            i = int(np.flatnonzero(u == w)[0])
+            raise CompileError(f"step {t}: a transfer over the self-loop of node {u[i]} carries no data; the "
+                               f"schedule is not executable")
+        ln = hi - lo
+        total = int(ln.sum())
+        rep = np.repeat(np.arange(v.size), ln)
+        x = ranges(lo, ln)
+        j = np.repeat(np.arange(k), total)
+        rep = np.tile(rep, k)
+        x = np.tile(x, k)
+        vv = v[rep]
+        g = vv * P + j * P0 + x
+        chan = lane[rep] * (k * c) + j * c + vv % c
+        return u[rep], w[rep], chan, g
+
+    def build_messages(self) -> None:
+        s = self.s
+        if self.coll is Collective.ALLGATHER and self.opt.mode != "in":
+            self._fixups(0, held_only=True)   # own shard into the output first; sends read it there (msccl-tools)
+        for t in range(1, s.steps + 1):
+            self._step(t, Op(int(s.ops[t - 1])))
+        self._fixups(s.steps + 1)
+
+    def _step(self, t: int, op: Op) -> None:
+        lay = self.layout
+        U, W, CH, G = self._units(t)
+        if U.size == 0:
+            return
+        order = np.lexsort((CH, U, G, W))             # by receiver and unit: duplicates and ranks are adjacent
+        U, W, CH, G = U[order], W[order], CH[order], G[order]
+        if op is Op.COPY:
+            dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
+            keep = ~(dup | lay.final[W, G])
+            self.dropped += int((~keep).sum())
+            U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
+            if U.size == 0:
+                return
+        else:
+            trip = np.lexsort((G, W, U))
+            Ut, Wt, Gt = U[trip], W[trip], G[trip]
+            if np.any((Ut[1:] == Ut[:-1]) & (Wt[1:] == Wt[:-1]) & (Gt[1:] == Gt[:-1])):
+                raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
+                                   f"not supported")
+        SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
+        if np.any(SB == NONE):
+            i = int(np.flatnonzero(SB == NONE)[0])
+            v, x = divmod(int(G[i]), self.P)
+            raise CompileError(f"step {t}: gpu {U[i]} sends chunk {x}/{self.P} of shard {v} before holding it; the "
+                               f"schedule is not valid")
+        DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)
+        # link order (sender, receiver, channel), then the sender's layout
+        order = np.lexsort((SO, SB, CH, W, U))
+        U, W, CH, G, SB, SO, DB, DO = U[order], W[order], CH[order], G[order], SB[order], SO[order], DB[order], DO[order]
+        staged_send = staged_recv = np.zeros(U.size, bool)
+        if self.opt.consolidate:
+            PB, PO = DB, DO
+            for _ in range(2 if op is Op.REDUCE else 1):
+                if op is Op.REDUCE:         # the partial each direct receive reads (the first direct one in place)
+                    d = np.flatnonzero(~staged_recv)
+                    o = d[np.lexsort((CH[d], U[d], G[d], W[d]))]
+                    first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])][:o.size]
+                    f = o[first]
+                    PB, PO = DB.copy(), DO.copy()
+                    PB[f], PO[f] = lay.locbuf[W[f], G[f]], lay.locoff[W[f], G[f]]
+                ss, sr = self._consolidate_plan(U, W, CH, SB, SO, DB, DO, PB, PO)
+                staged_send, staged_recv = staged_send | ss, staged_recv | sr
+            if staged_send.any():
+                SB, SO = self._gather(t, U, W, CH, SB, SO, staged_send)
+        direct = np.flatnonzero(~staged_recv)
+        if direct.size:
+            self._direct(t, op, U[direct], W[direct], CH[direct], G[direct], SB[direct], SO[direct], DB[direct],
+                         DO[direct])
+        staged = np.flatnonzero(staged_recv)
+        if staged.size:
+            self._staged_receive(t, op, U[staged], W[staged], CH[staged], G[staged], SB[staged], SO[staged],
+                                 DB[staged], DO[staged])
+
+    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO) -> None:
+        """Messages straight into place: `r` into the home, or `rrc` (partial + message) into the accumulator.
+        The links into a gpu that reduce in one step are ranked (by sender and channel): link k's reductions
+        run after those of links < k, and a unit's first contribution reads the partial where it is, later ones
+        the accumulator. Every message of a connection has its link's rank."""
+        lay = self.layout
+        if op is Op.COPY:
+            rank = np.zeros(U.size, np.int64)
+            PB = np.full(U.size, NONE, np.int8)
+            PO = np.full(U.size, -1, np.int32)
+        else:
+            link = (W * self.n + U) * (1 << 20) + CH
+            ul, inv = unique_inverse(link)
+            lw = ul // (self.n << 20)
+            lrank = np.arange(ul.size) - np.searchsorted(lw, lw)
+            rank = lrank[inv]
+            o = np.lexsort((rank, G, W))
+            first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
+            first_c = np.empty(U.size, bool)
+            first_c[o] = first
+            PB, PO = lay.locbuf[W, G].copy(), lay.locoff[W, G].copy()
+            if np.any(PB[first_c] == NONE):
+                i = int(np.flatnonzero((PB == NONE) & first_c)[0])
+                v, x = divmod(int(G[i]), self.P)
+                raise CompileError(f"gpu {W[i]} reduces into chunk {x}/{self.P} of shard {v} without holding a "
+                                   f"partial; the schedule is not valid")
+            later = ~first_c
+            PB[later], PO[later] = DB[later], DO[later]
+        o = np.lexsort((SO, SB, CH, W, U))
+        U, W, CH, G, rank, SB, SO, DB, DO, PB, PO = (a[o] for a in (U, W, CH, G, rank, SB, SO, DB, DO, PB, PO))
+        adv, eq = [SO, DO], [U, W, CH, SB, DB]
+        if op is Op.REDUCE:
+            adv.append(PO)
+            eq.append(PB)
+        st, ln = runs(adv, eq, max_len=self.maxcnt)
+        self._messages(t, U[st], W[st], CH[st], rank[st], SB[st], SO[st], DB[st], DO[st],
+                       None if op is Op.COPY else PB[st], PO[st], ln)
+        lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
+        if op is Op.COPY:
+            lay.final[W, G] = True
+
+    def _messages(self, t, u, w, ch, rank, sb, so, db, do, pb, po, ln) -> None:
+        m = u.size
+        ids = self.msg + np.arange(m, dtype=np.int64)
+        self.msg += m
+        self.table.add(m, gpu=u, kind=S, t=t, phase=PH_SEND, sub=rank, tie=ids, speer=w, rpeer=-1, chan=ch,
+                       sbuf=sb, soff=so, dbuf=NONE, doff=-1, cnt=ln, msg=ids)
+        kind = R if pb is None else RRC
+        self.table.add(m, gpu=w, kind=kind, t=t, phase=PH_RECV, sub=rank, tie=0, speer=-1, rpeer=u, chan=ch,
+                       sbuf=NONE if kind == R else pb, soff=-1 if kind == R else po, dbuf=db, doff=do, cnt=ln, msg=ids)
+
+    # ----- consolidation -------------------------------------------------------------------------------------
+    def _consolidate_plan(self, U, W, CH, SB, SO, DB, DO, PB, PO):
+        """Per unit (sorted by link): whether its link stages the send (its pieces are not contiguous at the
+        sender) and the receive (not contiguous at the receiver) through scratch."""
+        grp_brk = np.r_[True, (U[1:] != U[:-1]) | (W[1:] != W[:-1]) | (CH[1:] != CH[:-1])]
+        gid = np.cumsum(grp_brk) - 1
+
+        def breaks(adv, eq):
+            brk = grp_brk.copy()
+            for c in adv:
+                brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 1
+            for c in eq:
+                brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
+            return np.bincount(gid, weights=brk)[gid]
+
+        multi = breaks([SO, DO, PO], [SB, DB, PB]) > 1
+        self.consolidated += int(unique(gid[multi]).size)
+        return multi & (breaks([SO], [SB]) > 1), multi & (breaks([DO, PO], [DB, PB]) > 1)
+
+    def _gather(self, t, U, W, CH, SB, SO, staged):
+        """Copy each staged link's pieces into contiguous scratch at the sender; the send reads it there."""
+        grp_brk = np.r_[True, (U[1:] != U[:-1]) | (W[1:] != W[:-1]) | (CH[1:] != CH[:-1])]
+        gid = np.cumsum(grp_brk) - 1
+        sel = np.flatnonzero(staged)
+        g_sel = gid[sel]
+        first = np.r_[True, g_sel[1:] != g_sel[:-1]]
+        sizes = np.diff(np.r_[np.flatnonzero(first), sel.size])
+        bases = self._alloc(U[sel][first], sizes)
+        pos = np.arange(sel.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        new_off = (np.repeat(bases, sizes) + pos).astype(np.int32)
+        st, ln = runs([SO[sel], new_off], [SB[sel], g_sel], max_len=self.maxcnt)
+        i = sel[st]
+        self.table.add(st.size, gpu=U[i], kind=CPY, t=t, phase=PH_LOCAL, sub=0, tie=np.arange(st.size),
+                       sbuf=SB[i], soff=SO[i], dbuf=SBUF, doff=new_off[st], cnt=ln)
+        SB, SO = SB.copy(), SO.copy()
+        SB[sel], SO[sel] = SBUF, new_off
+        return SB, SO
+
+    def _staged_receive(self, t, op, U, W, CH, G, SB, SO, DB, DO) -> None:
+        """Receive each staged link's message into contiguous scratch, then scatter: copy into the homes, or
+        (reductions, after the step's direct contributions) add the partials into the staged pieces, which then
+        hold them."""
+        lay = self.layout
+        grp_brk = np.r_[True, (U[1:] != U[:-1]) | (W[1:] != W[:-1]) | (CH[1:] != CH[:-1])]
+        gid = np.cumsum(grp_brk) - 1
+        firsts = np.flatnonzero(grp_brk)
+        sizes = np.diff(np.r_[firsts, U.size])
+        bases = self._alloc(W[firsts], sizes)
+        RO = (bases[gid] + np.arange(U.size) - firsts[gid]).astype(np.int32)
+        RB = np.full(U.size, SBUF, np.int8)
+        zero = np.zeros(U.size, np.int64)
+        st, ln = runs([SO, RO], [U, W, CH, SB], max_len=self.maxcnt)
+        self._messages(t, U[st], W[st], CH[st], zero[st], SB[st], SO[st], RB[st], RO[st], None, None, ln)
+        if op is Op.COPY:
+            o = np.lexsort((RO, W))
+            st, ln = runs([RO[o], DO[o]], [W[o], DB[o]], max_len=self.maxcnt)
+            i = o[st]
+            self.table.add(st.size, gpu=W[i], kind=CPY, t=t, phase=PH_SCATTER, sub=0, tie=np.arange(st.size),
+                           sbuf=SBUF, soff=RO[i], dbuf=DB[i], doff=DO[i], cnt=ln)
+            lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
+            lay.final[W, G] = True
+            return
+        # reductions: per unit, the k-th staged contribution adds the partial left by the (k-1)-th
+        o = np.lexsort((CH, U, G, W))
+        Wk, Gk, ROk = W[o], G[o], RO[o]
+        same = np.r_[False, (Wk[1:] == Wk[:-1]) & (Gk[1:] == Gk[:-1])]
+        k = np.arange(o.size) - np.flatnonzero(~same)[np.cumsum(~same) - 1]
+        PB, PO = lay.locbuf[Wk, Gk].copy(), lay.locoff[Wk, Gk].copy()
+        PB[same], PO[same] = SBUF, ROk[np.flatnonzero(same) - 1]
+        if np.any(PB == NONE):
+            i = int(np.flatnonzero(PB == NONE)[0])
+            raise CompileError(f"gpu {Wk[i]} reduces into a chunk it holds no partial of; the schedule is not valid")
+        o2 = np.lexsort((ROk, k, Wk))
+        st, ln = runs([PO[o2], ROk[o2]], [Wk[o2], k[o2], PB[o2]], max_len=self.maxcnt)
+        i = o2[st]
+        self.table.add(st.size, gpu=Wk[i], kind=RE, t=t, phase=PH_SCATTER, sub=k[i], tie=np.arange(st.size),
+                       sbuf=PB[i], soff=PO[i], dbuf=SBUF, doff=ROk[i], cnt=ln)
+        last = np.r_[~same[1:], True]
+        lay.locbuf[Wk[last], Gk[last]] = SBUF
+        lay.locoff[Wk[last], Gk[last]] = ROk[last]
+
+    # ----- fixups --------------------------------------------------------------------------------------------
+    def _fixups(self, t: int, held_only: bool = False) -> None:
+        """Copy every result that is not where the collective wants it (e.g. an allgather's own shard)."""
+        lay = self.layout
+        n = self.n
+        if self.coll is Collective.REDUCESCATTER:
+            W = np.repeat(np.arange(n), self.P)
+            G = W * self.P + np.tile(np.arange(self.P), n)
+        else:
+            W = np.repeat(np.arange(n), lay.L)
+            G = np.tile(np.arange(lay.L), n)
+        b, o = lay.locbuf[W, G], lay.locoff[W, G]
+        if held_only:
+            h = b != NONE
+            W, G, b, o = W[h], G[h], b[h], o[h]
+        elif np.any(b == NONE):
+            i = int(np.flatnonzero(b == NONE)[0])
+            v, x = divmod(int(G[i]), self.P)
+            raise CompileError(f"gpu {W[i]} never receives chunk {x}/{self.P} of shard {v}: the schedule is "
+                               f"incomplete")
+        hb, ho = lay.home(W, G)
+        wrong = np.flatnonzero((b != hb) | (o != ho))
+        if wrong.size == 0:
+            return
+        W, sb, so, db, do = W[wrong], b[wrong], o[wrong], hb[wrong], ho[wrong]
+        st, ln = runs([so, do], [W, sb, db], max_len=self.maxcnt)
+        self.table.add(st.size, gpu=W[st], kind=CPY, t=t, phase=PH_LOCAL, sub=0, tie=np.arange(st.size),
+                       sbuf=sb[st], soff=so[st], dbuf=db[st], doff=do[st], cnt=ln)
+        lay.locbuf[W, G[wrong]], lay.locoff[W, G[wrong]] = db, do
+
+
+# ---------------------------------------------------------------------------------------------------------
+# passes 2-5
+# ---------------------------------------------------------------------------------------------------------
+def _match(w_in: np.ndarray, w_out: np.ndarray, weight: np.ndarray, same_peer: np.ndarray):
+    """Maximum-weight pairing of in-peers with out-peers (ties: the same peer both ways)."""
+    from scipy.optimize import linear_sum_assignment
+
+    cost = -(weight.astype(np.float64) * 4 + same_peer)
+    ri, ci = linear_sum_assignment(cost)
+    return ri, ci
+
+
+def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
+    """Thread blocks of the communication instructions (and fusion candidates when combined)."""
+    kind, gpu, chan = ops["kind"], ops["gpu"].astype(np.int64), ops["chan"].astype(np.int64)
+    is_s, is_r = kind == S, (kind == R) | (kind == RRC)
+    fuse_pairs = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if opt.combined and opt.fuse:
+        fuse_pairs = _fusion_candidates(ops, is_s, is_r & _last_writes(ops, layout, opt.mode == "both"))
+    # per (gpu, chan): out-peers from sends, in-peers from receives
+    out_key = unique(gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
+    in_key = unique(gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64))
+    tbs: dict[tuple, int] = {}
+    tb_of_out: dict[int, int] = {}
+    tb_of_in: dict[int, int] = {}
+
+    def new_tb(g, send, recv, ch):
+        key = (g, send, recv, ch)
+        if key not in tbs:
+            tbs[key] = len(tbs)
+        return tbs[key]
+
+    if not opt.combined:
+        for k in out_key.tolist():
+            tb_of_out[k] = new_tb(k >> 32, k & 0xFFFF, -1, (k >> 16) & 0xFFFF)
+        for k in in_key.tolist():
+            tb_of_in[k] = new_tb(k >> 32, -1, k & 0xFFFF, (k >> 16) & 0xFFFF)
+    else:
+        m1, m2 = fuse_pairs
+        wkey = (gpu[m1] << 32 | chan[m1] << 16 | ops["rpeer"][m1].astype(np.int64)) if m1.size else np.zeros(0, np.int64)
+        okey = ops["speer"][m2].astype(np.int64) if m2.size else np.zeros(0, np.int64)
+        pair_w: dict[tuple[int, int], int] = {}
+        if m1.size:
+            pk, cnt = unique_counts(wkey * 65536 + okey)         # okey is a peer id < 65536
+            pair_w = {(int(k) // 65536, int(k) % 65536): int(c) for k, c in zip(pk.tolist(), cnt.tolist())}
+        groups: dict[int, tuple[list, list]] = {}
+        for k in out_key.tolist():
+            groups.setdefault(k >> 16, ([], []))[1].append(k & 0xFFFF)
+        for k in in_key.tolist():
+            groups.setdefault(k >> 16, ([], []))[0].append(k & 0xFFFF)
+        for gc, (ins, outs) in groups.items():
+            g, ch = gc >> 16, gc & 0xFFFF
+            paired_in, paired_out = set(), set()
+            if ins and outs:
+                wmat = np.array([[pair_w.get((gc << 16 | i, o), 0) for o in outs] for i in ins])
+                same = np.array([[1.0 if i == o else 0.0 for o in outs] for i in ins])
+                ri, ci = _match(np.array(ins), np.array(outs), wmat, same)
+                for a, b in zip(ri.tolist(), ci.tolist()):
+                    i, o = ins[a], outs[b]
+                    tb = new_tb(g, o, i, ch)
+                    tb_of_in[gc << 16 | i] = tb
+                    tb_of_out[gc << 16 | o] = tb
+                    paired_in.add(i)
+                    paired_out.add(o)
+            for i in ins:
+                if i not in paired_in:
+                    tb_of_in[gc << 16 | i] = new_tb(g, -1, i, ch)
+            for o in outs:
+                if o not in paired_out:
+                    tb_of_out[gc << 16 | o] = new_tb(g, o, -1, ch)
+    tb = np.full(kind.size, -1, np.int64)
+    if is_s.any():
+        keys = gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64)
+        uk, inv = unique_inverse(keys)
+        tb[is_s] = np.array([tb_of_out[k] for k in uk.tolist()], np.int64)[inv]
+    if is_r.any():
+        keys = gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64)
+        uk, inv = unique_inverse(keys)
+        tb[is_r] = np.array([tb_of_in[k] for k in uk.tolist()], np.int64)[inv]
+    return tb, tbs, fuse_pairs
+
+
+def _access_keys(ops: dict, rows: np.ndarray, bufcol: str, offcol: str, layout: UnitLayout, both: bool):
+    """(row per chunk, location key per chunk) of the ranges [off, off + cnt) that `rows` access through the
+    given buffer/offset columns; keys are per gpu and alias input/output when the program runs in place too."""
+    cnt = ops["cnt"][rows].astype(np.int64)
+    rep = np.repeat(rows, cnt)
+    off = ranges(ops[offcol][rows], cnt)
+    b = np.repeat(ops[bufcol][rows], cnt)
+    g = ops["gpu"][rep].astype(np.int64)
+    k = layout.alias_key(g, b, off) if both else layout.plain_key(b, off)
+    return rep, g << 42 | k
+
+
+def _last_writes(ops: dict, layout: UnitLayout, both: bool) -> np.ndarray:
+    """Per row: True if no other instruction writes any chunk it writes before the sends of the next comm
+    step (so what it wrote is what those sends read)."""
+    kind = ops["kind"]
+    rep, key = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
+    grp = ops["t"][rep].astype(np.int64) * 8 + ops["phase"][rep].astype(np.int64)
+    o = np.lexsort((ops["sub"][rep], grp, key))
+    key_o, grp_o = key[o], grp[o]
+    nxt = np.r_[grp_o[1:], 1 << 60]
+    nxt[np.r_[key_o[1:] != key_o[:-1], True]] = 1 << 60
+    limit = (ops["t"][rep[o]].astype(np.int64) + 1) * 8 + PH_SEND
+    bad = rep[o][nxt <= limit]
+    ok = np.ones(kind.size, bool)
+    ok[bad] = False
+    return ok
+
+
+def _fusion_candidates(ops: dict, is_s: np.ndarray, is_r: np.ndarray):
+    """(receive row, send row) pairs: the send forwards, in the next comm step and on the same gpu and
+    channel, exactly the range the receive wrote (and nothing wrote it in between)."""
+    r_rows = np.flatnonzero(is_r)
+    s_rows = np.flatnonzero(is_s)
+    if r_rows.size == 0 or s_rows.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    gpu, chan, cnt = ops["gpu"].astype(np.int64), ops["chan"].astype(np.int64), ops["cnt"].astype(np.int64)
+    t = ops["t"].astype(np.int64)
+    # (gpu, chan, step) ranked densely, then (buffer, offset, cnt) packed under it
+    a_r = gpu[r_rows] << 40 | chan[r_rows] << 20 | (t[r_rows] + 1)
+    a_s = gpu[s_rows] << 40 | chan[s_rows] << 20 | t[s_rows]
+    ua, inv = unique_inverse(np.concatenate([a_r, a_s]))
+    b_r = (ops["dbuf"][r_rows].astype(np.int64) + 1) << 40 | ops["doff"][r_rows].astype(np.int64) << 8 | cnt[r_rows]
+    b_s = (ops["sbuf"][s_rows].astype(np.int64) + 1) << 40 | ops["soff"][s_rows].astype(np.int64) << 8 | cnt[s_rows]
+    rk = inv[:r_rows.size].astype(np.int64) << 43 | b_r
+    sk = inv[r_rows.size:].astype(np.int64) << 43 | b_s
+    order = np.argsort(sk, kind="stable")
+    sk_sorted = sk[order]
+    lo = np.searchsorted(sk_sorted, rk, "left")
+    hi = np.searchsorted(sk_sorted, rk, "right")
+    c = hi - lo
+    m1 = np.repeat(r_rows, c)
+    idx = ranges(lo, c)
+    m2 = s_rows[order[idx]]
+    return m1, m2
+
+
+def _apply_fusion(ops: dict, tb: np.ndarray, pairs, fuse: bool, rrs_ok) -> tuple[dict, np.ndarray, int]:
+    """Merge each accepted (receive, send) pair into one instruction at the receive's place."""
+    m1, m2 = pairs
+    if not fuse or m1.size == 0:
+        return ops, tb, 0
+    ok = tb[m1] == tb[m2]
+    m1, m2 = m1[ok], m2[ok]
+    # one partner each (a range is written once per step, so a send has at most one candidate receive)
+    for col in (0, 1):
+        o = np.argsort((m1, m2)[col], kind="stable")
+        key = (m1, m2)[col][o]
+        first = o[np.r_[True, key[1:] != key[:-1]]] if key.size else o
+        m1, m2 = m1[np.sort(first)], m2[np.sort(first)]
+    if m1.size == 0:
+        return ops, tb, 0
+    kind = ops["kind"].copy()
+    rrs = rrs_ok(m1) if m1.size else np.zeros(0, bool)
+    kind[m1] = np.where(kind[m1] == R, RCS, np.where(rrs, RRS, RRCS))
+    ops = {**ops, "kind": kind}
+    ops["speer"] = ops["speer"].copy()
+    ops["speer"][m1] = ops["speer"][m2]
+    # the forwarded message keeps its id; the fused row now carries it as its send
+    ops["fwd_msg"] = np.full(kind.size, -1, np.int64)
+    ops["fwd_msg"][m1] = ops["msg"][m2]
+    keep = np.ones(kind.size, bool)
+    keep[m2] = False
+    ops = {c: a[keep] for c, a in ops.items()}
+    return ops, tb[keep], int(m1.size)
+
+
+def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
+    """Per row: the tie-break within (t, phase, sub). Receives follow the order their messages were sent;
+    so does everything on one connection, since its sends all sit in one tb."""
+    tie = ops["tie"].copy()
+    kind, t, phase, sub = ops["kind"], ops["t"].astype(np.int64), ops["phase"].astype(np.int64), ops["sub"]
+    msg = ops["msg"]
+    fwd = ops.get("fwd_msg", np.full(kind.size, -1, np.int64))
+    recv_rows = np.flatnonzero(RECEIVES[kind])
+    # the send event of every message: the S row, or the fused row that forwards it
+    send_rows = np.flatnonzero(kind == S)
+    fused_rows = np.flatnonzero(fwd >= 0)
+    ev_msg = np.concatenate([msg[send_rows], fwd[fused_rows]])
+    ev_row = np.concatenate([send_rows, fused_rows])
+    sender_of = np.full(int(msg.max()) + 1 if msg.size else 0, -1, np.int64)
+    sender_of[ev_msg] = ev_row
+    steps = unique(t[recv_rows]) if recv_rows.size else np.zeros(0, np.int64)
+    by_t = {int(x): recv_rows[t[recv_rows] == x] for x in steps}
+    for x in sorted(by_t):
+        rows = by_t[x]
+        ev = sender_of[msg[rows]]
+        # rank of each send event among the step's events: (t, phase, sub, tie, tb) of the sending row
+        o = np.lexsort((tb[ev], tie[ev], sub[ev], phase[ev], t[ev]))
+        rank = np.empty(rows.size, np.int64)
+        rank[o] = np.arange(rows.size)
+        tie[rows] = rank
+    return tie
+
+
+def _slots(ops: dict) -> np.ndarray:
+    """Order key within (tb, comm step): local gathers, sends, receives, scatters. Every send of a step comes
+    before its receives, so no message of a step waits for another of the same step (the realized depth is
+    the schedule's step count)."""
+    phase = ops["phase"].astype(np.int64)
+    slot = phase.copy()
+    slot[phase == PH_LOCAL] = -1
+    slot[phase == PH_SCATTER] = 1 << 40
+    return slot
+
+
+def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, tb_gpu: np.ndarray,
+                  layout: UnitLayout, both: bool):
+    """(op index, dep tb, dep idx) after pruning, and idx (position among ops) per op.
+
+    ops must be sorted by (gpu, tb, t, phase, sub, tie)."""
+    n_ops = tb.size
+    tb_start = np.searchsorted(tb, np.arange(n_tbs))
+    idx = np.arange(n_ops) - tb_start[tb]
+    kind = ops["kind"]
+    ra, rk = _access_keys(ops, np.flatnonzero(_READS_SRC[kind]), "sbuf", "soff", layout, both)
+    rb, rk2 = _access_keys(ops, np.flatnonzero(_READS_DST[kind]), "dbuf", "doff", layout, both)
+    wa, wk = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
+    read_op = np.concatenate([ra, rb])
+    read_key = np.concatenate([rk, rk2])
+    all_keys, inv = unique_inverse(np.concatenate([read_key, wk]))
+    read_ki, write_ki = inv[:read_key.size], inv[read_key.size:]
+    n_keys = all_keys.size
+    # phase groups in global order
+    grp_key = (ops["t"].astype(np.int64) << 40 | ops["phase"].astype(np.int64) << 36 | ops["sub"].astype(np.int64))
+    groups, grp_of = unique_inverse(grp_key)
+    r_grp = grp_of[read_op]
+    w_grp = grp_of[wa]
+    # a read matters for write-after-read ordering only if its location is written in a later group
+    last_write = np.full(n_keys, -1, np.int64)
+    np.maximum.at(last_write, write_ki, w_grp)
+    war = r_grp < last_write[read_ki]
+    r_order = np.argsort(r_grp, kind="stable")
+    w_order = np.argsort(w_grp, kind="stable")
+    r_bounds = np.searchsorted(r_grp[r_order], np.arange(groups.size + 1))
+    w_bounds = np.searchsorted(w_grp[w_order], np.arange(groups.size + 1))
+    wr_tb = np.full(n_keys, -1, np.int64)
+    wr_idx = np.full(n_keys, -1, np.int64)
+    epoch = np.zeros(n_keys, np.int64)
+    log_k = np.zeros(0, np.int64)
+    log_tb = np.zeros(0, np.int64)
+    log_idx = np.zeros(0, np.int64)
+    log_ep = np.zeros(0, np.int64)
+    out_op, out_tb, out_idx = [], [], []
+    for gi in range(groups.size):
+        rsel = r_order[r_bounds[gi]:r_bounds[gi + 1]]
+        wsel = w_order[w_bounds[gi]:w_bounds[gi + 1]]
+        ops_r, kr = read_op[rsel], read_ki[rsel]
+        ops_w, kw = wa[wsel], write_ki[wsel]
+        # the last writer of everything the group reads or writes (RAW, WAW)
+        acc_op, acc_k = np.concatenate([ops_r, ops_w]), np.concatenate([kr, kw])
+        has = wr_tb[acc_k] >= 0
+        cand_op, cand_tb, cand_idx = [acc_op[has]], [wr_tb[acc_k][has]], [wr_idx[acc_k][has]]
+        if kw.size and log_k.size:                  # the readers since the last write of what it writes (WAR)
+            live = epoch[log_k] == log_ep
+            log_k, log_tb, log_idx, log_ep = log_k[live], log_tb[live], log_idx[live], log_ep[live]
+            o = np.argsort(log_k, kind="stable")
+            lk = log_k[o]
+            lo = np.searchsorted(lk, kw, "left")
+            c = np.searchsorted(lk, kw, "right") - lo
+            j = ranges(lo, c)
+            cand_op.append(np.repeat(ops_w, c))
+            cand_tb.append(log_tb[o][j])
+            cand_idx.append(log_idx[o][j])
+        co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
+        other = ct != tb[co]
+        co, ct, ci = co[other], ct[other], ci[other]
+        if co.size:                                 # the latest per (instruction, other tb)
+            o = np.lexsort((ci, ct, co))
+            co, ct, ci = co[o], ct[o], ci[o]
+            last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
+            out_op.append(co[last])
+            out_tb.append(ct[last])
+            out_idx.append(ci[last])
+        # the group's writes, then its reads (an instruction reading and writing one location is one step)
+        if wsel.size:
+            wr_tb[kw] = tb[ops_w]
+            wr_idx[kw] = idx[ops_w]
+            epoch[kw] += 1
+        if rsel.size:
+            mr = war[rsel]
+            if mr.any():
+                log_k = np.concatenate([log_k, kr[mr]])
+                log_tb = np.concatenate([log_tb, tb[ops_r[mr]]])
+                log_idx = np.concatenate([log_idx, idx[ops_r[mr]]])
+                log_ep = np.concatenate([log_ep, epoch[kr[mr]]])
+    if not out_op:
+        return (np.zeros(0, np.int64),) * 3, idx, tb_start
+    co, ct, ci = np.concatenate(out_op), np.concatenate(out_tb), np.concatenate(out_idx)
+    # drop waits implied by an earlier wait of the same tb on the same tb (in program order)
+    me = tb[co]
+    o = np.lexsort((idx[co], ct, me))
+    co, ct, ci, me = co[o], ct[o], ci[o], me[o]
+    first = np.r_[True, (me[1:] != me[:-1]) | (ct[1:] != ct[:-1])]
+    gid = np.cumsum(first) - 1
+    prev = np.maximum.accumulate(np.where(first, -1, np.r_[-1, ci[:-1]]) + gid * (1 << 40)) - gid * (1 << 40)
+    keep = ci > prev
+    return (co[keep], ct[keep], ci[keep]), idx, tb_start
+
+
+def _rrs_predicate(ops: dict, layout: UnitLayout, both: bool, result_keys: np.ndarray):
+    """rrs is legal for a fused reduction whose written range is read by nothing but the forwarding send and
+    is not a final result (a later instruction writes it again, or it is scratch)."""
+    kind, t = ops["kind"], ops["t"]
+
+    def keys(rows, buf, off):
+        return _access_keys(ops, rows, buf, off, layout, both)
+
+    _, rk1 = keys(np.flatnonzero(_READS_SRC[kind]), "sbuf", "soff")
+    _, rk2 = keys(np.flatnonzero(_READS_DST[kind]), "dbuf", "doff")
+    read_sorted = np.sort(np.concatenate([rk1, rk2]))
+    w_rep, wk = keys(np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff")
+    o = np.lexsort((t[w_rep], wk))
+    last = np.r_[wk[o][1:] != wk[o][:-1], True]
+    last_key, last_t = wk[o][last], t[w_rep][o][last]
+
+    def pred(m1: np.ndarray) -> np.ndarray:
+        rep, k = keys(m1, "dbuf", "doff")
+        n_reads = np.searchsorted(read_sorted, k, "right") - np.searchsorted(read_sorted, k, "left")
+        j = np.searchsorted(last_key, k)
+        written_later = last_t[j] > t[rep]
+        final = isin_sorted(k, result_keys) & ~written_later
+        bad = (n_reads > 1) | final            # the forwarding send itself reads it once
+        ok = np.ones(m1.size, bool)
+        order = np.argsort(m1)
+        ok[order[np.searchsorted(m1[order], unique(rep[bad]))]] = False
+        return ok & (kind[m1] == RRC)
+    return pred
+
+
+@dataclass
+class Messages:
+    """Pass 1's result: the instruction rows of every gpu before thread blocks (depends on the lowering, the
+    instances, channels, mode and consolidation, not on the thread-block layout)."""
+
+    schedule: Schedule
+    ops: dict
+    layout: UnitLayout
+    scratch: np.ndarray
+    messages: int
+    dropped: int
+    consolidated: int
+
+    def lower_bounds(self, opt: MscclOptions) -> dict:
+        """Per gpu, the fewest XML steps any thread-block layout needs (fusion can merge at most one send into
+        each forwarded receive), and the most steps one thread block needs at least."""
+        ops, n = self.ops, self.schedule.nodes
+        kind, gpu = ops["kind"], ops["gpu"]
+        rows = np.bincount(gpu, minlength=n)
+        is_s, is_r = kind == S, (kind == R) | (kind == RRC)
+        fusable = np.zeros(n, np.int64)
+        if opt.combined and opt.fuse:           # every range match counted: a bound, not the exact fusions
+            m1, _ = _fusion_candidates(ops, is_s, is_r)
+            fusable = np.bincount(gpu[unique(m1)], minlength=n)
+            del m1
+        key_s = (gpu[is_s].astype(np.int64) << 32) | (ops["chan"][is_s].astype(np.int64) << 16) | ops["speer"][is_s]
+        key_r = (gpu[is_r].astype(np.int64) << 32) | (ops["chan"][is_r].astype(np.int64) << 16) | ops["rpeer"][is_r]
+        per_tb = 0
+        for k in (key_s, key_r):
+            if k.size:
+                per_tb = max(per_tb, int(unique_counts(k)[1].max()))
+        return {"steps_per_gpu": rows - fusable, "steps_per_tb": per_tb}
+
+
+def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions) -> Messages:
+    """Pass 1 (see the module docstring)."""
+    b = _Builder(schedule, profile, opt)
+    b.build_messages()
+    ops = b.table.concat()
+    b.table.parts.clear()                   # the layout keeps the builder alive through its allocator
+    return Messages(schedule, ops, b.layout, b.scratch, b.msg, b.dropped, b.consolidated)
+
+
+def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions, *, budget=None,
+                  messages: Messages | None = None) -> MscclProgram:
+    """The instruction table of `schedule` (on its integer grid) for `profile` with options `opt` (passes
+    2-5 over `messages`, built here when not given).
+
+    budget(stats) -> None may raise CompileError after the tbs are assigned, before dependencies are
+    computed (the cheap point to refuse a candidate that cannot fit)."""
+    msgs = messages or build_messages(schedule, profile, opt)
+    ops = dict(msgs.ops)
+    n = schedule.nodes
+    lay = msgs.layout
+    both = opt.mode == "both"
+    result_keys = None
+    tb, tbs, pairs = _assign_tbs(ops, opt, n, lay)
+    rrs_pred = None
+    if opt.fuse and pairs[0].size:
+        W = np.repeat(np.arange(n), lay.L if schedule.collective is not Collective.REDUCESCATTER else lay.P)
+        G = (np.tile(np.arange(lay.L), n) if schedule.collective is not Collective.REDUCESCATTER
+             else W * lay.P + np.tile(np.arange(lay.P), n))
+        hb, ho = lay.home(W, G)
+        hk = lay.alias_key(W, hb, ho) if both else lay.plain_key(hb, ho)
+        result_keys = unique(W.astype(np.int64) << 42 | hk)
+        rrs_pred = _rrs_predicate(ops, lay, both, result_keys)
+    ops, tb, fused = _apply_fusion(ops, tb, pairs, opt.fuse, rrs_pred)
+    # local instructions: onto the gpu's least-loaded tbs, round robin (a copy tb when the gpu has none)
+    local = tb < 0
+    if local.any():
+        tb = _place_local(ops, tb, tbs, n)
+    n_tbs = len(tbs)
+    tb_gpu = np.zeros(n_tbs, np.int64)
+    tb_send = np.zeros(n_tbs, np.int64)
+    tb_recv = np.zeros(n_tbs, np.int64)
+    tb_chan = np.zeros(n_tbs, np.int64)
+    for (g, snd, rcv, ch), i in tbs.items():
+        tb_gpu[i], tb_send[i], tb_recv[i], tb_chan[i] = g, snd, rcv, ch
+    # XML tb ids: per gpu sorted by (send, recv, chan), as msccl-tools numbers them
+    o = np.lexsort((tb_chan, tb_recv, tb_send, tb_gpu))
+    renum = np.empty(n_tbs, np.int64)
+    renum[o] = np.arange(n_tbs)
+    tb = renum[tb]
+    tb_gpu, tb_send, tb_recv, tb_chan = tb_gpu[o], tb_send[o], tb_recv[o], tb_chan[o]
+    gstart = np.searchsorted(tb_gpu, np.arange(n))
+    tb_local = np.arange(n_tbs) - gstart[tb_gpu]
+    tie = _order(ops, tb)
+    ops["tie"] = tie
+    slot = _slots(ops)
+    order = np.lexsort((tie, ops["sub"], ops["phase"], slot, ops["t"], tb))
+    ops = {c: a[order] for c, a in ops.items()}
+    tb = tb[order]
+    n_ops_tb = np.bincount(tb, minlength=n_tbs)
+    lanes = int(schedule.lane.max()) + 1 if schedule.transfers else 1
+    nchannels = lanes * opt.instances * opt.channels
+    stats = {"tbs_per_gpu": np.bincount(tb_gpu, minlength=n), "ops_per_tb": n_ops_tb,
+             "ops_per_gpu": np.bincount(ops["gpu"], minlength=n), "nchannels": nchannels,
+             "tb_chan": tb_chan, "tb_send": tb_send, "tb_recv": tb_recv, "tb_gpu": tb_gpu,
+             "scratch": msgs.scratch, "i_chunks": lay.input_units, "o_chunks": lay.output_units}
+    if budget is not None:
+        budget(stats)
+    (d_op, d_tb, d_idx), idx, tb_start = _dependencies(ops, tb, n_tbs, tb_local, tb_gpu, lay, both)
+    # XML positions: each op is preceded by (number of its deps - 1) nops
+    n_deps = np.bincount(d_op, minlength=tb.size)
+    nops = np.maximum(n_deps - 1, 0)
+    csum = np.cumsum(nops)
+    first_of_tb = tb_start[tb]
+    before_tb = np.where(first_of_tb > 0, csum[np.maximum(first_of_tb - 1, 0)], 0)
+    xml_pos = idx + (csum - before_tb)
+    dep_row = tb_start[d_tb] + d_idx
+    hasdep = np.zeros(tb.size, np.int8)
+    hasdep[dep_row] = 1
+    dep_ref_tb = tb_local[d_tb]
+    dep_ref_pos = xml_pos[dep_row]
+    o = np.lexsort((dep_ref_tb, d_op))
+    d_op, dep_ref_tb, dep_ref_pos = d_op[o], dep_ref_tb[o], dep_ref_pos[o]
+    first = np.r_[True, d_op[1:] != d_op[:-1]] if d_op.size else np.zeros(0, bool)
+    dep_first = np.full((tb.size, 2), -1, np.int64)
+    dep_first[d_op[first], 0] = dep_ref_tb[first]
+    dep_first[d_op[first], 1] = dep_ref_pos[first]
+    nop_deps: dict[int, list] = {}
+    rest = np.flatnonzero(~first)
+    for r in rest.tolist():
+        nop_deps.setdefault(int(d_op[r]), []).append((int(dep_ref_tb[r]), int(dep_ref_pos[r])))
+    steps_tb = n_ops_tb + np.bincount(tb, weights=nops, minlength=n_tbs).astype(np.int64)
+    stats["steps_per_tb"] = steps_tb
+    stats["tb_local"] = tb_local
+    prog = MscclProgram(n, lay.P, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
+                        dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, msgs.scratch,
+                        msgs.messages, msgs.dropped, fused, msgs.consolidated, stats)
+    prog.tb_of_op = tb
+    prog.max_dep_tb = int(dep_ref_tb.max()) if dep_ref_tb.size else -1
+    return prog
+
+
+def _place_local(ops: dict, tb: np.ndarray, tbs: dict, n: int) -> np.ndarray:
+    gpu = ops["gpu"]
+    load = np.bincount(tb[tb >= 0], minlength=len(tbs)) if (tb >= 0).any() else np.zeros(len(tbs), np.int64)
+    per_gpu: dict[int, list[int]] = {}
+    for (g, snd, rcv, ch), i in tbs.items():
+        per_gpu.setdefault(g, []).append(i)
+    local = np.flatnonzero(tb < 0)
+    lg = gpu[local]
+    o = np.argsort(lg, kind="stable")
+    local, lg = local[o], lg[o]
+    first = np.r_[True, lg[1:] != lg[:-1]]
+    starts = np.flatnonzero(first)
+    ends = np.r_[starts[1:], local.size]
+    for a, z in zip(starts.tolist(), ends.tolist()):
+        g = int(lg[a])
+        cands = per_gpu.get(g)
+        if not cands:
+            key = (g, -1, -1, 0)
+            tbs[key] = len(tbs)
+            cands = per_gpu[g] = [tbs[key]]
+            load = np.append(load, 0)
+        cands = sorted(cands, key=lambda i: (load[i], i))
+        k = len(cands)
+        rows = local[a:z]
+        tb[rows] = np.array(cands, np.int64)[np.arange(rows.size) % k]
+    return tb
+
+
+# ---------------------------------------------------------------------------------------------------------
+# XML text
+# ---------------------------------------------------------------------------------------------------------
 def _attr_text(x: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in " ,()_.-=+:/" else "_" for ch in x)[:200]
+    return "".join(ch if ch.isalnum() or ch in " ,()_.+:/" else "_" for ch in x)[:200]
 
 
-def to_xml(blocks, gpus: list[GpuProgram], *, name: str, coll: str, proto: str, nchannels: int,
-           nchunksperloop: int, inplace: bool, min_bytes: int, max_bytes: int, redop: str) -> str:
-    """XML text in the form both runtime parsers accept: no declaration, one element per line, attributes on
-    one line separated by single spaces, double quotes, space indentation."""
-    lines = [f'<algo name="{_attr_text(name)}" proto="{proto}" nchannels="{nchannels}" '
-             f'nchunksperloop="{nchunksperloop}" ngpus="{len(gpus)}" coll="{coll}" inplace="{int(inplace)}" '
-             f'outofplace="{int(not inplace)}" minBytes="{min_bytes}" maxBytes="{max_bytes}" redop="{redop}">']
-    for gp, bl in zip(gpus, blocks):
-        lines.append(f'  <gpu id="{gp.rank}" i_chunks="{gp.i_chunks}" o_chunks="{gp.o_chunks}" '
-                     f's_chunks="{gp.scratch}">')
-        for tb, steps in bl:
-            lines.append(f'    <tb id="{tb.id}" send="{tb.send}" recv="{tb.recv}" chan="{tb.chan}">')
-            for st in steps:
-                lines.append(f'      <step s="{st.s}" type="{st.type}" srcbuf="{st.srcbuf}" srcoff="{st.srcoff}" '
-                             f'dstbuf="{st.dstbuf}" dstoff="{st.dstoff}" cnt="{st.cnt}" depid="{st.depid}" '
-                             f'deps="{st.deps}" hasdep="{st.hasdep}"/>')
+def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: RuntimeProfile, inplace: bool,
+           outofplace: bool, min_bytes: int, max_bytes: int, header: str = "") -> str:
+    """XML text in the form the runtimes' tokenizer accepts: no declaration, one element per line, attributes
+    on one line separated by single spaces, double quotes, space indentation."""
+    values = {"name": _attr_text(name), "proto": proto, "nchannels": prog.nchannels,
+              "nchunksperloop": prog.nodes * prog.units_per_shard, "ngpus": prog.nodes, "coll": coll,
+              "inplace": int(inplace), "outofplace": int(outofplace), "minBytes": min_bytes, "maxBytes": max_bytes}
+    attrs = " ".join(f'{a}="{values[a]}"' for a in profile.algo_written)
+    parts = []
+    if header:
+        parts.append(f"<!-- fabricplan {header.replace('--', '- -')} -->\n")
+    parts.append(f"<algo {attrs}>\n")
+    ops = prog.ops
+    bn = np.array(["i", "o", "s", "i"])                         # IBUF, OBUF, SBUF, NONE (-1)
+    names = np.array(TYPE_NAME)
+    op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).tolist()
+    gpu_tb_start = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).tolist()
+    tb_id, tb_send, tb_recv, tb_chan = (a.tolist() for a in (prog.tb_id, prog.tb_send, prog.tb_recv, prog.tb_chan))
+    for g in range(prog.nodes):                 # one gpu at a time: memory stays about the size of the text
+        t0, t1 = gpu_tb_start[g], gpu_tb_start[g + 1]
+        a, b = op_start[t0], op_start[t1]
+        kind = ops["kind"][a:b]
+        used_src = _READS_SRC[kind]
+        used_dst = _WRITES_DST[kind] | _READS_DST[kind]
+        rows = [f'      <step s="{p}" type="{k}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{do}" cnt="{c}" '
+                f'depid="{di}" deps="{ds}" hasdep="{h}"/>'
+                for p, k, sb, so, db, do, c, di, ds, h in zip(
+                    prog.xml_pos[a:b].tolist(), names[kind].tolist(),
+                    np.where(used_src, bn[ops["sbuf"][a:b]], "i").tolist(),
+                    np.where(used_src, ops["soff"][a:b], -1).tolist(),
+                    np.where(used_dst, bn[ops["dbuf"][a:b]], "o").tolist(),
+                    np.where(used_dst, ops["doff"][a:b], -1).tolist(), ops["cnt"][a:b].tolist(),
+                    prog.dep_first[a:b, 0].tolist(), prog.dep_first[a:b, 1].tolist(), prog.hasdep[a:b].tolist())]
+        for r in range(a, b):                   # nops go before their instruction, numbered just below it
+            deps = prog.nop_deps.get(r)
+            if deps:
+                first = int(prog.xml_pos[r]) - len(deps)
+                rows[r - a] = "\n".join([f'      <step s="{first + k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" '
+                                         f'dstoff="-1" cnt="0" depid="{d}" deps="{e}" hasdep="0"/>'
+                                         for k, (d, e) in enumerate(deps)] + [rows[r - a]])
+        lines = [f'  <gpu id="{g}" i_chunks="{prog.i_chunks}" o_chunks="{prog.o_chunks}" '
+                 f's_chunks="{int(prog.s_chunks[g])}">']
+        for t in range(t0, t1):
+            lines.append(f'    <tb id="{tb_id[t]}" send="{tb_send[t]}" recv="{tb_recv[t]}" chan="{tb_chan[t]}">')
+            lines.extend(rows[op_start[t] - a:op_start[t + 1] - a])
             lines.append("    </tb>")
-        lines.append("  </gpu>")
-    lines.append("</algo>")
-    return "\n".join(lines) + "\n"
+        lines.append("  </gpu>\n")
+        parts.append("\n".join(lines))
+    parts.append("</algo>\n")
+    return "".join(parts)

@@ -1,51 +1,61 @@
-"""Validator and CPU simulator for ANY MSCCL XML (in the style of dromniscience/MSCCL-XML-Verifier).
+"""Validator and CPU simulator for ANY MSCCL XML, against the profile of the runtime that will load it
+(services.compiler.runtimes; in the style of dromniscience/MSCCL-XML-Verifier).
 
-1. Lexical (executor/rccl dialects): what the executor's hand-written tokenizer rejects (an XML
-   declaration, tabs, newlines inside a tag, single-quoted values) and more than 16 attributes.
-2. Structure: required `<algo>` attributes for the dialect; gpu ids 0..ngpus-1 once each; tb ids dense from
-   0; peers in range and not the gpu itself; channels below `nchannels`; steps numbered 0..n-1 with all ten
-   attributes; known types and buffers; `hasdep` in {0, 1}; a send-type step needs a send peer and a
-   receive-type step a receive peer; every dependency names an existing step of another tb of the same
-   gpu, and that step sets hasdep=1 (the runtime publishes completion only for such steps, so the waiter
-   would hang); the executor's rule that dependencies on preceding nops must be followed by a step with
-   its own dependency; buffer ranges [off, off+cnt) inside i_chunks/o_chunks/s_chunks and inside the
-   collective's buffers (nchunksperloop / ngpus per rank for an allgather input or reduce-scatter output).
-3. Connections: one sending and one receiving tb per (sender, receiver, channel); the k-th send on a
-   connection is matched by the k-th receive, with the same cnt.
-4. Limits of the dialect (steps per tb with nops, cnt, channels, tbs per channel, tbs, offsets, the
-   parser's node budget per rank).
-5. Simulation (allgather / reducescatter / allreduce; out-of-place and/or in-place as the file declares):
-   per-gpu buffers of random data (outputs and scratch poisoned), every tb a sequential program, each
-   (sender, receiver, channel) a FIFO holding `fifo` messages (default 2: NCCL_STEPS = 8 buffer slots and a
-   chunk takes MSCCL_CHUNKSTEPS = 4; 0 = rendezvous: a send completes only when the receiving tb waits at
-   the matching receive, the strictest setting), dependencies as the runtime implements them (a step
-   waits until the producer tb has published a step index >= deps; only hasdep steps publish). Vector
-   clocks over thread blocks give the happens-before order: a read of a chunk whose last write is not
-   ordered before it, or a write not ordered after the previous reads and write, is a race. No runnable
-   tb before all finish is a deadlock. At the end every gpu's output must hold exactly the collective's
-   result. The longest chain of messages in happens-before order is reported as `comm_steps`.
+1. Tokens (every runtime): the NCCL tokenizer's rules (services.compiler.nccl_xml): no XML declaration,
+   no tabs or text between elements, double-quoted values, one element per line, names and values within
+   the parser's buffers; attributes past the 16th are ignored as the runtime ignores them.
+2. What the runtime's parser requires and rejects, field by field from the profile: the <algo> attributes
+   it reads, the collective spelling, proto, the size window (a file whose minBytes/maxBytes select no
+   size never runs: e.g. maxBytes="0" on microsoft/msccl), i_chunks/o_chunks against nchunksperloop
+   (microsoft/msccl), tb ids below MSCCL_MAX_NUM_THREAD_BLOCKS and dense from 0, peers, channels below
+   MAXCHANNELS, step index below MSCCL_MAX_NUM_STEPS (nops included), known step types, cnt below
+   MSCCL_MAX_COUNT (and at least 1 for a send or receive on microsoft/msccl), hasdep in {0, 1}, a send
+   step needs a send peer and a receive step a receive peer, offsets within the buffers and int16, depid
+   within int8 (and deps within int16), tbs per channel, parser nodes per rank (MAX_NODES) and children
+   per element (MAX_SUBS), the rule that nop dependencies end at a step with its own dependency, and that
+   consecutive `re` steps the runtime fuses share one cnt.
+3. What makes a file run correctly (our rules, not a parser's): steps numbered 0..n-1 (dependencies name
+   positions); every dependency names an earlier-published step (a step other than a nop with hasdep=1,
+   since the runtime publishes only those; a nop without a dependency shifts the numbers it publishes);
+   buffer ranges [off, off+cnt) inside the collective's buffers; one sending and one receiving tb per
+   (sender, receiver, channel), the k-th send on a connection matched by the k-th receive with the same cnt.
+4. Simulation (allgather / reducescatter / allreduce / alltoall; out-of-place and/or in-place as the file
+   declares): per-gpu buffers of random data (outputs and scratch poisoned), every tb a sequential program,
+   each (sender, receiver, channel) a FIFO holding `fifo` messages (default: what the runtime buffers for
+   the file's protocol, NCCL_STEPS / MSCCL_CHUNKSTEPS = 2 for Simple and 8 for LL/LL128, for messages of at
+   most maxAllowedCount chunks; 0 = rendezvous: a send completes only when the receiving tb waits at the
+   matching receive, the strictest setting), dependencies as the runtime implements them (a step waits
+   until the producer tb has published a step index >= deps; only hasdep steps publish). Vector clocks over
+   thread blocks give the happens-before order: a read of a chunk whose last write is not ordered before it,
+   or a write not ordered after the previous reads and write, is a race. No runnable tb before all finish is
+   a deadlock. At the end every gpu's output must hold exactly the collective's result. The longest chain of
+   messages in happens-before order is reported as `comm_steps`.
 """
 from __future__ import annotations
 
 import bisect
 import re
-import xml.etree.ElementTree as ET
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import CheckReport, Finding
-from .limits import COLL_NAMES, RuntimeLimits, limits_for
 from .msccl import XmlStep
+from .nccl_xml import scan
+from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
+
+__all__ = ["check_msccl", "parse_msccl", "validate", "Simulator", "natural_sizes", "expected_outputs",
+           "runtime_of"]
 
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
-TYPES = {"s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"}
-SEND = {"s", "rcs", "rrs", "rrcs"}
-RECV = {"r", "rcs", "rrs", "rrc", "rrcs"}
+SEND = SEND_TYPES
+RECV = RECV_TYPES
 READS_SRC = {"s", "rrs", "rrc", "rrcs", "cpy", "re"}
 WRITES_DST = {"r", "rcs", "rrc", "rrcs", "cpy", "re"}
 BUFS = ("i", "o", "s")
+SIMULATED = ("allgather", "reducescatter", "allreduce", "alltoall")
+_HEADER = re.compile(r"<!-- fabricplan [^\n]*?runtime=(\w+)")
 
 
 class _Stop(Exception):
@@ -71,6 +81,7 @@ class Gpu:
     o_chunks: int
     s_chunks: int
     tbs: list[Tb] = field(default_factory=list)
+    parser_nodes: int = 0          # tb and step elements the runtime parses for this rank
 
 
 @dataclass
@@ -79,40 +90,28 @@ class Algo:
     ngpus: int
     nchunksperloop: int
     nchannels: int
-    coll: str                  # normalised: allgather | reducescatter | allreduce | other names as given
+    coll: str                  # ours: allgather | reducescatter | allreduce | alltoall | ... (raw if unknown)
     coll_raw: str
     proto: str
     inplace: int
     outofplace: int | None
     gpus: list[Gpu]
+    min_bytes: int = 0
+    max_bytes: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------------
-# parsing and structure
+# parsing
 # ---------------------------------------------------------------------------------------------------
-def _lexical(text: str, limits: RuntimeLimits, out: list[Finding]) -> None:
-    if not limits.strict_lexer:
-        return
-    if re.search(r"<\?xml", text):
-        out.append(Finding("lexical", "the file starts with an XML declaration (<?xml ...?>), which the "
-                                      f"{limits.dialect} runtime's parser rejects ('expected >')"))
-    body = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    for m in re.finditer(r"<[^>]*>", body):
-        tag = m.group(0)
-        if tag.startswith("<?"):
-            continue
-        if "\n" in tag or "\r" in tag:
-            out.append(Finding("lexical", f"attributes split over lines in {tag[:60]!r}...: the {limits.dialect} "
-                                          f"parser needs a whole tag on one line"))
-            break
-        if re.search(r"=\s*'", tag):
-            out.append(Finding("lexical", f"single-quoted attribute in {tag[:60]!r}: the {limits.dialect} parser "
-                                          f"reads values up to a double quote"))
-            break
-    outside = re.sub(r'"[^"]*"', '""', body)
-    if "\t" in outside:
-        out.append(Finding("lexical", f"tab characters between elements: the {limits.dialect} parser only skips "
-                                      f"spaces and newlines"))
+def runtime_of(text: str, root=None) -> str:
+    """The runtime a file is meant for when the caller does not say: our header comment names it; otherwise
+    coll="reduce_scatter" or a missing outofplace attribute mean microsoft/msccl, anything else the executor."""
+    m = _HEADER.search(text[:2000])
+    if m and m.group(1) in ("executor", "rccl", "legacy"):
+        return m.group(1)
+    if root is not None and (root.get("coll") == "reduce_scatter" or root.get("outofplace") is None):
+        return "legacy"
+    return "executor"
 
 
 def _int(el, name: str, where: str, errors: list[Finding], loc: dict, default=None):
@@ -123,64 +122,73 @@ def _int(el, name: str, where: str, errors: list[Finding], loc: dict, default=No
         errors.append(Finding("structure", f"{where}: missing attribute {name!r}", **loc))
         return None
     try:
-        return int(raw)
+        return int(raw, 0) if raw[:2].lower() == "0x" else int(raw)
     except ValueError:
         errors.append(Finding("structure", f"{where}: attribute {name}={raw!r} is not an integer", **loc))
         return None
 
 
-def parse_msccl(text: str, dialect: str | RuntimeLimits | None = None) -> tuple[Algo | None, RuntimeLimits,
-                                                                                   list[Finding], list[Finding]]:
-    """Parse MSCCL XML into Algo; returns (algo or None, limits, errors, warnings)."""
+def parse_msccl(text: str, runtime: str | RuntimeProfile | None = None, **overrides
+                ) -> tuple[Algo | None, RuntimeProfile, list[Finding], list[Finding]]:
+    """Parse MSCCL XML as the runtime's tokenizer does; returns (algo or None, profile, errors, warnings)."""
     errors: list[Finding] = []
     warnings: list[Finding] = []
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as e:
-        lim = limits_for(dialect or "executor")
-        return None, lim, [Finding("syntax", f"not well-formed XML: {e}")], warnings
-    if root.tag != "algo":
-        return None, limits_for(dialect or "executor"), [Finding("structure", f"root element is <{root.tag}>, "
-                                                                              f"expected <algo>")], warnings
-    coll_raw = root.get("coll", "")
-    if dialect is None:
-        dialect = "legacy" if coll_raw == "reduce_scatter" or root.get("outofplace") is None else "executor"
-    limits = limits_for(dialect)
-    _lexical(text, limits, errors)
-    for a in limits.requires:
+    doc, lex = scan(text)
+    root = None
+    if doc is not None:
+        root = next((el for el in doc if el.tag == "algo"), None)
+        first = next(iter(doc), None)
+    profile = profile_for(runtime or runtime_of(text, root)).with_overrides(**overrides)
+    if lex:
+        return None, profile, lex, warnings
+    if root is None:
+        found = f"<{first.tag}>" if first is not None else "nothing"
+        return None, profile, [Finding("structure", f"no <algo> element (found {found})")], warnings
+    if first is not root and profile.reads_outofplace:
+        errors.append(Finding("structure", f"the first element is <{first.tag}>; the {profile.name} runtime reads "
+                                           f"the algorithm's attributes from the first element of the file"))
+    for a in profile.algo_required:
         if root.get(a) is None:
-            errors.append(Finding("structure", f"<algo> lacks the attribute {a!r}, which the {limits.dialect} "
+            errors.append(Finding("structure", f"<algo> lacks the attribute {a!r}, which the {profile.name} "
                                                f"runtime requires"))
-    if len(root.attrib) > limits.max_attrs:
-        warnings.append(Finding("limit", f"<algo> has {len(root.attrib)} attributes; the parser ignores those "
-                                         f"beyond {limits.max_attrs}"))
     loc: dict = {}
     ngpus = _int(root, "ngpus", "<algo>", errors, loc)
     ncpl = _int(root, "nchunksperloop", "<algo>", errors, loc)
     nch = _int(root, "nchannels", "<algo>", errors, loc)
     inplace = _int(root, "inplace", "<algo>", errors, loc, default=0)
-    outofplace = _int(root, "outofplace", "<algo>", errors, loc, default=-1)
+    outofplace = _int(root, "outofplace", "<algo>", errors, loc, default=-1) if profile.reads_outofplace else -1
+    min_bytes = _int(root, "minBytes", "<algo>", errors, loc, default=0)
+    max_bytes = _int(root, "maxBytes", "<algo>", errors, loc, default=-(1 << 62))
+    max_bytes = None if max_bytes == -(1 << 62) else max_bytes
     proto = root.get("proto", "")
     if proto not in ("Simple", "LL", "LL128"):
         errors.append(Finding("structure", f"<algo> proto={proto!r}; expected Simple, LL or LL128"))
-    if coll_raw == "reduce_scatter" and limits.reducescatter != "reduce_scatter":
-        errors.append(Finding("structure", f"coll='reduce_scatter' is the legacy spelling; the {limits.dialect} "
-                                           f"runtime expects 'reducescatter'"))
-    elif coll_raw == "reducescatter" and limits.reducescatter != "reducescatter":
-        errors.append(Finding("structure", f"coll='reducescatter' is not understood by the {limits.dialect} "
-                                           f"runtime, which expects 'reduce_scatter'"))
-    coll = COLL_NAMES.get(coll_raw, coll_raw)
-    if None in (ngpus, ncpl, nch):
-        return None, limits, errors, warnings
+    coll_raw = root.get("coll", "")
+    coll = profile.collective_of(coll_raw)
+    if coll is None and coll_raw:
+        other = {"reduce_scatter": "reducescatter", "reducescatter": "reduce_scatter"}.get(coll_raw)
+        hint = f"; it spells reduce-scatter {profile.reducescatter!r}" if other else ""
+        errors.append(Finding("structure", f"coll={coll_raw!r} is not a collective the {profile.name} runtime "
+                                           f"knows{hint}"))
+    if None in (ngpus, ncpl, nch, inplace, min_bytes):
+        return None, profile, errors, warnings
     for name, val, lo in (("ngpus", ngpus, 1), ("nchunksperloop", ncpl, 1), ("nchannels", nch, 1)):
         if val < lo:
             errors.append(Finding("structure", f"<algo> {name}={val} must be at least {lo}"))
     if inplace not in (0, 1) or outofplace not in (-1, 0, 1):
         errors.append(Finding("structure", "<algo> inplace/outofplace must be 0 or 1"))
+    if "nthreads" in root.attrib and profile.name == "legacy":
+        nt = _int(root, "nthreads", "<algo>", errors, loc)
+        if nt is not None and nt % 32:
+            errors.append(Finding("structure", f"<algo> nthreads={nt} must be a multiple of 32"))
+    why = profile.window_problem(min_bytes, max_bytes)
+    if why:
+        errors.append(Finding("selection", f"{why} (minBytes={min_bytes}, maxBytes={max_bytes}); the file parses "
+                                           f"but never runs"))
     gpus: list[Gpu] = []
     for gel in root:
         if gel.tag != "gpu":
-            warnings.append(Finding("structure", f"ignoring element <{gel.tag}> under <algo>"))
+            warnings.append(Finding("structure", f"the runtime ignores element <{gel.tag}> under <algo>"))
             continue
         gid = _int(gel, "id", "<gpu>", errors, loc)
         if gid is None:
@@ -196,8 +204,9 @@ def parse_msccl(text: str, dialect: str | RuntimeLimits | None = None) -> tuple[
         gpu = Gpu(gid, ic, oc, sc)
         for tel in gel:
             if tel.tag != "tb":
-                warnings.append(Finding("structure", f"gpu {gid}: ignoring element <{tel.tag}>", gpu=gid))
+                warnings.append(Finding("structure", f"gpu {gid}: the runtime ignores element <{tel.tag}>", gpu=gid))
                 continue
+            gpu.parser_nodes += 1
             tid = _int(tel, "id", f"gpu {gid} <tb>", errors, gl)
             if tid is None:
                 continue
@@ -210,15 +219,20 @@ def parse_msccl(text: str, dialect: str | RuntimeLimits | None = None) -> tuple[
             tb = Tb(tid, snd, rcv, chan)
             for sel in tel:
                 if sel.tag != "step":
-                    warnings.append(Finding("structure", f"gpu {gid} tb {tid}: ignoring element <{sel.tag}>", **tl))
+                    warnings.append(Finding("structure", f"gpu {gid} tb {tid}: the runtime ignores element "
+                                                         f"<{sel.tag}>", **tl))
                     continue
+                gpu.parser_nodes += 1
+                where = {"gpu": gid, "tb": tid, "step": len(tb.steps)}
+                if len(sel):
+                    errors.append(Finding("structure", f"gpu {gid} tb {tid} step {len(tb.steps)}: a <step> with "
+                                                       f"child elements crashes the runtime's parser", **where))
                 vals = {}
                 for a in STEP_ATTRS:
                     raw = sel.get(a)
                     if raw is None:
                         errors.append(Finding("structure", f"gpu {gid} tb {tid} step {len(tb.steps)}: missing "
-                                                           f"attribute {a!r} (all ten are required)",
-                                              gpu=gid, tb=tid, step=len(tb.steps)))
+                                                           f"attribute {a!r} (all ten are required)", **where))
                         vals = None
                         break
                     vals[a] = raw
@@ -229,15 +243,14 @@ def parse_msccl(text: str, dialect: str | RuntimeLimits | None = None) -> tuple[
                               int(vals["dstoff"]), int(vals["cnt"]), int(vals["depid"]), int(vals["deps"]),
                               int(vals["hasdep"]))
                 except ValueError as e:
-                    errors.append(Finding("structure", f"gpu {gid} tb {tid} step {len(tb.steps)}: {e}",
-                                          gpu=gid, tb=tid, step=len(tb.steps)))
+                    errors.append(Finding("structure", f"gpu {gid} tb {tid} step {len(tb.steps)}: {e}", **where))
                     continue
                 tb.steps.append(st)
             gpu.tbs.append(tb)
         gpus.append(gpu)
-    algo = Algo(dict(root.attrib), ngpus, ncpl, nch, coll, coll_raw, proto, inplace,
-                None if outofplace == -1 else outofplace, gpus)
-    return algo, limits, errors, warnings
+    algo = Algo(dict(root.attrib), ngpus, ncpl, nch, coll or coll_raw, coll_raw, proto, inplace,
+                None if outofplace == -1 else outofplace, gpus, min_bytes, max_bytes)
+    return algo, profile, errors, warnings
 
 
 def natural_sizes(coll: str, ngpus: int, ncpl: int) -> tuple[int, int] | None:
@@ -248,6 +261,8 @@ def natural_sizes(coll: str, ngpus: int, ncpl: int) -> tuple[int, int] | None:
         return (ncpl, ncpl // ngpus) if ncpl % ngpus == 0 else None
     if coll == "allreduce":
         return ncpl, ncpl
+    if coll == "alltoall":
+        return (ncpl, ncpl) if ncpl % ngpus == 0 else None
     return None
 
 
@@ -258,159 +273,48 @@ def expected_outputs(coll: str, inputs: np.ndarray, nat_out: int) -> np.ndarray:
         return np.broadcast_to(inputs.reshape(-1), (N, nat_out))
     if coll == "reducescatter":
         return inputs.sum(axis=0).reshape(N, nat_out)
+    if coll == "alltoall":
+        B = nat_out // N
+        return inputs.reshape(N, N, B).transpose(1, 0, 2).reshape(N, nat_out)
     return np.broadcast_to(inputs.sum(axis=0), (N, nat_out))
 
 
-def validate(algo: Algo, limits: RuntimeLimits) -> tuple[list[Finding], list[Finding]]:
-    """Structural, connection and limit checks (sections 2-4 of the module docstring)."""
+# ---------------------------------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------------------------------
+def validate(algo: Algo, profile: RuntimeProfile) -> tuple[list[Finding], list[Finding]]:
+    """Parser rules, limits and structural correctness (sections 2-3 of the module docstring)."""
     E: list[Finding] = []
     W: list[Finding] = []
+    P = profile
     N = algo.ngpus
     ids = sorted(g.id for g in algo.gpus)
     if ids != list(range(N)):
         missing = sorted(set(range(N)) - set(ids))
-        dup = sorted({i for i in ids if ids.count(i) > 1})
+        dup = sorted({i for i in ids if ids.count(i) > 1}) if len(ids) < 5000 else []
         extra = sorted(i for i in set(ids) if not 0 <= i < N)
         E.append(Finding("structure", f"gpu ids must be 0..{N - 1} once each: missing {missing[:8]}, duplicated "
                                       f"{dup[:8]}, out of range {extra[:8]}",
                          gpu=(missing or dup or extra or [None])[0]))
         return E, W
-    if algo.ngpus > limits.max_subs:
-        E.append(Finding("limit", f"{algo.ngpus} gpus exceed the parser's {limits.max_subs} children per element"))
+    if N > P.max_children:
+        E.append(Finding("limit", f"{N} gpus: <algo> has more than the parser's {P.max_children} children per "
+                                  f"element (MAX_SUBS; ranks are capped at {P.max_children})"))
     nat = natural_sizes(algo.coll, N, algo.nchunksperloop)
-    if algo.coll in ("allgather", "reducescatter") and nat is None:
+    if algo.coll in ("allgather", "reducescatter", "alltoall") and nat is None:
         E.append(Finding("structure", f"nchunksperloop={algo.nchunksperloop} is not a multiple of ngpus={N}"))
+    if algo.nchannels > P.max_channels:
+        kind = "limit" if P.reads_outofplace else None
+        msg = f"nchannels={algo.nchannels}; the {P.name} runtime has {P.max_channels} channels"
+        (E if kind else W).append(Finding("limit", msg))
     max_chan = -1
     for gpu in algo.gpus:
-        g = gpu.id
-        tids = sorted(tb.id for tb in gpu.tbs)
-        if tids != list(range(len(tids))):
-            seen, hole = set(), None
-            for i in tids:
-                if i in seen:
-                    E.append(Finding("structure", f"gpu {g}: duplicate thread block id {i}", gpu=g, tb=i))
-                    break
-                seen.add(i)
-            else:
-                hole = next(i for i in range(len(tids) + 1) if i not in seen)
-                E.append(Finding("structure", f"gpu {g}: thread block {hole} is missing (ids must be contiguous "
-                                              f"from 0)", gpu=g, tb=hole))
-            continue
-        gpu.tbs.sort(key=lambda tb: tb.id)
-        if len(gpu.tbs) > limits.max_tbs:
-            E.append(Finding("limit", f"gpu {g} has {len(gpu.tbs)} thread blocks; the runtime allows "
-                                      f"{limits.max_tbs}", gpu=g))
-        for bufname, size in (("i_chunks", gpu.i_chunks), ("o_chunks", gpu.o_chunks), ("s_chunks", gpu.s_chunks)):
-            if size - 1 > limits.max_offset:
-                E.append(Finding("limit", f"gpu {g}: {bufname}={size} needs offsets beyond the runtime's 16-bit "
-                                          f"maximum {limits.max_offset}", gpu=g))
-        if nat is not None:
-            if gpu.i_chunks > nat[0] or gpu.o_chunks > nat[1]:
-                W.append(Finding("bounds", f"gpu {g} declares i_chunks={gpu.i_chunks}, o_chunks={gpu.o_chunks} but "
-                                           f"a {algo.coll} of nchunksperloop={algo.nchunksperloop} has {nat[0]} input "
-                                           f"and {nat[1]} output chunks per rank", gpu=g))
-        nodes = 1 + N + len(gpu.tbs) + sum(len(tb.steps) for tb in gpu.tbs)
-        if nodes >= limits.max_parser_nodes:
-            E.append(Finding("limit", f"gpu {g}'s part of the file is {nodes} parser nodes; the runtime's XML parser "
-                                      f"is limited to {limits.max_parser_nodes}", gpu=g))
-        per_chan: dict[tuple[str, int], int] = {}
+        _gpu_rules(algo, P, gpu, nat, E, W)
         for tb in gpu.tbs:
-            loc = {"gpu": g, "tb": tb.id}
-            where = f"gpu {g} tb {tb.id}"
-            for peer, what in ((tb.send, "send"), (tb.recv, "recv")):
-                if peer == g:
-                    E.append(Finding("structure", f"{where}: {what} peer {peer} is the gpu itself", **loc))
-                elif not -1 <= peer < N:
-                    E.append(Finding("structure", f"{where}: {what} peer {peer} is not a gpu of 0..{N - 1}", **loc))
-                elif peer >= 0:
-                    per_chan[(what, tb.chan)] = per_chan.get((what, tb.chan), 0) + 1
-            if not 0 <= tb.chan < algo.nchannels:
-                E.append(Finding("structure", f"{where}: channel {tb.chan} is outside 0..nchannels-1 = "
-                                              f"{algo.nchannels - 1}", **loc))
-            elif tb.chan >= limits.max_channels:
-                E.append(Finding("limit", f"{where}: channel {tb.chan}; the runtime has {limits.max_channels} "
-                                          f"channels", **loc))
             max_chan = max(max_chan, tb.chan)
-            if len(tb.steps) > limits.max_steps:
-                E.append(Finding("limit", f"{where} has {len(tb.steps)} steps; the {limits.dialect} runtime allows "
-                                          f"{limits.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)", **loc))
-            pending_nop_deps = False
-            for i, st in enumerate(tb.steps):
-                sl = {"gpu": g, "tb": tb.id, "step": i}
-                sw = f"gpu {g} tb {tb.id} step {i}"
-                if st.s != i:
-                    E.append(Finding("structure", f"{sw}: has s={st.s}; steps must be numbered 0, 1, 2, ... in order "
-                                                  f"(a step is missing or out of order)", **sl))
-                    break
-                if st.type not in TYPES:
-                    E.append(Finding("structure", f"{sw}: unknown step type {st.type!r}", **sl))
-                    continue
-                if st.hasdep not in (0, 1):
-                    E.append(Finding("structure", f"{sw}: hasdep={st.hasdep} must be 0 or 1", **sl))
-                if st.type in SEND and tb.send < 0:
-                    E.append(Finding("structure", f"{sw}: a {st.type!r} step sends but the thread block has no "
-                                                  f"send peer", **sl))
-                if st.type in RECV and tb.recv < 0:
-                    E.append(Finding("structure", f"{sw}: a {st.type!r} step receives but the thread block has no "
-                                                  f"recv peer", **sl))
-                if st.type != "nop" and not 0 <= st.cnt < limits.max_count:
-                    E.append(Finding("limit", f"{sw}: cnt={st.cnt}; the runtime needs 0 <= cnt < "
-                                              f"{limits.max_count} (MSCCL_MAX_COUNT)", **sl))
-                if st.type != "nop" and st.cnt == 0:
-                    W.append(Finding("structure", f"{sw}: cnt=0 moves no data", **sl))
-                for used, bname, off in ((st.type in READS_SRC, st.srcbuf, st.srcoff),
-                                         (st.type in WRITES_DST, st.dstbuf, st.dstoff)):
-                    if not used:
-                        continue
-                    if bname not in BUFS:
-                        E.append(Finding("structure", f"{sw}: buffer {bname!r} is not i, o or s", **sl))
-                        continue
-                    size = {"i": gpu.i_chunks, "o": gpu.o_chunks, "s": gpu.s_chunks}[bname]
-                    real = size
-                    if nat is not None and bname != "s":
-                        real = min(size, nat[0] if bname == "i" else nat[1])
-                    if off < 0 or off + st.cnt > size:
-                        E.append(Finding("bounds", f"{sw}: {bname}[{off}:{off + st.cnt}] is outside the declared "
-                                                   f"{bname}_chunks={size}", **sl))
-                    elif off + st.cnt > real:
-                        E.append(Finding("bounds", f"{sw}: {bname}[{off}:{off + st.cnt}] is beyond the collective's "
-                                                   f"{ {'i': 'input', 'o': 'output'}[bname]} of {real} chunks per "
-                                                   f"rank", **sl))
-                if st.depid == -1 and st.deps == -1:
-                    if pending_nop_deps and st.type != "nop" and limits.nop_chain_rule:
-                        E.append(Finding("structure", f"{sw}: preceded by nop dependencies but has none itself; the "
-                                                      f"{limits.dialect} runtime requires the step after nops to carry "
-                                                      f"a dependency", **sl))
-                    if st.type != "nop":
-                        pending_nop_deps = False
-                    continue
-                if st.type == "nop":
-                    pending_nop_deps = True
-                else:
-                    pending_nop_deps = False
-                if not 0 <= st.depid < len(gpu.tbs) or st.depid == tb.id:
-                    E.append(Finding("structure", f"{sw}: depid={st.depid} does not name another thread block of "
-                                                  f"gpu {g}", **sl))
-                    continue
-                other = gpu.tbs[st.depid]
-                if not 0 <= st.deps < len(other.steps):
-                    E.append(Finding("structure", f"{sw}: depends on tb {st.depid} step {st.deps}, which does not "
-                                                  f"exist (tb {st.depid} has {len(other.steps)} steps)", **sl))
-                    continue
-                if other.steps[st.deps].hasdep != 1:
-                    E.append(Finding("structure", f"{sw}: depends on tb {st.depid} step {st.deps}, which has "
-                                                  f"hasdep=0; the runtime only publishes the completion of steps "
-                                                  f"with hasdep=1, so this step may wait forever", **sl))
-        for (what, chan), k in per_chan.items():
-            if k > limits.max_tbs_per_channel:
-                E.append(Finding("limit", f"gpu {g}: {k} thread blocks {what} on channel {chan}; the runtime allows "
-                                          f"{limits.max_tbs_per_channel}", gpu=g))
     if max_chan >= 0 and max_chan + 1 < algo.nchannels:
         W.append(Finding("structure", f"nchannels={algo.nchannels} but the highest channel used is {max_chan}"))
-    if algo.nchannels > limits.max_channels:
-        E.append(Finding("limit", f"nchannels={algo.nchannels}; the runtime has {limits.max_channels} channels"))
     if not E:
-        # producers nobody waits for
         used = {(g.id, s.depid, s.deps) for g in algo.gpus for tb in g.tbs for s in tb.steps if s.depid >= 0}
         for gpu in algo.gpus:
             for tb in gpu.tbs:
@@ -421,6 +325,170 @@ def validate(algo: Algo, limits: RuntimeLimits) -> tuple[list[Finding], list[Fin
                         break
         E.extend(_connections(algo))
     return E, W
+
+
+def _gpu_rules(algo: Algo, P: RuntimeProfile, gpu: Gpu, nat, E: list[Finding], W: list[Finding]) -> None:
+    g, N = gpu.id, algo.ngpus
+    tids = sorted(tb.id for tb in gpu.tbs)
+    if tids != list(range(len(tids))):
+        seen = set()
+        for i in tids:
+            if i in seen:
+                E.append(Finding("structure", f"gpu {g}: duplicate thread block id {i}", gpu=g, tb=i))
+                return
+            seen.add(i)
+        hole = next(i for i in range(len(tids) + 1) if i not in seen)
+        E.append(Finding("structure", f"gpu {g}: thread block {hole} is missing (ids must be contiguous from 0)",
+                         gpu=g, tb=hole))
+        return
+    gpu.tbs.sort(key=lambda tb: tb.id)
+    if len(gpu.tbs) > P.max_tbs:
+        E.append(Finding("limit", f"gpu {g} has {len(gpu.tbs)} thread blocks; the {P.name} runtime allows "
+                                  f"{P.max_tbs} (MSCCL_MAX_NUM_THREAD_BLOCKS)", gpu=g))
+    if len(gpu.tbs) > P.max_children:
+        E.append(Finding("limit", f"gpu {g} has {len(gpu.tbs)} thread blocks, more than the parser's "
+                                  f"{P.max_children} children per element", gpu=g))
+    nodes = 1 + N + gpu.parser_nodes
+    if nodes >= P.max_parser_nodes:
+        E.append(Finding("limit", f"gpu {g}'s part of the file is {nodes} parser nodes (the algo, {N} gpus, its "
+                                  f"thread blocks and steps); the runtime's XML parser is limited to "
+                                  f"{P.max_parser_nodes} (MAX_NODES)", gpu=g))
+    for bufname, size in (("i_chunks", gpu.i_chunks), ("o_chunks", gpu.o_chunks), ("s_chunks", gpu.s_chunks)):
+        if size - 1 > P.max_offset:
+            E.append(Finding("limit", f"gpu {g}: {bufname}={size} needs offsets beyond the runtime's 16-bit "
+                                      f"maximum {P.max_offset}", gpu=g))
+    if P.io_chunks_checked:
+        mult_in = N if algo.coll == "allgather" else 1
+        mult_out = N if algo.coll == "reducescatter" else 1
+        if (gpu.i_chunks > 0 and gpu.i_chunks * mult_in != algo.nchunksperloop) or \
+                (gpu.o_chunks > 0 and gpu.o_chunks * mult_out != algo.nchunksperloop):
+            E.append(Finding("structure", f"gpu {g}: i_chunks/o_chunks ({gpu.i_chunks}/{gpu.o_chunks}) disagree with "
+                                          f"nchunksperloop={algo.nchunksperloop} for {algo.coll_raw}; the {P.name} "
+                                          f"runtime rejects the file", gpu=g))
+    if nat is not None and (gpu.i_chunks > nat[0] or gpu.o_chunks > nat[1]):
+        W.append(Finding("bounds", f"gpu {g} declares i_chunks={gpu.i_chunks}, o_chunks={gpu.o_chunks} but a "
+                                   f"{algo.coll} of nchunksperloop={algo.nchunksperloop} has {nat[0]} input and "
+                                   f"{nat[1]} output chunks per rank", gpu=g))
+    per_chan: dict[tuple[str, int], int] = {}
+    sizes = {"i": gpu.i_chunks, "o": gpu.o_chunks, "s": gpu.s_chunks}
+    for tb in gpu.tbs:
+        loc = {"gpu": g, "tb": tb.id}
+        where = f"gpu {g} tb {tb.id}"
+        for peer, what in ((tb.send, "send"), (tb.recv, "recv")):
+            if peer == g:
+                E.append(Finding("structure", f"{where}: {what} peer {peer} is the gpu itself", **loc))
+            elif not -1 <= peer < N:
+                E.append(Finding("structure", f"{where}: {what} peer {peer} is not a gpu of 0..{N - 1}", **loc))
+            elif peer >= 0:
+                per_chan[(what, tb.chan)] = per_chan.get((what, tb.chan), 0) + 1
+        if not 0 <= tb.chan < algo.nchannels:
+            E.append(Finding("structure", f"{where}: channel {tb.chan} is outside 0..nchannels-1 = "
+                                          f"{algo.nchannels - 1}", **loc))
+        elif tb.chan >= P.max_channels:
+            E.append(Finding("limit", f"{where}: channel {tb.chan}; the {P.name} runtime has {P.max_channels} "
+                                      f"channels (MAXCHANNELS)", **loc))
+        if len(tb.steps) > P.max_steps:
+            E.append(Finding("limit", f"{where} has {len(tb.steps)} steps; the {P.name} runtime allows "
+                                      f"{P.max_steps} per thread block (MSCCL_MAX_NUM_STEPS, nops included)", **loc))
+        _tb_rules(P, gpu, tb, nat, sizes, E, W)
+    for (what, chan), k in per_chan.items():
+        if k > P.max_tbs_per_channel:
+            E.append(Finding("limit", f"gpu {g}: {k} thread blocks {what} on channel {chan}; the runtime allows "
+                                      f"{P.max_tbs_per_channel} (MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL)", gpu=g))
+
+
+def _tb_rules(P: RuntimeProfile, gpu: Gpu, tb: Tb, nat, sizes: dict, E: list[Finding], W: list[Finding]) -> None:
+    g = gpu.id
+    pending_nop_deps = False
+    fuse = None                       # (dstbuf, dstoff, srcbuf, cnt, length) of the `re` chain being fused
+    for i, st in enumerate(tb.steps):
+        sl = {"gpu": g, "tb": tb.id, "step": i}
+        sw = f"gpu {g} tb {tb.id} step {i}"
+        if st.s != i:
+            E.append(Finding("structure", f"{sw}: has s={st.s}; steps must be numbered 0, 1, 2, ... in order "
+                                          f"(dependencies name positions; a step is missing or out of order)", **sl))
+            return
+        if st.type not in P.step_types:
+            E.append(Finding("structure", f"{sw}: step type {st.type!r} is not one the {P.name} runtime executes",
+                             **sl))
+            continue
+        if st.type != "nop" and st.hasdep not in (0, 1):
+            E.append(Finding("structure", f"{sw}: hasdep={st.hasdep} must be 0 or 1", **sl))
+        if st.type in SEND and tb.send < 0:
+            E.append(Finding("structure", f"{sw}: a {st.type!r} step sends but the thread block has no send peer",
+                             **sl))
+        if st.type in RECV and tb.recv < 0:
+            E.append(Finding("structure", f"{sw}: a {st.type!r} step receives but the thread block has no recv "
+                                          f"peer", **sl))
+        if st.type != "nop":
+            if not 0 <= st.cnt < P.max_count:
+                E.append(Finding("limit", f"{sw}: cnt={st.cnt}; the runtime needs 0 <= cnt < {P.max_count} "
+                                          f"(MSCCL_MAX_COUNT)", **sl))
+            elif st.cnt < P.comm_count_min and (st.type in SEND or st.type in RECV):
+                E.append(Finding("limit", f"{sw}: cnt={st.cnt}; the {P.name} runtime needs cnt >= "
+                                          f"{P.comm_count_min} for a step that sends or receives", **sl))
+            elif st.cnt == 0:
+                W.append(Finding("structure", f"{sw}: cnt=0 moves no data", **sl))
+        for used, bname, off in ((st.type in READS_SRC, st.srcbuf, st.srcoff),
+                                 (st.type in WRITES_DST, st.dstbuf, st.dstoff)):
+            if not used:
+                continue
+            if bname not in BUFS:
+                E.append(Finding("structure", f"{sw}: buffer {bname!r} is not i, o or s", **sl))
+                continue
+            size = sizes[bname]
+            real = size if nat is None or bname == "s" else min(size, nat[0] if bname == "i" else nat[1])
+            if off < 0 or off + st.cnt > size:
+                E.append(Finding("bounds", f"{sw}: {bname}[{off}:{off + st.cnt}] is outside the declared "
+                                           f"{bname}_chunks={size}", **sl))
+            elif off + st.cnt > real:
+                E.append(Finding("bounds", f"{sw}: {bname}[{off}:{off + st.cnt}] is beyond the collective's "
+                                           f"{ {'i': 'input', 'o': 'output'}[bname]} of {real} chunks per rank", **sl))
+            elif off > P.max_offset:
+                E.append(Finding("limit", f"{sw}: offset {off} does not fit the runtime's int16", **sl))
+        # the runtime fuses consecutive `re` steps with the same destination into one transmission that
+        # uses the last one's cnt (parser.cc:558-566, 636-643)
+        if st.type == "re":
+            key = (st.dstbuf, st.dstoff, st.srcbuf)
+            if fuse is not None and fuse[0] == key and st.depid == -1:
+                if st.cnt != fuse[1]:
+                    E.append(Finding("structure", f"{sw}: an `re` step the runtime fuses with the one before it "
+                                                  f"(same destination) must have the same cnt ({fuse[1]})", **sl))
+                fuse = None if (st.hasdep or fuse[2] + 1 == P.max_reduce_fusion) else (key, st.cnt, fuse[2] + 1)
+            else:
+                fuse = None if (st.hasdep or P.max_reduce_fusion == 1) else (key, st.cnt, 1)
+        elif st.type != "nop":
+            fuse = None
+        if st.depid == -1 and st.deps == -1:
+            if st.type == "nop":
+                E.append(Finding("structure", f"{sw}: a nop without a dependency does nothing, and the runtime "
+                                              f"does not count it, so later steps publish shifted indices", **sl))
+            elif pending_nop_deps and P.chain_rule:
+                E.append(Finding("structure", f"{sw}: preceded by nop dependencies but has none itself; the "
+                                              f"{P.name} runtime requires the step after nops to carry a "
+                                              f"dependency", **sl))
+            if st.type != "nop":
+                pending_nop_deps = False
+            continue
+        pending_nop_deps = st.type == "nop"
+        if not 0 <= st.depid < len(gpu.tbs) or st.depid == tb.id:
+            E.append(Finding("structure", f"{sw}: depid={st.depid} does not name another thread block of gpu {g}",
+                             **sl))
+            continue
+        if st.depid > P.max_dep_tb:
+            E.append(Finding("limit", f"{sw}: depid={st.depid}; the runtime stores it as int8 (max "
+                                      f"{P.max_dep_tb})", **sl))
+        other = gpu.tbs[st.depid]
+        if not 0 <= st.deps < len(other.steps):
+            E.append(Finding("structure", f"{sw}: depends on tb {st.depid} step {st.deps}, which does not exist "
+                                          f"(tb {st.depid} has {len(other.steps)} steps)", **sl))
+            continue
+        target = other.steps[st.deps]
+        if target.type == "nop" or target.hasdep != 1:
+            what = "a nop, which never publishes" if target.type == "nop" else "hasdep=0"
+            E.append(Finding("structure", f"{sw}: depends on tb {st.depid} step {st.deps}, which has {what}; the "
+                                          f"runtime only publishes the completion of steps with hasdep=1, so this "
+                                          f"step may wait forever", **sl))
 
 
 def _connections(algo: Algo) -> list[Finding]:
@@ -766,27 +834,27 @@ class Simulator:
         return None
 
 
-def check_msccl(text: str, *, dialect: str | RuntimeLimits | None = None, simulate: bool = True, fifo: int = 2,
-                seed: int = 0, **limit_overrides) -> CheckReport:
-    """Validate and simulate MSCCL XML text; see the module docstring."""
-    algo, limits, errors, warnings = parse_msccl(text, dialect)
-    limits = limits.with_overrides(**limit_overrides)
-    rep = CheckReport(False, "msccl", dialect=limits.dialect, errors=errors, warnings=warnings)
+def check_msccl(text: str, *, runtime: str | RuntimeProfile | None = None, dialect: str | None = None,
+                simulate: bool = True, fifo: int | None = None, seed: int = 0, **limit_overrides) -> CheckReport:
+    """Validate and simulate MSCCL XML text for a runtime; see the module docstring."""
+    algo, profile, errors, warnings = parse_msccl(text, runtime or dialect, **limit_overrides)
+    rep = CheckReport(False, "msccl", dialect=profile.name, errors=errors, warnings=warnings)
     if algo is None:
         return rep
     rep.collective, rep.ngpus, rep.chunks_per_loop = algo.coll, algo.ngpus, algo.nchunksperloop
     if not errors:
-        e, w = validate(algo, limits)
+        e, w = validate(algo, profile)
         errors.extend(e)
         warnings.extend(w)
     rep.steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
     rep.threadblocks = max((len(g.tbs) for g in algo.gpus), default=0)
+    rep.xml_steps = sum(len(tb.steps) for g in algo.gpus for tb in g.tbs)
     if errors:
         return rep
     if simulate:
         if natural_sizes(algo.coll, algo.ngpus, algo.nchunksperloop) is None:
-            warnings.append(Finding("structure", f"collective {algo.coll_raw!r} is not simulated (only allgather, "
-                                                 f"reducescatter and allreduce)"))
+            warnings.append(Finding("structure", f"collective {algo.coll_raw!r} is not simulated (only "
+                                                 f"{', '.join(SIMULATED)})"))
         else:
             modes = []
             if algo.outofplace == 1 or (algo.outofplace is None and algo.inplace == 0):
@@ -795,8 +863,9 @@ def check_msccl(text: str, *, dialect: str | RuntimeLimits | None = None, simula
                 modes.append(True)
             if not modes:
                 errors.append(Finding("structure", "the algorithm is neither in-place nor out-of-place"))
+            depth = profile.fifo_messages(algo.proto) if fifo is None else fifo
             for inplace in modes:
-                sim = Simulator(algo, inplace=inplace, fifo=fifo, seed=seed)
+                sim = Simulator(algo, inplace=inplace, fifo=depth, seed=seed)
                 err = sim.run()
                 rep.simulated.append("in-place" if inplace else "out-of-place")
                 if err is not None:

@@ -2,11 +2,12 @@
 per-rank lists of send / recv / reduce / copy / sync instructions). Format: docs/oneccl-xml.md.
 
 Each comm step t of the schedule becomes, on every rank: post the step's receives, post its sends, `sync`,
-then the step's local reductions. Chunk layout is MSCCL's (unit (v, k) = chunk v * P + k of an N * P chunk
-loop). Allgather receives go straight to the output; reduce-scatter receives go to a staging area of
-`tmp` and are added after the sync (`reduce`: accumulator = staging + the rank's partial), so the sends
-of a step always read start-of-step values. A chunk that a rank sends and overwrites in the same copy step
-is first copied to `tmp`. Results not in place at the end are copied there.
+then the step's local reductions. Chunk layout is MSCCL's (services.compiler.layout: unit (v, k) = chunk
+v * P + k of an N * P chunk loop). Allgather receives go straight to the output; a unit the receiver already
+holds is not sent again. Reduce-scatter receives go to a staging area of `tmp` and are added after the sync
+(`reduce`: accumulator = staging + the rank's partial; several contributions to one unit in a step chain),
+so the sends of a step always read start-of-step values. Results not in place at the end are copied there.
+Vectorized over each step's transfers: time and memory grow with the transfers.
 """
 from __future__ import annotations
 
@@ -15,154 +16,190 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
+from .arrays import ranges, unique
 from .errors import CompileError
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
-from .msccl import _runs
+from .layout import NONE, SBUF, UnitLayout
+from .msccl import runs
 
-NAMES = {IBUF: "in", OBUF: "out", SBUF: "tmp"}
+__all__ = ["compile_oneccl"]
+
+NAMES = np.array(["in", "out", "tmp"])
 COLL = {Collective.ALLGATHER: "allgather", Collective.REDUCESCATTER: "reduce_scatter",
         Collective.ALLREDUCE: "allreduce"}
+PH_RECV, PH_SEND, PH_SYNC, PH_REDUCE, PH_COPY = range(5)
+BIG = 1 << 30
 
 
-class _Rank:
-    def __init__(self, r: int):
-        self.r = r
-        self.instr: list[str] = []
-        self.tmp = 0
+class _Lines:
+    """Instruction text with (rank, step, phase, seq) sort keys."""
 
-    def alloc(self, n: int) -> int:
-        off = self.tmp
-        self.tmp += n
-        return off
+    def __init__(self):
+        self.text: list[str] = []
+        self.keys: list[np.ndarray] = []
+
+    def add(self, rank: np.ndarray, t: int, phase: int, texts: list[str]) -> None:
+        n = len(texts)
+        if n == 0:
+            return
+        seq = np.arange(len(self.text), len(self.text) + n, dtype=np.int64)
+        self.text.extend(texts)
+        self.keys.append(np.stack([np.broadcast_to(np.asarray(rank, np.int64), (n,)),
+                                   np.full(n, t, np.int64), np.full(n, phase, np.int64), seq]))
+
+    def per_rank(self, n: int) -> list[list[str]]:
+        out: list[list[str]] = [[] for _ in range(n)]
+        if not self.keys:
+            return out
+        k = np.concatenate(self.keys, axis=1)
+        order = np.lexsort((k[3], k[2], k[1], k[0]))
+        ranks = k[0][order]
+        bounds = np.searchsorted(ranks, np.arange(n + 1))
+        text = self.text
+        idx = k[3][order].tolist()
+        for r in range(n):
+            out[r] = [text[i] for i in idx[bounds[r]:bounds[r + 1]]]
+        return out
 
 
 def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = False, name: str | None = None):
     """(xml text, stats) for a lowered schedule (integer grid P = schedule.grid)."""
     s = schedule
     n, P = s.nodes, s.grid
-    L = n * P
     coll = s.collective
-    ranks = [_Rank(r) for r in range(n)]
-    layout = UnitLayout(coll, n, P, inplace, lambda w, size: ranks[w].alloc(size))
-    locbuf, locoff, home, acc = layout.locbuf, layout.locoff, layout.home, layout.acc
+    tmp = np.zeros(n, dtype=np.int64)
 
-    tags: dict[tuple[int, int], int] = {}
+    def alloc(gpus, sizes):
+        gpus = np.asarray(gpus, np.int64)
+        sizes = np.asarray(sizes, np.int64)
+        out = np.empty(gpus.size, np.int64)
+        for i, (g, sz) in enumerate(zip(gpus.tolist(), sizes.tolist())):
+            out[i] = tmp[g]
+            tmp[g] += sz
+        return out
+
+    lay = UnitLayout(coll, n, P, inplace, alloc)
+    lines = _Lines()
+    tags = np.zeros((n, n), dtype=np.int32)
     messages = 0
+    dropped = 0
     for t in range(1, s.steps + 1):
         op = Op(int(s.ops[t - 1]))
         sl = s.step_slice(t)
-        if np.any(s.sender[sl] == s.receiver[sl]):
+        v, u, w = s.source[sl].astype(np.int64), s.sender[sl].astype(np.int64), s.receiver[sl].astype(np.int64)
+        lo, hi = s.lo[sl].astype(np.int64), s.hi[sl].astype(np.int64)
+        if np.any(u == w):
             raise CompileError(f"step {t}: a transfer over a self-loop carries no data; the schedule is not executable")
-        groups: dict[tuple[int, int], list[np.ndarray]] = {}
-        for v, u, w, a, b in zip(s.source[sl].tolist(), s.sender[sl].tolist(), s.receiver[sl].tolist(),
-                                 s.lo[sl].tolist(), s.hi[sl].tolist()):
-            groups.setdefault((u, w), []).append(v * P + np.arange(a, b))
-        pieces = []
-        for (u, w), parts in sorted(groups.items()):
-            units = np.unique(np.concatenate(parts)) if op is Op.COPY else np.concatenate(parts)
-            pieces.append([u, w, units])
-        # snapshots: chunks a rank sends and receives (overwrites) in the same copy step
-        snap: dict[tuple[int, int], tuple[int, int]] = {}
+        ln = hi - lo
+        total = int(ln.sum())
+        if total == 0:
+            continue
+        rep = np.repeat(np.arange(v.size), ln)
+        x = ranges(lo, ln)
+        U, W, G = u[rep], w[rep], v[rep] * P + x
+        o = np.lexsort((U, G, W))                   # by receiver and unit: duplicates and ranks are adjacent
+        U, W, G = U[o], W[o], G[o]
         if op is Op.COPY:
-            sent = {(u, g) for u, w, units in pieces for g in units.tolist()}
-            written = {(w, g) for u, w, units in pieces for g in units.tolist()}
-            by_rank: dict[int, list[int]] = {}
-            for u, g in sorted(sent & written):
-                by_rank.setdefault(u, []).append(g)
-            for u, gs in by_rank.items():
-                ga = np.array(gs)
-                b, o = locbuf[u, ga], locoff[u, ga]
-                base = ranks[u].alloc(ga.size)
-                for a, ln in _runs([o], [b], max_len=1 << 30):
-                    ranks[u].instr.append(_copy(int(b[a]), int(o[a]), SBUF, base + a, ln))
-                for i, g in enumerate(gs):
-                    snap[(u, g)] = (SBUF, base + i)
-        posted_recv: dict[int, list[str]] = {}
-        posted_send: dict[int, list[str]] = {}
-        reduces: dict[int, list[tuple]] = {}
-        written_now: set[tuple[int, int]] = set()
-        updates = []
-        for u, w, units in pieces:
-            sb, so = locbuf[u, units].copy(), locoff[u, units].copy()
-            for i, g in enumerate(units.tolist()):
-                if (u, g) in snap:
-                    sb[i], so[i] = snap[(u, g)]
-            if np.any(sb == NONE):
-                g = int(units[sb == NONE][0])
-                raise CompileError(f"step {t}: rank {u} sends chunk {g % P}/{P} of shard {g // P} before holding it")
-            order = np.lexsort((so, sb))
-            units, sb, so = units[order], sb[order], so[order]
-            if op is Op.COPY:
-                db, do = home(w, units)
-                dup = np.array([(w, g) in written_now for g in units.tolist()], dtype=bool)
-                if dup.any():                       # a second delivery of the same chunk: discard it in tmp
-                    base = ranks[w].alloc(int(dup.sum()))
-                    db, do = db.copy(), do.copy()
-                    db[dup], do[dup] = SBUF, base + np.arange(int(dup.sum()))
-                written_now.update((w, g) for g in units.tolist())
-                runs = _runs([so, do], [sb, db], max_len=1 << 30)
-                keep = ~dup
-                updates.append((w, units[keep], db[keep], do[keep]))
-            else:
-                base = ranks[w].alloc(units.size)
-                db, do = np.full(units.size, SBUF, np.int8), base + np.arange(units.size)
-                runs = _runs([so], [sb], max_len=1 << 30)
-                reduces.setdefault(w, []).append((units, base))
-            for a, ln in runs:
-                tag = tags.get((u, w), 0)
-                tags[(u, w)] = tag + 1
-                posted_send.setdefault(u, []).append(
-                    f'<send peer="{w}" buf="{NAMES[int(sb[a])]}" off="{int(so[a])}" cnt="{ln}" tag="{tag}"/>')
-                posted_recv.setdefault(w, []).append(
-                    f'<recv peer="{u}" buf="{NAMES[int(db[a])]}" off="{int(do[a])}" cnt="{ln}" tag="{tag}"/>')
-                messages += 1
-        for r in ranks:
-            r.instr.extend(posted_recv.get(r.r, []))
-            r.instr.extend(posted_send.get(r.r, []))
-            if r.r in posted_recv or r.r in posted_send:
-                r.instr.append(f'<sync step="{t}"/>')
-        for w, units, db, do in updates:
-            locbuf[w, units], locoff[w, units] = db, do
-        for w, items in reduces.items():
-            for units, base in items:
-                rb, ro = locbuf[w, units].copy(), locoff[w, units].copy()
-                if np.any(rb == NONE):
-                    raise CompileError(f"rank {w} reduces into a chunk it holds no partial of")
-                ab, ao = acc(w, units)
-                sidx = base + np.arange(units.size)
-                for a, ln in _runs([sidx, ro, ao], [rb, ab], max_len=1 << 30):
-                    ranks[w].instr.append(
-                        f'<reduce srcbuf="tmp" srcoff="{int(sidx[a])}" accbuf="{NAMES[int(rb[a])]}" '
-                        f'accoff="{int(ro[a])}" dstbuf="{NAMES[int(ab[a])]}" dstoff="{int(ao[a])}" cnt="{ln}"/>')
-                locbuf[w, units], locoff[w, units] = ab, ao
+            dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
+            keep = ~(dup | lay.final[W, G])
+            dropped += int((~keep).sum())
+            U, W, G = U[keep], W[keep], G[keep]
+            rank = np.zeros(U.size, np.int64)
+        else:
+            same = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
+            rank = np.arange(U.size) - np.flatnonzero(~same)[np.cumsum(~same) - 1]
+        if U.size == 0:
+            continue
+        SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
+        if np.any(SB == NONE):
+            i = int(np.flatnonzero(SB == NONE)[0])
+            raise CompileError(f"step {t}: rank {U[i]} sends chunk {G[i] % P}/{P} of shard {G[i] // P} before "
+                               f"holding it")
+        o = np.lexsort((SO, SB, W, U))
+        U, W, G, rank, SB, SO = U[o], W[o], G[o], rank[o], SB[o], SO[o]
+        if op is Op.COPY:
+            DB, DO = lay.home(W, G)
+        else:
+            # contiguous staging in tmp per (sender, receiver) link
+            link_brk = np.r_[True, (U[1:] != U[:-1]) | (W[1:] != W[:-1])]
+            gid = np.cumsum(link_brk) - 1
+            firsts = np.flatnonzero(link_brk)
+            sizes = np.diff(np.r_[firsts, U.size])
+            bases = alloc(W[firsts], sizes)
+            DB = np.full(U.size, SBUF, np.int8)
+            DO = (bases[gid] + (np.arange(U.size) - firsts[gid])).astype(np.int64)
+        st, cnt = runs([SO, DO], [U, W, SB, DB], max_len=BIG)
+        mu, mw = U[st], W[st]
+        # tags count the messages of each (sender, receiver) pair
+        pair = mu * n + mw
+        po = np.argsort(pair, kind="stable")
+        ps = pair[po]
+        first = np.r_[True, ps[1:] != ps[:-1]]
+        within = np.arange(ps.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        tag = np.empty(ps.size, np.int64)
+        tag[po] = tags[mu[po], mw[po]] + within
+        np.add.at(tags, (mu, mw), 1)
+        sb, so, db, do = NAMES[SB[st]], SO[st].tolist(), NAMES[DB[st]], DO[st].tolist()
+        mul, mwl, cl, tl = mu.tolist(), mw.tolist(), cnt.tolist(), tag.tolist()
+        lines.add(mw, t, PH_RECV, [f'<recv peer="{a}" buf="{b}" off="{c}" cnt="{d}" tag="{e}"/>'
+                                   for a, b, c, d, e in zip(mul, db.tolist(), do, cl, tl)])
+        lines.add(mu, t, PH_SEND, [f'<send peer="{a}" buf="{b}" off="{c}" cnt="{d}" tag="{e}"/>'
+                                   for a, b, c, d, e in zip(mwl, sb.tolist(), so, cl, tl)])
+        messages += st.size
+        active = unique(np.concatenate([mu, mw]))
+        lines.add(active, t, PH_SYNC, [f'<sync step="{t}"/>'] * active.size)
+        if op is Op.COPY:
+            lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
+            lay.final[W, G] = True
+            continue
+        # reductions after the sync, contribution by contribution (rank order within a unit)
+        ro = np.lexsort((G, W, rank))
+        Wr, Gr, rk, DOr = W[ro], G[ro], rank[ro], DO[ro]
+        for r in unique(rk).tolist():
+            m = rk == r
+            w_, g_, so_ = Wr[m], Gr[m], DOr[m]
+            pb, po_ = lay.locbuf[w_, g_], lay.locoff[w_, g_]
+            if np.any(pb == NONE):
+                raise CompileError(f"rank {int(w_[pb == NONE][0])} reduces into a chunk it holds no partial of")
+            ab, ao = lay.acc(w_, g_)
+            o2 = np.lexsort((so_, w_))
+            w_, g_, so_, pb, po_, ab, ao = w_[o2], g_[o2], so_[o2], pb[o2], po_[o2], ab[o2], ao[o2]
+            st2, c2 = runs([so_, po_, ao], [w_, pb, ab], max_len=BIG)
+            lines.add(w_[st2], t, PH_REDUCE, [
+                f'<reduce srcbuf="tmp" srcoff="{a}" accbuf="{b}" accoff="{c}" dstbuf="{d}" dstoff="{e}" cnt="{f}"/>'
+                for a, b, c, d, e, f in zip(so_[st2].tolist(), NAMES[pb[st2]].tolist(), po_[st2].tolist(),
+                                            NAMES[ab[st2]].tolist(), ao[st2].tolist(), c2.tolist())])
+            lay.locbuf[w_, g_], lay.locoff[w_, g_] = ab, ao
     # final copies into place
-    for w in range(n):
-        units = np.arange(w * P, (w + 1) * P) if coll is Collective.REDUCESCATTER else np.arange(L)
-        b, o = locbuf[w, units], locoff[w, units]
-        if np.any(b == NONE):
-            g = int(units[b == NONE][0])
-            raise CompileError(f"rank {w} never receives chunk {g % P}/{P} of shard {g // P}: the schedule is "
-                               f"incomplete")
-        hb, ho = home(w, units)
-        wrong = np.flatnonzero((b != hb) | (o != ho))
-        sb_, so_, db_, do_ = b[wrong], o[wrong], hb[wrong], ho[wrong]
-        for a, ln in _runs([so_, do_], [sb_, db_], max_len=1 << 30):
-            ranks[w].instr.append(_copy(int(sb_[a]), int(so_[a]), int(db_[a]), int(do_[a]), ln))
-    i_chunks = P if coll is Collective.ALLGATHER else L
-    o_chunks = P if coll is Collective.REDUCESCATTER else L
+    if coll is Collective.REDUCESCATTER:
+        W = np.repeat(np.arange(n), P)
+        G = W * P + np.tile(np.arange(P), n)
+    else:
+        W = np.repeat(np.arange(n), lay.L)
+        G = np.tile(np.arange(lay.L), n)
+    b, o = lay.locbuf[W, G], lay.locoff[W, G]
+    if np.any(b == NONE):
+        i = int(np.flatnonzero(b == NONE)[0])
+        raise CompileError(f"rank {W[i]} never receives chunk {G[i] % P}/{P} of shard {G[i] // P}: the schedule is "
+                           f"incomplete")
+    hb, ho = lay.home(W, G)
+    wrong = np.flatnonzero((b != hb) | (o != ho))
+    if wrong.size:
+        W, sb_, so_, db_, do_ = W[wrong], b[wrong], o[wrong], hb[wrong], ho[wrong]
+        st, c = runs([so_, do_], [W, sb_, db_], max_len=BIG)
+        lines.add(W[st], s.steps + 1, PH_COPY, [
+            f'<copy srcbuf="{a}" srcoff="{b_}" dstbuf="{c_}" dstoff="{d}" cnt="{e}"/>'
+            for a, b_, c_, d, e in zip(NAMES[sb_[st]].tolist(), so_[st].tolist(), NAMES[db_[st]].tolist(),
+                                       do_[st].tolist(), c.tolist())])
     title = "".join(ch if ch.isalnum() or ch in " ,()_.-=+:/" else "_"
                     for ch in (name or f"fabricplan {coll.value} {topology.expr}"))[:200]
-    lines = [f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{L}" '
-             f'steps="{s.steps}" inplace="{int(inplace)}">']
-    for r in ranks:
-        lines.append(f'  <rank id="{r.r}" in_chunks="{i_chunks}" out_chunks="{o_chunks}" tmp_chunks="{r.tmp}">')
-        lines.extend("    " + x for x in r.instr)
-        lines.append("  </rank>")
-    lines.append("</oneccl_schedule>")
-    stats = {"threadblocks": None, "max_tb_steps": max(len(r.instr) for r in ranks), "messages": messages,
-             "consolidated": False}
-    return "\n".join(lines) + "\n", stats
-
-
-def _copy(sb: int, so: int, db: int, do: int, ln: int) -> str:
-    return f'<copy srcbuf="{NAMES[sb]}" srcoff="{so}" dstbuf="{NAMES[db]}" dstoff="{do}" cnt="{ln}"/>'
+    out = [f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{lay.L}" '
+           f'steps="{s.steps}" inplace="{int(inplace)}">']
+    per_rank = lines.per_rank(n)
+    for r in range(n):
+        out.append(f'  <rank id="{r}" in_chunks="{lay.input_units}" out_chunks="{lay.output_units}" '
+                   f'tmp_chunks="{int(tmp[r])}">')
+        out.extend("    " + x for x in per_rank[r])
+        out.append("  </rank>")
+    out.append("</oneccl_schedule>")
+    stats = {"max_tb_steps": max((len(x) for x in per_rank), default=0), "messages": messages, "dropped": dropped}
+    return "\n".join(out) + "\n", stats

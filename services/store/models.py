@@ -207,3 +207,29 @@ class PanelState(Base):
     message: Mapped[str | None] = mapped_column(Text)
     connections: Mapped[list | None] = mapped_column(JSON)
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CompileJob(Base):
+    """A schedule compiled for one runtime with one set of options (CompileOptions.key()): queued, running,
+    done (the XML is the artifact `digest`) or failed (nothing fits: `reason`); failures are kept as results.
+    A job the API records on demand is an outbox job like plans and evaluations (services.store.jobs: attempts,
+    heartbeats, dispatch); the id is the sha256 of (plan, collective, options), `spec` the options as fields."""
+
+    __tablename__ = "compile_jobs"
+    __table_args__ = (UniqueConstraint("plan_id", "collective", "options", name="uq_compile_job"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    collective: Mapped[str] = mapped_column(String(32))
+    options: Mapped[str] = mapped_column(String(300))
+    spec: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    stage: Mapped[str] = mapped_column(String(32), default="queued")
+    digest: Mapped[str | None] = mapped_column(ForeignKey("artifacts.digest"))
+    meta: Mapped[dict | None] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)

@@ -10,22 +10,24 @@ from datetime import timezone
 from typing import Literal
 
 import numpy as np
-
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
+from services import compiling
+from services.compiler.api import CompileOptions, check_options
+from services.compiler.errors import CompileError
 from services.store import repo
-from services.synthesis.topology.catalog import build
-from services.synthesis.schedule.ir import Collective, Schedule
-
 from services.store.db import session_scope
+from services.synthesis.schedule.ir import Collective, Schedule
 
 from ..auth import READ, WRITE
 from ..deps import get_session
 from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
-from ..schemas import ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest, PlanStatus
+from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
+                       PlanStatus)
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
@@ -54,11 +56,22 @@ def plan_out(p, base: str) -> PlanOut:
         fabric = {**r["fabric"], "fabric_ready": bool(binding and binding.fabric_ready),
                   "released": bool(binding and binding.released)}
         links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
+    compiled = None
+    if r.get("compiled"):
+        compiled = {}
+        for runtime, per in r["compiled"].items():
+            fmt = "oneccl" if runtime == "oneccl" else "msccl"
+            query = f"format={fmt}" + ("" if fmt == "oneccl" else f"&runtime={runtime}")
+            compiled[runtime] = {}
+            for c, summary in per.items():
+                url = f"{base}/v1/plans/{p.id}/schedules/{c}?{query}"
+                compiled[runtime][c] = {**summary, "url": url}
+                links[f"xml:{runtime}:{c}"] = url
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
-                   fabric=fabric, links=links)
+                   fabric=fabric, compiled=compiled, links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
@@ -219,17 +232,44 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
     return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
+_OPTION_FIELD = {"proto": "proto", "inplace": "inplace", "max_bytes": "max_bytes", "instances": "instances",
+                 "max_channels": "channels", "collective": "collective", "runtime": "runtime"}
+
+
+def _unprocessable(field: str, msg: str, kind: str) -> HTTPException:
+    return unprocessable(["query", field], msg, kind)
+
+
 @router.get("/{plan_id}/schedules/{collective}", responses={
     **NOT_FOUND, **AUTH, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
     200: {"description": "the schedule: JSON, the npz IR blob, or MSCCL / oneCCL XML",
           "content": {"application/json": {"schema": {"type": "object"}},
                       "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
-                      "application/xml": {"schema": {"type": "string"}}}}},
+                      "application/xml": {"schema": {"type": "string"}}}},
+    202: {"model": CompileAccepted, "description": "the XML is being compiled in a worker: poll the url"},
+    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}},
             dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
-                  format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"), s: Session = Depends(get_session)):
-    """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl`
-    and `oneccl` are the runtimes' XML (compiled on first request, validated by the CPU simulator)."""
+                  format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
+                  runtime: Literal["executor", "rccl", "legacy"] | None = Query(
+                      None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
+                  proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
+                  inplace: Literal["out", "in", "both"] | None = Query(
+                      None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
+                  min_bytes: int | None = Query(None, ge=0, le=1 << 62, description="smallest selected size"),
+                  max_bytes: int | None = Query(None, ge=0, le=1 << 62, description="largest selected size "
+                                                "(executor/RCCL: 0 = unbounded)"),
+                  channels: int | None = Query(None, ge=1, le=128, description="channels per link (default: fit)"),
+                  instances: int = Query(1, ge=1, le=128, description="program copies on 1/instances of each chunk"),
+                  max_chunks: int = Query(64, ge=1, le=4096, description="bound on chunks per shard"),
+                  consolidate: Literal["auto", "yes", "no"] = Query("auto", description="scratch consolidation"),
+                  max_steps: int | None = Query(None, ge=1, le=65536, description="steps per thread block of a "
+                                                "custom executor build"),
+                  s: Session = Depends(get_session)):
+    """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl` and
+    `oneccl` are the runtimes' XML, compiled in a worker (at plan time for the plan's runtimes with default
+    options) and checked before it is stored. For options not compiled yet the answer is 202 with a URL to
+    poll; a compile that finds nothing fitting the runtime answers 422 naming the limit (kept, like files)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -242,8 +282,14 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     if link is None:
         raise HTTPException(409, f"plan {plan_id} is {p.status}; schedules exist once it is done")
     if format in ("msccl", "oneccl"):
-        xml, digest = _compiled(s, plan_id, coll, format, link.digest)
-        return _blob_response(request, xml, digest, "application/xml", f"{plan_id}-{coll.value}-{format}.xml")
+        if format == "oneccl" and runtime is not None:
+            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
+        options = CompileOptions(runtime or ("oneccl" if format == "oneccl" else "executor"), proto=proto,
+                                 inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
+                                 instances=instances, max_chunks=max_chunks,
+                                 consolidate={"auto": None, "yes": True, "no": False}[consolidate],
+                                 max_steps=max_steps)
+        return _compiled(s, request, plan_id, coll, format, options)
     data, _ = repo.get_blob(s, link.digest)
     if format == "npz":
         return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
@@ -322,28 +368,33 @@ def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, m
             "tau": topo["degree"] * float(step_max.sum()) / (topo["nodes"] * grid)}
 
 
-def _compiled(s: Session, plan_id: str, coll: Collective, fmt: str, schedule_digest: str) -> tuple[bytes, str]:
-    """The schedule compiled to MSCCL/oneCCL XML: compiled once, validated and simulated on CPU before it is
-    ever served (services.compiler.check_xml), then kept as a content-addressed artifact."""
-    from services.compiler.api import check_xml, compile_schedule
-    from services.compiler.errors import CompileError
-
-    name = f"xml:{coll.value}:{fmt}"
-    link = repo.plan_artifact(s, plan_id, name)
-    if link is not None:
-        return repo.get_blob(s, link.digest)[0], link.digest
-    sched = Schedule.from_bytes(repo.get_blob(s, schedule_digest)[0])
+def _compiled(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions):
+    """The stored XML (200), the stored refusal (422), or 202 while a worker compiles it. Nothing is compiled
+    here: a missing job is recorded in the outbox (services.store.jobs) and the dispatcher sends it to a
+    worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat)."""
     try:
-        art = compile_schedule(sched, build(sched.topology), fmt)
+        check_options(options, coll.value)
     except CompileError as exc:
-        raise HTTPException(422, [{"loc": ["query", "format"], "field": "format",
-                                   "msg": f"cannot compile to {fmt}: {exc}", "type": "compile_error"}]) from None
-    report = check_xml(art.xml, fmt)
-    if not report.ok:                       # never serve XML that fails the validator
-        raise HTTPException(500, f"compiled {fmt} failed validation: {report.errors[0]}")
-    digest = repo.put_blob(s, art.xml.encode(), "xml", "application/xml")
-    repo.attach(s, plan_id, name, digest, art.as_dict())
-    return art.xml.encode(), digest
+        field = _OPTION_FIELD.get(exc.limit or "", "runtime")
+        raise _unprocessable(field, str(exc), "value_error") from None
+    key = options.key()
+    job, created = compiling.request_compile(s, plan_id, coll.value, options)
+    if created:
+        s.commit()
+        request.app.state.dispatcher.wake()
+    if job.status == "done":
+        data, _ = repo.get_blob(s, job.digest)
+        suffix = options.runtime if fmt == "msccl" else "oneccl"
+        return _blob_response(request, data, job.digest, "application/xml", f"{plan_id}-{coll.value}-{suffix}.xml")
+    if job.status == "failed":
+        limit = (job.meta or {}).get("limit") or "fit"
+        raise _unprocessable("runtime", f"cannot compile the {coll.value} schedule for {options.runtime}: {job.reason}",
+                             f"compile_refused.{limit}")
+    url = str(request.url)
+    body = CompileAccepted(status=job.status, collective=coll.value, format=fmt, runtime=options.runtime,
+                           options=key, url=url)
+    return JSONResponse(body.model_dump(), status_code=202,
+                        headers={"Location": url, "Retry-After": "2", "Cache-Control": "no-store"})
 
 
 @router.delete("/{plan_id}/fabric", responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(WRITE)])

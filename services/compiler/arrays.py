@@ -1,0 +1,53 @@
+"""Sort-based set operations on integer arrays. numpy 2.4's np.unique without return_inverse takes a hashing
+path that is about a hundred times slower than sorting on millions of distinct int64 keys (7.8 s against
+0.07 s for 5 M keys measured here), and the compilers call it on every chunk of a 1024-rank program."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges"]
+
+
+def unique(x) -> np.ndarray:
+    """Sorted distinct values of x (np.unique(x))."""
+    s = np.sort(np.asarray(x).ravel())
+    if s.size == 0:
+        return s
+    return s[np.r_[True, s[1:] != s[:-1]]]
+
+
+def unique_inverse(x) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, index of each element's value) (np.unique(x, return_inverse=True))."""
+    x = np.asarray(x).ravel()
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    first = np.r_[True, s[1:] != s[:-1]] if s.size else np.zeros(0, bool)
+    inv = np.empty(x.size, np.int64)
+    inv[order] = np.cumsum(first) - 1
+    return s[first], inv
+
+
+def unique_counts(x) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, how often each occurs) (np.unique(x, return_counts=True))."""
+    s = np.sort(np.asarray(x).ravel())
+    if s.size == 0:
+        return s, np.zeros(0, np.int64)
+    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[first], np.diff(np.r_[first, s.size])
+
+
+def isin_sorted(x, sorted_values: np.ndarray) -> np.ndarray:
+    """np.isin(x, sorted_values) for sorted distinct values (binary search, no hashing)."""
+    x = np.asarray(x)
+    if sorted_values.size == 0:
+        return np.zeros(x.shape, bool)
+    j = np.minimum(np.searchsorted(sorted_values, x), sorted_values.size - 1)
+    return sorted_values[j] == x
+
+
+def ranges(starts, lengths) -> np.ndarray:
+    """Concatenated aranges: starts[i], starts[i] + 1, ..., starts[i] + lengths[i] - 1 for every i."""
+    starts = np.asarray(starts, np.int64)
+    lengths = np.asarray(lengths, np.int64)
+    return np.repeat(starts, lengths) + (np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths,
+                                                                                    lengths))

@@ -1,0 +1,332 @@
+"""Fit, don't fail: the MSCCL program that fits a runtime's limits at the least predicted cost.
+
+Every candidate computes the same collective correctly; they differ in what the runtime's limits see:
+
+1. the exact lowering (the schedule's own chunk grid, cost unchanged), then the discrete chunked BFB with
+   fewer chunks per shard P (Theorem 20 bounds its bandwidth loss by about d/P; the loss is measured and
+   reported as the predicted-time cost);
+2. for each lowering, the program options in order of preference (fit_msccl): one thread block per (receive
+   peer, send peer, channel) with fused instructions; separate send and receive thread blocks (which need no
+   buffering on connections to make progress); more channels, which spread a link's messages over more
+   thread blocks (fewer steps per tb, more tbs); scratch consolidation, which merges a link's non-contiguous
+   pieces of one step into one message (fewer sends and receives, more local copies).
+
+A candidate is abandoned as soon as a limit is exceeded, before its dependencies are computed (the limits
+that only grow later, steps per tb and parser nodes, are checked again after). When the program is small
+enough it is also simulated (services.compiler.msccl_check) with the runtime's connection buffering, and a
+program that does not run is abandoned too. The first candidate that passes wins; if none does, the error
+names the limit the most promising candidate hit and lists what was tried.
+
+Splitting by size range is the runtimes' own mechanism (several files with disjoint minBytes/maxBytes windows,
+e.g. LL for small messages and Simple above); the compile options min_bytes, max_bytes and proto produce them.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.topology.graph import Topology
+
+from .arrays import unique_counts
+from .errors import CompileError
+from .lowering import Lowered, chunked_bfb
+from .msccl import RECEIVES, Messages, MscclOptions, MscclProgram, build_messages, build_program
+from .runtimes import RuntimeProfile
+
+__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "max_messages_per_connection_step"]
+
+SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What the caller fixed (None: the search may choose)."""
+
+    instances: int = 1
+    channels: int | None = None
+    mode: str = "out"
+    consolidate: bool | None = None
+    combined: bool | None = None
+    fuse: bool = True
+    max_chunks: int = 64
+    allow_resolve: bool = True
+    proto: str = "Simple"
+    simulate: bool = True
+    deadline_s: float | None = None
+    progress: object = None             # progress(message) after every candidate
+
+
+@dataclass
+class Attempt:
+    chunks: int
+    lowering: str
+    options: str
+    ok: bool
+    limit: str | None = None
+    reason: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"chunks": self.chunks, "lowering": self.lowering, "options": self.options, "ok": self.ok,
+                "limit": self.limit, "reason": self.reason, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class Fitted:
+    program: MscclProgram
+    lowered: Lowered
+    options: MscclOptions
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+def _limit_error(limit: str, msg: str, value, maximum, gpu=None, tb=None) -> CompileError:
+    return CompileError(msg, limit=limit, value=value, maximum=maximum, gpu=gpu, tb=tb)
+
+
+def check_program_limits(stats: dict, profile: RuntimeProfile, nodes: int, *, final: bool) -> None:
+    """Raise CompileError for the first limit of `profile` the program exceeds. Before dependencies are known
+    (final=False) the instruction counts are lower bounds of the steps."""
+    P = profile
+    if nodes > P.max_children:
+        raise _limit_error("max_children", f"{nodes} ranks: the runtime's XML parser keeps at most {P.max_children} "
+                                           f"children per element (MAX_SUBS), so <algo> holds at most "
+                                           f"{P.max_children} gpus", nodes, P.max_children)
+    if stats["nchannels"] > P.max_channels:
+        raise _limit_error("max_channels", f"the program needs {stats['nchannels']} channels; the {P.name} runtime "
+                                           f"has {P.max_channels} (MAXCHANNELS)", stats["nchannels"], P.max_channels)
+    tpg = stats["tbs_per_gpu"]
+    if tpg.max() > P.max_tbs:
+        g = int(tpg.argmax())
+        raise _limit_error("max_tbs", f"gpu {g} needs {int(tpg.max())} thread blocks; the {P.name} runtime allows "
+                                      f"{P.max_tbs} (MSCCL_MAX_NUM_THREAD_BLOCKS)", int(tpg.max()), P.max_tbs, gpu=g)
+    steps = stats["steps_per_tb"] if final else stats["ops_per_tb"]
+    if steps.size and steps.max() > P.max_steps:
+        t = int(steps.argmax())
+        g = int(stats["tb_gpu"][t])
+        raise _limit_error("max_steps", f"gpu {g} thread block (send {int(stats['tb_send'][t])}, recv "
+                                        f"{int(stats['tb_recv'][t])}, chan {int(stats['tb_chan'][t])}) needs "
+                                        f"{'at least ' if not final else ''}{int(steps.max())} steps; the {P.name} "
+                                        f"runtime allows {P.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
+                           int(steps.max()), P.max_steps, gpu=g)
+    per_gpu = np.bincount(stats["tb_gpu"], weights=steps, minlength=nodes) if steps.size else np.zeros(nodes)
+    parser = 1 + nodes + tpg + per_gpu.astype(np.int64)
+    if parser.max() >= P.max_parser_nodes:
+        g = int(parser.argmax())
+        raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file is {'at least ' if not final else ''}"
+                                               f"{int(parser.max())} parser nodes (the algo, {nodes} gpus, its "
+                                               f"{int(tpg[g])} thread blocks and their steps); the runtime's XML "
+                                               f"parser is limited to {P.max_parser_nodes} (MAX_NODES)",
+                           int(parser.max()), P.max_parser_nodes - 1, gpu=g)
+    for what, peers in (("sending", stats["tb_send"]), ("receiving", stats["tb_recv"])):
+        m = peers >= 0
+        if m.any():
+            key = stats["tb_gpu"][m] * 4096 + stats["tb_chan"][m]
+            _, c = unique_counts(key)
+            if c.max() > P.max_tbs_per_channel:
+                raise _limit_error("max_tbs_per_channel", f"{int(c.max())} thread blocks {what} on one channel of a "
+                                                          f"gpu; the runtime allows {P.max_tbs_per_channel}",
+                                   int(c.max()), P.max_tbs_per_channel)
+    biggest = max(int(stats["scratch"].max()) if stats["scratch"].size else 0, stats["i_chunks"], stats["o_chunks"])
+    if biggest - 1 > P.max_offset:
+        raise _limit_error("max_offset", f"chunk offsets up to {biggest - 1}; the runtime stores offsets as 16-bit "
+                                         f"integers (max {P.max_offset})", biggest - 1, P.max_offset)
+    if final and stats.get("max_dep_tb", -1) > P.max_dep_tb:
+        raise _limit_error("max_dep_tb", f"a dependency on thread block {stats['max_dep_tb']}; the runtime stores "
+                                         f"depid as int8 (max {P.max_dep_tb})", stats["max_dep_tb"], P.max_dep_tb)
+
+
+def max_messages_per_connection_step(prog: MscclProgram) -> int:
+    """The most messages one connection (receiver, sender, channel) carries in one comm step. A combined
+    program whose connections carry at most half the runtime's buffered messages per step cannot deadlock:
+    a sender is then never more than a step ahead of a receiver that is itself waiting."""
+    ops = prog.ops
+    recv = np.flatnonzero(RECEIVES[ops["kind"]])
+    if recv.size == 0:
+        return 0
+    key = ((ops["gpu"][recv].astype(np.int64) * prog.nodes + ops["rpeer"][recv]) * 4096
+           + ops["chan"][recv]) * 65536 + ops["t"][recv]
+    _, counts = unique_counts(key)
+    return int(counts.max())
+
+
+def _channel_counts(req: FitRequest, profile: RuntimeProfile, lanes: int) -> list[int]:
+    if req.channels is not None:
+        return [req.channels]
+    out, c = [], 1
+    while lanes * req.instances * c <= profile.max_channels:
+        out.append(c)
+        c *= 2
+    return out or [1]
+
+
+def _lowerings(schedule: Schedule, topology: Topology, req: FitRequest, profile: RuntimeProfile):
+    """(P0, Lowered) candidates: the exact grid if it fits the offsets and max_chunks, then the chunked BFB
+    with fewer chunks (largest first, halving), built lazily."""
+    n = schedule.nodes
+    tau0 = measured_tau(schedule, topology.degree)
+    cap = (profile.max_offset + 1) // (n * req.instances)
+    bound = min(req.max_chunks, cap)
+    if bound < 1:
+        raise CompileError(f"{n} nodes x {req.instances} instances do not fit the runtime's "
+                           f"{profile.max_offset + 1} chunk offsets (int16)", limit="max_offset",
+                           value=n * req.instances, maximum=profile.max_offset + 1)
+    if schedule.grid <= bound:
+        yield schedule.grid, (lambda: Lowered(schedule, schedule.grid, "exact", tau0, tau0, schedule.steps))
+    if not req.allow_resolve or schedule.collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER,
+                                                           Collective.ALLREDUCE):
+        return
+    p = min(bound, schedule.grid - 1) if schedule.grid <= bound else bound
+    seen = set()
+    while p >= 1:
+        if p not in seen:
+            seen.add(p)
+
+            def make(p=p):
+                s = chunked_bfb(topology, schedule.collective, p)
+                s.topology = schedule.topology or topology.expr
+                return Lowered(s, p, "chunked-bfb", tau0, measured_tau(s, topology.degree), schedule.steps)
+            yield p, make
+        p //= 2
+
+
+# what a failed candidate says about the next ones
+_MORE_CHANNELS_HELP = {"max_steps"}                  # spreading a link's messages shortens each tb
+_NEXT_LOWERING = {"max_parser_nodes", "max_offset", "max_children", "max_count"}
+
+
+def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, req: FitRequest,
+              simulate_fn=None) -> Fitted:
+    """The first program (see the module docstring) that fits `profile`; CompileError when none does.
+
+    Search order per lowering: consolidation off, then on; channels 1, 2, 4, ...; thread blocks combined, then
+    separate (one message table serves both layouts). A candidate's failure decides what is tried next: too
+    many steps per tb tries the other layout and more channels; a program that does not run with the runtime's
+    buffering (combined tbs rely on it) tries separate tbs; a limit no option changes (parser nodes,
+    offsets) moves on to fewer chunks."""
+    attempts: list[Attempt] = []
+    first_error: CompileError | None = None
+    t_start = time.perf_counter()
+    lanes = int(schedule.lane.max()) + 1 if schedule.transfers else 1
+    if schedule.nodes > profile.max_children:
+        raise _limit_error("max_children", f"{schedule.nodes} ranks: the runtime's XML parser keeps at most "
+                                           f"{profile.max_children} children per element (MAX_SUBS), so <algo> holds "
+                                           f"at most {profile.max_children} gpus; no program for this runtime can "
+                                           f"describe {schedule.nodes} ranks", schedule.nodes, profile.max_children)
+    layouts = [True, False] if req.combined is None else [req.combined]
+    consolidations = [False, True] if req.consolidate is None else [req.consolidate]
+    chans = _channel_counts(req, profile, lanes)
+    for p0, make in _lowerings(schedule, topology, req, profile):
+        try:
+            low = make()
+        except Exception as exc:                       # a re-solve that cannot run here: try fewer chunks
+            attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
+            continue
+        next_lowering = False
+        for cons in consolidations:
+            for c in chans:
+                if req.deadline_s is not None and time.perf_counter() - t_start > req.deadline_s:
+                    raise _summary_error(first_error, attempts, profile, "the compile deadline passed")
+                base = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons)
+                msgs = None
+                more_channels = False
+                for comb in layouts:
+                    opt = replace(base, combined=comb, fuse=req.fuse and comb)
+                    if msgs is None:
+                        msgs = build_messages(low.schedule, profile, opt)
+                    result = _try(low, p0, opt, msgs, schedule, profile, req, simulate_fn, attempts)
+                    if isinstance(result, Fitted):
+                        return result
+                    if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
+                        first_error = result
+                    if result.limit in _NEXT_LOWERING:
+                        next_lowering = True
+                        break
+                    if result.limit in _MORE_CHANNELS_HELP:
+                        # more channels divide a link's messages at best evenly: only counts that can reach the limit
+                        need = getattr(result, "lower_bound", None)
+                        more_channels |= need is None or any(x > c and need * c / x <= profile.max_steps for x in chans)
+                del msgs
+                if next_lowering or not more_channels:
+                    break
+            if next_lowering:
+                break
+    raise _summary_error(first_error, attempts, profile, None)
+
+
+def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Schedule, profile: RuntimeProfile,
+         req: FitRequest, simulate_fn, attempts: list[Attempt]):
+    t0 = time.perf_counter()
+    att = Attempt(p0, low.method, opt.label(), False)
+    attempts.append(att)
+
+    def budget(stats):
+        check_program_limits(stats, profile, schedule.nodes, final=False)
+
+    try:
+        _check_lower_bounds(msgs, opt, profile, schedule.nodes)
+        prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
+        prog.stats["max_dep_tb"] = prog.max_dep_tb
+        check_program_limits(prog.stats, profile, schedule.nodes, final=True)
+        small = int(prog.stats["steps_per_tb"].sum()) <= SIMULATE_MAX_STEPS
+        if opt.combined and not (small and simulate_fn is not None and req.simulate):
+            depth = profile.fifo_messages(req.proto)
+            worst = max_messages_per_connection_step(prog)
+            if 2 * worst > depth:
+                raise CompileError(f"combined thread blocks with up to {worst} messages per connection and step rely "
+                                   f"on more buffering than the runtime's {depth} messages per connection, and the "
+                                   f"program is too large to simulate", limit="simulation")
+        if simulate_fn is not None and req.simulate and small:
+            problem = simulate_fn(prog, low, opt)
+            if problem is not None:
+                kind, msg = problem
+                if kind != "deadlock":           # a wrong result or a race is our bug, not a limit
+                    raise RuntimeError(f"internal error: the compiled program fails its check ({opt.label()}): {msg}")
+                raise CompileError(f"the program does not run with the runtime's connection buffering: {msg}",
+                                   limit="simulation")
+    except CompileError as exc:
+        att.limit, att.reason, att.seconds = exc.limit, str(exc), time.perf_counter() - t0
+        if exc.limit is None:                      # the schedule itself cannot be lowered
+            raise
+        if req.progress is not None:
+            req.progress(f"P={p0} [{opt.label()}]: {exc.limit}")
+        return exc
+    att.ok, att.seconds = True, time.perf_counter() - t0
+    return Fitted(prog, low, opt, attempts)
+
+
+def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int) -> None:
+    """Refuse a candidate from its messages alone when no thread-block layout can fit it."""
+    lb = msgs.lower_bounds(opt)
+    per_gpu = lb["steps_per_gpu"]
+    g = int(per_gpu.argmax()) if per_gpu.size else 0
+    nodes_needed = 1 + nodes + 1 + int(per_gpu.max()) if per_gpu.size else 0
+    if nodes_needed >= profile.max_parser_nodes:
+        raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file needs at least {nodes_needed} parser nodes "
+                                               f"(the algo, {nodes} gpus, a thread block and {int(per_gpu.max())} steps "
+                                               f"after fusing every forwarded receive); the runtime's XML parser is "
+                                               f"limited to {profile.max_parser_nodes} (MAX_NODES)", nodes_needed,
+                           profile.max_parser_nodes - 1, gpu=g)
+    if lb["steps_per_tb"] > profile.max_steps:
+        err = _limit_error("max_steps", f"a connection carries {lb['steps_per_tb']} messages on one channel, so its "
+                                        f"thread block needs at least that many steps; the {profile.name} runtime "
+                                        f"allows {profile.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
+                           lb["steps_per_tb"], profile.max_steps)
+        err.lower_bound = lb["steps_per_tb"]
+        raise err
+
+
+def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: RuntimeProfile, why) -> CompileError:
+    tried = "; ".join(f"P={a.chunks} {a.lowering} [{a.options}]: {a.limit}" for a in attempts[:12])
+    more = f" (and {len(attempts) - 12} more)" if len(attempts) > 12 else ""
+    head = str(err) if err is not None else "no candidate could be built"
+    msg = (f"nothing fits the {profile.name} runtime: {head}" + (f"; {why}" if why else "")
+           + f". Tried {len(attempts)} candidates: {tried}{more}")
+    out = CompileError(msg, limit=err.limit if err else "fit", value=err.value if err else None,
+                       maximum=err.maximum if err else None, gpu=err.gpu if err else None)
+    out.attempts = [a.as_dict() for a in attempts]
+    out.timed_out = why is not None
+    return out

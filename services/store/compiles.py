@@ -1,0 +1,53 @@
+"""Compile jobs (models.CompileJob): the one place that reads and writes them. Callers own the transaction.
+
+A job recorded by the API is queued in the outbox (services.store.jobs sends it, with attempts and heartbeats,
+like plans and evaluations); a plan's compile stage runs its own jobs inside the plan's task."""
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from .models import CompileJob, utcnow
+
+__all__ = ["job_id", "get", "record", "start", "finish", "fail"]
+
+
+def job_id(plan_id: str, collective: str, options: str) -> str:
+    """The job's id: the sha256 of what it compiles (the same request is the same job)."""
+    return hashlib.sha256(f"{plan_id}|{collective}|{options}".encode()).hexdigest()
+
+
+def get(s: Session, plan_id: str, collective: str, options: str) -> CompileJob | None:
+    return s.get(CompileJob, job_id(plan_id, collective, options))
+
+
+def record(s: Session, plan_id: str, collective: str, options: str, spec: dict) -> tuple[CompileJob, bool]:
+    """(job, created): the existing job, or a new queued one (a concurrent request may have created it)."""
+    job = get(s, plan_id, collective, options)
+    if job is not None:
+        return job, False
+    job = CompileJob(id=job_id(plan_id, collective, options), plan_id=plan_id, collective=collective,
+                     options=options, spec=spec, status="queued", stage="queued", attempts=0)
+    try:
+        with s.begin_nested():
+            s.add(job)
+    except IntegrityError:
+        existing = get(s, plan_id, collective, options)
+        if existing is None:
+            raise
+        return existing, False
+    return job, True
+
+
+def start(s: Session, job: CompileJob) -> None:
+    job.status, job.stage, job.updated_at = "running", "compile", utcnow()
+
+
+def finish(s: Session, job: CompileJob, digest: str, meta: dict) -> None:
+    job.status, job.stage, job.digest, job.meta, job.reason, job.updated_at = "done", "done", digest, meta, None, utcnow()
+
+
+def fail(s: Session, job: CompileJob, reason: str, meta: dict | None = None) -> None:
+    job.status, job.reason, job.meta, job.updated_at = "failed", reason, meta, utcnow()
