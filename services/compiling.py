@@ -109,8 +109,12 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
                 "limits": sorted({a["limit"] for a in attempts if a.get("limit")} | {exc.limit or "fit"}
                                  | ({"deadline"} if getattr(exc, "timed_out", False) else set())),
                 "grid": sched.grid, "attempts": attempts[-8:], "seconds": time.perf_counter() - t0}
-    except (MemoryError, SoftTimeLimitExceeded):    # the task's limits: the job fails with that reason
+    except SoftTimeLimitExceeded:                   # the task's time limit: the job fails with that reason
         raise
+    except MemoryError:                             # the frames holding the program are gone once we leave here
+        reason = (f"compiling the {collective} schedule for {options.runtime} ran out of memory (the worker's "
+                  "limit, FABRICPLAN_TASK_MEMORY_LIMIT_MB): ask for fewer channels or chunks, or raise the limit")
+        meta = {"limit": "memory", "seconds": time.perf_counter() - t0}
     except Exception as exc:                        # recorded, so the plan and later requests see the reason
         log.exception("compile of plan %s %s %s failed", plan_id, collective, options.key())
         reason = f"internal error while compiling: {type(exc).__name__}: {exc}"
