@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
+from services import revisions
 from services.store import repo
 from services.synthesis.topology.catalog import build
 from services.synthesis.schedule.ir import Collective, Schedule
@@ -53,12 +54,21 @@ def plan_out(p, base: str) -> PlanOut:
         binding = p.binding
         fabric = {**r["fabric"], "fabric_ready": bool(binding and binding.fabric_ready),
                   "released": bool(binding and binding.released)}
+        if binding is not None:       # live: a repair moves the versions, activation the plane
+            fabric["panels"] = binding.required_versions
+            if "plane" in fabric:
+                fabric["plane"] = binding.assignment.get("plane", fabric["plane"])
         links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
+        if fabric["fabric_ready"] and "ready_estimate_s" in fabric:
+            fabric["ready_estimate_s"] = 0.0
+    revision = revisions.plan_revision_ref(p, base)
+    if revision is not None:
+        links["revisions"] = revision["list_url"]
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
-                   fabric=fabric, links=links)
+                   fabric=fabric, revision=revision, links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
@@ -247,7 +257,13 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     data, _ = repo.get_blob(s, link.digest)
     if format == "npz":
         return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
-    sched = Schedule.from_bytes(data)
+    body = json.dumps(schedule_json(Schedule.from_bytes(data))).encode()
+    return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+
+
+def schedule_json(sched: Schedule) -> dict:
+    """The paper's tuples per step: [shard, sender, receiver, lane, lo, hi] (chunks in 1/grid of a shard);
+    422 beyond JSON_MAX_TRANSFERS transfers (format=npz serves any size)."""
     if sched.transfers > JSON_MAX_TRANSFERS:
         raise unprocessable(["query", "format"], f"this schedule has {sched.transfers} transfers; format=json "
                             f"lists at most {JSON_MAX_TRANSFERS}: use format=npz")
@@ -258,10 +274,9 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
                       "transfers": [[int(v), int(a), int(b), int(l), int(lo), int(hi)] for v, a, b, l, lo, hi in
                                     zip(sched.source[sl], sched.sender[sl], sched.receiver[sl], sched.lane[sl],
                                         sched.lo[sl], sched.hi[sl])]})
-    body = json.dumps({"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
-                       "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
-                       "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}).encode()
-    return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+    return {"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
+            "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
+            "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}
 
 
 @router.get("/{plan_id}/schedules/{collective}/loads", response_model=LinkLoadsOut,
