@@ -34,7 +34,7 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from .config import get_settings
 from .store import jobs, notify, repo
@@ -282,6 +282,14 @@ def repairs_applied(s, fabric_id: str) -> list[PlanRevision]:
 # ---------------------------------------------------------------------------------------------------
 # worker side: the revision's stages
 # ---------------------------------------------------------------------------------------------------
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (a BFB pool's workers)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _claim(s, revision_id: str) -> PlanRevision:
     from .planner import claim
 
@@ -297,7 +305,14 @@ def _advance(revision_id: str, stage: str, progress: float) -> None:
 
 
 def stage_repair(revision_id: str) -> dict:
-    """Re-patch the plan's arcs that sit on faulty ports onto spare ports (when requested and bound)."""
+    """Re-patch the plan's arcs that sit on faulty ports onto spare ports (when requested and bound). The
+    state counts the worker's CPU seconds stage by stage (`cpu_s`: the stages may run in different processes)."""
+    c0 = _cpu()
+    state = {"repair": _repair(revision_id)}
+    return {**state, "cpu_s": _cpu() - c0}
+
+
+def _repair(revision_id: str) -> dict:
     from services.fabric.repair import RepairError, repatch
 
     from .store import fabrics
@@ -306,11 +321,11 @@ def stage_repair(revision_id: str) -> dict:
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
         if not rev.repair:
-            return {"repair": {"status": "not_requested"}}
+            return {"status": "not_requested"}
         b = s.get(PlanBinding, rev.plan_id)
         if b is None or b.released:
-            return {"repair": {"status": "unavailable", "reason": "the plan is not bound to a fabric" if b is None
-                               else "the plan released its hosts"}}
+            return {"status": "unavailable", "reason": "the plan is not bound to a fabric" if b is None
+                    else "the plan released its hosts"}
         fabrics._lock(s, b.fabric_id)
         state = fabrics.load_state(s, b.fabric_id)
         faults = [(f.panel_id, f.side, f.port) for f in s.scalars(
@@ -319,9 +334,9 @@ def stage_repair(revision_id: str) -> dict:
         try:
             r = repatch(state.fabric.side(side), state.assignment(rev.plan_id), faults)
         except RepairError as exc:
-            return {"repair": {"status": "impossible", "reason": str(exc)}}
+            return {"status": "impossible", "reason": str(exc)}
         if not r.moves:
-            return {"repair": {"status": "none_needed"}}
+            return {"status": "none_needed"}
         versions = fabrics.replace_assignment(s, rev.plan_id, r.assignment,
                                               f"revision {rev.number}: {len(r.moves)} failed link(s) re-patched")
         estimate = fabrics.ready_estimate_s(s, b)
@@ -330,8 +345,8 @@ def stage_repair(revision_id: str) -> dict:
                      ready_estimate_s=estimate)
         s.add(rep)
         s.flush()
-        return {"repair": {"status": "pending", "id": rep.id, "panels": rep.panels, "moves": r.moves,
-                           "ready_estimate_s": estimate}}
+        return {"status": "pending", "id": rep.id, "panels": rep.panels, "moves": r.moves,
+                "ready_estimate_s": estimate}
 
 
 def mean_size(req: dict) -> float:
@@ -354,6 +369,7 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
 
     if state.get("stop"):
         return state
+    c0 = _cpu()
     _advance(revision_id, "schedule", 0.15)
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
@@ -361,7 +377,10 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
         req, expr, failed, number = dict(plan.request), plan.result["topology"]["expr"], list(rev.failed), rev.number
     t0 = time.perf_counter()
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    out = degraded_schedules(build(expr), [tuple(f) for f in failed], link, mean_size(req))
+    # one process: a job process may not fork a pool of its own (embedded: a daemonic process; Celery: a
+    # pool child), and a vertex-transitive plan's revision solves only the receivers the failure changed
+    out = degraded_schedules(build(expr), [tuple(f) for f in failed], link, mean_size(req),
+                             bfb_options={"workers": 1})
     g = out.topology
     _advance(revision_id, "verify", 0.8)
     summaries, blobs = {}, {}
@@ -391,7 +410,7 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     topology = {"expr": g.expr, "nodes": g.nodes, "degree": g.degree, "regular": g.regular,
                 "removed": [[int(x) for x in f] for f in failed], **topology_facts(g)}
     return {**state, "schedules": summaries, "topology": topology, "topology_digest": topo_digest,
-            "artifact_prefix": prefix, "seconds": seconds}
+            "artifact_prefix": prefix, "seconds": seconds, "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
 
 
 def _predicted(req: dict, schedules: dict) -> dict:
@@ -442,6 +461,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
     """Predicted times and the failure's cost; the revision done (atomically with its result)."""
     if state.get("stop"):
         return state
+    c0 = _cpu()
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
@@ -452,7 +472,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
                   "workload_time_us": _workload_us(req, predicted),
                   "failure_cost": _failure_cost(req, original, predicted, 0),
                   "repair": state.get("repair"), "artifact_prefix": state["artifact_prefix"],
-                  "seconds": state.get("seconds")}
+                  "seconds": state.get("seconds"), "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
         rev.status, rev.stage, rev.progress, rev.result, rev.reason = "done", "done", 1.0, result, None
         rev.updated_at = rev.heartbeat_at = utcnow()
         slow = result["failure_cost"]["workload_us"]["slowdown"]
@@ -532,7 +552,7 @@ def artifact_link(s, plan: Plan, number: int, name: str):
     """(the revision, the PlanArtifact of `name` in revision `number`) - the revision is None for 0."""
     if number == 0:
         return None, repo.plan_artifact(s, plan.id, name)
-    rev = s.scalar(select(PlanRevision).where(PlanRevision.plan_id == plan.id, PlanRevision.number == number))
+    rev = find(s, plan.id, number)
     if rev is None or rev.status != "done":
         return rev, None
     return rev, repo.plan_artifact(s, plan.id, rev.result["artifact_prefix"] + name)
@@ -540,10 +560,6 @@ def artifact_link(s, plan: Plan, number: int, name: str):
 
 def find(s, plan_id: str, number: int) -> PlanRevision | None:
     return s.scalar(select(PlanRevision).where(PlanRevision.plan_id == plan_id, PlanRevision.number == number))
-
-
-def count(s, plan_id: str) -> int:
-    return 1 + s.scalar(select(func.count()).select_from(PlanRevision).where(PlanRevision.plan_id == plan_id))
 
 
 def revision_summary(plan: Plan, rev: PlanRevision | None, base: str, cur: int) -> dict:
@@ -586,6 +602,9 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
         "topology": result.get("topology"), "schedules": schedules,
         "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
-        "failure_cost": result.get("failure_cost"), "links": links})
+        "failure_cost": result.get("failure_cost"),
+        "build": None if rev is None or rev.kind != "failure" or not result else
+        {"schedules_s": result.get("seconds"), "cpu_s": result.get("cpu_s")},
+        "links": links})
     return out
 

@@ -179,11 +179,20 @@ class FrontierOut(BaseModel):
     entries: list[FrontierEntry]
 
 
+def _pair_or_object(schema: dict) -> None:
+    """EdgeIn's JSON schema: [tail, head] or the object (what its before-validator accepts)."""
+    obj = dict(schema)
+    schema.clear()
+    schema.update({"title": obj.get("title", "EdgeIn"), "description": "an arc: [tail, head], or an object that may "
+                   "carry the link's own latency and bandwidth",
+                   "anyOf": [{"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
+                              "minItems": 2, "maxItems": 2}, obj]})
+
+
 class EdgeIn(Input):
     """One arc: [tail, head], or an object that may carry the link's own latency and bandwidth."""
 
-    model_config = ConfigDict(json_schema_extra={"description": "an arc: [tail, head] or {tail, head, alpha_us, "
-                                                                "bandwidth_gbps}"})
+    model_config = ConfigDict(json_schema_extra=lambda schema, _: _pair_or_object(schema))
 
     tail: int = Field(strict=True, ge=0, le=1 << 20)
     head: int = Field(strict=True, ge=0, le=1 << 20)
@@ -549,6 +558,8 @@ class RevisionOut(RevisionSummary):
     workload_time_us: float | None = None
     failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
                                       "workload, and the naive fallback (a ring over surviving links)")
+    build: dict | None = Field(default=None, description="failure revisions: seconds building and checking the "
+                               "schedules, and the worker's CPU seconds for the whole revision")
     links: dict[str, str]
 
 
