@@ -155,7 +155,7 @@ def part3(sizes_n: list[int], backend: str) -> None:
 
     import httpx
 
-    from bench.service import HOST, ROOT, Proc, child_env, cli, free_port, time_plan, wait_ready
+    from bench.service import Proc, start_service, time_plan, wait_ready
 
     run_id = uuid.uuid4().hex[:8]
     print(f"\nPart 3: failure report -> verified revision through the service ({backend}; d = 4, minimal workload; "
@@ -164,19 +164,9 @@ def part3(sizes_n: list[int], backend: str) -> None:
           f"  [target {TARGET_S:.0f} s at N = 1024 incl. XML]")
     procs: list[Proc] = []
     with tempfile.TemporaryDirectory(prefix="fabricplan-bench-") as tmp:
-        tmpdir = Path(tmp)
-        (tmpdir / "data").mkdir()
-        env = child_env(backend, tmpdir / "data")
-        port = free_port()
         try:
-            if backend == "redis":
-                subprocess.run(cli("migrate"), env=env, cwd=ROOT, check=True, timeout=180)
-                procs.append(Proc("worker", cli("worker", "--concurrency", "1", "--log-level", "warning",
-                                                "--hostname", f"bench-{run_id}@%h"), env, tmpdir))
-            server = Proc("server", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"),
-                          env, tmpdir)
-            procs.append(server)
-            with httpx.Client(base_url=f"http://{HOST}:{port}", timeout=30, trust_env=False) as client:
+            server, base_url = start_service(backend, Path(tmp), run_id, procs)
+            with httpx.Client(base_url=base_url, timeout=30, trust_env=False) as client:
                 wait_ready(client, server)
                 for n in sizes_n:
                     p = time_plan(client, n, run_id, 1800.0, procs)

@@ -35,6 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from .config import get_settings
 from .store import jobs, notify, repo
@@ -170,6 +171,7 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
     topology not strongly connected)."""
     if plan.status != "done":
         raise RevisionConflict(f"plan {plan.id} is {plan.status}; report failures of a done plan")
+    s.execute(select(Plan.id).where(Plan.id == plan.id).with_for_update())    # one report at a time (PostgreSQL)
     arcs = plan_arcs(s, plan)
     last = latest(s, plan.id)
     before = {tuple(x) for x in (last.failed if last is not None else [])}
@@ -198,7 +200,12 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
     rev = PlanRevision(plan_id=plan.id, number=number, kind="failure", status="queued", stage="queued",
                        progress=0.0, cause=cause, failed=[list(x) for x in sorted(failed)], repair=bool(repair),
                        attempts=0)
-    s.add(rev)
+    try:
+        with s.begin_nested():
+            s.add(rev)
+    except IntegrityError:              # another report took this number meanwhile (SQLite has no row lock)
+        raise RevisionConflict(f"another failure report of plan {plan.id} was recorded at the same time; "
+                               "send this one again") from None
     s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
                     message=f"revision {number} queued: {', '.join(p['arc'] for p in physical)} failed "
                             f"({source}{' ' + panel if panel else ''})"))
@@ -231,8 +238,7 @@ def panel_failures(s, panel_id: str, version: int, failed: list[dict], message: 
             continue
         # a connection the plan has moved away from since (a repair) is no longer its link
         current = [(t, h, lane) for t, h, lane, i, e in arcs
-                   if _physical(binding, (t, h, lane)).get("panel") == panel_id
-                   and _physical(binding, (t, h, lane))["ingress"] == i and _physical(binding, (t, h, lane))["egress"] == e]
+                   if _on(_physical(binding, (t, h, lane)), panel_id, i, e)]
         if not current:
             continue
         try:
@@ -246,6 +252,10 @@ def panel_failures(s, panel_id: str, version: int, failed: list[dict], message: 
         if created:
             out.append(rev)
     return out
+
+
+def _on(where: dict, panel_id: str, ingress: int, egress: int) -> bool:
+    return where.get("panel") == panel_id and where["ingress"] == ingress and where["egress"] == egress
 
 
 def repairs_applied(s, fabric_id: str) -> list[PlanRevision]:

@@ -197,7 +197,11 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
     if failed:
         revisions.record_faults(s, panel_id, v, [(side, f[side]) for f in failed for side in ("ingress", "egress")
                                                  if f[side] is not None], "panel")
-        created = revisions.panel_failures(s, panel_id, v, failed, body.message)
+        try:
+            created = revisions.panel_failures(s, panel_id, v, failed, body.message)
+        except revisions.RevisionConflict as exc:          # nothing of this report is stored
+            s.rollback()
+            raise HTTPException(409, str(exc)) from None
     created += revisions.repairs_applied(s, panel.fabric_id)
     for pid in set(changed) | {r.plan_id for r in created}:
         request.app.state.plan_cache.drop(pid)

@@ -48,8 +48,10 @@ def report_failures(plan_id: str, body: FailureReport, request: Request, respons
         rev, created = revisions.report_failures(s, plan, [x.model_dump() for x in body.links], source="scheduler",
                                                  repair=body.repair, message=body.message)
     except revisions.RevisionConflict as exc:
+        s.rollback()                                   # nothing of the report is stored
         raise HTTPException(409, str(exc)) from None
     except revisions.RevisionError as exc:
+        s.rollback()
         raise unprocessable(exc.loc, exc.msg) from None
     s.commit()
     request.app.state.plan_cache.drop(plan_id)
