@@ -159,13 +159,16 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
 
 
 @router.post("/{plan_id}/activate", response_model=ActivationOut, dependencies=[Depends(WRITE)],
-             responses={**NOT_FOUND, 409: {"model": ErrorOut, "description": "not provisioned on a look-ahead plane, "
-                                                                             "hosts still busy, or panels not ready"}})
+             responses={**NOT_FOUND, 409: {"model": ErrorOut, "description": "not done, not provisioned on a "
+                                                                             "look-ahead plane, hosts still busy, or "
+                                                                             "panels not ready"}})
 def activate(plan_id: str, request: Request, s: Session = Depends(get_session)):
     """Flip the 1x2 switches of a look-ahead plan's hosts (TopoOpt App. C): the plane it was provisioned on
     becomes their active plane. 409 while another plan still holds one of its hosts (release it first) or
     before every panel applied the plan's configuration."""
-    _plan(s, plan_id)
+    plan = _plan(s, plan_id)
+    if plan.status != "done":
+        raise HTTPException(409, f"plan {plan_id} is {plan.status}; activate it once it is done")
     try:
         out = fabrics.activate(s, plan_id)
     except fabrics.PlaneConflict as exc:
