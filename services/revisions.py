@@ -44,7 +44,7 @@ from .store.models import (PanelConfig, PanelRow, Plan, PlanBinding, PlanEvent, 
                            Repair, utcnow)
 
 __all__ = ["RevisionError", "RevisionConflict", "MAX_FAILED_LINKS", "report_failures", "record_faults",
-           "clear_faults", "matches_failure", "panel_failures", "repairs_applied", "stage_repair", "stage_schedules", "stage_finish",
+           "clear_faults", "failure_matcher", "panel_failures", "repairs_applied", "stage_repair", "stage_schedules", "stage_finish",
            "fail", "current_number", "revision_view", "revision_summary", "plan_revision_ref", "artifact_link"]
 
 MAX_FAILED_LINKS = 1024
@@ -120,23 +120,29 @@ def _strongly_connected(nodes: int, arcs: np.ndarray, failed: set) -> bool:
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
-    keep = np.array([(int(t), int(h), int(l)) not in failed for t, h, l in arcs], dtype=bool)
+    key = lambda t, h, lane: (np.asarray(t, dtype=np.int64) * nodes + h) * 64 + lane    # noqa: E731 (lanes < 64)
+    gone = np.array([key(*f) for f in failed], dtype=np.int64)
+    keep = ~np.isin(key(arcs[:, 0], arcs[:, 1], arcs[:, 2]), gone)
     adj = csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), (arcs[keep, 0], arcs[keep, 1])), shape=(nodes, nodes))
     return connected_components(adj, directed=True, connection="strong")[0] == 1
 
 
-def _physical(binding: PlanBinding | None, triple) -> dict:
-    """Where an arc is cabled in the binding's assignment (empty when the plan is not bound)."""
+def _cabling(binding: PlanBinding | None):
+    """A function from an arc (tail, head, lane) to where the binding cables it (empty when the plan is not
+    bound). One pass over the assignment, then a dictionary look-up per arc."""
     if binding is None or binding.released:
-        return {}
-    a = binding.assignment["arcs"]
-    t, h, lane = triple
-    for i in range(len(a["tail"])):
-        if a["tail"][i] == t and a["head"][i] == h and a["lane"][i] == lane:
-            hosts = binding.assignment["hosts"]
-            return {"panel": a["panel"][i], "ingress": a["ingress"][i], "egress": a["egress"][i],
-                    "tx_host": hosts[t], "tx_port": a["tx_port"][i], "rx_host": hosts[h], "rx_port": a["rx_port"][i]}
-    return {}
+        return lambda triple: {}
+    asg, hosts = binding.assignment["arcs"], binding.assignment["hosts"]
+    index = {(t, h, lane): i for i, (t, h, lane) in enumerate(zip(asg["tail"], asg["head"], asg["lane"]))}
+
+    def where(triple) -> dict:
+        i = index.get(tuple(int(x) for x in triple))
+        if i is None:
+            return {}
+        t, h = asg["tail"][i], asg["head"][i]
+        return {"panel": asg["panel"][i], "ingress": asg["ingress"][i], "egress": asg["egress"][i],
+                "tx_host": hosts[t], "tx_port": asg["tx_port"][i], "rx_host": hosts[h], "rx_port": asg["rx_port"][i]}
+    return where
 
 
 def record_faults(s, panel_id: str, version: int, items, source: str) -> None:
@@ -189,7 +195,8 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
                                                f"connected ({len(failed)} links failed in all): no schedule can run "
                                                "on it; plan the job again")
     binding = s.get(PlanBinding, plan.id)
-    physical = [{"arc": _arc_text(t, h), "lane": lane, **_physical(binding, (t, h, lane))} for t, h, lane in new]
+    where = _cabling(binding)
+    physical = [{"arc": _arc_text(t, h), "lane": lane, **where((t, h, lane))} for t, h, lane in new]
     if source == "scheduler":          # the link is down somewhere on its path: neither panel port is trusted
         for p in physical:
             if "panel" in p:
@@ -214,10 +221,13 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
     return rev, True
 
 
-def matches_failure(connection: dict, failed: list[dict]) -> bool:
-    """Whether a cross-connect is among failed items ({ingress, egress}; None: any port on that side)."""
-    return any((f.get("ingress") is None or f["ingress"] == connection["ingress"])
-               and (f.get("egress") is None or f["egress"] == connection["egress"]) for f in failed)
+def failure_matcher(failed: list[dict]):
+    """A test of a cross-connect against failed items ({ingress, egress}, or one side only: any cross-connect
+    through that port), in constant time per cross-connect."""
+    pairs = {(f["ingress"], f["egress"]) for f in failed if f.get("ingress") is not None and f.get("egress") is not None}
+    ing = {f["ingress"] for f in failed if f.get("egress") is None}
+    eg = {f["egress"] for f in failed if f.get("ingress") is None}
+    return lambda c: (c["ingress"], c["egress"]) in pairs or c["ingress"] in ing or c["egress"] in eg
 
 
 def panel_failures(s, panel_id: str, version: int, failed: list[dict], message: str | None) -> list[PlanRevision]:
@@ -226,10 +236,11 @@ def panel_failures(s, panel_id: str, version: int, failed: list[dict], message: 
     (services.store.fabrics keeps the faults). Returns the revisions created."""
     cfg = s.get(PanelConfig, (panel_id, version))
     hit: dict[str, list[tuple[int, int, int]]] = {}
+    failing = failure_matcher(failed)
     for c in (cfg.connections if cfg is not None else []):
         if c.get("plan_id") is None or c.get("loopback"):
             continue
-        if matches_failure(c, failed):
+        if failing(c):
             hit.setdefault(c["plan_id"], []).append((c["tail"], c["head"], c["lane"], c["ingress"], c["egress"]))
     out = []
     for plan_id, arcs in sorted(hit.items()):
@@ -237,8 +248,8 @@ def panel_failures(s, panel_id: str, version: int, failed: list[dict], message: 
         if plan is None or plan.status != "done" or binding is None or binding.released:
             continue
         # a connection the plan has moved away from since (a repair) is no longer its link
-        current = [(t, h, lane) for t, h, lane, i, e in arcs
-                   if _on(_physical(binding, (t, h, lane)), panel_id, i, e)]
+        where = _cabling(binding)
+        current = [(t, h, lane) for t, h, lane, i, e in arcs if _on(where((t, h, lane)), panel_id, i, e)]
         if not current:
             continue
         try:

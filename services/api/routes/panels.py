@@ -192,7 +192,8 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
     failed = _failed_items(body, conns or [], panel.ports, v)
     became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns)
     if body.status in fabrics.APPLIED:            # the version's other cross-connects carry light: healthy
-        revisions.clear_faults(s, panel_id, [c for c in conns if not revisions.matches_failure(c, failed)])
+        failing = revisions.failure_matcher(failed)
+        revisions.clear_faults(s, panel_id, [c for c in conns if not failing(c)])
     created = []
     if failed:
         revisions.record_faults(s, panel_id, v, [(side, f[side]) for f in failed for side in ("ingress", "egress")
