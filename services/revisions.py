@@ -233,7 +233,7 @@ def failure_matcher(failed: list[dict]):
 def panel_failures(s, panel_id: str, version: int, failed: list[dict], message: str | None) -> list[PlanRevision]:
     """A panel agent reported cross-connects of `version` down (`failed`: {ingress, egress} entries, either
     may be absent for a single port). Every plan whose current cross-connect is among them gets a revision
-    (services.store.fabrics keeps the faults). Returns the revisions created."""
+    (the caller records the faulty ports: `record_faults`). Returns the revisions created."""
     cfg = s.get(PanelConfig, (panel_id, version))
     hit: dict[str, list[tuple[int, int, int]]] = {}
     failing = failure_matcher(failed)
@@ -505,8 +505,9 @@ def stage_finish(state: dict, revision_id: str) -> dict:
 
 
 def _restored_result(s, plan: Plan) -> dict:
-    """A restored revision: revision 0's topology, schedules and artifacts, its cost against the revision it
-    ends."""
+    """A restored revision: revision 0's topology, schedules and artifacts, its cost against the current
+    revision it ends (the latest done one; on an OCS the repair can be applied before the degraded revision it
+    came with is built, and then that is an earlier one)."""
     r0 = plan.result
     last = current(s, plan.id)
     before = last.result["predicted_time_us"] if last is not None and last.result else r0["predicted_time_us"]

@@ -172,7 +172,7 @@ def test_link_loads_on_irregular_topologies_give_back_tau(expr):
     assert int(loads.sum()) == int((sched.hi - sched.lo).sum())          # every transfer on exactly one arc
 
 
-@pytest.mark.parametrize("module", ["devices", "cost", "repair"])
+@pytest.mark.parametrize("module", ["devices", "cost", "repair", "planes"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

@@ -31,7 +31,18 @@ ACTIVE, LOOKAHEAD = "active", "lookahead"
 class PlanesState:
     """Reservations and assignments of a fabric on each side of its 1x2 switches.
 
-    `active_side` maps host id -> the side its switches point at (hosts not listed: side 0)."""
+    `active_side` maps host id -> the side its switches point at (hosts not listed: side 0).
+
+    Examples
+    --------
+    >>> from services.fabric import planes_fabric
+    >>> from services.synthesis.topology.catalog import build
+    >>> st = PlanesState(planes_fabric(4, 1, lookahead=True))
+    >>> a, side_a = st.bind("running", build("ring(4)"))
+    >>> b, side_b = st.bind("next", build("ring(4)"), plane=LOOKAHEAD)      # the same hosts, ahead
+    >>> (side_a, a.panel[0]), (side_b, b.panel[0])
+    ((0, 'plane0'), (1, 'plane0-alt'))
+    """
 
     def __init__(self, fabric: Fabric, active_side: dict[str, int] | None = None):
         self.fabric = fabric
