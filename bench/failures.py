@@ -14,6 +14,15 @@ Part 2: the predicted allreduce slowdown of one and of two failed links on the T
 (d = 4, alpha = 10 us, B = 100 Gbps): failures drawn at random (seeded, only ones that keep the topology
 strongly connected), every candidate schedule verified, the faster one served, against the frontier's own
 prediction 2 (steps alpha + tau M/B) for the intact topology.
+
+Part 3 (`--service`, also in the default run): the same through the service. The service is started as a
+subprocess (`fabricplan serve`: SQLite and the embedded worker; `--backend redis`: PostgreSQL, Redis and one
+`fabricplan worker`, as bench.service), a plan of N = 64, 256, 1024 nodes (d = 4, the minimal workload) is
+made, then a link of its topology is reported failed (POST /v1/plans/{id}/failures) and then a second one:
+the time from the POST to the revision's status done, polled every 20 ms, covers the outbox, the worker
+process, the degraded schedules, the model check, the artifacts and the failure's cost. The worker's CPU
+seconds for the revision are the revision's own `build.cpu_s`. The XML compile stage is not in the revision
+pipeline yet (it is not in this branch's plan pipeline either); when it is, this measures it too.
 """
 from __future__ import annotations
 
@@ -138,21 +147,96 @@ def part2(samples: int) -> None:
                   f"{','.join(sorted(served['1 MiB']))} / {','.join(sorted(served['1 GiB']))}")
 
 
+def part3(sizes_n: list[int], backend: str) -> None:
+    """Failure report -> verified revision through the service (the service's own worker included)."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    import httpx
+
+    from bench.service import Proc, start_service, time_plan, wait_ready
+
+    run_id = uuid.uuid4().hex[:8]
+    print(f"\nPart 3: failure report -> verified revision through the service ({backend}; d = 4, minimal workload; "
+          "wall s from the POST to done, worker CPU s of the revision)")
+    print(f"{'N':>5} {'failed':>6} {'wall s':>7} {'cpu s':>7} {'build s':>7}  {'slowdown':>8}  revision topology"
+          f"  [target {TARGET_S:.0f} s at N = 1024 incl. XML]")
+    procs: list[Proc] = []
+    with tempfile.TemporaryDirectory(prefix="fabricplan-bench-") as tmp:
+        try:
+            server, base_url = start_service(backend, Path(tmp), run_id, procs)
+            with httpx.Client(base_url=base_url, timeout=30, trust_env=False) as client:
+                wait_ready(client, server)
+                for n in sizes_n:
+                    p = time_plan(client, n, run_id, 1800.0, procs)
+                    if p["status"] != "done":
+                        print(f"{n:>5}  plan {p['status']}: {p['reason']}")
+                        continue
+                    pair = failure_sets(_topology_of(client, p["id"]), 2, 1, seed=n)[0]   # removing both: still connected
+                    for links in ([pair[0]], [pair[1]]):                                # one failed link, then two
+                        r = _revision_through_service(client, p["id"], links, procs)
+                        b = r.get("build") or {}
+                        slow = ((r.get("failure_cost") or {}).get("workload_us") or {}).get("slowdown")
+                        print(f"{n:>5} {len(r.get('failed') or []):>6} {r['wall_s']:>7.2f} "
+                              f"{b.get('cpu_s') or float('nan'):>7.2f} {b.get('schedules_s') or float('nan'):>7.2f}  "
+                              f"{slow or float('nan'):>8.3f}  {r['status']}: {r.get('expr') or r.get('reason')}",
+                              flush=True)
+        finally:
+            for proc in reversed(procs):
+                proc.stop()
+
+
+def _topology_of(client, plan_id: str):
+    """The plan's topology as a Topology, from its stored arcs (the expression may take long to rebuild)."""
+    import numpy as np
+
+    from services.synthesis.topology.graph import Topology
+
+    t = client.get(f"/v1/plans/{plan_id}/topology").json()
+    arcs = np.asarray(t["arcs"], dtype=np.int64)
+    return Topology(t["nodes"], arcs[:, 0], arcs[:, 1], t["expr"], degree=t["degree"])
+
+
+def _revision_through_service(client, plan_id: str, links: list, procs) -> dict:
+    from bench.service import POLL_S
+
+    t0 = time.perf_counter()
+    r = client.post(f"/v1/plans/{plan_id}/failures",
+                    json={"links": [{"arc": f"{t}>{h}", "lane": lane} for t, h, lane in links]})
+    if r.status_code != 202:
+        raise RuntimeError(f"POST failures answered {r.status_code}: {r.text[:300]}")
+    url = r.json()["url"]
+    while True:
+        rev = client.get(url).json()
+        if rev["status"] in ("done", "failed"):
+            return {**rev, "wall_s": time.perf_counter() - t0}
+        dead = [p for p in procs if not p.alive()]
+        if dead:
+            raise RuntimeError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+        time.sleep(POLL_S)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--nodes", type=int, nargs="+", default=[64, 256, 1024], help="part 1 sizes")
     p.add_argument("--no-part2", action="store_true")
     p.add_argument("--samples", type=int, default=3, help="random failures per (topology, count) in part 2")
+    p.add_argument("--service", action="store_true", help="part 3 only (through the service)")
+    p.add_argument("--backend", choices=["embedded", "redis"], default="embedded", help="part 3's deployment")
     p.add_argument("--case", nargs=3, metavar=("EXPR", "COUNT", "SIZE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.case:
         print(json.dumps(run_case(args.case[0], int(args.case[1]), float(args.case[2]))))
         return 0
     print("(measured on a machine shared with other work: compare CPU seconds; wall time varies)")
-    part1([64, 256] if args.quick else args.nodes)
-    if not (args.quick or args.no_part2):
-        part2(args.samples)
+    sizes = [64, 256] if args.quick else args.nodes
+    if not args.service:
+        part1(sizes)
+        if not (args.quick or args.no_part2):
+            part2(args.samples)
+    part3(sizes, args.backend)
     return 0
 
 

@@ -248,24 +248,29 @@ def histogram_quantile(before: dict[float, float], after: dict[float, float], q:
 
 
 # ----- main -----------------------------------------------------------------------------------------------
+def start_service(backend: str, tmpdir: Path, run_id: str, procs: list[Proc], port: int = 0) -> tuple[Proc, str]:
+    """The service as subprocesses in `tmpdir` (appended to `procs`, for the caller to stop): the embedded
+    server, or with `redis` a migrated PostgreSQL database, one worker and the server. (server, base URL)"""
+    data_dir = tmpdir / "data"
+    data_dir.mkdir()            # migrate() on SQLite does not create the directory itself
+    env = child_env(backend, data_dir)
+    port = port or free_port()
+    if backend == "redis":
+        subprocess.run(cli("migrate"), env=env, cwd=ROOT, check=True, timeout=180)
+        procs.append(Proc("worker", cli("worker", "--concurrency", "1", "--log-level", "warning",
+                                        "--hostname", f"bench-{run_id}@%h"), env, tmpdir))
+    server = Proc("server", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"), env, tmpdir)
+    procs.append(server)
+    return server, f"http://{HOST}:{port}"
+
+
 def run(args) -> bool:
     run_id = uuid.uuid4().hex[:8]
     procs: list[Proc] = []
     with tempfile.TemporaryDirectory(prefix="fabricplan-bench-") as tmp:
         tmpdir = Path(tmp)
-        data_dir = tmpdir / "data"
-        data_dir.mkdir()            # migrate() on SQLite does not create the directory itself
-        env = child_env(args.backend, data_dir)
-        port = args.port or free_port()
-        base_url = f"http://{HOST}:{port}"
         try:
-            if args.backend == "redis":
-                subprocess.run(cli("migrate"), env=env, cwd=ROOT, check=True, timeout=180)
-                procs.append(Proc("worker", cli("worker", "--concurrency", "1", "--log-level", "warning",
-                                                 "--hostname", f"bench-{run_id}@%h"), env, tmpdir))
-            server = Proc("server", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"),
-                          env, tmpdir)
-            procs.append(server)
+            server, base_url = start_service(args.backend, tmpdir, run_id, procs, args.port)
             with httpx.Client(base_url=base_url, timeout=10, trust_env=False) as client:
                 ready_s = wait_ready(client, server)
                 print(f"backend {args.backend}: ready in {ready_s:.1f} s at {base_url} (run {run_id})", flush=True)

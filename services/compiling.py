@@ -52,19 +52,21 @@ def job_summary(job) -> dict:
 
 
 def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadline_s: float | None = None,
-                progress=None, guard=None) -> dict:
+                progress=None, guard=None, prefix: str = "") -> dict:
     """Compile one schedule of a done plan for `options`, check the file, store it (or the refusal).
     Returns the job summary. Idempotent: a finished job is returned as it is. `guard(session)` (an outbox
-    job's claim) runs before each write and raises when this delivery may no longer write."""
+    job's claim) runs before each write and raises when this delivery may no longer write. `prefix` names a
+    plan revision's schedules (`rev{n}:`, services.revisions): its artifacts and its jobs carry it."""
+    key = prefix + collective
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
-        job, _ = compiles.record(s, plan_id, collective, options.key(), dataclasses.asdict(options))
+        job, _ = compiles.record(s, plan_id, key, options.key(), {**dataclasses.asdict(options), "prefix": prefix})
         if job.status in ("done", "failed"):
             return job_summary(job)
         compiles.start(s, job)
         plan = repo.get_plan(s, plan_id)
-        link = repo.plan_artifact(s, plan_id, f"schedule:{collective}")
+        link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{collective}")
         if plan is None or link is None:
             compiles.fail(s, job, f"plan {plan_id} has no {collective} schedule")
             return job_summary(job)
@@ -122,7 +124,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
-        job = compiles.get(s, plan_id, collective, options.key())
+        job = compiles.get(s, plan_id, key, options.key())
         if digest is not None:
             compiles.finish(s, job, digest, meta)
         else:
@@ -130,10 +132,12 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         return job_summary(job)
 
 
-def request_compile(s, plan_id: str, collective: str, options: CompileOptions) -> tuple[CompileJob, bool]:
+def request_compile(s, plan_id: str, collective: str, options: CompileOptions,
+                    prefix: str = "") -> tuple[CompileJob, bool]:
     """The compile job for these options (the API's on-demand path): the stored one, or a new one queued in
-    the outbox for a worker (the caller wakes the dispatcher when `created`)."""
-    return compiles.record(s, plan_id, collective, options.key(), dataclasses.asdict(options))
+    the outbox for a worker (the caller wakes the dispatcher when `created`). `prefix`: a revision's."""
+    return compiles.record(s, plan_id, prefix + collective, options.key(), {**dataclasses.asdict(options),
+                                                                             "prefix": prefix})
 
 
 def run(job_id: str) -> dict:
@@ -146,9 +150,11 @@ def run(job_id: str) -> dict:
     with session_scope(_url()) as s:
         guard(s)
         job = s.get(CompileJob, job_id)
-        plan_id, collective, spec = job.plan_id, job.collective, dict(job.spec)
+        plan_id, spec = job.plan_id, dict(job.spec)
+        prefix = spec.pop("prefix", "")
+        collective = job.collective.removeprefix(prefix)
     return compile_job(plan_id, collective, CompileOptions(**spec), deadline_s=get_settings().compile_time_limit_s,
-                       guard=guard)
+                       guard=guard, prefix=prefix)
 
 
 def fail(job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
@@ -167,10 +173,11 @@ def _plain(x):
     return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
 
 
-def stage_compile(state: dict, plan_id: str, advance) -> dict:
+def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     """The plan's compile stage: every collective for every runtime the plan lists, with the runtime's default
     options (what GET .../schedules/{collective}?format=msccl&runtime=R serves). A runtime that cannot take a
-    schedule does not fail the plan: its refusal is reported with the limit."""
+    schedule does not fail the plan: its refusal is reported with the limit. A plan revision's compile stage
+    (services.revisions) is the same with its artifact prefix and `advance` of the revision."""
     if state.get("stop"):
         return state
     with session_scope(_url()) as s:
@@ -185,11 +192,11 @@ def stage_compile(state: dict, plan_id: str, advance) -> dict:
             frac = 0.96 + 0.03 * (i + j / 3) / len(runtimes)
             advance(plan_id, "compile", frac, f"compiling the {c.value} XML for {runtime}")
             options = CompileOptions(runtime)
-            implied = _implied_refusal(plan_id, done) if c is Collective.ALLREDUCE else None
+            implied = _implied_refusal(plan_id, done, prefix) if c is Collective.ALLREDUCE else None
             if implied is not None:             # an allreduce runs both phases' messages on the same budget
-                summary = refuse(plan_id, c.value, options, implied)
+                summary = refuse(plan_id, c.value, options, implied, prefix)
             else:
-                summary = compile_job(plan_id, c.value, options, deadline_s=deadline,
+                summary = compile_job(plan_id, c.value, options, deadline_s=deadline, prefix=prefix,
                                       progress=lambda msg, f=frac: advance(plan_id, "compile", f, msg))
             summary["format"] = format_of(runtime)
             done[c.value] = summary
@@ -204,16 +211,16 @@ _MONOTONE = {"max_parser_nodes", "max_children", "max_offset", "max_steps", "max
              "max_channels"}
 
 
-def _implied_refusal(plan_id: str, done: dict) -> str | None:
+def _implied_refusal(plan_id: str, done: dict, prefix: str = "") -> str | None:
     grid = None
     for c in ("allgather", "reducescatter"):
         summary = done.get(c) or {}
         if summary.get("status") != "failed":
             continue
         with session_scope(_url()) as s:
-            meta = (compiles.get(s, plan_id, c, summary["options"]).meta or {})
+            meta = (compiles.get(s, plan_id, prefix + c, summary["options"]).meta or {})
             if grid is None:
-                link = repo.plan_artifact(s, plan_id, "schedule:allreduce")
+                link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:allreduce")
                 grid = Schedule.from_bytes(repo.get_blob(s, link.digest)[0]).grid if link else None
         if meta.get("limits") and set(meta["limits"]) <= _MONOTONE and meta.get("grid") == grid:
             return (f"the {c} phase alone fits no program ({', '.join(meta['limits'])}), and an allreduce carries "
@@ -221,11 +228,12 @@ def _implied_refusal(plan_id: str, done: dict) -> str | None:
     return None
 
 
-def refuse(plan_id: str, collective: str, options: CompileOptions, reason: str) -> dict:
+def refuse(plan_id: str, collective: str, options: CompileOptions, reason: str, prefix: str = "") -> dict:
     """Record a refusal known without compiling."""
     limit = next((x for x in sorted(_MONOTONE) if x in reason), "fit")
     with session_scope(_url()) as s:
-        job, _ = compiles.record(s, plan_id, collective, options.key(), dataclasses.asdict(options))
+        job, _ = compiles.record(s, plan_id, prefix + collective, options.key(),
+                                 {**dataclasses.asdict(options), "prefix": prefix})
         if job.status in ("queued", "running"):
             compiles.fail(s, job, reason, {"limit": limit, "implied": True})
         return job_summary(job)

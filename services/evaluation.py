@@ -19,24 +19,40 @@ from .store import jobs, notify
 from .store.db import session_scope
 from .store.models import Evaluation, utcnow
 
-__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "prepare", "submit", "run", "fail", "as_dict"]
+__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "EdgeError", "prepare", "submit", "run", "fail", "as_dict"]
 
 EVALUATE_MAX_NODES = 1024
 WITH_ARCS_MAX_NODES = 256        # the dashboard draws topologies up to this size (EvaluateRequest.with_arcs)
 
 
-def prepare(expr: str | None, nodes: int | None, edges: list | None, collective: str) -> tuple[str, dict]:
-    """(evaluation id, canonical request) of a valid request; ValueError (with the reason) otherwise."""
+class EdgeError(ValueError):
+    """A bad edge (`loc`: where in the request's edge list, the message: why)."""
+
+    def __init__(self, loc: tuple, msg: str):
+        self.loc = tuple(loc)
+        super().__init__(msg)
+
+
+def prepare(expr: str | None, nodes: int | None, edges: list[dict] | None, collective: str,
+            links: dict | None = None) -> tuple[str, dict]:
+    """(evaluation id, canonical request) of a valid request; ValueError (with the reason; EdgeError naming the
+    edge) otherwise. `edges` are {tail, head, alpha_us?, bandwidth_gbps?}; when any edge prices its link, the
+    request is heterogeneous and `links` ({alpha_us, bandwidth_gbps, size_bytes}) prices the others."""
     from services.synthesis.bfb.lp import BFB_MAX_DEGREE
     from services.synthesis.topology.catalog import build
     from services.synthesis.topology.expr import parse
     from services.synthesis.topology.size import check_build, size
 
+    priced = []
     if expr is None:
-        bad = [e for e in edges if not (0 <= e[0] < nodes and 0 <= e[1] < nodes)]
-        if bad:
-            raise ValueError(f"edge {list(bad[0])} names a node outside 0..{nodes - 1}")
-        expr = f"edges({nodes}, {', '.join(f'{a}>{b}' for a, b in edges)})"
+        for i, e in enumerate(edges):
+            for end in ("tail", "head"):
+                if not 0 <= e[end] < nodes:
+                    raise EdgeError(("edges", i, end), f"edge [{e['tail']}, {e['head']}] names a node outside "
+                                                       f"0..{nodes - 1}")
+        arcs = ", ".join(f"{e['tail']}>{e['head']}" for e in edges)
+        expr = f"edges({nodes}, {arcs})"
+        priced = _priced_links(edges)
     tree = parse(expr)
     sz = check_build(size(tree))
     if sz.nodes > EVALUATE_MAX_NODES:
@@ -44,9 +60,39 @@ def prepare(expr: str | None, nodes: int | None, edges: list | None, collective:
     if sz.degree > BFB_MAX_DEGREE:
         raise ValueError(f"{sz.expr} has degree {sz.degree}; BFB schedules are built for degree at most "
                          f"{BFB_MAX_DEGREE} (each source's eligible in-arcs are one 64-bit mask)")
-    topo = build(tree)                      # regular and strongly connected, or a TopologyError
+    topo = build(tree)                      # strongly connected, or a TopologyError
     request = {"expr": topo.expr, "collective": collective}
+    if priced:
+        request["links"] = {**{k: (links or {}).get(k, v) for k, v in LINK_DEFAULTS.items()}, "links": priced}
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest(), request
+
+
+LINK_DEFAULTS = {"alpha_us": 10.0, "bandwidth_gbps": 100.0, "size_bytes": float(1 << 20)}
+
+
+def _priced_links(edges: list[dict]) -> list[dict]:
+    """The link-table entries (services.synthesis.schedule.links) of the edges that price their link; parallel
+    edges of one pair are its lanes in the order given."""
+    seen: dict[tuple[int, int], int] = {}
+    out = []
+    for e in edges:
+        pair = (e["tail"], e["head"])
+        lane = seen.get(pair, 0)
+        seen[pair] = lane + 1
+        values = {k: e[k] for k in ("alpha_us", "bandwidth_gbps") if e.get(k) is not None}
+        if values:
+            out.append({"arc": f"{pair[0]}>{pair[1]}", "lane": lane, **values})
+    return out
+
+
+def _link_costs(topo, links: dict):
+    """LinkCosts of the priced edges over the request's defaults (B/d per link). The request schema checked
+    every value (finite, alpha >= 0, bandwidth > 0) and the arcs are the edges', so the table is valid."""
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.schedule.links import link_costs_from_json
+
+    return link_costs_from_json(topo, {"links": links["links"]},
+                                default=LinkModel.from_units(links["alpha_us"], links["bandwidth_gbps"]))
 
 
 def submit(s, evaluation_id: str, request: dict) -> tuple[Evaluation, bool]:
@@ -78,14 +124,18 @@ def run(evaluation_id: str) -> dict:
     topo = build(request["expr"])
     coll = Collective.parse(request["collective"])
     t0 = time.perf_counter()
-    ag = bfb_allgather(topo, workers=1)
-    sched = bfb_schedule(topo, coll, allgather=ag.schedule, workers=1)
+    extra = {}
+    if request.get("links"):
+        extra, report = _heterogeneous(topo, coll, request["links"])
+    else:
+        ag = bfb_allgather(topo, workers=1)
+        sched = bfb_schedule(topo, coll, allgather=ag.schedule, workers=1)
+        report = verify(sched, topo)
     seconds = time.perf_counter() - t0
-    report = verify(sched, topo)
     if not report.ok:
         raise RuntimeError(f"the {coll.value} schedule of {topo.expr} failed model checking: "
                            f"{report.violation.message}")
-    result = {**schedule_summary(topo, report, seconds, coll), **topology_facts(topo)}
+    result = {**schedule_summary(topo, report, seconds, coll), **topology_facts(topo), **extra}
     if topo.nodes <= WITH_ARCS_MAX_NODES:               # small enough to draw: kept for with_arcs requests
         drawing = topology_json(topo)
         result.update({k: drawing.get(k) for k in ("arcs", "permutation")})
@@ -95,6 +145,20 @@ def run(evaluation_id: str) -> dict:
         ev.status, ev.stage, ev.result, ev.reason, ev.updated_at = "done", "done", result, None, utcnow()
         notify.changed(s, "evaluation", evaluation_id)
     return {"done": True}
+
+
+def _heterogeneous(topo, coll, links: dict):
+    """Per-link costs: BFB of LP (14), BFB and the greedy scheduler priced on the links, the fastest that passes
+    the model checker served (services.synthesis.bfb.compare). Returns (result fields, its VerificationReport)."""
+    from services.synthesis.bfb.compare import schedule_collectives
+
+    costs = _link_costs(topo, links)
+    schedulers = ("bfb", "greedy") if costs.uniform_model is not None else ("bfb-hetero", "bfb", "greedy")
+    cmp = schedule_collectives(topo, costs, float(links["size_bytes"]), collectives=(coll,),
+                               schedulers=schedulers)[coll]
+    chosen = cmp.chosen
+    return ({"heterogeneous": True, "scheduler": chosen.scheduler, "time_us": chosen.time_s * 1e6,
+             "candidates": [c.as_dict() for c in cmp.candidates]}, chosen.report)
 
 
 def fail(evaluation_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:

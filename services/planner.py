@@ -171,8 +171,9 @@ def stage_fabric(state: dict, plan_id: str) -> dict:
     try:
         with session_scope(_url()) as s:
             claim(s, plan_id)
-            b = fabrics.bind_plan(s, plan_id, req["fabric_id"], topo, req.get("hosts"))
-            summary = {"fabric_id": b.fabric_id, "hosts": b.assignment["hosts"], "panels": b.required_versions}
+            b = fabrics.bind_plan(s, plan_id, req["fabric_id"], topo, req.get("hosts"), bool(req.get("lookahead")))
+            summary = {"fabric_id": b.fabric_id, "hosts": b.assignment["hosts"], "panels": b.required_versions,
+                       **fabrics.binding_facts(s, b, req["bandwidth_gbps"] / topo.degree)}
     except IntegrityError:
         raise PlanInputError("another plan reserved one of these hosts at the same time; submit again") from None
     except FabricError as exc:
@@ -317,13 +318,17 @@ def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | 
 
 
 def fail_job(kind: str, job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    """Fail a plan, an evaluation or a compile job with the reason (see fail_plan)."""
+    """Fail a plan, an evaluation, a plan revision or a compile job with the reason (see fail_plan)."""
     if kind == "plan":
         return fail_plan(job_id, reason, attempt, url)
     if kind == "compile":
         from . import compiling
 
         return compiling.fail(job_id, reason, _ATTEMPT.get() if attempt is None else attempt, url)
+    if kind == "revision":
+        from . import revisions
+
+        return revisions.fail(job_id, reason, _ATTEMPT.get() if attempt is None else attempt, url)
     from . import evaluation
 
     return evaluation.fail(job_id, reason, _ATTEMPT.get() if attempt is None else attempt, url)

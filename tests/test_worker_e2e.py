@@ -101,6 +101,15 @@ def test_worker_process_completes_a_plan(api, tmp_path):
         p = wait_done(client, r.json()["id"], timeout=120)
         assert p["status"] == "done", (p["reason"], (tmp_path / "w1.log").read_text()[-3000:])
         assert p["schedules"]["allreduce"]["verified"]
+        # a failure report: its revision goes through the outbox to the worker like a plan
+        t, h, _ = next(a for a in client.get(f"/v1/plans/{p['id']}/topology").json()["arcs"] if a[0] != a[1])
+        url = client.post(f"/v1/plans/{p['id']}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
+        deadline = time.monotonic() + 120
+        while (rev := client.get(url).json())["status"] not in ("done", "failed") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert rev["status"] == "done", (rev["reason"], (tmp_path / "w1.log").read_text()[-3000:])
+        assert rev["schedules"]["allreduce"]["verified"] and client.get(f"/v1/plans/{p['id']}").json()[
+            "revision"]["current"] == 1
     finally:
         stop(worker)
 

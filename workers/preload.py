@@ -1,6 +1,7 @@
 """Imported once by the embedded worker's fork server (workers.embedded): every job process forked from it
 starts with the planner, the tasks and the compiled kernels already loaded."""
-from services import evaluation, planner  # noqa: F401
+from services import compiling, evaluation, planner, revisions  # noqa: F401
+from services.synthesis.bfb import degraded  # noqa: F401  (plan revisions: BFB, greedy, the comparison)
 from services.synthesis.bfb.kernels import warm
 from services.synthesis.search import construct, finder  # noqa: F401
 from workers import tasks  # noqa: F401

@@ -6,6 +6,10 @@ plan:
 
 plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
+and a chain per plan revision (services.revisions: failed links reported on a done plan):
+
+    repair (re-patch onto spare ports) -> schedules (degraded topology, verified) -> finish
+
 Every task runs one delivery attempt of its job (the `attempt` keyword the dispatcher adds) with a heartbeat
 (services.store.jobs.beat) and under the time and memory limits (workers.limits). Input errors, the time
 limit and the memory limit fail the job with that reason and stop the chain; transient errors retry
@@ -25,7 +29,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import OperationalError
 
-from services import compiling, evaluation, planner
+from services import compiling, evaluation, planner, revisions
 from services.config import get_settings
 from services.store import jobs
 from services.store.db import session_scope
@@ -84,6 +88,11 @@ class EvaluationTask(JobTask):
 class CompileTask(JobTask):
     kind = "compile"
     id_kw = "job_id"
+
+
+class RevisionTask(JobTask):
+    kind = "revision"
+    id_kw = "revision_id"
 
 
 def _chain(exc: BaseException):
@@ -236,6 +245,34 @@ def evaluate_topology(*, evaluation_id: str) -> dict:
     return evaluation.run(evaluation_id)
 
 
+@celery_app.task(base=RevisionTask, name="fabricplan.revision_repair")
+def revision_repair(*, revision_id: str) -> dict:
+    return revisions.stage_repair(revision_id)
+
+
+@celery_app.task(base=RevisionTask, name="fabricplan.revision_schedules")
+def revision_schedules(state: dict, *, revision_id: str) -> dict:
+    return revisions.stage_schedules(state, revision_id)
+
+
+@celery_app.task(base=RevisionTask, name="fabricplan.revision_compile")
+def revision_compile(state: dict, *, revision_id: str) -> dict:
+    return revisions.stage_compile(state, revision_id)
+
+
+@celery_app.task(base=RevisionTask, name="fabricplan.revision_finish")
+def revision_finish(state: dict, *, revision_id: str) -> dict:
+    return revisions.stage_finish(state, revision_id)
+
+
+def revision_workflow(revision_id: str, attempt: int | None = None):
+    """One plan revision (delivery `attempt`) as one Celery canvas: repair -> schedules -> compile (the plan's
+    compile stage on the revision's schedules) -> finish."""
+    kw = {"revision_id": revision_id, "attempt": attempt}
+    return chain(revision_repair.si(**kw), revision_schedules.s(**kw), revision_compile.s(**kw),
+                 revision_finish.s(**kw))
+
+
 def plan_workflow(plan_id: str, attempt: int | None = None):
     """The whole plan (delivery `attempt`) as one Celery canvas."""
     kw = {"plan_id": plan_id, "attempt": attempt}
@@ -249,4 +286,6 @@ def job_signature(kind: str, job_id: str, attempt: int):
         return plan_workflow(job_id, attempt)
     if kind == "compile":
         return compile_xml.si(job_id=job_id, attempt=attempt)
+    if kind == "revision":
+        return revision_workflow(job_id, attempt)
     return evaluate_topology.si(evaluation_id=job_id, attempt=attempt)

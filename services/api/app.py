@@ -19,7 +19,7 @@ from .auth import KeyCache
 from .dispatch import Dispatcher
 from .guard import InputGuard
 from .notify import Hub, PgListener
-from .routes import artifacts, dashboard, fabrics, frontiers, health, panels, plans, stats, topologies
+from .routes import artifacts, dashboard, fabrics, frontiers, health, panels, plans, revisions, stats, topologies
 from .routes.panels import PanelConfigCache
 from .routes.plans import PlanCache
 
@@ -92,12 +92,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.key_cache = KeyCache()
     app.state.panel_cache = PanelConfigCache()
     hub.on_change(app.state.panel_cache.changed)
+    hub.on_change(app.state.plan_cache.changed)        # a revision or a fabric change of a finished plan
     if st.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=st.cors_origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(InputGuard)
     app.add_middleware(TimingMiddleware, metrics=app.state.metrics)
     errors.install(app)
-    for module in (plans, frontiers, topologies, artifacts, fabrics, panels, stats, health):
+    for module in (plans, revisions, frontiers, topologies, artifacts, fabrics, panels, stats, health):
         app.include_router(module.router)
     dashboard.mount(app)                               # `/`, /docs and /redoc from local files only
     return app

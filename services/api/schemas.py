@@ -74,11 +74,16 @@ class PlanRequest(Input):
     runtimes: list[RuntimeName] | None = Field(default=None, min_length=1, max_length=4, description=(
         "runtimes whose XML the plan compiles with their default options (docs/runtimes.md): executor "
         "(msccl-executor-nccl), rccl, legacy (microsoft/msccl), oneccl (CPU); default [\"executor\"]"))
+    lookahead: bool = Field(default=False, description="provision the job on the look-ahead plane of its hosts "
+                            "(TopoOpt App. C: they may still run another job); POST /v1/plans/{id}/activate flips "
+                            "their 1x2 switches once they are free. Needs a fabric with look-ahead planes")
 
     @model_validator(mode="after")
     def _hosts(self):
         if self.runtimes is not None and len(set(self.runtimes)) != len(self.runtimes):
             raise ValueError("runtimes must not repeat a runtime")
+        if self.lookahead and self.fabric_id is None:
+            raise ValueError("lookahead provisions a job on a fabric: it needs a fabric_id")
         if self.hosts is not None:
             if self.fabric_id is None:
                 raise ValueError("hosts are only meaningful with a fabric_id")
@@ -156,10 +161,15 @@ class PlanOut(BaseModel):
     baselines_time_us: dict[str, float] | None = Field(default=None, description="the workload on today's "
                                                        "topologies (ring, shifted rings, double binary tree, torus)")
     fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "
-                                                          "versions the plan needs, fabric_ready, released")
+                                                          "versions the plan needs, fabric_ready, released, the "
+                                                          "plane (active or lookahead) and side it is on, "
+                                                          "ready_estimate_s and the capital cost")
     compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
         "runtime -> collective -> the compiled XML with the runtime's default options: status (done or failed), "
         "url, XML steps, thread blocks, lowering, predicted time; or the limit that refused it"))
+    revision: dict | None = Field(default=None, description="done plans: the current revision (what to run; 0 is "
+                                  "the plan itself, later ones follow failure reports and repairs), its topology, "
+                                  "the failed links, how many revisions there are and their URL")
     links: dict[str, str]
 
 
@@ -189,10 +199,49 @@ class FrontierOut(BaseModel):
     entries: list[FrontierEntry]
 
 
+def _pair_or_object(schema: dict) -> None:
+    """EdgeIn's JSON schema: [tail, head] or the object (what its before-validator accepts)."""
+    obj = dict(schema)
+    schema.clear()
+    schema.update({"title": obj.get("title", "EdgeIn"), "description": "an arc: [tail, head], or an object that may "
+                   "carry the link's own latency and bandwidth",
+                   "anyOf": [{"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
+                              "minItems": 2, "maxItems": 2}, obj]})
+
+
+class EdgeIn(Input):
+    """One arc: [tail, head], or an object that may carry the link's own latency and bandwidth."""
+
+    model_config = ConfigDict(json_schema_extra=lambda schema, _: _pair_or_object(schema))
+
+    tail: int = Field(strict=True, ge=0, le=1 << 20)
+    head: int = Field(strict=True, ge=0, le=1 << 20)
+    alpha_us: float | None = Field(default=None, ge=0, le=1e6, description="this link's latency (default: the "
+                                   "request's alpha_us)")
+    bandwidth_gbps: float | None = Field(default=None, gt=0, le=1e6, description="this link's own bandwidth "
+                                         "(default: the request's bandwidth_gbps / d)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pair(cls, v):
+        if isinstance(v, (list, tuple)):
+            if len(v) != 2:
+                raise ValueError("an edge is [tail, head] or an object {tail, head, alpha_us, bandwidth_gbps}")
+            return {"tail": v[0], "head": v[1]}
+        return v
+
+
 class EvaluateRequest(Input):
     expr: str | None = Field(default=None, max_length=2000, description="a topology expression")
     nodes: int | None = Field(default=None, strict=True, ge=2, le=1024)
-    edges: list[tuple[int, int]] | None = Field(default=None, max_length=16384, description="explicit arcs [tail, head]")
+    edges: list[EdgeIn] | None = Field(default=None, max_length=16384, description="explicit arcs, each [tail, head] "
+                                       "or {tail, head, alpha_us, bandwidth_gbps} (per-link costs: heterogeneous "
+                                       "BFB, LP (14), joins BFB and the greedy scheduler; the faster verified "
+                                       "schedule is served)")
+    alpha_us: float = Field(default=10.0, ge=0, le=1e6, description="latency of links an edge does not price")
+    bandwidth_gbps: float = Field(default=100.0, ge=1e-3, le=1e6, description="a node's egress bandwidth B: a "
+                                  "link an edge does not price carries B/d")
+    size_bytes: Bytes = Field(default=1 << 20, description="M: decides which schedule is faster when links differ")
     collective: CollectiveName = "allgather"
     with_arcs: bool = Field(default=False, description="also return the arcs with their Konig permutation "
                                                        "(for drawing the topology), for topologies of at most "
@@ -236,6 +285,13 @@ class EvaluateOut(BaseModel):
                                                     "(with_arcs)")
     permutation: list[int] | None = Field(default=None, description="per arc, its permutation in a Konig "
                                           "split into d permutations (with_arcs)")
+    heterogeneous: bool = Field(default=False, description="the edges priced links differently")
+    scheduler: str | None = Field(default=None, description="heterogeneous: the scheduler served (bfb-hetero, "
+                                  "bfb or greedy), the fastest whose schedule passed the model checker")
+    time_us: float | None = Field(default=None, description="heterogeneous: the served schedule's time for "
+                                  "size_bytes on these links, measured from the schedule")
+    candidates: list[dict] | None = Field(default=None, description="heterogeneous: every scheduler's steps, tau, "
+                                          "time_us and whether it was verified")
 
 
 class LinkColumn(BaseModel):
@@ -328,7 +384,8 @@ MAX_FABRIC_HOST_PORTS = 1 << 16
 
 class FabricLayout(Input):
     """Shortcut for the common cablings: `planes` (host port k on panel plane{k}, port = host index) or
-    `shared` (every host port on one panel)."""
+    `shared` (every host port on one panel); `lookahead` adds the second side of a 1x2 switch per host port
+    (planes: panels {prefix}{k}-alt, 2d in all; shared: the panel's second half)."""
 
     id: Ident
     layout: Literal["planes", "shared"]
@@ -338,6 +395,7 @@ class FabricLayout(Input):
     ports_per_host: int = Field(strict=True, ge=1, le=64)
     kind: Literal["patch_panel", "ocs"] = "patch_panel"
     panel_prefix: str | None = Field(default=None, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
+    lookahead: bool = Field(default=False, description="active and look-ahead planes (TopoOpt App. C)")
 
     @model_validator(mode="after")
     def _bounded(self):
@@ -353,10 +411,18 @@ class FiberIn(Input):
     port: int = Field(strict=True, ge=0, lt=MAX_PANEL_PORTS)
 
 
+class AltFibersIn(Input):
+    """The second side of the host port's 1x2 switch (its look-ahead plane when the first side is active)."""
+
+    tx: FiberIn
+    rx: FiberIn
+
+
 class HostPortIn(Input):
     port: int | None = Field(default=None, strict=True, ge=0, le=63)
     tx: FiberIn
     rx: FiberIn
+    alt: AltFibersIn | None = Field(default=None, description="look-ahead planes: every host port has one or none does")
 
 
 class HostIn(Input):
@@ -364,10 +430,25 @@ class HostIn(Input):
     ports: list[HostPortIn] = Field(min_length=1, max_length=64)
 
 
+class PanelProfileIn(Input):
+    """Overrides of the kind's device profile (services.fabric.devices; defaults from TopoOpt Table 1)."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_ports: int | None = Field(default=None, strict=True, ge=1, le=1 << 20)
+    reconfiguration_s: float | None = Field(default=None, ge=0, le=7 * 86400, description="one reconfiguration "
+                                            "(a robot batch on a patch panel)")
+    robot_batch_size: int | None = Field(default=None, strict=True, ge=1, le=1 << 20, description="patch panels: "
+                                         "cross-connect changes per reconfiguration_s")
+    insertion_loss_db: float | None = Field(default=None, ge=0, le=100)
+    insertion_loss_max_db: float | None = Field(default=None, ge=0, le=100)
+    cost_per_port_usd: float | None = Field(default=None, ge=0, le=1e9)
+
+
 class PanelIn(Input):
     id: Ident
     kind: Literal["patch_panel", "ocs"]
     ports: int = Field(strict=True, ge=1, le=MAX_PANEL_PORTS)
+    profile: PanelProfileIn | None = None
 
 
 class FabricDocument(Input):
@@ -390,8 +471,14 @@ class FabricSummary(BaseModel):
     id: str
     hosts: int
     ports_per_host: int
-    panels: list[dict]
-    reserved: dict[str, str] = Field(description="host id -> the plan holding it")
+    panels: list[dict] = Field(description="id, kind, ports, the latest config version and the device profile")
+    reserved: dict[str, str] = Field(description="host id -> the plan holding it (its active plane)")
+    lookahead: bool = Field(default=False, description="the hosts' ports have 1x2 switches (active and look-ahead "
+                                                       "planes)")
+    active_sides: dict[str, int] = Field(default_factory=dict, description="hosts whose 1x2 switches point at side "
+                                         "1 (every other host: side 0)")
+    lookahead_reserved: dict[str, str] = Field(default_factory=dict, description="host id -> the plan provisioned "
+                                               "on its look-ahead plane")
     spec: dict | None = Field(default=None, description="the fabric document (GET /v1/fabrics/{id} only)")
 
 
@@ -404,11 +491,113 @@ class CrossConnectIn(BaseModel):
     egress: int = Field(strict=True, ge=0, lt=MAX_PANEL_PORTS)
 
 
+class FailedConnectionIn(Input):
+    """A failed cross-connect {ingress, egress}, or a failed port: only its ingress or only its egress."""
+
+    ingress: int | None = Field(default=None, strict=True, ge=0, lt=MAX_PANEL_PORTS)
+    egress: int | None = Field(default=None, strict=True, ge=0, lt=MAX_PANEL_PORTS)
+
+    @model_validator(mode="after")
+    def _one(self):
+        if self.ingress is None and self.egress is None:
+            raise ValueError("name the failed cross-connect's ingress and egress, or one failed port")
+        return self
+
+
 class PanelStateIn(Input):
     applied_version: int = Field(strict=True, ge=0, le=INT32_MAX, description="the config version the agent "
-                                 "applied (status applied) or tried to apply (status failed)")
-    status: Literal["applied", "failed"]
+                                 "applied (status applied or degraded) or tried to apply (status failed)")
+    status: Literal["applied", "failed", "degraded"] = Field(description="degraded: the version is applied but the "
+                                                             "cross-connects in `failed` carry no light")
     message: str | None = Field(default=None, max_length=2000)
     connections: list[CrossConnectIn] | None = Field(default=None, max_length=MAX_PANEL_PORTS, description=(
         "the cross-connects now on the panel, [{ingress, egress}], each port in range and used once; with "
-        "status applied they must be exactly the acknowledged version's (omitted: they are)"))
+        "status applied or degraded they must be exactly the acknowledged version's (omitted: they are)"))
+    failed: list[FailedConnectionIn] | None = Field(default=None, max_length=MAX_PANEL_PORTS, description=(
+        "status degraded: the cross-connects of the version that failed, or single failed ports; each plan they "
+        "carry gets a new revision"))
+
+    @model_validator(mode="after")
+    def _failed(self):
+        if (self.status == "degraded") != bool(self.failed):
+            raise ValueError("status degraded needs the failed connections, and only status degraded has them")
+        return self
+
+
+class LinkRef(Input):
+    arc: str = Field(max_length=32, pattern=r"^\s*\d{1,7}\s*>\s*\d{1,7}\s*$", description="tail>head, an arc of "
+                     "the plan's topology")
+    lane: int | None = Field(default=None, strict=True, ge=0, le=63, description="one of parallel arcs (default: "
+                             "the highest not failed yet)")
+
+
+class FailureReport(Input):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"links": [{"arc": "0>1"}], "repair": True}]})
+
+    links: list[LinkRef] = Field(min_length=1, max_length=1024, description="the failed links")
+    repair: bool = Field(default=True, description="re-patch around the failure when the hosts have spare ports "
+                         "on a panel or OCS; the plan returns to its full topology once the panels apply it")
+    message: str | None = Field(default=None, max_length=2000)
+
+
+class RevisionAccepted(BaseModel):
+    plan_id: str
+    number: int
+    status: str
+    url: str
+
+
+class RevisionSummary(BaseModel):
+    number: int = Field(description="0: the plan as made; each failure report or applied repair adds one")
+    kind: Literal["original", "failure", "restored"]
+    status: PlanStatus
+    current: bool = Field(description="the highest-numbered done revision: what the scheduler should run")
+    created_at: datetime
+    expr: str | None = Field(description="the revision's topology")
+    failed: list[str] = Field(description="links failed in this revision (tail>head)")
+    workload_slowdown: float | None = Field(default=None, description="the workload's predicted time against "
+                                            "revision 0's (failure revisions) or the revision it ends (restored)")
+    url: str
+
+
+class RevisionOut(RevisionSummary):
+    plan_id: str
+    progress: Progress
+    reason: str | None = None
+    updated_at: datetime
+    cause: dict | None = Field(description="what made it: source (scheduler, panel, repair), the links reported "
+                               "with where they are cabled, the panel and version")
+    failed_links: list[dict]
+    repair_requested: bool
+    repair: dict | None = Field(description="the re-patch: pending (panels and versions to apply, moved arcs, "
+                                "ready_estimate_s), applied (the restored revision), impossible (why), ...")
+    topology: dict | None = None
+    schedules: dict | None = Field(default=None, description="per collective: steps, tau, verified, the scheduler "
+                                   "served and every candidate, url")
+    compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
+        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`)"))
+    predicted_time_us: dict[str, dict[str, float]] | None = None
+    workload_time_us: float | None = None
+    failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
+                                      "workload, and the naive fallback (a ring over surviving links)")
+    build: dict | None = Field(default=None, description="failure revisions: seconds building and checking the "
+                               "schedules, and the worker's CPU seconds for the whole revision")
+    links: dict[str, str]
+
+
+class ActivationOut(BaseModel):
+    plan_id: str
+    fabric_id: str
+    side: int = Field(description="the side of the 1x2 switches now active on the plan's hosts")
+    switches: dict[str, int] = Field(description="host id -> the switch position to set")
+
+
+class FabricCostOut(BaseModel):
+    link_gbps: float
+    price_row_gbps: int = Field(description="the row of TopoOpt Table 2 used")
+    lanes: int = Field(description="100 Gbps lanes per link above 200 Gbps (else 1)")
+    fiber_m: float
+    items: list[dict] = Field(description="item, count, unit_usd, usd")
+    total_usd: float
+    per_host_usd: float
+    sources: list[str]

@@ -12,13 +12,20 @@ Vocabulary (digest A.2, public-tools section 5):
   the same panel.
 - Each *host* has `ports_per_host` ports 0..D-1; port k has a tx fiber and an rx fiber, each landing on
   a (panel, port). tx and rx of one host port may land on different panel ports or different panels.
+- **Look-ahead planes** (TopoOpt App. C, digest A.15): a host port may have a 1x2 optical switch choosing
+  between two pairs of fibers: side 0 (`tx`, `rx`) and side 1 (`alt`: its own tx and rx fiber, normally on
+  other panels). At any time one side of each host is *active* (the job running on it) and the other is the
+  *look-ahead* plane, where the next job's cross-connects are provisioned while the current job runs.
+  `Fabric.side(s)` is the fabric as seen through side s of every port; either every host port has `alt`
+  fibers or none does.
+- A panel may carry `profile` overrides of its kind's device profile (services.fabric.devices).
 
 A fabric is immutable once built and validated; every problem raises `CablingError` (a ValueError)
 naming the host, host port, panel and panel port.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -39,9 +46,17 @@ class Panel:
     id: str
     kind: str
     ports: int
+    profile: dict | None = field(default=None, compare=False, hash=False)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "ports": self.ports}
+        out = {"id": self.id, "kind": self.kind, "ports": self.ports}
+        return {**out, "profile": dict(self.profile)} if self.profile else out
+
+    def device(self):
+        """This panel's device profile (its kind's, with the panel's overrides)."""
+        from .devices import profile_for
+
+        return profile_for(self.kind, self.profile)
 
 
 @dataclass(frozen=True)
@@ -59,9 +74,18 @@ class Fiber:
 class HostPort:
     tx: Fiber
     rx: Fiber
+    alt_tx: Fiber | None = None         # side 1 of the port's 1x2 switch (look-ahead plane)
+    alt_rx: Fiber | None = None
 
     def to_dict(self) -> dict:
-        return {"tx": self.tx.to_dict(), "rx": self.rx.to_dict()}
+        out = {"tx": self.tx.to_dict(), "rx": self.rx.to_dict()}
+        if self.alt_tx is not None:
+            out["alt"] = {"tx": self.alt_tx.to_dict(), "rx": self.alt_rx.to_dict()}
+        return out
+
+    def side(self, s: int) -> "HostPort":
+        """The port as seen through side `s` of its 1x2 switch (side 1 needs alt fibers)."""
+        return self if s == 0 else HostPort(self.alt_tx, self.alt_rx)
 
 
 @dataclass(frozen=True)
@@ -139,11 +163,26 @@ class Fabric:
             if len(host.ports) != len(first.ports):
                 raise CablingError(f"host {host.id!r} has {len(host.ports)} ports but host {first.id!r} has "
                                    f"{len(first.ports)}; every host needs the same number of ports")
+        for p in self.panels:
+            if p.profile:
+                from .devices import ProfileError
+
+                try:
+                    p.device()
+                except ProfileError as exc:
+                    raise CablingError(f"panel {p.id!r}: {exc}") from None
+        with_alt = {(hp.alt_tx is not None) and (hp.alt_rx is not None) for h in self.hosts for hp in h.ports}
+        if len(with_alt) > 1 or any((hp.alt_tx is None) != (hp.alt_rx is None) for h in self.hosts for hp in h.ports):
+            raise CablingError(f"fabric {self.id!r}: look-ahead planes need alt tx and rx fibers on every host port "
+                               "(or on none)")
         ingress: dict[tuple[str, int], str] = {}
         egress: dict[tuple[str, int], str] = {}
         for host in self.hosts:
             for k, hp in enumerate(host.ports):
-                for side, fiber, used, end in (("tx", hp.tx, ingress, "ingress"), ("rx", hp.rx, egress, "egress")):
+                fibers = [("tx", hp.tx, ingress, "ingress"), ("rx", hp.rx, egress, "egress")]
+                if hp.alt_tx is not None:
+                    fibers += [("alt tx", hp.alt_tx, ingress, "ingress"), ("alt rx", hp.alt_rx, egress, "egress")]
+                for side, fiber, used, end in fibers:
                     where = f"host {host.id!r} port {k} {side}"
                     panel = seen.get(fiber.panel)
                     if panel is None:
@@ -161,6 +200,24 @@ class Fabric:
     @property
     def ports_per_host(self) -> int:
         return len(self.hosts[0].ports)
+
+    @property
+    def lookahead(self) -> bool:
+        """True when every host port has a 1x2 switch with a second (alt) pair of fibers."""
+        return self.hosts[0].ports[0].alt_tx is not None
+
+    def side(self, s: int) -> "Fabric":
+        """The fabric through side `s` of every 1x2 switch: same id, panels and hosts, each port's fibers
+        those of side s (0: tx/rx, 1: alt). Side 0 is the fabric itself."""
+        if s == 0:
+            return self
+        if s != 1 or not self.lookahead:
+            raise CablingError(f"fabric {self.id!r} has no side {s!r}"
+                               + ("" if self.lookahead else " (it has no look-ahead planes)"))
+        if not hasattr(self, "_alt_side"):
+            self._alt_side = Fabric(self.panels, [Host(h.id, tuple(hp.side(1) for hp in h.ports))
+                                                  for h in self.hosts], self.id)
+        return self._alt_side
 
     def panel(self, panel_id: str) -> Panel:
         try:
@@ -189,6 +246,9 @@ class Fabric:
                 for k, hp in enumerate(host.ports):
                     ing[(hp.tx.panel, hp.tx.port)] = (host.id, k)
                     eg[(hp.rx.panel, hp.rx.port)] = (host.id, k)
+                    if hp.alt_tx is not None:
+                        ing[(hp.alt_tx.panel, hp.alt_tx.port)] = (host.id, k)
+                        eg[(hp.alt_rx.panel, hp.alt_rx.port)] = (host.id, k)
             self._owner_maps = (ing, eg)
         return self._owner_maps
 
@@ -215,7 +275,7 @@ class Fabric:
         for i, p in enumerate(panels_in):
             if not isinstance(p, dict) or not {"id", "kind", "ports"} <= p.keys():
                 raise CablingError(f"fabric {fabric_id!r}: panel #{i} needs 'id', 'kind' and 'ports'")
-            panels.append(Panel(p["id"], p["kind"], p["ports"]))
+            panels.append(Panel(p["id"], p["kind"], p["ports"], p.get("profile") or None))
         hosts = []
         for i, h in enumerate(hosts_in):
             if not isinstance(h, dict) or "id" not in h or not isinstance(h.get("ports"), list):
@@ -228,8 +288,11 @@ class Fabric:
                     raise CablingError(f"host {h['id']!r}: ports must be listed in order 0..D-1; "
                                        f"entry {k} says port {hp['port']!r}")
                 fibers = []
-                for side in ("tx", "rx"):
-                    f = hp[side]
+                alt = hp.get("alt")
+                if alt is not None and (not isinstance(alt, dict) or "tx" not in alt or "rx" not in alt):
+                    raise CablingError(f"host {h['id']!r} port {k} alt: needs 'tx' and 'rx'")
+                for side, f in (("tx", hp["tx"]), ("rx", hp["rx"])) + ((("alt tx", alt["tx"]), ("alt rx", alt["rx"]))
+                                                                       if alt is not None else ()):
                     if not isinstance(f, dict) or "panel" not in f or "port" not in f:
                         raise CablingError(f"host {h['id']!r} port {k} {side}: needs 'panel' and 'port'")
                     fibers.append(Fiber(f["panel"], f["port"]))
@@ -254,35 +317,45 @@ def _host_ids(hosts: int | Sequence[str]) -> list[str]:
 
 def planes_fabric(hosts: int | Sequence[str], ports_per_host: int, *, kind: str = "patch_panel",
                   panel_ports: int | None = None, fabric_id: str = "fabric",
-                  panel_prefix: str = "plane") -> Fabric:
+                  panel_prefix: str = "plane", lookahead: bool = False) -> Fabric:
     """TopoOpt's layout (digest A.2): host port k of every host goes to panel k ('{prefix}{k}'), tx and
     rx on the same duplex panel port, panel port index = host index. Panel k then realises one
-    permutation of the hosts."""
+    permutation of the hosts. With `lookahead` (TopoOpt App. C, Fig. 25) every host port's 1x2 switch has
+    its second side on panel '{prefix}{k}-alt': 2d panels in all."""
     ids = _host_ids(hosts)
     ports = len(ids) if panel_ports is None else panel_ports
     if _is_int(ports) and ports < len(ids):
         raise CablingError(f"planes layout: {len(ids)} hosts need panels with at least {len(ids)} ports, "
                            f"got {ports}")
     panels = [Panel(f"{panel_prefix}{k}", kind, ports) for k in range(ports_per_host)]
-    host_list = [Host(h, tuple(HostPort(Fiber(panels[k].id, i), Fiber(panels[k].id, i))
-                               for k in range(ports_per_host)))
-                 for i, h in enumerate(ids)]
-    return Fabric(panels, host_list, fabric_id)
+    alts = [Panel(f"{panel_prefix}{k}-alt", kind, ports) for k in range(ports_per_host)] if lookahead else []
+
+    def port(i: int, k: int) -> HostPort:
+        alt = (Fiber(alts[k].id, i), Fiber(alts[k].id, i)) if lookahead else (None, None)
+        return HostPort(Fiber(panels[k].id, i), Fiber(panels[k].id, i), *alt)
+    host_list = [Host(h, tuple(port(i, k) for k in range(ports_per_host))) for i, h in enumerate(ids)]
+    return Fabric(panels + alts, host_list, fabric_id)
 
 
 def shared_panel_fabric(hosts: int | Sequence[str], ports_per_host: int, *, kind: str = "patch_panel",
                         panel_ports: int | None = None, fabric_id: str = "fabric",
-                        panel_id: str = "panel0") -> Fabric:
-    """One panel holding every host port: host i port k on duplex panel port i * D + k."""
+                        panel_id: str = "panel0", lookahead: bool = False) -> Fabric:
+    """One panel holding every host port: host i port k on duplex panel port i * D + k (with `lookahead`,
+    the port's alt side on panel port N * D + i * D + k of the same panel)."""
     ids = _host_ids(hosts)
-    need = len(ids) * ports_per_host
+    sides = 2 if lookahead else 1
+    need = len(ids) * ports_per_host * sides
     ports = need if panel_ports is None else panel_ports
     if _is_int(ports) and ports < need:
-        raise CablingError(f"shared-panel layout: {len(ids)} hosts x {ports_per_host} ports need a panel "
-                           f"with at least {need} ports, got {ports}")
+        raise CablingError(f"shared-panel layout: {len(ids)} hosts x {ports_per_host} ports"
+                           + (" x 2 sides" if lookahead else "") + f" need a panel with at least {need} ports, "
+                           f"got {ports}")
     panel = Panel(panel_id, kind, ports)
-    host_list = [Host(h, tuple(HostPort(Fiber(panel_id, i * ports_per_host + k),
-                                        Fiber(panel_id, i * ports_per_host + k))
-                               for k in range(ports_per_host)))
-                 for i, h in enumerate(ids)]
+    half = len(ids) * ports_per_host
+
+    def port(i: int, k: int) -> HostPort:
+        q = i * ports_per_host + k
+        alt = (Fiber(panel_id, half + q), Fiber(panel_id, half + q)) if lookahead else (None, None)
+        return HostPort(Fiber(panel_id, q), Fiber(panel_id, q), *alt)
+    host_list = [Host(h, tuple(port(i, k) for k in range(ports_per_host))) for i, h in enumerate(ids)]
     return Fabric([panel], host_list, fabric_id)

@@ -1,7 +1,8 @@
 """Fabric persistence and the controller protocol (DESIGN 4.5-4.7), over services.fabric.
 
-Each operation rebuilds a FabricState from the rows (fabric spec + active bindings), applies the change and
-writes rows back, inside the caller's transaction. Reserve/release on one fabric are serialised by a row
+Each operation rebuilds a PlanesState (services.fabric.planes: one FabricState per side of the hosts' 1x2
+switches; side 0 only without look-ahead planes) from the rows (fabric spec, active bindings, switch
+positions), applies the change and writes rows back, inside the caller's transaction. Reserve/release on one fabric are serialised by a row
 lock on the fabric (PostgreSQL) or SQLite's single writer, and the host_reservations primary key makes a
 shared host impossible even then. Panel configs are versioned: a new version is written only when a panel's
 desired cross-connects change (by digest).
@@ -11,12 +12,16 @@ from __future__ import annotations
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from services.fabric import Fabric, FabricState, diff_connections
+from services.fabric import Fabric, FabricError, diff_connections
 from services.fabric.crossconnect import config_digest
+from services.fabric.devices import profile_for
+from services.fabric.planes import ACTIVE, LOOKAHEAD, PlanesState
 
 from . import notify
-from .models import (FabricRow, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding, PlanEvent,
-                     utcnow)
+from .models import (FabricRow, HostPlane, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding,
+                     PlanEvent, utcnow)
+
+APPLIED = ("applied", "degraded")        # reports that hold the version's cross-connects (degraded: some failed)
 
 
 class FabricConflict(Exception):
@@ -44,14 +49,20 @@ def _lock(s: Session, fabric_id: str) -> FabricRow | None:
     return s.scalar(select(FabricRow).where(FabricRow.id == fabric_id).with_for_update())
 
 
-def load_state(s: Session, fabric_id: str) -> FabricState:
+def active_sides(s: Session, fabric_id: str) -> dict[str, int]:
+    """Host id -> the side its 1x2 switches point at (hosts never flipped: side 0, not listed)."""
+    return {h.host_id: h.active_side for h in s.scalars(select(HostPlane).where(HostPlane.fabric_id == fabric_id))
+            if h.active_side}
+
+
+def load_state(s: Session, fabric_id: str) -> PlanesState:
     row = s.get(FabricRow, fabric_id)
     bindings = list(s.scalars(select(PlanBinding).where(PlanBinding.fabric_id == fabric_id,
-                                                        PlanBinding.released.is_(False))))
-    return FabricState.from_dict({"fabric": row.spec,
-                                  "reservations": [{"plan_id": b.plan_id, "hosts": b.assignment["hosts"]}
-                                                   for b in bindings],
-                                  "assignments": [b.assignment for b in bindings]})
+                                                        PlanBinding.released.is_(False)).order_by(PlanBinding.plan_id)))
+    state = PlanesState(Fabric.from_dict(row.spec), active_sides(s, fabric_id))
+    for b in bindings:
+        state.add(b.plan_id, b.assignment.get("side", 0), b.assignment)
+    return state
 
 
 def latest_config(s: Session, panel_id: str) -> PanelConfig | None:
@@ -59,7 +70,7 @@ def latest_config(s: Session, panel_id: str) -> PanelConfig | None:
                     .order_by(PanelConfig.version.desc()).limit(1))
 
 
-def _write_configs(s: Session, state: FabricState, panels, reason: str) -> dict[str, int]:
+def _write_configs(s: Session, state: PlanesState, panels, reason: str) -> dict[str, int]:
     """A new version for every panel whose desired cross-connects changed; returns panel -> version."""
     versions = {}
     for pid in panels:
@@ -76,31 +87,119 @@ def _write_configs(s: Session, state: FabricState, panels, reason: str) -> dict[
     return versions
 
 
-def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[str] | None) -> PlanBinding:
-    """Reserve hosts, assign ports, write the panels' new config versions (raises FabricError subclasses
-    with a reason a person can act on)."""
+def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[str] | None,
+              lookahead: bool = False) -> PlanBinding:
+    """Reserve hosts (on their active plane, or with `lookahead` on their look-ahead plane: TopoOpt App. C),
+    assign ports, write the panels' new config versions (raises FabricError subclasses with a reason a person
+    can act on)."""
     existing = s.get(PlanBinding, plan_id)
     if existing is not None and not existing.released:
         return existing                                   # a redelivered task: already bound
     if _lock(s, fabric_id) is None:
-        from services.fabric import FabricError
-
         raise FabricError(f"fabric {fabric_id!r} is not registered")
     state = load_state(s, fabric_id)
-    asg = state.bind(plan_id, topology, hosts)
-    for h in asg.hosts:
-        s.add(HostReservation(fabric_id=fabric_id, host_id=h, plan_id=plan_id))
+    plane = LOOKAHEAD if lookahead else ACTIVE
+    asg, side = state.bind(plan_id, topology, hosts, plane=plane)
+    if lookahead:
+        _hold_lookahead(s, fabric_id, asg.hosts, plan_id, side)
+    else:
+        for h in asg.hosts:
+            s.add(HostReservation(fabric_id=fabric_id, host_id=h, plan_id=plan_id))
     s.flush()                                              # the primary key rejects a shared host here
     panels = state.panels_of(plan_id)
-    versions = _write_configs(s, state, panels, f"plan {plan_id} bound")
-    binding = PlanBinding(plan_id=plan_id, fabric_id=fabric_id, assignment=asg.to_dict(),
+    versions = _write_configs(s, state, panels, f"plan {plan_id} bound" + (" (look-ahead plane)" if lookahead else ""))
+    binding = PlanBinding(plan_id=plan_id, fabric_id=fabric_id, assignment={**asg.to_dict(), "side": side, "plane": plane},
                           required_versions={p: versions[p] for p in panels})
     s.merge(binding)
     s.add(PlanEvent(plan_id=plan_id, status=s.get(Plan, plan_id).status, stage="fabric",
                     progress=s.get(Plan, plan_id).progress,
-                    message=f"hosts {asg.hosts[0]}..{asg.hosts[-1]} reserved on {fabric_id}; panels "
+                    message=f"hosts {asg.hosts[0]}..{asg.hosts[-1]} reserved on {fabric_id}"
+                            + (f" (look-ahead plane, side {side})" if lookahead else "") + "; panels "
                             + ", ".join(f"{p} v{v}" for p, v in sorted(versions.items()))))
     return s.get(PlanBinding, plan_id)
+
+
+def _hold_lookahead(s: Session, fabric_id: str, hosts, plan_id: str, side: int) -> None:
+    """Record `plan_id` as the holder of the hosts' look-ahead plane (the fabric row is locked)."""
+    rows = {h.host_id: h for h in s.scalars(select(HostPlane).where(HostPlane.fabric_id == fabric_id,
+                                                                     HostPlane.host_id.in_(list(hosts))))}
+    for h in hosts:
+        row = rows.get(h)
+        if row is None:
+            s.add(HostPlane(fabric_id=fabric_id, host_id=h, active_side=1 - side, lookahead_plan_id=plan_id))
+        elif row.lookahead_plan_id not in (None, plan_id):
+            raise FabricError(f"host {h!r}: its look-ahead plane is held by plan {row.lookahead_plan_id!r}")
+        else:
+            row.lookahead_plan_id = plan_id
+
+
+def replace_assignment(s: Session, plan_id: str, assignment, reason: str) -> dict[str, int]:
+    """A bound plan re-patched (services.fabric.repair): its new assignment, new config versions of the panels
+    whose cross-connects change, and its required versions; the plan is not fabric_ready until the panels
+    apply them. Returns panel -> version for the panels it now needs."""
+    b = s.get(PlanBinding, plan_id)
+    _lock(s, b.fabric_id)
+    state = load_state(s, b.fabric_id)
+    before = set(state.panels_of(plan_id))
+    state.replace_assignment(plan_id, assignment)
+    panels = state.panels_of(plan_id)
+    versions = _write_configs(s, state, sorted(before | set(panels)), reason)
+    b.assignment = {**assignment.to_dict(), "side": b.assignment.get("side", 0),
+                    "plane": b.assignment.get("plane", ACTIVE)}
+    b.required_versions = {p: versions[p] for p in panels}
+    if b.fabric_ready:
+        b.fabric_ready = False
+        plan = s.get(Plan, plan_id)
+        s.add(PlanEvent(plan_id=plan_id, status=plan.status, stage="fabric", progress=plan.progress,
+                        message=f"no longer fabric_ready: {reason}; panels "
+                                + ", ".join(f"{p} v{v}" for p, v in sorted(b.required_versions.items()))))
+    notify.changed(s, "plan", plan_id)
+    return dict(b.required_versions)
+
+
+class PlaneConflict(Exception):
+    """A look-ahead plan that cannot be activated now (the reason says why)."""
+
+
+def activate(s: Session, plan_id: str) -> dict:
+    """Flip the 1x2 switches of a look-ahead plan's hosts (TopoOpt App. C): its side becomes their active
+    plane. Refused (PlaneConflict) while another plan still holds a host's active plane or before the panels
+    applied the plan's configs. Returns the hosts' new switch positions."""
+    b = s.get(PlanBinding, plan_id)
+    if b is None or b.released:
+        raise PlaneConflict(f"plan {plan_id} is not bound to a fabric" if b is None else
+                            f"plan {plan_id} released its hosts")
+    _lock(s, b.fabric_id)
+    rows = list(s.scalars(select(HostPlane).where(HostPlane.fabric_id == b.fabric_id,
+                                                  HostPlane.lookahead_plan_id == plan_id)))
+    if not rows:
+        raise PlaneConflict(f"plan {plan_id} is not provisioned on a look-ahead plane (already active, or bound "
+                            "without lookahead)")
+    busy = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(
+        HostReservation.fabric_id == b.fabric_id, HostReservation.host_id.in_([r.host_id for r in rows])))}
+    if busy:
+        holders = sorted(set(busy.values()))
+        raise PlaneConflict(f"{len(busy)} of its hosts still run another job (e.g. {sorted(busy)[0]!r} on plan "
+                            f"{busy[sorted(busy)[0]]}); release {', '.join(holders)} first (DELETE "
+                            f"/v1/plans/{{id}}/fabric)")
+    if not b.fabric_ready:
+        raise PlaneConflict(f"the look-ahead panels have not all applied plan {plan_id}'s configuration yet "
+                            f"(needs {', '.join(f'{p} v{v}' for p, v in sorted(b.required_versions.items()))})")
+    side = b.assignment.get("side", 0)
+    b.assignment = {**b.assignment, "plane": ACTIVE}
+    for r in rows:
+        r.active_side, r.lookahead_plan_id = side, None
+        s.add(HostReservation(fabric_id=b.fabric_id, host_id=r.host_id, plan_id=plan_id))
+    s.flush()
+    plan = s.get(Plan, plan_id)
+    s.add(PlanEvent(plan_id=plan_id, status=plan.status, stage="fabric", progress=plan.progress,
+                    message=f"activated: the 1x2 switches of {len(rows)} hosts flipped to side {side}; its "
+                            "look-ahead plane is now their active plane"))
+    for p in b.required_versions:
+        notify.changed(s, "panel", p)
+    notify.changed(s, "plan", plan_id)
+    return {"plan_id": plan_id, "fabric_id": b.fabric_id, "side": side,
+            "switches": {r.host_id: side for r in sorted(rows, key=lambda r: r.host_id)}}
 
 
 def release_plan(s: Session, plan_id: str) -> PlanBinding | None:
@@ -112,6 +211,8 @@ def release_plan(s: Session, plan_id: str) -> PlanBinding | None:
     touched = list(b.required_versions)
     b.released = True
     s.execute(delete(HostReservation).where(HostReservation.plan_id == plan_id))
+    for row in s.scalars(select(HostPlane).where(HostPlane.lookahead_plan_id == plan_id)):
+        row.lookahead_plan_id = None
     s.flush()
     state = load_state(s, b.fabric_id)
     _write_configs(s, state, touched, f"plan {plan_id} released")
@@ -125,15 +226,17 @@ def release_plan(s: Session, plan_id: str) -> PlanBinding | None:
 def report_state(s: Session, panel_id: str, version: int, status: str, message: str | None,
                  connections: list | None) -> tuple[list[str], list[str]]:
     """Record an agent's report (validated by the caller: not stale, connections in range, one-to-one, and
-    equal to version `version`'s when `status` is applied). Readiness follows the latest report: a plan is
-    fabric_ready while every panel it touches last reported `applied` for its version or a later one.
+    equal to version `version`'s when `status` is applied or degraded). Readiness follows the latest report: a
+    plan is fabric_ready while every panel it touches last reported `applied` (or `degraded`: the version is in
+    place and some of its cross-connects failed, which makes revisions of the plans they carry) for its
+    version or a later one.
     Returns (plans that became ready, plans whose readiness changed either way)."""
     st = s.get(PanelState, panel_id)
     if st is None:
         st = PanelState(panel_id=panel_id, applied_version=0, reported_version=0, status=status)
         s.add(st)
     st.status, st.message, st.reported_version, st.reported_at = status, message, version, utcnow()
-    if status == "applied":
+    if status in APPLIED:
         st.applied_version = version
     if connections is not None:
         st.connections = connections
@@ -146,7 +249,7 @@ def report_state(s: Session, panel_id: str, version: int, status: str, message: 
         if panel_id not in b.required_versions:
             continue
         states = {p: s.get(PanelState, p) for p in b.required_versions}
-        ready = all(x is not None and x.status == "applied" and x.applied_version >= b.required_versions[p]
+        ready = all(x is not None and x.status in APPLIED and x.applied_version >= b.required_versions[p]
                     for p, x in states.items())
         if ready == b.fabric_ready:
             continue
@@ -193,8 +296,17 @@ def panel_views(s: Session, fabric_id: str | None = None, limit: int = 100, offs
     return out, total
 
 
+def panel_profile(s: Session, panel: PanelRow) -> dict:
+    """The panel's device profile (its kind's facts with the fabric document's overrides)."""
+    spec = s.get(FabricRow, panel.fabric_id).spec
+    entry = next((p for p in spec["panels"] if p["id"] == panel.id), {})
+    return profile_for(panel.kind, entry.get("profile")).to_dict()
+
+
 def config_view(s: Session, panel_id: str) -> dict | None:
-    """The panel's latest config with the diff from what its agent last reported."""
+    """The panel's latest config with the diff from what its agent last reported. Each cross-connect names
+    the `side` of its hosts' 1x2 switches it serves and whether that side is their `active` plane or their
+    `lookahead` plane (a job provisioned ahead); `planes` counts both."""
     panel = s.get(PanelRow, panel_id)
     if panel is None:
         return None
@@ -202,8 +314,51 @@ def config_view(s: Session, panel_id: str) -> dict | None:
     st = s.get(PanelState, panel_id)
     current = (st.connections if st is not None and st.connections is not None else [])
     diff = diff_connections(current, cfg.connections, panel=panel_id).to_dict()
+    sides = active_sides(s, panel.fabric_id)
+    conns, planes = [], {ACTIVE: 0, LOOKAHEAD: 0}
+    for c in cfg.connections:
+        side = c.get("side", 0)
+        plane = ACTIVE if side == sides.get(c.get("tx_host"), 0) else LOOKAHEAD
+        planes[plane] += 1
+        conns.append({**c, "side": side, "plane": plane})
     return {"panel": panel_id, "fabric_id": panel.fabric_id, "kind": panel.kind, "ports": panel.ports,
+            "profile": panel_profile(s, panel),
             "version": cfg.version, "digest": config_digest(cfg.connections), "reason": cfg.reason,
-            "cross_connects": cfg.connections, "diff": diff,
+            "cross_connects": conns, "planes": planes, "diff": diff,
             "applied_version": st.applied_version if st else 0,
             "reported_version": st.reported_version if st else 0, "reported_status": st.status if st else None}
+
+
+def ready_estimate_s(s: Session, binding: PlanBinding) -> float:
+    """Seconds until every panel the binding needs can hold its version: per panel, the cross-connects to
+    change from what its agent last reported to that version's, at its device profile's reconfiguration time
+    (services.fabric.devices; 0 when already applied); panels reconfigure in parallel, so the largest."""
+    spec = s.get(FabricRow, binding.fabric_id).spec
+    overrides = {p["id"]: p.get("profile") for p in spec["panels"]}
+    worst = 0.0
+    for pid, version in binding.required_versions.items():
+        st = s.get(PanelState, pid)
+        if st is not None and st.status in APPLIED and st.applied_version >= version:
+            continue
+        panel = s.get(PanelRow, pid)
+        want = s.get(PanelConfig, (pid, version))
+        have = st.connections if st is not None and st.connections is not None else []
+        changes = diff_connections(have, want.connections if want else [], panel=pid).changes
+        worst = max(worst, profile_for(panel.kind, overrides.get(pid)).reconfiguration_time_s(changes))
+    return worst
+
+
+def binding_facts(s: Session, binding: PlanBinding, link_gbps: float) -> dict:
+    """What a plan reports about its binding besides hosts and panels: the plane it was provisioned on, when
+    its fabric can be ready (`ready_estimate_s`, from the device profiles) and the capital cost of the fabric
+    and of the part the plan holds (services.fabric.cost, TopoOpt App. G) at its link bandwidth."""
+    from services.fabric.cost import fabric_cost
+
+    fabric = Fabric.from_dict(s.get(FabricRow, binding.fabric_id).spec)
+    hosts = binding.assignment["hosts"]
+    whole = fabric_cost(fabric, link_gbps).to_dict(len(fabric.hosts))
+    mine = fabric_cost(fabric, link_gbps, hosts=hosts).to_dict(len(hosts))
+    return {"side": binding.assignment.get("side", 0), "plane": binding.assignment.get("plane", ACTIVE),
+            "ready_estimate_s": ready_estimate_s(s, binding),
+            "cost": {"link_gbps": link_gbps, "fabric_usd": whole["total_usd"], "plan_usd": mine["total_usd"],
+                     "items": mine["items"], "fabric_items": whole["items"], "sources": whole["sources"]}}

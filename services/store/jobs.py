@@ -1,4 +1,5 @@
-"""The life of a job (a plan, an evaluation or an on-demand compile) as rows: the outbox, delivery attempts, heartbeats.
+"""The life of a job (a plan, an evaluation, a plan revision or an on-demand compile) as rows: the outbox,
+delivery attempts, heartbeats.
 
 The row is the source of truth. A request only inserts a `queued` row; the dispatcher (services.api.dispatch)
 hands queued rows that were not yet sent to the workers (`undispatched` -> `begin_dispatch` -> send ->
@@ -16,12 +17,12 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .models import CompileJob, Evaluation, Plan, PlanEvent, utcnow
+from .models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
 
 __all__ = ["KINDS", "TERMINAL", "undispatched", "begin_dispatch", "undo_dispatch", "mark_dispatched", "claim", "beat", "lost",
            "requeue_all"]
 
-KINDS = {"plan": Plan, "evaluation": Evaluation, "compile": CompileJob}
+KINDS = {"plan": Plan, "evaluation": Evaluation, "revision": PlanRevision, "compile": CompileJob}
 TERMINAL = ("done", "failed")
 
 

@@ -45,6 +45,8 @@ class Plan(Base):
                                                      cascade="all, delete-orphan")
     artifacts: Mapped[list["PlanArtifact"]] = relationship(back_populates="plan", cascade="all, delete-orphan")
     binding: Mapped["PlanBinding | None"] = relationship(viewonly=True, uselist=False)
+    revisions: Mapped[list["PlanRevision"]] = relationship(viewonly=True, order_by="PlanRevision.number",
+                                                           lazy="selectin")
 
 
 class PlanEvent(Base):
@@ -233,3 +235,77 @@ class CompileJob(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class PlanRevision(Base):
+    """A revision of a done plan (DESIGN 4.9): its topology, schedules and artifacts after failed links
+    (`kind` failure, built by a worker like a plan: outbox, attempts, heartbeats) or back on the full topology
+    once a repair is applied (`kind` restored). Revision 0 is the plan itself; `failed` lists every link
+    failed in this revision ([tail, head, lane] of the plan's topology)."""
+
+    __tablename__ = "plan_revisions"
+    __table_args__ = (UniqueConstraint("plan_id", "number", name="uq_plan_revision_number"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    stage: Mapped[str] = mapped_column(String(32), default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    reason: Mapped[str | None] = mapped_column(Text)
+    cause: Mapped[dict] = mapped_column(JSON)
+    failed: Mapped[list] = mapped_column(JSON)
+    repair: Mapped[bool] = mapped_column(Boolean, default=False)
+    result: Mapped[dict | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class Repair(Base):
+    """A re-patch around failed ports ordered by a failure revision: the moved arcs and the panel config
+    versions carrying them. `pending` until every panel of the plan has applied its version; then `applied`
+    and the plan gets a `restored` revision (`restored_number`)."""
+
+    __tablename__ = "repairs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    plan_id: Mapped[str] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    revision_number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    panels: Mapped[dict] = mapped_column(JSON)
+    moves: Mapped[list] = mapped_column(JSON)
+    ready_estimate_s: Mapped[float] = mapped_column(Float)
+    restored_number: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    applied_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class PortFault(Base):
+    """A panel port known to be faulty (reported by its agent, or behind a link the scheduler reported):
+    `side` ingress (where a tx fiber lands) or egress (where an rx fiber lands)."""
+
+    __tablename__ = "port_faults"
+
+    panel_id: Mapped[str] = mapped_column(ForeignKey("panels.id", ondelete="CASCADE"), primary_key=True)
+    side: Mapped[str] = mapped_column(String(8), primary_key=True)
+    port: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(16))
+    reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class HostPlane(Base):
+    """The 1x2 switches of a host on a fabric with look-ahead planes (TopoOpt App. C): which side is active
+    (the job running) and which plan holds the other side, the look-ahead plane. No row: side 0 active, no
+    look-ahead plan."""
+
+    __tablename__ = "host_planes"
+
+    fabric_id: Mapped[str] = mapped_column(ForeignKey("fabrics.id", ondelete="CASCADE"), primary_key=True)
+    host_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    active_side: Mapped[int] = mapped_column(Integer, default=0)
+    lookahead_plan_id: Mapped[str | None] = mapped_column(ForeignKey("plans.id", ondelete="SET NULL"), index=True)

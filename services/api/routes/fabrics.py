@@ -14,13 +14,15 @@ from sqlalchemy.orm import Session
 
 from services.fabric import Fabric, FabricError, planes_fabric, shared_panel_fabric
 from services.store import fabrics
-from services.store.models import FabricRow, HostReservation, PanelRow
+from services.fabric.cost import FIBER_MEAN_M, fabric_cost
+from services.fabric.devices import profile_for
+from services.store.models import FabricRow, HostPlane, HostReservation, PanelRow
 
 from ..auth import READ, WRITE
 from ..deps import get_session
 from ..errors import field_error, unprocessable
 from ..responses import AUTH, BODY, COMMON
-from ..schemas import ErrorOut, FabricDocument, FabricLayout, FabricSummary
+from ..schemas import ErrorOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary
 
 router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
 FabricId = Annotated[str, Path(max_length=100)]
@@ -28,11 +30,16 @@ FabricId = Annotated[str, Path(max_length=100)]
 
 def _fabric_summary(s: Session, row: FabricRow, with_spec: bool) -> dict:
     held = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(HostReservation.fabric_id == row.id))}
+    overrides = {p["id"]: p.get("profile") for p in row.spec["panels"]}
     panels = [{"id": p.id, "kind": p.kind, "ports": p.ports,
-               "version": fabrics.latest_config(s, p.id).version}
+               "version": fabrics.latest_config(s, p.id).version,
+               "profile": profile_for(p.kind, overrides.get(p.id)).to_dict()}
               for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == row.id).order_by(PanelRow.id))]
+    planes = list(s.scalars(select(HostPlane).where(HostPlane.fabric_id == row.id).order_by(HostPlane.host_id)))
     out = {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
-           "panels": panels, "reserved": held}
+           "panels": panels, "reserved": held, "lookahead": "alt" in row.spec["hosts"][0]["ports"][0],
+           "active_sides": {h.host_id: h.active_side for h in planes if h.active_side},
+           "lookahead_reserved": {h.host_id: h.lookahead_plan_id for h in planes if h.lookahead_plan_id}}
     return {**out, "spec": row.spec} if with_spec else out
 
 
@@ -59,7 +66,8 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
         if isinstance(spec, FabricLayout):
             make = planes_fabric if spec.layout == "planes" else shared_panel_fabric
             kw = {"panel_prefix": spec.panel_prefix} if spec.panel_prefix and spec.layout == "planes" else {}
-            fab = make(spec.hosts, spec.ports_per_host, kind=spec.kind, fabric_id=spec.id, **kw)
+            fab = make(spec.hosts, spec.ports_per_host, kind=spec.kind, fabric_id=spec.id, lookahead=spec.lookahead,
+                       **kw)
         else:
             fab = Fabric.from_dict(spec.model_dump(exclude_none=True))
     except FabricError as exc:
@@ -90,3 +98,20 @@ def get_fabric(fabric_id: FabricId, s: Session = Depends(get_session)):
     if row is None:
         raise HTTPException(404, f"fabric {fabric_id} not found")
     return _fabric_summary(s, row, with_spec=True)
+
+
+@router.get("/v1/fabrics/{fabric_id}/cost", response_model=FabricCostOut, dependencies=[Depends(READ)],
+            responses={**AUTH, 404: {"model": ErrorOut}})
+def fabric_capital_cost(fabric_id: FabricId, s: Session = Depends(get_session),
+                        link_gbps: float = Query(25.0, gt=0, le=1e6, allow_inf_nan=False,
+                                                 description="one link's bandwidth (a plan's B / d)"),
+                        fiber_m: float = Query(FIBER_MEAN_M, ge=0, le=1e6, allow_inf_nan=False,
+                                               description="mean fiber length in metres")):
+    """Capital cost of the fabric (TopoOpt App. G, Table 2): NIC ports and transceivers per host port at the
+    link bandwidth, panel and OCS ports at their device profiles' prices, 1x2 switches of look-ahead planes,
+    fibers at $0.30/m. Each item with its count and unit price; the sources of the prices."""
+    row = s.get(FabricRow, fabric_id)
+    if row is None:
+        raise HTTPException(404, f"fabric {fabric_id} not found")
+    fab = Fabric.from_dict(row.spec)
+    return fabric_cost(fab, link_gbps, fiber_m=fiber_m).to_dict(len(fab.hosts))

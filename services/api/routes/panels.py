@@ -4,7 +4,9 @@ A panel agent polls GET /v1/panels/{panel}/config (ETag = the config version; If
 ?wait=S long-polls until a new version exists), applies the cross-connects (or the `diff` from what it last
 reported) and reports PUT /v1/panels/{panel}/state. A plan becomes fabric_ready when every panel it touches
 has applied the version that carries its connections, and stops being ready when one of them reports a
-failure.
+failure. A `degraded` report (the version applied, some of its cross-connects dark) gives every plan those
+cross-connects carry a new revision (services.revisions), and an applied report that completes a repair gives
+the plan a revision back on its full topology.
 
 Config views are served from memory (`PanelConfigCache`) and long polls wait on a notification of the panel's
 next change (services.api.notify): neither reads the database while nothing changes.
@@ -23,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fabric import diff_connections
 from services.fabric.crossconnect import config_digest
+from services import revisions
 from services.store import fabrics
 from services.store.db import session_scope
 from services.store.models import PanelConfig, PanelRow, PanelState
@@ -175,7 +178,7 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
             diff_connections(conns, [], panel=panel_id, ports=panel.ports)
         except ValueError as exc:
             raise unprocessable(["body", "connections"], str(exc)) from None
-    if body.status == "applied":
+    if body.status in fabrics.APPLIED:
         cfg = s.get(PanelConfig, (panel_id, v))
         wanted = [] if cfg is None else cfg.connections
         if conns is None:
@@ -183,11 +186,50 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
         elif config_digest(conns) != config_digest(wanted):
             d = diff_connections(conns, wanted, panel=panel_id)
             raise unprocessable(["body", "connections"], (
-                f"status 'applied' but the connections are not version {v}'s: {len(d.add)} of its cross-connects "
-                f"missing, {len(d.remove)} others present; report status 'failed' with the connections the "
-                "panel holds"))
+                f"status '{body.status}' but the connections are not version {v}'s: {len(d.add)} of its "
+                f"cross-connects missing, {len(d.remove)} others present; report status 'failed' with the "
+                "connections the panel holds"))
+    failed = _failed_items(body, conns or [], panel.ports, v)
     became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns)
-    for pid in changed:
+    if body.status in fabrics.APPLIED:            # the version's other cross-connects carry light: healthy
+        failing = revisions.failure_matcher(failed)
+        revisions.clear_faults(s, panel_id, [c for c in conns if not failing(c)])
+    created = []
+    if failed:
+        revisions.record_faults(s, panel_id, v, [(side, f[side]) for f in failed for side in ("ingress", "egress")
+                                                 if f[side] is not None], "panel")
+        try:
+            created = revisions.panel_failures(s, panel_id, v, failed, body.message)
+        except revisions.RevisionConflict as exc:          # nothing of this report is stored
+            s.rollback()
+            raise HTTPException(409, str(exc)) from None
+    created += revisions.repairs_applied(s, panel.fabric_id)
+    for pid in set(changed) | {r.plan_id for r in created}:
         request.app.state.plan_cache.drop(pid)
+    s.commit()
+    if any(r.status == "queued" for r in created):
+        request.app.state.dispatcher.wake()
+    base = str(request.base_url).rstrip("/")
     return {"panel": panel_id, "applied_version": v, "latest_version": latest,
-            "status": body.status, "fabric_ready_plans": became_ready}
+            "status": body.status, "fabric_ready_plans": became_ready,
+            "revisions": [{"plan_id": r.plan_id, "number": r.number, "kind": r.kind, "status": r.status,
+                           "url": f"{base}/v1/plans/{r.plan_id}/revisions/{r.number}"} for r in created]}
+
+
+def _failed_items(body: PanelStateIn, conns: list[dict], ports: int, version: int) -> list[dict]:
+    """The failed cross-connects and ports of a degraded report, checked against the panel: ports in range
+    and a named cross-connect one of the version's (422 naming the entry, nothing stored)."""
+    if not body.failed:
+        return []
+    present = {(c["ingress"], c["egress"]) for c in conns}
+    out = []
+    for i, f in enumerate(body.failed):
+        for side in ("ingress", "egress"):
+            x = getattr(f, side)
+            if x is not None and x >= ports:
+                raise unprocessable(["body", "failed", i, side], f"the panel has ports 0..{ports - 1}, got {x}")
+        if f.ingress is not None and f.egress is not None and (f.ingress, f.egress) not in present:
+            raise unprocessable(["body", "failed", i], f"{f.ingress}->{f.egress} is not a cross-connect of version "
+                                                       f"{version}")
+        out.append({"ingress": f.ingress, "egress": f.egress})
+    return out

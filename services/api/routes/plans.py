@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from services import compiling
+from services import compiling, revisions
 from services.compiler.api import CompileOptions, check_options
 from services.compiler.errors import CompileError
 from services.store import repo
@@ -55,7 +55,13 @@ def plan_out(p, base: str) -> PlanOut:
         binding = p.binding
         fabric = {**r["fabric"], "fabric_ready": bool(binding and binding.fabric_ready),
                   "released": bool(binding and binding.released)}
+        if binding is not None:       # live: a repair moves the versions, activation the plane
+            fabric["panels"] = binding.required_versions
+            if "plane" in fabric:
+                fabric["plane"] = binding.assignment.get("plane", fabric["plane"])
         links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
+        if fabric["fabric_ready"] and "ready_estimate_s" in fabric:
+            fabric["ready_estimate_s"] = 0.0
     compiled = None
     if r.get("compiled"):
         compiled = {}
@@ -67,11 +73,14 @@ def plan_out(p, base: str) -> PlanOut:
                 url = f"{base}/v1/plans/{p.id}/schedules/{c}?{query}"
                 compiled[runtime][c] = {**summary, "url": url}
                 links[f"xml:{runtime}:{c}"] = url
+    revision = revisions.plan_revision_ref(p, base)
+    if revision is not None:
+        links["revisions"] = revision["list_url"]
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
-                   fabric=fabric, compiled=compiled, links=links)
+                   fabric=fabric, compiled=compiled, revision=revision, links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
@@ -232,6 +241,33 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
     return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
+def compile_query(
+        runtime: Literal["executor", "rccl", "legacy"] | None = Query(
+            None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
+        proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
+        inplace: Literal["out", "in", "both"] | None = Query(
+            None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
+        min_bytes: int | None = Query(None, ge=0, le=1 << 62, description="smallest selected size"),
+        max_bytes: int | None = Query(None, ge=0, le=1 << 62, description="largest selected size "
+                                      "(executor/RCCL: 0 = unbounded)"),
+        channels: int | None = Query(None, ge=1, le=128, description="channels per link (default: fit)"),
+        instances: int = Query(1, ge=1, le=128, description="program copies on 1/instances of each chunk"),
+        max_chunks: int = Query(64, ge=1, le=4096, description="bound on chunks per shard"),
+        consolidate: Literal["auto", "yes", "no"] = Query("auto", description="scratch consolidation"),
+        max_steps: int | None = Query(None, ge=1, le=65536, description="steps per thread block of a custom "
+                                      "executor build")):
+    """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
+    format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
+    def options(fmt: str) -> CompileOptions:
+        if fmt == "oneccl" and runtime is not None:
+            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
+        return CompileOptions(runtime or ("oneccl" if fmt == "oneccl" else "executor"), proto=proto,
+                              inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
+                              instances=instances, max_chunks=max_chunks,
+                              consolidate={"auto": None, "yes": True, "no": False}[consolidate], max_steps=max_steps)
+    return options
+
+
 _OPTION_FIELD = {"proto": "proto", "inplace": "inplace", "max_bytes": "max_bytes", "instances": "instances",
                  "max_channels": "channels", "collective": "collective", "runtime": "runtime"}
 
@@ -251,21 +287,7 @@ def _unprocessable(field: str, msg: str, kind: str) -> HTTPException:
             dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
-                  runtime: Literal["executor", "rccl", "legacy"] | None = Query(
-                      None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
-                  proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
-                  inplace: Literal["out", "in", "both"] | None = Query(
-                      None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
-                  min_bytes: int | None = Query(None, ge=0, le=1 << 62, description="smallest selected size"),
-                  max_bytes: int | None = Query(None, ge=0, le=1 << 62, description="largest selected size "
-                                                "(executor/RCCL: 0 = unbounded)"),
-                  channels: int | None = Query(None, ge=1, le=128, description="channels per link (default: fit)"),
-                  instances: int = Query(1, ge=1, le=128, description="program copies on 1/instances of each chunk"),
-                  max_chunks: int = Query(64, ge=1, le=4096, description="bound on chunks per shard"),
-                  consolidate: Literal["auto", "yes", "no"] = Query("auto", description="scratch consolidation"),
-                  max_steps: int | None = Query(None, ge=1, le=65536, description="steps per thread block of a "
-                                                "custom executor build"),
-                  s: Session = Depends(get_session)):
+                  options=Depends(compile_query), s: Session = Depends(get_session)):
     """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl` and
     `oneccl` are the runtimes' XML, compiled in a worker (at plan time for the plan's runtimes with default
     options) and checked before it is stored. For options not compiled yet the answer is 202 with a URL to
@@ -282,18 +304,17 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     if link is None:
         raise HTTPException(409, f"plan {plan_id} is {p.status}; schedules exist once it is done")
     if format in ("msccl", "oneccl"):
-        if format == "oneccl" and runtime is not None:
-            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
-        options = CompileOptions(runtime or ("oneccl" if format == "oneccl" else "executor"), proto=proto,
-                                 inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
-                                 instances=instances, max_chunks=max_chunks,
-                                 consolidate={"auto": None, "yes": True, "no": False}[consolidate],
-                                 max_steps=max_steps)
-        return _compiled(s, request, plan_id, coll, format, options)
+        return _compiled(s, request, plan_id, coll, format, options(format))
     data, _ = repo.get_blob(s, link.digest)
     if format == "npz":
         return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
-    sched = Schedule.from_bytes(data)
+    body = json.dumps(schedule_json(Schedule.from_bytes(data))).encode()
+    return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+
+
+def schedule_json(sched: Schedule) -> dict:
+    """The paper's tuples per step: [shard, sender, receiver, lane, lo, hi] (chunks in 1/grid of a shard);
+    422 beyond JSON_MAX_TRANSFERS transfers (format=npz serves any size)."""
     if sched.transfers > JSON_MAX_TRANSFERS:
         raise unprocessable(["query", "format"], f"this schedule has {sched.transfers} transfers; format=json "
                             f"lists at most {JSON_MAX_TRANSFERS}: use format=npz")
@@ -304,10 +325,9 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
                       "transfers": [[int(v), int(a), int(b), int(l), int(lo), int(hi)] for v, a, b, l, lo, hi in
                                     zip(sched.source[sl], sched.sender[sl], sched.receiver[sl], sched.lane[sl],
                                         sched.lo[sl], sched.hi[sl])]})
-    body = json.dumps({"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
-                       "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
-                       "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}).encode()
-    return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+    return {"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
+            "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
+            "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}
 
 
 @router.get("/{plan_id}/schedules/{collective}/loads", response_model=LinkLoadsOut,
@@ -368,7 +388,8 @@ def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, m
             "tau": topo["degree"] * float(step_max.sum()) / (topo["nodes"] * grid)}
 
 
-def _compiled(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions):
+def _compiled(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
+              prefix: str = ""):
     """The stored XML (200), the stored refusal (422), or 202 while a worker compiles it. Nothing is compiled
     here: a missing job is recorded in the outbox (services.store.jobs) and the dispatcher sends it to a
     worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat)."""
@@ -378,14 +399,15 @@ def _compiled(s: Session, request: Request, plan_id: str, coll: Collective, fmt:
         field = _OPTION_FIELD.get(exc.limit or "", "runtime")
         raise _unprocessable(field, str(exc), "value_error") from None
     key = options.key()
-    job, created = compiling.request_compile(s, plan_id, coll.value, options)
+    job, created = compiling.request_compile(s, plan_id, coll.value, options, prefix)
     if created:
         s.commit()
         request.app.state.dispatcher.wake()
     if job.status == "done":
         data, _ = repo.get_blob(s, job.digest)
         suffix = options.runtime if fmt == "msccl" else "oneccl"
-        return _blob_response(request, data, job.digest, "application/xml", f"{plan_id}-{coll.value}-{suffix}.xml")
+        name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
+        return _blob_response(request, data, job.digest, "application/xml", f"{name}{coll.value}-{suffix}.xml")
     if job.status == "failed":
         limit = (job.meta or {}).get("limit") or "fit"
         raise _unprocessable("runtime", f"cannot compile the {coll.value} schedule for {options.runtime}: {job.reason}",

@@ -30,8 +30,12 @@ EVALUATE_WAIT_MAX_S = 60.0
 
 
 def _submit(url: str, body: EvaluateRequest) -> tuple[dict, bool]:
+    edges = None if body.edges is None else [e.model_dump() for e in body.edges]
+    links = {"alpha_us": body.alpha_us, "bandwidth_gbps": body.bandwidth_gbps, "size_bytes": float(body.size_bytes)}
     try:
-        evaluation_id, request = evaluation.prepare(body.expr, body.nodes, body.edges, body.collective)
+        evaluation_id, request = evaluation.prepare(body.expr, body.nodes, edges, body.collective, links)
+    except evaluation.EdgeError as exc:
+        raise unprocessable(["body", *exc.loc], str(exc)) from None
     except ValueError as exc:
         raise unprocessable(["body", "expr" if body.expr is not None else "edges"], str(exc)) from None
     with session_scope(url) as s:

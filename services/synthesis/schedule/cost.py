@@ -37,9 +37,10 @@ def link_loads(schedule: Schedule, topology) -> np.ndarray:
     shard (1/schedule.grid of M/N bytes). Row maxima are step_max_loads(schedule), so
     tau = d / (N * grid) * sum_t max_a loads[t - 1, a] (section 3.2).
 
-    Arcs are sorted by tail and every node has out-degree d, so the arcs out of u are u*d .. u*d + d - 1 and
-    a transfer's arc is found among its sender's d arcs. O(transfers * d + steps * arcs) time, one step's
-    transfers times d of working memory, steps * arcs integers out.
+    Arcs are sorted by tail. When every node has out-degree d the arcs out of u are u*d .. u*d + d - 1 and a
+    transfer's arc is found among its sender's d arcs; otherwise (a degraded topology: arcs removed) by a
+    binary search of its (sender, receiver, lane) among the arc keys. O(transfers * d + steps * arcs) time,
+    one step's transfers times d of working memory, steps * arcs integers out.
 
     >>> from services.synthesis.topology.catalog import build
     >>> ring = build("ring(3)")
@@ -49,20 +50,26 @@ def link_loads(schedule: Schedule, topology) -> np.ndarray:
     [[1, 1, 1], [1, 1, 1]]
     """
     n, d = topology.nodes, topology.degree
-    heads, lanes = topology.heads.reshape(n, d), topology.lanes.reshape(n, d)
+    regular = topology.arcs == n * d and bool((np.bincount(topology.tails, minlength=n) == d).all())
+    if regular:
+        heads, lanes = topology.heads.reshape(n, d), topology.lanes.reshape(n, d)
     loads = np.zeros((schedule.steps, topology.arcs), dtype=np.int64)
     for t in range(1, schedule.steps + 1):
         s = schedule.step_slice(t)
         u = schedule.sender[s]
         if u.size and (u.min() < 0 or u.max() >= n):
             raise ValueError(f"step {t}: a sender outside 0..{n - 1}")
-        hit = (heads[u] == schedule.receiver[s][:, None]) & (lanes[u] == schedule.lane[s][:, None])
-        found = hit.any(axis=1)
+        if regular:
+            hit = (heads[u] == schedule.receiver[s][:, None]) & (lanes[u] == schedule.lane[s][:, None])
+            found = hit.any(axis=1)
+            arc = u.astype(np.int64) * d + hit.argmax(axis=1)
+        else:
+            arc = topology.arc_index(u, schedule.receiver[s], schedule.lane[s])
+            found = arc >= 0
         if not found.all():
             i = s.start + int(np.flatnonzero(~found)[0])
             raise ValueError(f"transfer {i} uses the link {schedule.sender[i]}->{schedule.receiver[i]} lane "
                              f"{schedule.lane[i]}, which {topology.expr} does not have")
-        arc = u.astype(np.int64) * d + hit.argmax(axis=1)
         size = (schedule.hi[s] - schedule.lo[s]).astype(np.float64)     # exact: grid units stay below 2**53
         loads[t - 1] = np.rint(np.bincount(arc, weights=size, minlength=topology.arcs))
     return loads

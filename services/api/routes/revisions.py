@@ -1,0 +1,187 @@
+"""/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9; issue 14).
+
+A failure report only records a queued revision (202 with its URL); a worker builds it (services.revisions).
+Revisions are listed (revision 0 is the plan as made) and each one's topology and schedules are served like
+the plan's own. `activate` flips a look-ahead plan's hosts to its plane (TopoOpt App. C).
+"""
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from sqlalchemy.orm import Session
+
+from services import revisions
+from services.store import fabrics
+from services.synthesis.schedule.ir import Collective, Schedule
+
+from ..auth import READ, WRITE
+from ..deps import get_session
+from ..errors import unprocessable
+from ..responses import AUTH, BODY, COMMON
+from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
+from .plans import NOT_FOUND, _blob_response, _compiled, _plan, compile_query, schedule_json, utc
+
+router = APIRouter(prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
+RevisionNumber = Annotated[str, Path(pattern=r"^(\d{1,9}|current)$", description="a revision number, or `current`")]
+
+
+def _base(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+@router.post("/{plan_id}/failures", status_code=202, response_model=RevisionAccepted, dependencies=[Depends(WRITE)],
+             responses={**NOT_FOUND, **BODY, 202: {"model": RevisionAccepted, "description": "a revision is queued"},
+                        200: {"model": RevisionAccepted, "description": "every link named had failed already: the "
+                                                                        "latest revision"},
+                        409: {"model": ErrorOut, "description": "the plan is not done"}})
+def report_failures(plan_id: str, body: FailureReport, request: Request, response: Response,
+                    s: Session = Depends(get_session)):
+    """The scheduler reports failed links of a done plan. The plan gets a new revision, built by a worker:
+    the failed arcs removed, schedules rebuilt and model-checked, predicted times and the cost of the failure;
+    with `repair` and spare ports on a panel or OCS, the links are re-patched and the plan returns to its full
+    topology once the panels apply the new configs. 422 for an arc the topology lacks or a failure that
+    disconnects it."""
+    plan = _plan(s, plan_id)
+    try:
+        rev, created = revisions.report_failures(s, plan, [x.model_dump() for x in body.links], source="scheduler",
+                                                 repair=body.repair, message=body.message)
+    except revisions.RevisionConflict as exc:
+        s.rollback()                                   # nothing of the report is stored
+        raise HTTPException(409, str(exc)) from None
+    except revisions.RevisionError as exc:
+        s.rollback()
+        raise unprocessable(exc.loc, exc.msg) from None
+    s.commit()
+    request.app.state.plan_cache.drop(plan_id)
+    if created:
+        request.app.state.dispatcher.wake()
+    else:
+        response.status_code = 200
+    number = rev.number if rev is not None else 0
+    url = f"{_base(request)}/v1/plans/{plan_id}/revisions/{number}"
+    response.headers["Location"] = url
+    return RevisionAccepted(plan_id=plan_id, number=number, status=rev.status if rev else plan.status, url=url)
+
+
+@router.get("/{plan_id}/revisions", response_model=list[RevisionSummary], dependencies=[Depends(READ)],
+            responses=NOT_FOUND)
+def list_revisions(plan_id: str, request: Request, response: Response, limit: int = Query(100, ge=1, le=1000),
+                   offset: int = Query(0, ge=0, le=1 << 31), s: Session = Depends(get_session)):
+    """Every revision of the plan, oldest first (revision 0 is the plan as made); X-Total-Count."""
+    plan = _plan(s, plan_id)
+    revs = [None, *plan.revisions]
+    cur = revisions.current_number(plan.revisions)
+    response.headers["X-Total-Count"] = str(len(revs))
+    return [_summary(revisions.revision_summary(plan, r, _base(request), cur)) for r in revs[offset:offset + limit]]
+
+
+def _summary(d: dict) -> dict:
+    return {**d, "created_at": utc(d["created_at"])}
+
+
+def _revision(s: Session, plan, number: str):
+    """(revision row or None for 0, its number, the current number): 404 for one that does not exist."""
+    cur = revisions.current_number(plan.revisions)
+    n = cur if number == "current" else int(number)
+    if n == 0:
+        return None, 0, cur
+    rev = next((r for r in plan.revisions if r.number == n), None)
+    if rev is None:
+        raise HTTPException(404, f"plan {plan.id} has no revision {n} (it has 0..{len(plan.revisions)})")
+    return rev, n, cur
+
+
+@router.get("/{plan_id}/revisions/{number}", response_model=RevisionOut, dependencies=[Depends(READ)],
+            responses=NOT_FOUND)
+def get_revision(plan_id: str, number: RevisionNumber, request: Request, s: Session = Depends(get_session)):
+    """One revision: status, what caused it, the failed links, the repair, its topology, verified schedules,
+    predicted times and the cost of the failure (before/after, and a ring over the surviving links)."""
+    plan = _plan(s, plan_id)
+    rev, _, cur = _revision(s, plan, number)
+    out = revisions.revision_view(s, plan, rev, _base(request), cur)
+    return {**out, "created_at": utc(out["created_at"]), "updated_at": utc(out["updated_at"])}
+
+
+def _artifact(s: Session, plan, number: str, name: str):
+    rev, n, _ = _revision(s, plan, number)
+    if rev is None and plan.status != "done":
+        raise HTTPException(409, f"plan {plan.id} is {plan.status}; its artifacts exist once it is done")
+    rev, link = revisions.artifact_link(s, plan, n, name)
+    if link is None:
+        raise HTTPException(409, f"revision {n} of plan {plan.id} is {rev.status if rev else plan.status}; its "
+                                 "artifacts exist once it is done")
+    return link
+
+
+@router.get("/{plan_id}/revisions/{number}/topology", dependencies=[Depends(READ)], responses={
+    **NOT_FOUND, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
+    200: {"description": "the revision's topology as JSON or GraphML",
+          "content": {"application/json": {"schema": {"type": "object"}},
+                      "application/graphml+xml": {"schema": {"type": "string"}}}}})
+def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
+                      format: str = Query("json", pattern="^(json|graphml)$"), s: Session = Depends(get_session)):
+    """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
+    plan = _plan(s, plan_id)
+    from services.store import repo
+
+    link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
+    data, _ = repo.get_blob(s, link.digest)
+    media = "application/graphml+xml" if format == "graphml" else "application/json"
+    return _blob_response(request, data, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
+
+
+@router.get("/{plan_id}/revisions/{number}/schedules/{collective}", dependencies=[Depends(READ)], responses={
+    **NOT_FOUND, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
+    200: {"description": "the schedule: JSON, the npz IR blob, or MSCCL / oneCCL XML",
+          "content": {"application/json": {"schema": {"type": "object"}},
+                      "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
+                      "application/xml": {"schema": {"type": "string"}}}},
+    202: {"model": CompileAccepted, "description": "the XML is being compiled in a worker: poll the url"},
+    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}})
+def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, request: Request,
+                      format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
+                      options=Depends(compile_query), s: Session = Depends(get_session)):
+    """A verified schedule of the revision: `npz` is the IR blob, `json` the paper's tuples per step, `msccl`
+    and `oneccl` the runtimes' XML (compiled by the revision's worker for the plan's runtimes, otherwise on
+    demand in a worker: 202 and a URL to poll, as for the plan's schedules)."""
+    from services.store import repo
+
+    try:
+        coll = Collective.parse(collective)
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from None
+    if coll is Collective.ALLTOALL:
+        raise HTTPException(404, "revisions rebuild allgather, reduce-scatter and allreduce schedules")
+    plan = _plan(s, plan_id)
+    link = _artifact(s, plan, number, f"schedule:{coll.value}")
+    if format in ("msccl", "oneccl"):
+        prefix = link.name.removesuffix(f"schedule:{coll.value}")
+        return _compiled(s, request, plan_id, coll, format, options(format), prefix)
+    data, _ = repo.get_blob(s, link.digest)
+    if format == "npz":
+        return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-r{number}-{coll.value}.npz")
+    body = json.dumps(schedule_json(Schedule.from_bytes(data))).encode()
+    return _blob_response(request, body, link.digest + "-json", "application/json",
+                          f"{plan_id}-r{number}-{coll.value}.json")
+
+
+@router.post("/{plan_id}/activate", response_model=ActivationOut, dependencies=[Depends(WRITE)],
+             responses={**NOT_FOUND, 409: {"model": ErrorOut, "description": "not done, not provisioned on a "
+                                                                             "look-ahead plane, hosts still busy, or "
+                                                                             "panels not ready"}})
+def activate(plan_id: str, request: Request, s: Session = Depends(get_session)):
+    """Flip the 1x2 switches of a look-ahead plan's hosts (TopoOpt App. C): the plane it was provisioned on
+    becomes their active plane. 409 while another plan still holds one of its hosts (release it first) or
+    before every panel applied the plan's configuration."""
+    plan = _plan(s, plan_id)
+    if plan.status != "done":
+        raise HTTPException(409, f"plan {plan_id} is {plan.status}; activate it once it is done")
+    try:
+        out = fabrics.activate(s, plan_id)
+    except fabrics.PlaneConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    s.commit()
+    request.app.state.plan_cache.drop(plan_id)
+    return out
