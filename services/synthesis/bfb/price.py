@@ -28,10 +28,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from services.synthesis.bfb.lp import BfbContext, _batched_min_max_load, check_bfb_degree, eligibility_masks
-from services.synthesis.bfb.kernels import interval_u_star, step_types, type_bounds, zeta_u_star
+from services.synthesis.bfb.lp import _batched_min_max_load, check_bfb_degree, eligibility_masks
+from services.synthesis.bfb.kernels import (interval_u_star, balanced_upper, step_types, step_u_star_by_runs,
+                                             type_bounds, zeta_u_star)
 from services.synthesis.topology.graph import Topology
 
+__all__ = ["bfb_tau", "bfb_step_maxima", "u_star", "translation_types", "StepProblems"]
+
+BALANCE_SWEEPS = 4            # water-filling rounds for the upper bounds (`kernels.balanced_upper`)
 ZETA_MAX_DEGREE = 12          # subset sums cost d 2^d per problem: for small d, and batches of at most
 ZETA_WORK = 1 << 24           # this many operations; min cuts otherwise
 
@@ -39,13 +43,45 @@ ZETA_WORK = 1 << 24           # this many operations; min cuts otherwise
 def bfb_tau(topology: Topology, *, method: str = "auto") -> tuple[int, Fraction]:
     """(D(G), tau) of the optimal BFB allgather (Eq. (2), Theorem 15: it takes D(G) steps). `method` picks
     how problems that no shortcut prices are solved: "zeta" (subset sums), "cut" (min cuts) or "auto"
-    (subset sums up to ZETA_MAX_DEGREE in-arcs and ZETA_WORK operations per batch, min cuts beyond)."""
+    (subset sums up to ZETA_MAX_DEGREE in-arcs and ZETA_WORK operations per batch, min cuts beyond).
+
+    Examples
+    --------
+    >>> from services.synthesis.topology.catalog import build
+    >>> bfb_tau(build("torus(4, 6)"))
+    (5, Fraction(23, 24))
+    """
+    steps, maxima = bfb_step_maxima(topology, method=method)
+    return steps, Fraction(topology.degree, topology.nodes) * sum(maxima, Fraction(0))
+
+
+def bfb_step_maxima(topology: Topology, *, method: str = "auto") -> tuple[int, tuple[Fraction, ...]]:
+    """(D(G), (max_u U*_{u,1}, ..., max_u U*_{u,D})): the optimal BFB allgather's largest in-arc load of every
+    step, in shards (Eq. (2): tau = (d/N) times their sum). The per-step profile is what App. A.6's
+    conversion needs: its two halves run side by side, so each step costs the larger of the two."""
     if method not in ("auto", "zeta", "cut"):
         raise ValueError(f"method must be auto, zeta or cut, got {method!r}")
     check_bfb_degree(topology)
     if topology.translation is not None:
-        return _tau_by_translation(topology, method)
-    return _tau_by_bitsets(topology, method)
+        return _maxima_by_translation(topology, method)
+    return _maxima_by_bitsets(topology, method)
+
+
+def u_star(masks: np.ndarray, counts: np.ndarray, d: int, method: str = "auto") -> Fraction:
+    """LP (1)'s optimum U* = max_S load(S)/|S| of one (u, t) problem given as source types (in-arc masks with
+    their source counts; types with count 0 are ignored)."""
+    masks = np.asarray(masks, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    keep = counts > 0
+    masks, counts = masks[keep], counts[keep]
+    if masks.size == 0:
+        return Fraction(0)
+    offsets = np.array([0, masks.size], dtype=np.int64)
+    alone, _, _, _, multi = type_bounds(offsets, masks, counts, d)
+    if not multi[0]:
+        return Fraction(int(alone[0]))
+    num, den = _multi_u_star(offsets, masks, counts, d, method, np.array([0]))
+    return Fraction(int(num[0]), int(den[0]))
 
 
 def _exact_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str,
@@ -59,54 +95,117 @@ def _exact_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d:
     return np.array([a for a, _ in solved], dtype=np.int64), np.array([b for _, b in solved], dtype=np.int64)
 
 
-def _tau_by_translation(g: Topology, method: str) -> tuple[int, Fraction]:
-    """Node 0's problems are every node's (x -> x + u is an automorphism): U*_{0,t} for each t."""
-    ctx = BfbContext.create(g, shortcut=True)
-    D = ctx.diameter
-    if D == 0:
-        return 0, Fraction(0)
-    dcol, dw = ctx.receiver_distances(np.array([0]))
-    dc = dcol[:, 0].astype(np.int64)
-    masks = eligibility_masks(dc, dw[:, 0, :])
+def translation_types(g: Topology) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Node 0's problems of a topology with a translation: (D, offsets, masks, counts, dist, mask_of) where
+    problem t - 1 (offsets[t - 1]:offsets[t]) lists the source types at step t, dist[v] = d(v, 0) and
+    mask_of[v] = v's eligible in-arc slots of node 0 (Definition 15)."""
+    check_bfb_degree(g)
+    tr = g.translation
+    dc = g.distances_to([0])[0].astype(np.int64)          # d(v, 0); d(v, w) = d(v - w, 0) by translation
+    everyone = np.arange(g.nodes)
+    dw = np.stack([dc[tr.add(everyone, tr.negate(int(w)))] for w in g.in_predecessors[0]], axis=1)
+    D = int(dc.max())
+    mask_of = eligibility_masks(dc, dw)
     sel = dc > 0
     d = g.degree
-    key, counts = np.unique(dc[sel] * (1 << d) + masks[sel], return_counts=True)      # sorted by step
+    key, counts = np.unique(dc[sel] * (1 << d) + mask_of[sel], return_counts=True)      # sorted by step
     offsets = np.searchsorted(key >> d, np.arange(1, D + 2)).astype(np.int64)   # problem t - 1: one step
-    masks = key & ((1 << d) - 1)
+    return D, offsets, key & ((1 << d) - 1), counts.astype(np.int64), dc, mask_of
+
+
+def _maxima_by_translation(g: Topology, method: str) -> tuple[int, tuple[Fraction, ...]]:
+    """Node 0's problems are every node's (x -> x + u is an automorphism): U*_{0,t} for each t."""
+    D, offsets, masks, counts, _, _ = translation_types(g)
+    if D == 0:
+        return 0, ()
+    d = g.degree
     alone, _, _, _, multi = type_bounds(offsets, masks, counts, d)
-    total = Fraction(int(alone[~multi].sum()))          # no source with two arcs: U* is the largest count
+    out = [Fraction(int(a)) for a in alone]           # no source with two arcs: U* is the largest count
     hard = np.flatnonzero(multi)
     if hard.size:
         num, den = _multi_u_star(offsets, masks, counts, d, method, hard)
-        total += sum(Fraction(int(a), int(b)) for a, b in zip(num, den))
-    return D, Fraction(d, g.nodes) * total
+        for p, a, b in zip(hard.tolist(), num.tolist(), den.tolist()):
+            out[p] = Fraction(int(a), int(b))
+    return D, tuple(out)
 
 
-def _tau_by_bitsets(g: Topology, method: str) -> tuple[int, Fraction]:
-    n, d = g.nodes, g.degree
+def _maxima_by_bitsets(g: Topology, method: str) -> tuple[int, tuple[Fraction, ...]]:
     preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
-    total_u = Fraction(0)
-    D = 0
-    for t, prev, ball in g.balls(reverse=True):
-        D = t
-        offsets, masks, counts = step_types(prev, ball, preds)
-        total_u += _step_max_u_star(offsets, masks, counts, d, method)
-    return D, Fraction(d, n) * total_u
+    out = []
+    for _, prev, ball in g.balls(reverse=True):
+        out.append(StepProblems(prev, ball, preds, method).maximum())
+    return len(out), tuple(out)
 
 
-def _step_max_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str) -> Fraction:
-    """max over receivers of U*_{u,t}, given every receiver's source types (offsets, masks, counts)."""
-    alone, sources, used, upper, multi = type_bounds(offsets, masks, counts, d)
-    if not multi.any():                                      # every U* is its largest in-arc count
-        return Fraction(int(alone.max()))
-    i = int(np.argmax(sources / np.maximum(used, 1)))       # the step's best lower bound, exactly
-    best = max(Fraction(int(alone.max())), Fraction(int(sources[i]), int(used[i])))
-    open_ = np.flatnonzero(multi & (upper * best.denominator > best.numerator))
-    if open_.size:          # U* values have denominators <= d, so floats order them exactly
-        num, den = _multi_u_star(offsets, masks, counts, d, method, open_, best)
-        j = int(np.argmax(num / den))
-        best = max(best, Fraction(int(num[j]), int(den[j])))
-    return best
+class StepProblems:
+    """The (u, t) problems of every receiver u at one step t of the bitset evaluator.
+
+    `kernels.step_u_star_by_runs` solves every receiver whose sources have one eligible in-arc or one run of
+    in-arcs each, straight from the bitsets; the others are refined into source types
+    (`kernels.step_types`) and carry bounds until `solve` makes them exact (U* values have denominators
+    <= d, so floats order them exactly)."""
+
+    def __init__(self, prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, method: str = "auto"):
+        self.prev, self.ball, self.preds, self.method = prev, ball, preds, method
+        self.d = preds.shape[1]
+        self.num, self.den, self.exact = step_u_star_by_runs(prev, ball, preds)
+        self.lo = self.num / self.den                     # lower bounds (exact where `exact`)
+        self.hi = self.lo.copy()                          # upper bounds
+        self.rest = np.flatnonzero(~self.exact)
+        if self.rest.size:
+            self.offsets, self.masks, self.counts = step_types(prev, ball, preds, self.rest)
+            alone, sources, used, upper, multi = type_bounds(self.offsets, self.masks, self.counts, self.d)
+            ratio = sources / np.maximum(used, 1)
+            self.lo[self.rest] = np.maximum(alone, ratio)
+            # a feasible load balance bounds U* from above (a hair higher, against rounding) and closes most
+            # receivers below the step's best lower bound without an exact solve
+            self.hi[self.rest] = np.minimum(upper, balanced_upper(self.offsets, self.masks, self.counts, self.d,
+                                                                 BALANCE_SWEEPS) * (1 + 1e-9))
+            self._alone, self._sources, self._used = alone, sources, used
+            single = ~multi                              # no source with two arcs: U* is the largest count
+            self.num[self.rest[single]] = alone[single]
+            self.lo[self.rest[single]] = self.hi[self.rest[single]] = alone[single]
+            self.exact[self.rest[single]] = True
+
+    def u(self, a: int) -> Fraction:
+        """U*_{a,t} (after `solve` for receivers that were not exact)."""
+        return Fraction(int(self.num[a]), int(self.den[a]))
+
+    def lower(self, a: int) -> Fraction:
+        """An exact lower bound on U*_{a,t}: U* itself, or max(largest single-arc count, sources / arcs used)."""
+        if self.exact[a]:
+            return self.u(a)
+        i = int(np.searchsorted(self.rest, a))
+        return max(Fraction(int(self._alone[i])), Fraction(int(self._sources[i]), max(int(self._used[i]), 1)))
+
+    def solve(self, receivers: np.ndarray) -> None:
+        """Make U* exact for `receivers`."""
+        need = np.asarray(receivers, dtype=np.int64)
+        need = need[~self.exact[need]]
+        if need.size:
+            pos = np.searchsorted(self.rest, need)
+            num, den = _multi_u_star(self.offsets, self.masks, self.counts, self.d, self.method, pos)
+            self.num[need], self.den[need] = num, den
+            self.lo[need] = self.hi[need] = num / den
+            self.exact[need] = True
+
+    def types(self, a: int) -> tuple[np.ndarray, np.ndarray]:
+        """Receiver a's source types (masks, counts)."""
+        offsets, masks, counts = step_types(self.prev, self.ball, self.preds, np.array([a]))
+        return masks, counts
+
+    def open_above(self, floor: Fraction, among: np.ndarray | None = None) -> np.ndarray:
+        """Receivers (of `among`) whose upper bound exceeds `floor`."""
+        idx = np.arange(self.hi.size) if among is None else np.asarray(among, dtype=np.int64)
+        return idx[self.hi[idx] * floor.denominator > floor.numerator * (1 + 1e-12)]
+
+    def maximum(self) -> Fraction:
+        """max over receivers of U*_{u,t}."""
+        a = int(np.argmax(self.lo))
+        floor = self.lower(a)
+        self.solve(self.open_above(floor))
+        a = int(np.argmax(np.where(self.exact, self.lo, -1.0)))
+        return max(floor, self.u(a))
 
 
 def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str,
