@@ -74,18 +74,27 @@ def line_step_maxima(g: Topology, times: int = 1, *, method: str = "auto") -> tu
 
 
 def _excluded_u_star(masks: np.ndarray, counts: np.ndarray, scale: int, d: int, bad: np.ndarray,
-                     head_masks: np.ndarray, late: np.ndarray, method: str) -> Fraction:
+                     head_masks: np.ndarray, late: np.ndarray, method: str, memo: dict | None = None) -> Fraction:
     """max over walks (rows) of U*(scale * counts - E_walk), where E_walk puts late[w, j] on head_masks[w, j]
-    for every position with bad[w, j]; the walks' distinct exclusions are solved once each."""
+    for every position with bad[w, j]; the walks' distinct exclusions are solved once each (and, with `memo`,
+    problems met before at this step are not solved again: symmetric graphs repeat them)."""
     keys = np.unique(np.concatenate([np.where(bad, head_masks, -1), np.where(bad, late, 0)], axis=1), axis=0)
     k = bad.shape[1]
     best = Fraction(0)
+    order = np.argsort(masks, kind="stable")
+    masks, counts = masks[order], counts[order]
     for row in keys:
         c = scale * counts
         for mask, weight in zip(row[:k].tolist(), row[k:].tolist()):
             if mask >= 0:
                 c = c - weight * (masks == mask)
-        best = max(best, u_star(masks, c, d, method))
+        key = None if memo is None else (masks.tobytes(), c.tobytes())
+        u = None if key is None else memo.get(key)
+        if u is None:
+            u = u_star(masks, c, d, method)
+            if memo is not None:
+                memo[key] = u
+        best = max(best, u)
     return best
 
 
@@ -130,6 +139,7 @@ def _late_by_bitsets(g: Topology, heads: np.ndarray, late: np.ndarray, scale: in
     owner = np.broadcast_to(np.arange(n)[:, None, None], heads.shape)     # receiver a of every walk position
     out = []
     for t, prev, ball in g.balls(reverse=True):
+        memo: dict = {}
         step = StepProblems(prev, ball, preds, method)
         bad = _bits(ball, owner, heads) & ~_bits(prev, owner, heads)     # b_j at distance t from a
         free = np.flatnonzero((~bad.any(axis=2)).any(axis=1))
@@ -145,6 +155,6 @@ def _late_by_bitsets(g: Topology, heads: np.ndarray, late: np.ndarray, scale: in
             eligible = _bits(prev, np.broadcast_to(preds[a], hb.shape + (d,)), np.repeat(hb[..., None], d, axis=2))
             head_masks = (eligible.astype(np.int64) << np.arange(d)).sum(axis=2)
             masks, counts = step.types(a)
-            best = max(best, _excluded_u_star(masks, counts, scale, d, bad[a], head_masks, late[a], method))
+            best = max(best, _excluded_u_star(masks, counts, scale, d, bad[a], head_masks, late[a], method, memo))
         out.append(best)
     return out

@@ -103,7 +103,11 @@ def translation_types(g: Topology) -> tuple[int, np.ndarray, np.ndarray, np.ndar
     tr = g.translation
     dc = g.distances_to([0])[0].astype(np.int64)          # d(v, 0); d(v, w) = d(v - w, 0) by translation
     everyone = np.arange(g.nodes)
-    dw = np.stack([dc[tr.add(everyone, tr.negate(int(w)))] for w in g.in_predecessors[0]], axis=1)
+    w = g.in_predecessors[0].astype(np.int64)
+    if len(tr.moduli) == 1:                                # Z_n: v - w mod n
+        dw = dc[(everyone[:, None] - w[None, :]) % g.nodes]
+    else:
+        dw = np.stack([dc[tr.add(everyone, tr.negate(int(x)))] for x in w], axis=1)
     D = int(dc.max())
     mask_of = eligibility_masks(dc, dw)
     sel = dc > 0
@@ -218,5 +222,17 @@ def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d:
         lo, hi = offsets[which[rest]], offsets[which[rest] + 1]
         idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
         sub = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
-        num[rest], den[rest] = _exact_u_star(sub, masks[idx], counts[idx], d, method, floor)
+        sm, sc = masks[idx], counts[idx]
+        # a perfectly balanced load (every in-arc at sources / arcs used) is optimal: water-filling often
+        # finds one, and U* values are fractions with denominators <= d, so a bound within 1e-9 settles it
+        _, sources, used, _, _ = type_bounds(sub, sm, sc, d)
+        used = np.maximum(used, 1)
+        balanced = balanced_upper(sub, sm, sc, d, BALANCE_SWEEPS) <= sources / used * (1 + 1e-9)
+        num[rest[balanced]], den[rest[balanced]] = sources[balanced], used[balanced]
+        hard = np.flatnonzero(~balanced)
+        if hard.size:
+            lo2, hi2 = sub[hard], sub[hard + 1]
+            idx2 = np.concatenate([np.arange(a, b) for a, b in zip(lo2.tolist(), hi2.tolist())])
+            sub2 = np.concatenate([[0], np.cumsum(hi2 - lo2)]).astype(np.int64)
+            num[rest[hard]], den[rest[hard]] = _exact_u_star(sub2, sm[idx2], sc[idx2], d, method, floor)
     return num, den
