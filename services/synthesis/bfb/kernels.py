@@ -153,6 +153,19 @@ def grow_balls(ball: np.ndarray, nxt: np.ndarray):
 
 
 @njit(cache=True, nogil=True)
+def sphere_sizes(prev: np.ndarray, ball: np.ndarray) -> np.ndarray:
+    """|B_t(u) - B_{t-1}(u)| for every row u: the number of sources at distance exactly t."""
+    n, words = ball.shape
+    out = np.zeros(n, dtype=np.int64)
+    for u in range(n):
+        c = 0
+        for j in range(words):
+            c += _ctpop(ball[u, j] & ~prev[u, j])
+        out[u] = c
+    return out
+
+
+@njit(cache=True, nogil=True)
 def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
     """LP (1)'s optimum U* = num/den of every receiver at one step, computed straight from the bitsets when
     no source has two eligible in-arcs (U* is the largest |E_k|) or when every source's eligible in-arcs
@@ -443,6 +456,50 @@ def zeta_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: i
 
 
 @njit(cache=True, nogil=True)
+def excluded_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, scale: int, d: int,
+                    walk_masks: np.ndarray, walk_weights: np.ndarray):
+    """For problem p (types masks[offsets[p]:offsets[p + 1]] with counts) and its walks w: the largest over
+    walks of U*(scale * counts - E_w), where E_w removes walk_weights[p, w, j] sources of type walk_masks[p, w, j]
+    for each position j with a mask >= 0 (`bfb.line`: the sources a receiver of L^k(G) does not have). By
+    subset sums: load(S) for every S once per problem, then for every walk the best of
+    (scale load(S) - E_w(S)) / |S|. Returns (num, den) per problem."""
+    problems = offsets.size - 1
+    walks, k = walk_masks.shape[1], walk_masks.shape[2]
+    size = 1 << d
+    num = np.zeros(problems, dtype=np.int64)
+    den = np.ones(problems, dtype=np.int64)
+    table = np.zeros(size, dtype=np.int64)
+    excl = np.zeros(size, dtype=np.int64)
+    for p in range(problems):
+        table[:] = 0
+        for j in range(offsets[p], offsets[p + 1]):
+            table[masks[j]] += counts[j] * scale
+        for i in range(d):
+            bit = 1 << i
+            for base in range(0, size, 2 * bit):
+                for j in range(base, base + bit):
+                    table[j + bit] += table[j]
+        best_n, best_d = 0, 1
+        for w in range(walks):
+            excl[:] = 0
+            for j in range(k):
+                if walk_masks[p, w, j] >= 0:
+                    excl[walk_masks[p, w, j]] += walk_weights[p, w, j]
+            for i in range(d):
+                bit = 1 << i
+                for base in range(0, size, 2 * bit):
+                    for j in range(base, base + bit):
+                        excl[j + bit] += excl[j]
+            for s_ in range(1, size):
+                c = _ctpop(np.uint64(s_))
+                v = table[s_] - excl[s_]
+                if v * best_d > best_n * c:
+                    best_n, best_d = v, c
+        num[p], den[p] = best_n, best_d
+    return num, den
+
+
+@njit(cache=True, nogil=True)
 def _or_shifted_left(src: np.ndarray, shift: int, n: int, out: np.ndarray) -> None:
     """out |= (src << shift) restricted to bits 0..n-1 (src is an n-bit set in words of 64 bits)."""
     words = src.size
@@ -478,10 +535,12 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
+def circulant_eccentricities(n: int, gens: np.ndarray, keep: int = 0) -> np.ndarray:
     """For each row of gens (P, G) of elements of Z_n (0 < g < n): the largest hop count from node 0 in the
     circulant x -> x + g (mod n), or n if some node is unreachable. (Circulants are vertex-transitive, so
-    this is the diameter.) The ball around 0 is an n-bit set; one hop rotates it by every generator."""
+    this is the diameter.) The ball around 0 is an n-bit set; one hop rotates it by every generator.
+    With keep > 0 only the `keep` smallest values are wanted: a row is abandoned (reported as n) once it
+    exceeds the keep-th smallest diameter found so far."""
     words = (n + 63) // 64
     out = np.empty(gens.shape[0], dtype=np.int64)
     ball = np.empty(words, dtype=np.uint64)
@@ -489,6 +548,7 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
     full = np.full(words, ~np.uint64(0), dtype=np.uint64)
     if n % 64:
         full[words - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
+    best = np.full(max(keep, 1), n, dtype=np.int64)        # the keep smallest so far, ascending
     for p in range(gens.shape[0]):
         ball[:] = 0
         ball[0] = 1
@@ -496,6 +556,9 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
         while True:
             if _equal(ball, full):
                 out[p] = t
+                break
+            if keep > 0 and t >= best[keep - 1]:           # cannot be among the keep smallest any more
+                out[p] = n
                 break
             grown[:] = ball
             for g in gens[p]:
@@ -506,6 +569,12 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
                 break
             ball[:] = grown
             t += 1
+        if keep > 0 and out[p] < best[keep - 1]:
+            q = keep - 1
+            while q > 0 and best[q - 1] > out[p]:
+                best[q] = best[q - 1]
+                q -= 1
+            best[q] = out[p]
     return out
 
 
@@ -606,9 +675,12 @@ def warm() -> float:
     preds = np.array([[2], [0], [1]], dtype=np.int64)
     offsets, masks, counts = step_types(prev, ball, preds)
     grow_balls(prev, preds)
+    sphere_sizes(prev, ball)
     step_u_star_by_runs(prev, ball, preds)
     type_bounds(offsets, masks, counts, 1)
     balanced_upper(offsets, masks, counts, 1, 1)
+    excluded_u_star(offsets, masks, counts, 1, 1, np.zeros((offsets.size - 1, 1, 1), dtype=np.int64),
+                    np.zeros((offsets.size - 1, 1, 1), dtype=np.int64))
     interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
     zeta_u_star(offsets, masks, counts, 1)
     circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))

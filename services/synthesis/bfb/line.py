@@ -29,9 +29,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from services.synthesis.bfb.kernels import walk_overlaps
+from services.synthesis.bfb.kernels import excluded_u_star, step_types, walk_overlaps
 from services.synthesis.bfb.lp import check_bfb_degree
-from services.synthesis.bfb.price import StepProblems, bfb_step_maxima, translation_types, u_star
+from services.synthesis.bfb.price import (ZETA_MAX_DEGREE, StepProblems, bfb_step_maxima, full_tree,
+                                         translation_types, u_star)
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["line_step_maxima", "line_tau"]
@@ -140,14 +141,30 @@ def _late_by_bitsets(g: Topology, heads: np.ndarray, late: np.ndarray, scale: in
     out = []
     for t, prev, ball in g.balls(reverse=True):
         memo: dict = {}
-        step = StepProblems(prev, ball, preds, method)
         bad = _bits(ball, owner, heads) & ~_bits(prev, owner, heads)     # b_j at distance t from a
-        free = np.flatnonzero((~bad.any(axis=2)).any(axis=1))
+        free_mask = (~bad.any(axis=2)).any(axis=1)
+        if (full_tree(prev, ball, d, t) & free_mask).any():         # the largest possible U*, no exclusion
+            out.append(scale * Fraction(d ** (t - 1)))
+            continue
+        step = StepProblems(prev, ball, preds, method)
+        free = np.flatnonzero(free_mask)
         floor = step.lower(int(free[np.argmax(step.lo[free])])) if free.size else Fraction(0)
         candidates = step.open_above(floor)
         step.solve(candidates)
-        best = scale * max([floor] + [step.u(a) for a in np.intersect1d(candidates, free).tolist()])
+        known = np.intersect1d(candidates, free)                  # exact now; floats order them exactly
+        best = scale * (max(floor, step.u(int(known[np.argmax(step.lo[known])]))) if known.size else floor)
         trapped = np.setdiff1d(candidates, free)
+        trapped = trapped[step.lo[trapped] * scale > best * (1 - 1e-12)]       # only these can beat `best`
+        if trapped.size and d <= ZETA_MAX_DEGREE:          # all at once by subset sums
+            offsets, masks, counts = step_types(prev, ball, preds, trapped)
+            hb = heads[trapped]                                                # (receivers, walks, k)
+            eligible = _bits(prev, np.broadcast_to(preds[trapped][:, None, None, :], hb.shape + (d,)),
+                             np.repeat(hb[..., None], d, axis=3))
+            head_masks = np.where(bad[trapped], (eligible.astype(np.int64) << np.arange(d)).sum(axis=3), -1)
+            num, den = excluded_u_star(offsets, masks, counts, scale, d, head_masks, late[trapped])
+            j = int(np.argmax(num / den))
+            out.append(max(best, Fraction(int(num[j]), int(den[j]))))
+            continue
         for a in trapped[np.argsort(-step.lo[trapped], kind="stable")].tolist():
             if scale * step.u(a) <= best:
                 break

@@ -29,8 +29,8 @@ from fractions import Fraction
 import numpy as np
 
 from services.synthesis.bfb.lp import _batched_min_max_load, check_bfb_degree, eligibility_masks
-from services.synthesis.bfb.kernels import (interval_u_star, balanced_upper, step_types, step_u_star_by_runs,
-                                             type_bounds, zeta_u_star)
+from services.synthesis.bfb.kernels import (interval_u_star, balanced_upper, sphere_sizes, step_types,
+                                             step_u_star_by_runs, type_bounds, zeta_u_star)
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["bfb_tau", "bfb_step_maxima", "u_star", "translation_types", "StepProblems"]
@@ -136,9 +136,21 @@ def _maxima_by_translation(g: Topology, method: str) -> tuple[int, tuple[Fractio
 def _maxima_by_bitsets(g: Topology, method: str) -> tuple[int, tuple[Fraction, ...]]:
     preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
     out = []
-    for _, prev, ball in g.balls(reverse=True):
-        out.append(StepProblems(prev, ball, preds, method).maximum())
+    for t, prev, ball in g.balls(reverse=True):
+        if full_tree(prev, ball, g.degree, t).any():
+            out.append(Fraction(g.degree ** (t - 1)))
+        else:
+            out.append(StepProblems(prev, ball, preds, method).maximum())
     return len(out), tuple(out)
+
+
+def full_tree(prev: np.ndarray, ball: np.ndarray, d: int, t: int) -> np.ndarray:
+    """Which receivers have d^t distinct sources at step t (their reverse walks of length t all end at
+    different nodes): each in-arc then carries its d^(t-1) sources alone, U* = d^(t-1), and no receiver can
+    have more (an in-arc's sources are within t-1 of its tail)."""
+    if d ** t > ball.shape[0]:
+        return np.zeros(ball.shape[0], dtype=bool)
+    return sphere_sizes(prev, ball) == d ** t
 
 
 class StepProblems:

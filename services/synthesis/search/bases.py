@@ -114,14 +114,16 @@ def _best_offsets(n: int, k: int, directed: bool, budget: int | None = None) -> 
                 pool.add(tuple(row))
                 if len(pool) >= budget:
                     break
-        pool = [p for p in pool if len(p) == k]
+        # runs of consecutive offsets last: on large n they have huge diameters, which the BFS below stops
+        # following once two better sets are known
+        pool = sorted((p for p in pool if len(p) == k), key=lambda p: (p[-1] - p[0] == k - 1, p))
     pool = [offs for offs in pool if math.gcd(n, *offs) == 1]
     if not pool:
         return ()
     gens = np.array(pool, dtype=np.int64)
     if not directed:
         gens = np.concatenate([gens, (n - gens) % n], axis=1)       # a duplicate generator changes no distance
-    diameters = circulant_eccentricities(n, gens)
+    diameters = circulant_eccentricities(n, gens, 2)               # only the two smallest are kept
     return tuple(sorted(zip(diameters.tolist(), pool))[:2])
 
 

@@ -192,10 +192,13 @@ def _wrap_line(expr: str) -> str:
 
 def degree_spec(c: Candidate, m: int) -> Spec:
     """G*m (no self-loops): m N nodes, degree m d; Definition 2 takes one step more than G's schedule, BFB on
-    G*m takes D(G*m) >= D(G) steps (Theorem 11; digest 2.2)."""
+    G*m takes D(G*m) >= D(G) steps (Theorem 11; digest 2.2). When G ships its optimal BFB schedule, tau is at
+    least G's: Definition 2 adds (m-1)/(mN), and in BFB on G*m every copy of a source of G keeps G's eligible
+    in-arcs (copied m times), so every step's largest load is at least G's."""
     n = c.nodes * m
+    tau = max(c.tau, optimal_tau(n)) if c.schedule == "bfb" else optimal_tau(n)
     return Spec(f"degree({c.expr}, {m})", "degree", n, c.degree * m, min(c.steps + 1, c.diameter_bound()),
-                optimal_tau(n), c.bidirectional, c.reverse_symmetric)
+                tau, c.bidirectional, c.reverse_symmetric)
 
 
 def power_spec(c: Candidate, p: int) -> Spec:
