@@ -234,17 +234,7 @@ def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
         if runs + full != size:
             ok[u] = False
             continue
-        for e in range(d):
-            for length in range(1, d + 1):
-                ends[e, length] += ends[e, length - 1]
-        best_n, best_d = size, d                          # S = every slot
-        for s in range(d):
-            load = 0
-            for length in range(1, d):
-                load += ends[(s + length - 1) % d, length]
-                if load * best_d > best_n * length:
-                    best_n, best_d = load, length
-        num[u], den[u] = best_n, best_d
+        num[u], den[u] = _best_window(ends, d, size)
     return num, den, ok
 
 
@@ -414,18 +404,25 @@ def interval_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, 
             ends[(a + length - 1) % d, length] += counts[j]
         if not ok[i]:
             continue
-        for e in range(d):
-            for length in range(1, d + 1):
-                ends[e, length] += ends[e, length - 1]
-        best_n, best_d = everything, d                  # S = every slot
-        for s in range(d):
-            load = 0
-            for length in range(1, d):
-                load += ends[(s + length - 1) % d, length]
-                if load * best_d > best_n * length:
-                    best_n, best_d = load, length
-        num[i], den[i] = best_n, best_d
+        num[i], den[i] = _best_window(ends, d, everything)
     return num, den, ok
+
+
+@njit(cache=True, nogil=True)
+def _best_window(ends: np.ndarray, d: int, everything: int):
+    """max over cyclic windows S of in-slots (and all slots) of load(S) / |S|, from the counts of runs by
+    (last slot, length) in ends (overwritten by its prefix sums over the length). Returns (num, den)."""
+    for e in range(d):
+        for length in range(1, d + 1):
+            ends[e, length] += ends[e, length - 1]
+    best_n, best_d = everything, d                  # S = every slot
+    for s in range(d):
+        load = 0
+        for length in range(1, d):
+            load += ends[(s + length - 1) % d, length]
+            if load * best_d > best_n * length:
+                best_n, best_d = load, length
+    return best_n, best_d
 
 
 @njit(cache=True, nogil=True)

@@ -237,9 +237,12 @@ def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d:
         sm, sc = masks[idx], counts[idx]
         # a perfectly balanced load (every in-arc at sources / arcs used) is optimal: water-filling often
         # finds one, and U* values are fractions with denominators <= d, so a bound within 1e-9 settles it
+        # (worth it before batched min cuts; subset sums and a single min cut cost less than trying)
         _, sources, used, _, _ = type_bounds(sub, sm, sc, d)
         used = np.maximum(used, 1)
-        balanced = balanced_upper(sub, sm, sc, d, BALANCE_SWEEPS) <= sources / used * (1 + 1e-9)
+        balanced = np.zeros(rest.size, dtype=bool)
+        if rest.size > 1 and not (method == "zeta" or (method == "auto" and d <= ZETA_MAX_DEGREE)):
+            balanced = balanced_upper(sub, sm, sc, d, BALANCE_SWEEPS) <= sources / used * (1 + 1e-9)
         num[rest[balanced]], den[rest[balanced]] = sources[balanced], used[balanced]
         hard = np.flatnonzero(~balanced)
         if hard.size:
