@@ -205,12 +205,6 @@ def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
             continue
         ends[:, :] = 0
         runs = 0
-        full = 0
-        for j in range(words):
-            x = sphere[j]
-            for k in range(d):
-                x &= elig[k, j]
-            full += _ctpop(x)
         for s in range(d):
             before = (s - 1) % d
             alive = False
@@ -231,6 +225,13 @@ def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
                 ends[(s + length - 1) % d, length] += c
                 runs += c
                 length += 1
+        full = 0
+        if runs != size:                              # sources eligible on every slot have no run start
+            for j in range(words):
+                x = sphere[j]
+                for k in range(d):
+                    x &= elig[k, j]
+                full += _ctpop(x)
         if runs + full != size:
             ok[u] = False
             continue
@@ -357,6 +358,27 @@ def bfs_distances(sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
                     queue[tail] = y
                     tail += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def cyclic_distances(n: int, gens: np.ndarray) -> np.ndarray:
+    """Hop counts from node 0 in the Cayley graph of Z_n with generators `gens` (x -> x + g mod n), -1 where
+    unreachable: one breadth-first search, no graph built."""
+    dist = np.full(n, -1, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    dist[0] = 0
+    queue[0] = 0
+    head, tail = 0, 1
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for g in gens:
+            y = (x + g) % n
+            if dist[y] < 0:
+                dist[y] = dist[x] + 1
+                queue[tail] = y
+                tail += 1
+    return dist
 
 
 @njit(cache=True, nogil=True)
@@ -681,6 +703,7 @@ def warm() -> float:
     interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
     zeta_u_star(offsets, masks, counts, 1)
     circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))
+    cyclic_distances(5, np.array([1, 2], dtype=np.int64))
     walk_overlaps(np.array([[1], [2], [0]], dtype=np.int64), np.array([1, 2, 0], dtype=np.int64),
                   np.zeros(3, dtype=np.int64), np.array([0], dtype=np.int64), 2)
     return time.perf_counter() - t0

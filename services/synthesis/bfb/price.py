@@ -28,12 +28,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from services.synthesis.bfb.lp import _batched_min_max_load, check_bfb_degree, eligibility_masks
-from services.synthesis.bfb.kernels import (interval_u_star, balanced_upper, sphere_sizes, step_types,
-                                             step_u_star_by_runs, type_bounds, zeta_u_star)
+from services.synthesis.bfb.lp import (BFB_MAX_DEGREE, ScheduleTooLarge, _batched_min_max_load, check_bfb_degree,
+                                      eligibility_masks)
+from services.synthesis.bfb.kernels import (interval_u_star, balanced_upper, cyclic_distances, sphere_sizes,
+                                             step_types, step_u_star_by_runs, type_bounds, zeta_u_star)
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["bfb_tau", "bfb_step_maxima", "u_star", "translation_types", "StepProblems"]
+__all__ = ["bfb_tau", "bfb_step_maxima", "cyclic_step_maxima", "u_star", "translation_types", "StepProblems"]
 
 BALANCE_SWEEPS = 4            # water-filling rounds for the upper bounds (`kernels.balanced_upper`)
 ZETA_MAX_DEGREE = 12          # subset sums cost d 2^d per problem: for small d, and batches of at most
@@ -108,21 +109,44 @@ def translation_types(g: Topology) -> tuple[int, np.ndarray, np.ndarray, np.ndar
         dw = dc[(everyone[:, None] - w[None, :]) % g.nodes]
     else:
         dw = np.stack([dc[tr.add(everyone, tr.negate(int(x)))] for x in w], axis=1)
+    return _node0_types(dc, dw)
+
+
+def _node0_types(dc: np.ndarray, dw: np.ndarray):
+    d = dw.shape[1]
     D = int(dc.max())
     mask_of = eligibility_masks(dc, dw)
     sel = dc > 0
-    d = g.degree
     key, counts = np.unique(dc[sel] * (1 << d) + mask_of[sel], return_counts=True)      # sorted by step
     offsets = np.searchsorted(key >> d, np.arange(1, D + 2)).astype(np.int64)   # problem t - 1: one step
     return D, offsets, key & ((1 << d) - 1), counts.astype(np.int64), dc, mask_of
 
 
+def cyclic_step_maxima(n: int, generators, *, method: str = "auto") -> tuple[int, tuple[Fraction, ...]]:
+    """`bfb_step_maxima` of the Cayley graph of Z_n with the generator multiset `generators` (circulants and
+    directed circulants: x -> x + g mod n), from one breadth-first search on Z_n without building the graph:
+    d(v, 0) = d(0, -v), node 0's in-neighbours are the -g, and d(v, -g) = d(v + g, 0)."""
+    gens = np.asarray(generators, dtype=np.int64) % n
+    if gens.size > BFB_MAX_DEGREE:
+        raise ScheduleTooLarge(f"a circulant of degree {gens.size}: BFB schedules are built for degree at most "
+                               f"{BFB_MAX_DEGREE}")
+    everyone = np.arange(n)
+    dc = cyclic_distances(n, gens)[(-everyone) % n]
+    if (dc < 0).any():
+        raise ValueError(f"the generators {gens.tolist()} do not generate Z_{n}")
+    dw = dc[(everyone[:, None] + gens[None, :]) % n]
+    return _maxima_of_node0(_node0_types(dc, dw), gens.size, method)
+
+
 def _maxima_by_translation(g: Topology, method: str) -> tuple[int, tuple[Fraction, ...]]:
     """Node 0's problems are every node's (x -> x + u is an automorphism): U*_{0,t} for each t."""
-    D, offsets, masks, counts, _, _ = translation_types(g)
+    return _maxima_of_node0(translation_types(g), g.degree, method)
+
+
+def _maxima_of_node0(types, d: int, method: str) -> tuple[int, tuple[Fraction, ...]]:
+    D, offsets, masks, counts, _, _ = types
     if D == 0:
         return 0, ()
-    d = g.degree
     alone, _, _, _, multi = type_bounds(offsets, masks, counts, d)
     out = [Fraction(int(a)) for a in alone]           # no source with two arcs: U* is the largest count
     hard = np.flatnonzero(multi)

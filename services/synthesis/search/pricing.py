@@ -41,7 +41,7 @@ from pathlib import Path
 import networkx as nx
 
 from services.synthesis.bfb.line import line_step_maxima
-from services.synthesis.bfb.price import bfb_step_maxima
+from services.synthesis.bfb.price import bfb_step_maxima, cyclic_step_maxima
 from services.synthesis.schedule.cost import optimal_tau
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.expr import Expr, parse
@@ -371,6 +371,11 @@ def _leaf(tree: _Node, transposed: bool, f: Facts) -> Price:
     if name == "genkautz" and args[1] % args[0] == 0 and args[1] // args[0] >= args[0] + 1:
         base = f"genkautz({args[0]}, {args[1] // args[0]})"       # Pi_{d,dm} = L(Pi_{d,m}) (Imase-Itoh)
         steps, maxima = _evaluated("line1", base, transposed, lambda: line_step_maxima(_graph(base, transposed), 1))
+    elif name in ("circulant", "dcirculant"):                     # Cayley graphs of Z_n: no graph needed
+        n, offsets = args[0], args[1:]
+        gens = list(offsets) + ([n - a for a in offsets if 2 * a != n] if name == "circulant" else [])
+        gens = [(-g) % n for g in gens] if transposed else gens
+        steps, maxima = _evaluated("bfb", key, transposed, lambda: cyclic_step_maxima(n, gens))
     elif name == "kautz" and args[1] >= 1:                        # K(d, n) = L^n(K_{d+1})
         base = f"complete({args[0] + 1})"
         steps, maxima = _evaluated(f"line{args[1]}", base, False, lambda: line_step_maxima(_graph(base, False), args[1]))

@@ -1,6 +1,7 @@
 """Build a Topology from an expression string or tree (families + expansion operators)."""
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 
@@ -10,6 +11,7 @@ from services.synthesis.topology.families import FAMILIES
 from services.synthesis.topology.graph import Topology, TopologyError
 
 CONSTRUCTORS = {**FAMILIES, **OPERATORS}
+_signature = functools.lru_cache(maxsize=None)(inspect.signature)
 MAX_NODES = 1 << 16
 MAX_ARCS = 1 << 24
 
@@ -26,7 +28,7 @@ def _build(tree: Expr) -> Topology:
         raise TopologyError(f"unknown topology {tree.name!r}; known: {', '.join(sorted(CONSTRUCTORS))}")
     args = [(_build(a) if isinstance(a, Expr) else a) for a in tree.args]
     try:
-        inspect.signature(fn).bind(*args)
+        _signature(fn).bind(*args)
     except TypeError:
         raise TopologyError(f"{tree.name}: wrong number of arguments; usage: {tree.name}"
                             f"{_usage(fn)}") from None
