@@ -10,8 +10,9 @@ every single (N, d) with N up to 8192 at d = 4, 8, 16 in at most 3 s (each measu
 fresh caches, only the compiled kernels loaded). Prints wall and CPU time (the machine may be shared), and
 Tables 4 and 7 beside our frontier.
 
-The sweep shares work across N inside each process (the search's states for n | N are cached), so each of
-the worker processes takes whole degrees, heaviest first, and a process that finishes early takes the next.
+The sweep shares work across N inside each process (the search's states for n | N are cached), so the
+worker processes take whole degrees, heaviest first (a process that finishes early takes the next), and the
+lightest degree is dealt out in interleaved parts, one per process, to even out the finish.
 """
 from __future__ import annotations
 
@@ -46,11 +47,11 @@ def _cpu() -> float:
 
 
 def _sweep_degree(args):
-    d, max_nodes = args
+    d, max_nodes, part, parts = args
     from services.synthesis.search.finder import frontier
 
     out = []
-    for n in range(2, max_nodes + 1):
+    for n in range(2 + part, max_nodes + 1, parts):
         w, c = time.perf_counter(), _cpu()
         frontier(n, d)
         out.append((n, d, time.perf_counter() - w, _cpu() - c))
@@ -58,8 +59,10 @@ def _sweep_degree(args):
 
 
 def sweep(degrees, max_nodes, workers):
-    """All (N, d) with N = 2..max_nodes: one task per degree (largest first), so states are shared across N."""
-    jobs = [(d, max_nodes) for d in sorted(degrees, reverse=True)]
+    """All (N, d) with N = 2..max_nodes: one task per degree (largest first), so states are shared across N;
+    the smallest degree in `workers` interleaved parts."""
+    order = sorted(degrees, reverse=True)
+    jobs = [(d, max_nodes, 0, 1) for d in order[:-1]] + [(order[-1], max_nodes, k, workers) for k in range(workers)]
     t0 = time.perf_counter()
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         results = [r for part in pool.imap_unordered(_sweep_degree, jobs) for r in part]

@@ -248,6 +248,14 @@ class StepProblems:
         return max(floor, self.u(a))
 
 
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The indices of the slices lo[i]:hi[i] laid end to end, and the offsets of each slice among them."""
+    lengths = (hi - lo).astype(np.int64)
+    sub = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    idx = np.arange(sub[-1], dtype=np.int64) + np.repeat(lo.astype(np.int64) - sub[:-1], lengths)
+    return idx, sub
+
+
 def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, method: str,
                   which: np.ndarray, floor: Fraction | None = None) -> tuple[np.ndarray, np.ndarray]:
     """U* = num/den of the problems `which` (some source has two eligible arcs): by windows where every type
@@ -256,8 +264,7 @@ def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d:
     rest = np.flatnonzero(~ok)
     if rest.size:
         lo, hi = offsets[which[rest]], offsets[which[rest] + 1]
-        idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
-        sub = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
+        idx, sub = _ranges(lo, hi)
         sm, sc = masks[idx], counts[idx]
         # a perfectly balanced load (every in-arc at sources / arcs used) is optimal: water-filling often
         # finds one, and U* values are fractions with denominators <= d, so a bound within 1e-9 settles it
@@ -271,7 +278,6 @@ def _multi_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d:
         hard = np.flatnonzero(~balanced)
         if hard.size:
             lo2, hi2 = sub[hard], sub[hard + 1]
-            idx2 = np.concatenate([np.arange(a, b) for a, b in zip(lo2.tolist(), hi2.tolist())])
-            sub2 = np.concatenate([[0], np.cumsum(hi2 - lo2)]).astype(np.int64)
+            idx2, sub2 = _ranges(lo2, hi2)
             num[rest[hard]], den[rest[hard]] = _exact_u_star(sub2, sm[idx2], sc[idx2], d, method, floor)
     return num, den

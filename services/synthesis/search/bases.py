@@ -66,12 +66,13 @@ def _torus_family(n: int, d: int) -> list[Spec]:
             if len(dims) >= 2 and sum(1 if x == 2 else 2 for x in dims) == d]
 
 
-def _factorisations(n: int, smallest: int = 2) -> list[tuple[int, ...]]:
+@lru_cache(maxsize=None)
+def _factorisations(n: int, smallest: int = 2) -> tuple[tuple[int, ...], ...]:
     out = [(n,)] if n >= smallest else []
     for f in range(smallest, math.isqrt(n) + 1):
         if n % f == 0:
             out += [(f, *rest) for rest in _factorisations(n // f, f)]
-    return out
+    return tuple(out)
 
 
 def _hamming_family(n: int, d: int) -> list[Spec]:
