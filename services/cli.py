@@ -134,21 +134,20 @@ def cmd_schedule(args) -> int:
     except (ScheduleTooLarge, ValueError) as exc:
         raise UsageError(str(exc)) from None
     costs = _link_costs(args, built.topology)
-    exact = built.prediction.exact
-    prebuilt = {"construction": {collective: (built.schedule, built.seconds, built.prediction.tau if exact else None)}}
+    prebuilt = {"construction": {collective: (built.schedule, built.seconds, built.prediction.tau)}}
     t0 = time.perf_counter()
     comparison = _compare(built.topology, collective, costs, args, ("greedy",), prebuilt=prebuilt)
     if comparison is None:
         return 1
     summary = _comparison_summary(built.topology, collective, comparison,
                                   built.seconds + time.perf_counter() - t0, args.output)
-    if comparison.chosen.scheduler == "construction":
-        report = comparison.reports["construction"]
-        summary["predicted_steps"] = built.prediction.steps
-        summary["predicted_tau_exact"] = str(built.prediction.tau)
-        summary["prediction_is_bound"] = not exact
-        summary["prediction_matches"] = report.ok and report.steps == built.prediction.steps and (
-            report.tau == built.prediction.tau if exact else report.tau <= built.prediction.tau)
+    # the finder's price of the expression (search.pricing) against the schedule its construction built
+    report = comparison.reports["construction"]
+    summary["method"] = built.method
+    summary["predicted_steps"] = built.prediction.steps
+    summary["predicted_tau_exact"] = str(built.prediction.tau)
+    summary["prediction_matches"] = report.ok and (report.steps, report.tau) == (built.prediction.steps,
+                                                                                built.prediction.tau)
     _emit(summary, args.json)
     return 0
 
@@ -170,39 +169,40 @@ def _schedule_alltoall(args, topo) -> int:
 
 
 def _frontier(args):
-    from services.synthesis.search.bases import CACHE, default_cache_dir
     from services.synthesis.search.finder import FinderError, frontier
+    from services.synthesis.search.pricing import CACHE, default_cache_dir
 
-    if CACHE.path is None:                   # the CLI keeps evaluated bases on disk between runs
+    if CACHE.path is None:                   # the CLI keeps evaluated prices on disk between runs
         CACHE.attach(default_cache_dir())
     try:
-        return frontier(args.nodes, args.degree, bidirectional=args.bidirectional)
+        return frontier(args.nodes, args.degree, bidirectional=args.bidirectional, collective=args.collective)
     except FinderError as exc:
         raise UsageError(str(exc)) from None
 
 
-def _entry(c) -> dict:
-    return {"expr": c.expr, "nodes": c.nodes, "degree": c.degree, "steps": c.steps, "tau": float(c.tau),
-            "tau_exact": str(c.tau), "diameter": c.diameter, "bw_optimal": c.bw_optimal,
-            "moore_optimal": c.moore_optimal, "bidirectional": c.bidirectional,
-            "tau_is_bound": not c.exact, "family": c.family}
+def _entry(c, collective: str) -> dict:
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.search.finder import frontier_entry
+
+    return frontier_entry(c, Collective.parse(collective))
 
 
 def cmd_frontier(args) -> int:
+    from services.synthesis.schedule.ir import Collective
     from services.synthesis.search.finder import bounds
 
-    entries = [_entry(c) for c in _frontier(args)]
+    entries = [_entry(c, args.collective) for c in _frontier(args)]
     if args.json:
         print(json.dumps(entries, indent=2))
         return 0
-    b = bounds(args.nodes, args.degree)
-    print(f"Pareto frontier for N = {args.nodes}, d = {args.degree}"
+    b = bounds(args.nodes, args.degree, Collective.parse(args.collective))
+    print(f"Pareto frontier for N = {args.nodes}, d = {args.degree}, {Collective.parse(args.collective).value}"
           f"{' (bidirectional only)' if args.bidirectional else ''}; bound: {b['steps']} steps, "
           f"tau {float(b['tau']):.4f}")
     print(f"{'steps':>5} {'tau':>8} {'D':>4}  {'BW':>3} {'Moore':>5}  expr")
     for e in entries:
         print(f"{e['steps']:>5} {e['tau']:>8.4f} {str(e['diameter']):>4}  {'yes' if e['bw_optimal'] else '':>3} "
-              f"{'yes' if e['moore_optimal'] else '':>5}  {e['expr']}{'  (tau is a bound)' if e['tau_is_bound'] else ''}")
+              f"{'yes' if e['moore_optimal'] else '':>5}  {e['expr']}")
     return 0
 
 
@@ -239,8 +239,8 @@ def cmd_select(args) -> int:
         raise UsageError(str(exc)) from None
     from services.synthesis.search.finder import baseline_times
 
-    out = {"best": {**_entry(sel.best), "time_us": _time_of(sel, sel.best) * 1e6},
-           "frontier": [{**_entry(c), "time_us": t * 1e6} for c, t in sel.times_s],
+    out = {"best": {**_entry(sel.best, args.collective), "time_us": _time_of(sel, sel.best) * 1e6},
+           "frontier": [{**_entry(c, args.collective), "time_us": t * 1e6} for c, t in sel.times_s],
            "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(
                args.nodes, args.degree, link, items, args.alltoall_bytes or 0.0, args.alltoall_weight).items()}}
     if args.json:
@@ -567,6 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     fr.add_argument("nodes", type=int)
     fr.add_argument("degree", type=int)
     fr.add_argument("--bidirectional", action="store_true", help="only topologies duplex cabling can realise")
+    fr.add_argument("--collective", default="allgather",
+                    help="allgather (default), reducescatter or allreduce: whose (steps, tau) the frontier is on")
     fr.add_argument("--json", action="store_true")
     fr.set_defaults(func=cmd_frontier)
 

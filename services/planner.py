@@ -24,8 +24,8 @@ from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, rec
 from services.synthesis.topology.catalog import build
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
 from services.synthesis.schedule.cost import LinkModel, link_loads
-from services.synthesis.search.finder import WorkloadItem, baseline_times, frontier, select
-from services.synthesis.search.candidates import Candidate
+from services.synthesis.search.finder import (WorkloadItem, baseline_times, candidate_from_entry, frontier,
+                                              frontier_entry, select)
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule, allreduce
 from services.synthesis.schedule.verify import verify
 from fractions import Fraction
@@ -84,31 +84,35 @@ advance_stage = _advance       # for stages defined outside this module (service
 
 
 # ----- frontier (cached per N, d, options) -------------------------------------------------------------
-def _entry(c: Candidate) -> dict:
-    return {"expr": c.expr, "nodes": c.nodes, "degree": c.degree, "steps": c.steps, "tau": float(c.tau),
-            "tau_exact": str(c.tau), "diameter": c.diameter, "bw_optimal": c.bw_optimal,
-            "moore_optimal": c.moore_optimal, "bidirectional": c.bidirectional, "tau_is_bound": not c.exact,
-            "family": c.family}
-
-
-def frontier_entries(nodes: int, degree: int, bidirectional: bool) -> tuple[list[dict], bool]:
-    """(entries, from_cache)."""
-    options = f"bidirectional={str(bool(bidirectional)).lower()}"
+def frontier_entries(nodes: int, degree: int, bidirectional: bool,
+                     collective: str = "allgather") -> tuple[list[dict], bool]:
+    """(entries, from_cache): the frontier on the collective's exact costs (`frontier_entry`)."""
+    coll = Collective.parse(collective)
+    options = f"bidirectional={str(bool(bidirectional)).lower()};collective={coll.value}"
     with session_scope(_url()) as s:
         hit = repo.cached_frontier(s, nodes, degree, options)
         if hit is not None:
             return list(hit.entries), True
     t0 = time.perf_counter()
-    entries = [_entry(c) for c in frontier(nodes, degree, bidirectional=bidirectional)]
+    entries = [frontier_entry(c, coll) for c in frontier(nodes, degree, bidirectional=bidirectional, collective=coll)]
     with session_scope(_url()) as s:
         repo.store_frontier(s, nodes, degree, options, entries, time.perf_counter() - t0)
     return entries, False
 
 
 def stage_frontier(plan_id: str) -> dict:
+    """The frontier of every collective kind in the workload (their union when there are several: each entry
+    carries all three collectives' costs, so selection prices a mixed workload exactly)."""
     req = _request(plan_id)
     _advance(plan_id, "frontier", 0.05, "searching the Pareto frontier")
-    entries, cached = frontier_entries(req["nodes"], req["degree"], req.get("bidirectional_only", False))
+    entries, cached, seen = [], True, set()
+    for kind in dict.fromkeys(i.collective.value for i in workload_items(req)):
+        part, hit = frontier_entries(req["nodes"], req["degree"], req.get("bidirectional_only", False), kind)
+        cached = cached and hit
+        for e in part:
+            if e["expr"] not in seen:
+                seen.add(e["expr"])
+                entries.append(e)
     _advance(plan_id, "frontier", 0.2, f"{len(entries)} Pareto-efficient topologies" + (" (cached)" if cached else ""))
     return {"frontier": entries}
 
@@ -122,18 +126,13 @@ def workload_items(req: dict) -> list[WorkloadItem]:
             for k in kinds for sz, wt in zip(w["sizes_bytes"], weights)]
 
 
-def _candidate(e: dict) -> Candidate:
-    return Candidate(e["expr"], e["nodes"], e["degree"], e["steps"], Fraction(e["tau_exact"]), e["diameter"],
-                     e["bidirectional"], False, False, False, False, False, False, not e["tau_is_bound"], e["family"])
-
-
 def stage_select(state: dict, plan_id: str) -> dict:
     if state.get("stop"):
         return state
     req = _request(plan_id)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     items = workload_items(req)
-    cands = [_candidate(e) for e in state["frontier"]]
+    cands = [candidate_from_entry(e) for e in state["frontier"]]
     w = req["workload"]
     a2a_weight, a2a_bytes = w.get("alltoall_weight") or 0.0, w.get("alltoall_bytes") or 0
     if a2a_weight:
@@ -254,6 +253,10 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         report = verify(sched, topo)
         if not report.ok:
             raise RuntimeError(f"the {c.value} schedule of {expr} failed model checking: {report.violation.message}")
+        promised = state["selected"].get("costs", {}).get(c.value)
+        if promised and (report.steps, report.tau) != (promised["steps"], Fraction(promised["tau_exact"])):
+            raise RuntimeError(f"the {c.value} schedule of {expr} costs {report.steps} steps, tau {report.tau}; "
+                               f"the frontier priced it at {promised['steps']} steps, tau {promised['tau_exact']}")
         loads[c] = link_loads_blob(sched, topo, report.tau)
         summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
                               "verified": True, "transfers": report.transfers}
@@ -285,10 +288,11 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
             predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
+    ag = {**sel, **frontier_entry(candidate_from_entry(sel), Collective.ALLGATHER)}   # the allgather's T_L, T_B
     result = {
-        "topology": {**sel, **state["topology_facts"],
-                     "t_l_us": sel["steps"] * req["alpha_us"],
-                     "t_b_us_per_mib": float(Fraction(sel["tau_exact"])) * (1 << 20) / link.node_bandwidth_Bps * 1e6},
+        "topology": {**ag, **state["topology_facts"],
+                     "t_l_us": ag["steps"] * req["alpha_us"],
+                     "t_b_us_per_mib": float(Fraction(ag["tau_exact"])) * (1 << 20) / link.node_bandwidth_Bps * 1e6},
         "frontier": state["frontier"],
         "schedules": state["schedules"],
         "predicted_time_us": predicted,

@@ -157,6 +157,22 @@ def test_frontier_endpoint_is_cached(client):
     assert client.get("/v1/frontiers", params={"nodes": 64, "degree": 17}).status_code == 422
 
 
+def test_frontier_per_collective(client):
+    """genkautz(3, 22) is not reverse-symmetric: its allreduce pays the reduce-scatter on the transpose."""
+    ar = client.get("/v1/frontiers", params={"nodes": 22, "degree": 3, "collective": "allreduce"})
+    assert ar.status_code == 200 and ar.json()["collective"] == "allreduce"
+    assert ar.json()["bound"] == {"steps": 6, "tau": 21 / 11, "tau_exact": "21/11"}
+    for e in ar.json()["entries"]:
+        assert e["collective"] == "allreduce" and set(e["costs"]) == {"allgather", "reducescatter", "allreduce"}
+        assert e["steps"] == e["costs"]["reducescatter"]["steps"] + e["costs"]["allgather"]["steps"]
+    gk = [e for e in ar.json()["entries"] if e["expr"] == "genkautz(3, 22)"]
+    assert not gk or gk[0]["tau_exact"] == "135/44"
+    ag = client.get("/v1/frontiers", params={"nodes": 22, "degree": 3}).json()
+    assert ag["collective"] == "allgather" and all(e["collective"] == "allgather" for e in ag["entries"])
+    bad = client.get("/v1/frontiers", params={"nodes": 22, "degree": 3, "collective": "alltoall"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "collective"
+
+
 def test_evaluate_expression_and_edges(client):
     r = client.post("/v1/topologies/evaluate", json={"expr": "genkautz(4, 64)"})
     assert r.status_code == 200

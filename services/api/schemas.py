@@ -93,7 +93,8 @@ class PlanRequest(Input):
 
 
 class CandidateOut(BaseModel):
-    """A topology with its predicted allgather cost: T_L = steps * alpha, T_B = tau * M/B."""
+    """A topology with the cost of the schedule that ships for it: T_L = steps * alpha, T_B = tau * M/B (of
+    the entry's collective; the allgather's when there is none)."""
 
     expr: str
     nodes: int
@@ -116,9 +117,22 @@ class TopologyOut(CandidateOut):
     mean_distance: float | None = None
 
 
+class CollectiveCost(BaseModel):
+    """T_L = steps * alpha and T_B = tau * M/B of one collective's schedule."""
+
+    steps: int
+    tau: float
+    tau_exact: str
+
+
 class FrontierEntry(CandidateOut):
-    tau_is_bound: bool
+    collective: CollectiveName = Field(default="allgather", description="whose cost steps and tau are")
     family: str
+    schedule: Literal["bfb", "construction"] = Field(default="bfb", description="how the expression's top level "
+                                                     "is built: BFB on the whole graph or the expansion's definition")
+    reverse_symmetric: bool | None = Field(default=None, description="isomorphic to its transpose (Definition 6): "
+                                           "reduce-scatter then costs what allgather does")
+    costs: dict[CollectiveName, CollectiveCost] | None = Field(default=None, description="every collective's cost")
     alltoall_f: float | None = Field(default=None, description="all-to-all throughput f (MCF, LP (3)) when "
                                                                "the workload has an all-to-all share")
 
@@ -194,6 +208,7 @@ class FrontierOut(BaseModel):
     nodes: int
     degree: int
     bidirectional: bool
+    collective: CollectiveName = "allgather"
     cached: bool
     bound: dict
     entries: list[FrontierEntry]

@@ -35,29 +35,38 @@ def _popcount(row) -> int:
     return total
 
 
-@njit(cache=True, nogil=True)
-def step_types(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
-    """Source types of every receiver at one step.
+def step_types(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, receivers: np.ndarray | None = None):
+    """Source types of every receiver (or of `receivers`) at one step.
 
     prev, ball: (N, words) uint64, rows B_{t-1}(u) and B_t(u); preds: (N, d) in-arc tails (slot order).
-    Returns (offsets (N + 1,), masks, counts): receiver u's types are masks[offsets[u]:offsets[u + 1]]
+    Returns (offsets, masks, counts): the i-th receiver's types are masks[offsets[i]:offsets[i + 1]]
     (bit k: in-arc slot k eligible) with their source counts. Every source at distance t has an eligible
     in-arc, so when the |E_k| add up to the sphere's size no source has two and the types are the E_k."""
-    n, words = ball.shape
+    if receivers is None:
+        receivers = np.arange(ball.shape[0], dtype=np.int64)
+    return _step_types(prev, ball, preds, np.asarray(receivers, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _step_types(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, receivers: np.ndarray):
+    n = receivers.size
+    words = ball.shape[1]
     d = preds.shape[1]
     cap = max(16, 4 * n)
     masks = np.empty(cap, dtype=np.int64)
     counts = np.empty(cap, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
-    classes = np.empty((n + 1, words), dtype=np.uint64)     # scratch: the current partition of u's sphere
-    cmask = np.empty(n + 1, dtype=np.int64)
-    ccount = np.empty(n + 1, dtype=np.int64)
+    nodes = ball.shape[0]          # a sphere has at most `nodes` sources, so at most that many classes
+    classes = np.empty((nodes + 1, words), dtype=np.uint64)     # scratch: the current partition of u's sphere
+    cmask = np.empty(nodes + 1, dtype=np.int64)
+    ccount = np.empty(nodes + 1, dtype=np.int64)
     sphere = np.empty(words, dtype=np.uint64)
     elig = np.empty(words, dtype=np.uint64)
     inter = np.empty(words, dtype=np.uint64)
     per_arc = np.empty(d, dtype=np.int64)
     total = 0
-    for u in range(n):
+    for i in range(n):
+        u = receivers[i]
         size = 0
         for j in range(words):
             sphere[j] = ball[u, j] & ~prev[u, j]
@@ -119,8 +128,115 @@ def step_types(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
             masks[total] = cmask[c]
             counts[total] = ccount[c]
             total += 1
-        offsets[u + 1] = total
+        offsets[i + 1] = total
     return offsets, masks[:total].copy(), counts[:total].copy()
+
+
+@njit(cache=True, nogil=True)
+def grow_balls(ball: np.ndarray, nxt: np.ndarray):
+    """One breadth-first step for every node at once: row x of the result is ball[x] united with ball[y] for
+    each of x's neighbours y = nxt[x, k] (bitset rows). Returns (grown, whether anything changed)."""
+    n, words = ball.shape
+    grown = ball.copy()
+    changed = False
+    for x in range(n):
+        for k in range(nxt.shape[1]):
+            y = nxt[x, k]
+            for j in range(words):
+                grown[x, j] |= ball[y, j]
+        if not changed:
+            for j in range(words):
+                if grown[x, j] != ball[x, j]:
+                    changed = True
+                    break
+    return grown, changed
+
+
+@njit(cache=True, nogil=True)
+def sphere_sizes(prev: np.ndarray, ball: np.ndarray) -> np.ndarray:
+    """|B_t(u) - B_{t-1}(u)| for every row u: the number of sources at distance exactly t."""
+    n, words = ball.shape
+    out = np.zeros(n, dtype=np.int64)
+    for u in range(n):
+        c = 0
+        for j in range(words):
+            c += _ctpop(ball[u, j] & ~prev[u, j])
+        out[u] = c
+    return out
+
+
+@njit(cache=True, nogil=True)
+def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
+    """LP (1)'s optimum U* = num/den of every receiver at one step, computed straight from the bitsets when
+    no source has two eligible in-arcs (U* is the largest |E_k|) or when every source's eligible in-arcs
+    form one run of the in-slot cycle (then only windows of slots matter, as in `interval_u_star`): a source
+    starts its run at slot s when it is in E_s and not in E_(s-1); following E_s, E_(s+1), ... from those
+    starts counts the runs by (end, length) in a few word operations, and the runs add up to the sphere's
+    size exactly when every source has one run. ok[u] is False where some source's slots are not one run
+    (the caller refines those receivers into source types instead)."""
+    n, words = ball.shape
+    d = preds.shape[1]
+    num = np.zeros(n, dtype=np.int64)
+    den = np.ones(n, dtype=np.int64)
+    ok = np.ones(n, dtype=np.bool_)
+    sphere = np.empty(words, dtype=np.uint64)
+    elig = np.empty((d, words), dtype=np.uint64)
+    cur = np.empty(words, dtype=np.uint64)
+    per_arc = np.empty(d, dtype=np.int64)
+    ends = np.zeros((d, d + 1), dtype=np.int64)
+    for u in range(n):
+        size = 0
+        for j in range(words):
+            sphere[j] = ball[u, j] & ~prev[u, j]
+            size += _ctpop(sphere[j])
+        if size == 0:
+            continue
+        covered = 0
+        for k in range(d):
+            w = preds[u, k]
+            c = 0
+            for j in range(words):
+                elig[k, j] = sphere[j] & prev[w, j]
+                c += _ctpop(elig[k, j])
+            per_arc[k] = c
+            covered += c
+        if covered == size:                      # no source has two eligible in-arcs
+            num[u] = per_arc.max()
+            continue
+        ends[:, :] = 0
+        runs = 0
+        for s in range(d):
+            before = (s - 1) % d
+            alive = False
+            for j in range(words):
+                cur[j] = elig[s, j] & ~elig[before, j]
+                if cur[j] != 0:
+                    alive = True
+            length = 1
+            while alive and length < d:
+                nxt = (s + length) % d
+                alive = False
+                c = 0
+                for j in range(words):
+                    c += _ctpop(cur[j] & ~elig[nxt, j])
+                    cur[j] &= elig[nxt, j]
+                    if cur[j] != 0:
+                        alive = True
+                ends[(s + length - 1) % d, length] += c
+                runs += c
+                length += 1
+        full = 0
+        if runs != size:                              # sources eligible on every slot have no run start
+            for j in range(words):
+                x = sphere[j]
+                for k in range(d):
+                    x &= elig[k, j]
+                full += _ctpop(x)
+        if runs + full != size:
+            ok[u] = False
+            continue
+        num[u], den[u] = _best_window(ends, d, size)
+    return num, den, ok
 
 
 @njit(cache=True, nogil=True)
@@ -156,6 +272,64 @@ def type_bounds(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: i
 
 
 @njit(cache=True, nogil=True)
+def balanced_upper(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: int, sweeps: int) -> np.ndarray:
+    """Per problem, an upper bound on U*: the largest in-arc load of a feasible solution of LP (1). It starts
+    from every source splitting its shard evenly over its eligible in-arcs, then each type in turn pours its
+    sources over its arcs by water-filling (raising the least-loaded ones to a common level) for `sweeps`
+    rounds, which approaches the optimum from above."""
+    problems = offsets.size - 1
+    out = np.zeros(problems, dtype=np.float64)
+    load = np.empty(d, dtype=np.float64)
+    level = np.empty(d, dtype=np.float64)
+    slots = np.empty(d, dtype=np.int64)
+    width = 1
+    for p in range(problems):
+        width = max(width, offsets[p + 1] - offsets[p])
+    x = np.zeros((width, d), dtype=np.float64)
+    for p in range(problems):
+        lo, hi = offsets[p], offsets[p + 1]
+        load[:] = 0.0
+        for i in range(lo, hi):
+            m = masks[i]
+            share = counts[i] / _ctpop(np.uint64(m))
+            for k in range(d):
+                x[i - lo, k] = share if (m >> k) & 1 else 0.0
+                load[k] += x[i - lo, k]
+        for _ in range(sweeps):
+            for i in range(lo, hi):
+                m = masks[i]
+                r = 0
+                for k in range(d):
+                    if (m >> k) & 1:
+                        load[k] -= x[i - lo, k]
+                        slots[r] = k
+                        level[r] = load[k]
+                        r += 1
+                for q in range(1, r):                     # insertion sort of the r <= d levels
+                    v = level[q]
+                    z = q - 1
+                    while z >= 0 and level[z] > v:
+                        level[z + 1] = level[z]
+                        z -= 1
+                    level[z + 1] = v
+                amount = float(counts[i])
+                height = level[0]
+                used = 1
+                while used < r and (level[used] - height) * used <= amount:
+                    amount -= (level[used] - height) * used
+                    height = level[used]
+                    used += 1
+                height += amount / used
+                for q in range(r):
+                    k = slots[q]
+                    v = height - load[k]
+                    x[i - lo, k] = v if v > 0.0 else 0.0
+                    load[k] += x[i - lo, k]
+        out[p] = load.max()
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _grow(a: np.ndarray, cap: int) -> np.ndarray:
     out = np.empty(cap, dtype=a.dtype)
     out[:a.size] = a
@@ -184,6 +358,27 @@ def bfs_distances(sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
                     queue[tail] = y
                     tail += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def cyclic_distances(n: int, gens: np.ndarray) -> np.ndarray:
+    """Hop counts from node 0 in the Cayley graph of Z_n with generators `gens` (x -> x + g mod n), -1 where
+    unreachable: one breadth-first search, no graph built."""
+    dist = np.full(n, -1, dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    dist[0] = 0
+    queue[0] = 0
+    head, tail = 0, 1
+    while head < tail:
+        x = queue[head]
+        head += 1
+        for g in gens:
+            y = (x + g) % n
+            if dist[y] < 0:
+                dist[y] = dist[x] + 1
+                queue[tail] = y
+                tail += 1
+    return dist
 
 
 @njit(cache=True, nogil=True)
@@ -231,18 +426,25 @@ def interval_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, 
             ends[(a + length - 1) % d, length] += counts[j]
         if not ok[i]:
             continue
-        for e in range(d):
-            for length in range(1, d + 1):
-                ends[e, length] += ends[e, length - 1]
-        best_n, best_d = everything, d                  # S = every slot
-        for s in range(d):
-            load = 0
-            for length in range(1, d):
-                load += ends[(s + length - 1) % d, length]
-                if load * best_d > best_n * length:
-                    best_n, best_d = load, length
-        num[i], den[i] = best_n, best_d
+        num[i], den[i] = _best_window(ends, d, everything)
     return num, den, ok
+
+
+@njit(cache=True, nogil=True)
+def _best_window(ends: np.ndarray, d: int, everything: int):
+    """max over cyclic windows S of in-slots (and all slots) of load(S) / |S|, from the counts of runs by
+    (last slot, length) in ends (overwritten by its prefix sums over the length). Returns (num, den)."""
+    for e in range(d):
+        for length in range(1, d + 1):
+            ends[e, length] += ends[e, length - 1]
+    best_n, best_d = everything, d                  # S = every slot
+    for s in range(d):
+        load = 0
+        for length in range(1, d):
+            load += ends[(s + length - 1) % d, length]
+            if load * best_d > best_n * length:
+                best_n, best_d = load, length
+    return best_n, best_d
 
 
 @njit(cache=True, nogil=True)
@@ -268,6 +470,50 @@ def zeta_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d: i
         for s in range(1, size):
             if table[s] * best_d > best_n * _ctpop(np.uint64(s)):
                 best_n, best_d = table[s], _ctpop(np.uint64(s))
+        num[p], den[p] = best_n, best_d
+    return num, den
+
+
+@njit(cache=True, nogil=True)
+def excluded_u_star(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, scale: int, d: int,
+                    walk_masks: np.ndarray, walk_weights: np.ndarray):
+    """For problem p (types masks[offsets[p]:offsets[p + 1]] with counts) and its walks w: the largest over
+    walks of U*(scale * counts - E_w), where E_w removes walk_weights[p, w, j] sources of type walk_masks[p, w, j]
+    for each position j with a mask >= 0 (`bfb.line`: the sources a receiver of L^k(G) does not have). By
+    subset sums: load(S) for every S once per problem, then for every walk the best of
+    (scale load(S) - E_w(S)) / |S|. Returns (num, den) per problem."""
+    problems = offsets.size - 1
+    walks, k = walk_masks.shape[1], walk_masks.shape[2]
+    size = 1 << d
+    num = np.zeros(problems, dtype=np.int64)
+    den = np.ones(problems, dtype=np.int64)
+    table = np.zeros(size, dtype=np.int64)
+    excl = np.zeros(size, dtype=np.int64)
+    for p in range(problems):
+        table[:] = 0
+        for j in range(offsets[p], offsets[p + 1]):
+            table[masks[j]] += counts[j] * scale
+        for i in range(d):
+            bit = 1 << i
+            for base in range(0, size, 2 * bit):
+                for j in range(base, base + bit):
+                    table[j + bit] += table[j]
+        best_n, best_d = 0, 1
+        for w in range(walks):
+            excl[:] = 0
+            for j in range(k):
+                if walk_masks[p, w, j] >= 0:
+                    excl[walk_masks[p, w, j]] += walk_weights[p, w, j]
+            for i in range(d):
+                bit = 1 << i
+                for base in range(0, size, 2 * bit):
+                    for j in range(base, base + bit):
+                        excl[j + bit] += excl[j]
+            for s_ in range(1, size):
+                c = _ctpop(np.uint64(s_))
+                v = table[s_] - excl[s_]
+                if v * best_d > best_n * c:
+                    best_n, best_d = v, c
         num[p], den[p] = best_n, best_d
     return num, den
 
@@ -308,10 +554,12 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
+def circulant_eccentricities(n: int, gens: np.ndarray, keep: int = 0) -> np.ndarray:
     """For each row of gens (P, G) of elements of Z_n (0 < g < n): the largest hop count from node 0 in the
     circulant x -> x + g (mod n), or n if some node is unreachable. (Circulants are vertex-transitive, so
-    this is the diameter.) The ball around 0 is an n-bit set; one hop rotates it by every generator."""
+    this is the diameter.) The ball around 0 is an n-bit set; one hop rotates it by every generator.
+    With keep > 0 only the `keep` smallest values are wanted: a row is abandoned (reported as n) once it
+    exceeds the keep-th smallest diameter found so far."""
     words = (n + 63) // 64
     out = np.empty(gens.shape[0], dtype=np.int64)
     ball = np.empty(words, dtype=np.uint64)
@@ -319,6 +567,7 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
     full = np.full(words, ~np.uint64(0), dtype=np.uint64)
     if n % 64:
         full[words - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
+    best = np.full(max(keep, 1), n, dtype=np.int64)        # the keep smallest so far, ascending
     for p in range(gens.shape[0]):
         ball[:] = 0
         ball[0] = 1
@@ -326,6 +575,9 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
         while True:
             if _equal(ball, full):
                 out[p] = t
+                break
+            if keep > 0 and t >= best[keep - 1]:           # cannot be among the keep smallest any more
+                out[p] = n
                 break
             grown[:] = ball
             for g in gens[p]:
@@ -336,7 +588,96 @@ def circulant_eccentricities(n: int, gens: np.ndarray) -> np.ndarray:
                 break
             ball[:] = grown
             t += 1
+        if keep > 0 and out[p] < best[keep - 1]:
+            q = keep - 1
+            while q > 0 and best[q - 1] > out[p]:
+                best[q] = best[q - 1]
+                q -= 1
+            best[q] = out[p]
     return out
+
+
+@njit(cache=True, nogil=True)
+def walk_overlaps(out_arcs: np.ndarray, arc_head: np.ndarray, in_slot: np.ndarray, starts: np.ndarray, k: int):
+    """The receivers of the iterated line digraph L^k(G) seen from G (`services.synthesis.bfb.line`).
+
+    A node of L^k(G) is a walk J = (f_1, ..., f_k) of k arcs of G; J starts at a = tail(f_1) and visits
+    b_1, ..., b_k. The nodes I whose last k - m arcs are J's first k - m arcs ("I overlaps J at m", so
+    d(I, J) <= m) are the d^m walks (W, f_1, ..., f_{k-m}) with W any m-walk ending at a; I's last node is
+    b_{k-m}. Each I counts at its smallest m (its distance to J when m <= k). It overlaps J at a
+    smaller m' = m - p too iff J's prefix of length k - m + p has period p and W ends with F_p = (f_1..f_p),
+    a closed walk at a; these events nest by suffix, so c_m (the walks counting at exactly m) is d^m minus
+    d^(m-p) for every such p that has no shorter such F_p' as a suffix.
+
+    out_arcs (n, d): arc id of each out-slot; arc_head (arcs,); in_slot (arcs,): the arc's position among
+    its head's in-arcs; starts: the nodes a whose walks are listed. Returns (heads, late, early): for every
+    start s and walk w (digits = out-slots, first arc most significant), heads[s, w, j - 1] = b_j and
+    late[s, w, j - 1] = c_{k-j}, the overlapping walks with head b_j; early[m] = the largest number, over
+    walks and in-slots of a, of walks counting at exactly m that enter a through that slot (m = 1..k)."""
+    n, d = out_arcs.shape
+    W = d ** k
+    S = starts.size
+    heads = np.empty((S, W, k), dtype=np.int64)
+    late = np.empty((S, W, k), dtype=np.int64)
+    early = np.zeros(k + 1, dtype=np.int64)
+    f = np.empty(k + 1, dtype=np.int64)
+    b = np.empty(k + 1, dtype=np.int64)
+    inq = np.zeros(k + 1, dtype=np.bool_)
+    slot_excl = np.zeros(d, dtype=np.int64)
+    power = np.ones(k + 1, dtype=np.int64)
+    for i in range(1, k + 1):
+        power[i] = power[i - 1] * d
+    for si in range(S):
+        a = starts[si]
+        for w in range(W):
+            b[0] = a
+            for i in range(1, k + 1):
+                slot = (w // power[k - i]) % d
+                f[i] = out_arcs[b[i - 1], slot]
+                b[i] = arc_head[f[i]]
+                heads[si, w, i - 1] = b[i]
+            for m in range(0, k + 1):
+                slot_excl[:] = 0
+                excluded = 0
+                for p in range(1, m + 1):
+                    inq[p] = False
+                    if b[p] != a:
+                        continue
+                    ok = True
+                    for i in range(1, k - m + 1):
+                        if f[i] != f[i + p]:
+                            ok = False
+                            break
+                    inq[p] = ok
+                for p in range(1, m + 1):
+                    if not inq[p]:
+                        continue
+                    minimal = True
+                    for q in range(1, p):
+                        if not inq[q]:
+                            continue
+                        suffix = True
+                        for i in range(1, q + 1):
+                            if f[p - q + i] != f[i]:
+                                suffix = False
+                                break
+                        if suffix:
+                            minimal = False
+                            break
+                    if minimal:
+                        excluded += power[m - p]
+                        slot_excl[in_slot[f[p]]] += power[m - p]
+                if m < k:
+                    late[si, w, k - m - 1] = power[m] - excluded
+                if m >= 1:
+                    best = 0
+                    for s in range(d):
+                        c = power[m - 1] - slot_excl[s]
+                        if c > best:
+                            best = c
+                    if best > early[m]:
+                        early[m] = best
+    return heads, late, early
 
 
 def warm() -> float:
@@ -352,10 +693,19 @@ def warm() -> float:
     ball = np.array([[5], [3], [6]], dtype=np.uint64)
     preds = np.array([[2], [0], [1]], dtype=np.int64)
     offsets, masks, counts = step_types(prev, ball, preds)
+    grow_balls(prev, preds)
+    sphere_sizes(prev, ball)
+    step_u_star_by_runs(prev, ball, preds)
     type_bounds(offsets, masks, counts, 1)
+    balanced_upper(offsets, masks, counts, 1, 1)
+    excluded_u_star(offsets, masks, counts, 1, 1, np.zeros((offsets.size - 1, 1, 1), dtype=np.int64),
+                    np.zeros((offsets.size - 1, 1, 1), dtype=np.int64))
     interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
     zeta_u_star(offsets, masks, counts, 1)
     circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))
+    cyclic_distances(5, np.array([1, 2], dtype=np.int64))
+    walk_overlaps(np.array([[1], [2], [0]], dtype=np.int64), np.array([1, 2, 0], dtype=np.int64),
+                  np.zeros(3, dtype=np.int64), np.array([0], dtype=np.int64), 2)
     from services.synthesis.bfb.greedy import warm as warm_greedy     # its matcher uses _ctpop from here
 
     warm_greedy()

@@ -435,7 +435,8 @@ def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: b
     else:
         workers = workers or default_workers()
         work = topology.nodes * ctx.diameter
-        if workers > 1 and work >= 2048:
+        # a daemonic process (a Celery prefork child) may not start a pool: solve the blocks in-process there
+        if workers > 1 and work >= 2048 and not multiprocessing.current_process().daemon:
             _POOL_CTX = ctx
             try:
                 mp = multiprocessing.get_context("fork")

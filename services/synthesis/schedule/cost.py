@@ -100,8 +100,10 @@ class LinkModel:
         return steps * self.alpha_s + float(tau) * size_bytes / self.node_bandwidth_Bps
 
     def collective_time(self, collective: Collective, steps: int, tau, size_bytes: float) -> float:
-        """Runtime of `collective` from an allgather's (steps, tau): AG and RS cost the same (Theorem 1);
-        allreduce = RS + AG = 2 (T_L + T_B) (digest 6)."""
+        """Runtime of `collective` from an allgather's (steps, tau) on a topology whose reduce-scatter costs
+        what its allgather does (reverse-symmetric ones, e.g. bidirectional rings: Theorem 1); allreduce =
+        RS + AG = 2 (T_L + T_B) (digest 6). Other topologies are priced per collective
+        (search.candidates.Candidate.cost: reduce-scatter by BFB on the transpose)."""
         t = self.time(steps, tau, size_bytes)
         return 2 * t if collective is Collective.ALLREDUCE else t
 

@@ -1,13 +1,24 @@
-"""Finder candidates: a topology expression with its predicted (steps, tau) and the structural facts the
-expansion theorems need (paper section 5, Table 3; digest 2.0 and 5.3)."""
+"""Finder candidates (paper section 5.4; digest 5.2, 5.3): topology expressions priced exactly by the schedule
+that ships (`pricing`), and the specs the search enumerates before pricing them.
+
+A `Spec` is an expression with a cheap lower bound on its allgather (steps, tau): at least its diameter (or
+the Moore bound) in steps (Theorem 15, and no schedule beats D(G)) and at least (N-1)/N in tau (Theorem 4).
+The search prices a spec only when no candidate already priced dominates that bound (`resolve`).
+"""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
+from functools import lru_cache
+from typing import Iterable
 
-from services.synthesis.bfb.price import bfb_tau
-from services.synthesis.schedule.cost import is_moore_optimal, optimal_tau
-from services.synthesis.topology.graph import Topology
+from services.synthesis.schedule.cost import is_moore_optimal, moore_steps, optimal_tau
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.search import pricing
+from services.synthesis.topology.expr import Expr, parse
+
+__all__ = ["Candidate", "Spec", "candidate", "pareto", "resolve", "line_spec", "degree_spec", "power_spec",
+           "product_spec", "bidir_spec", "exact_spec"]
 
 
 @dataclass(frozen=True)
@@ -15,89 +26,165 @@ class Candidate:
     expr: str
     nodes: int
     degree: int
-    steps: int                 # T_L = steps * alpha of its schedule (allgather)
-    tau: Fraction              # T_B = tau * M / B (exact, or an upper bound when exact is False)
-    diameter: int | None       # D(G) when known
+    steps: int                 # allgather: T_L = steps * alpha of the schedule that ships (exact)
+    tau: Fraction              # allgather: T_B = tau * M / B (exact)
+    diameter: int | None       # D(G) when known without building the graph (`graph_diameter`)
     bidirectional: bool        # every arc has its reverse (duplex cabling)
     simple: bool               # no self-loops or parallel arcs (Theorem 13 needs it)
     self_loops: bool
-    reverse_symmetric: bool    # G isomorphic to G^T (Definition 6)
-    bfb_optimal: bool          # the schedule is G's optimal BFB schedule (Theorem 10 exactness)
-    many_out: bool             # every node has more than one distinct out-neighbour
-    bfb_bw_optimal: bool = False   # its optimal BFB schedule is BW-optimal with steps = D (Theorem 13 factor)
-    exact: bool = True
+    reverse_symmetric: bool    # G isomorphic to G^T (Definition 6): reduce-scatter costs the allgather's
+    bfb_bw_optimal: bool       # G has a BW-optimal BFB schedule of D(G) steps (Theorem 13 factor)
     family: str = ""
+    schedule: str = "bfb"      # how the top level ships: "bfb" or "construction" (`pricing`)
+    rs_steps: int | None = field(default=None, compare=False)     # reduce-scatter, when not reverse-symmetric
+    rs_tau: Fraction | None = field(default=None, compare=False)
 
-    @property
-    def bw_optimal(self) -> bool:
-        return self.tau == optimal_tau(self.nodes)
+    def cost(self, collective: Collective = Collective.ALLGATHER) -> tuple[int, Fraction]:
+        """(steps, tau) of `collective`: reduce-scatter is the reverse of the allgather of G^T (Cor. 1.1),
+        allreduce is reduce-scatter then allgather."""
+        if collective is Collective.ALLGATHER:
+            return self.steps, self.tau
+        rs = self.reducescatter()
+        if collective is Collective.REDUCESCATTER:
+            return rs
+        if collective is not Collective.ALLREDUCE:
+            raise ValueError(f"a candidate is priced for allgather, reduce-scatter and allreduce, not {collective.value}")
+        return rs[0] + self.steps, rs[1] + self.tau
 
-    @property
-    def moore_optimal(self) -> bool:
-        return is_moore_optimal(self.nodes, self.degree, self.steps)
+    def reducescatter(self) -> tuple[int, Fraction]:
+        if self.rs_steps is not None:
+            return self.rs_steps, self.rs_tau
+        if self.reverse_symmetric:
+            return self.steps, self.tau
+        p = pricing.price(self.expr, transposed=True)
+        return p.steps, p.tau
+
+    def with_reducescatter(self) -> "Candidate":
+        """The same candidate with its reduce-scatter cost priced (for frontiers and selection)."""
+        steps, tau = self.reducescatter()
+        return replace(self, rs_steps=steps, rs_tau=tau)
+
+    def bw_optimal(self, collective: Collective = Collective.ALLGATHER) -> bool:
+        phases = 2 if collective is Collective.ALLREDUCE else 1
+        return self.cost(collective)[1] == phases * optimal_tau(self.nodes)
+
+    def moore_optimal(self, collective: Collective = Collective.ALLGATHER) -> bool:
+        """Definition 10 for every phase (an allreduce is Moore-optimal when both of its phases are)."""
+        if collective is Collective.ALLREDUCE:
+            return all(is_moore_optimal(self.nodes, self.degree, s)
+                       for s in (self.steps, self.reducescatter()[0]))
+        return is_moore_optimal(self.nodes, self.degree, self.cost(collective)[0])
+
+    def key(self, collective: Collective = Collective.ALLGATHER) -> tuple:
+        """Preference among equal costs: bidirectional, smaller diameter, shorter name."""
+        steps, tau = self.cost(collective)
+        return steps, tau, not self.bidirectional, self.diameter_bound(), len(self.expr), self.expr
+
+    def graph_diameter(self) -> int:
+        return self.diameter if self.diameter is not None else pricing.diameter(self.expr)
+
+    def diameter_bound(self) -> int:
+        """A lower bound on D(G) without building the graph (the Moore bound when D is not known)."""
+        return self.diameter if self.diameter is not None else moore_steps(self.nodes, self.degree)
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(tau=float(self.tau), tau_exact=str(self.tau), bw_optimal=self.bw_optimal,
-                 moore_optimal=self.moore_optimal)
+        d.update(tau=float(self.tau), tau_exact=str(self.tau), rs_tau=None if self.rs_tau is None else str(self.rs_tau),
+                 diameter=self.graph_diameter(),
+                 bw_optimal=self.bw_optimal(), moore_optimal=self.moore_optimal())
         return d
 
-    def key(self) -> tuple:
-        """Preference among equal (steps, tau): exact, bidirectional, smaller diameter, shorter name."""
-        return (self.steps, self.tau, not self.exact, not self.bidirectional,
-                self.diameter if self.diameter is not None else 1 << 20, len(self.expr), self.expr)
+
+def candidate(expr: str, family: str, root: bool = True) -> Candidate:
+    """Price `expr` by the schedule that ships for it (`pricing.price`; inside a larger expression when
+    root is False) and collect its facts."""
+    f, p = pricing.facts(expr), pricing.price(expr, root=root)
+    return Candidate(expr, f.nodes, f.degree, p.steps, p.tau, p.diameter, f.bidirectional, f.simple, f.self_loops,
+                     f.reverse_symmetric, p.bfb_bw_optimal, family, p.method)
 
 
-def from_topology(t: Topology, *, reverse_symmetric: bool, family: str, steps: int | None = None,
-                  tau: Fraction | None = None, bfb_optimal: bool = True) -> Candidate:
-    """Evaluate a concrete topology (BFB unless steps/tau are given by a theorem)."""
-    if steps is None or tau is None:
-        steps, tau = bfb_tau(t)
-        diameter = steps                     # Theorem 15: the BFB schedule takes D(G) steps
-    else:
-        diameter = t.diameter
-    return Candidate(t.expr, t.nodes, t.degree, steps, tau, diameter, t.bidirectional,
-                     not t.self_loops and not t.multi_arcs, t.self_loops, reverse_symmetric, bfb_optimal,
-                     t.min_out_neighbours > 1, bfb_optimal and steps == diameter and tau == optimal_tau(t.nodes),
-                     True, family)
+@dataclass(frozen=True)
+class Spec:
+    """An expression to price, with a lower bound on its allgather cost (exact when `priced` is given)."""
+
+    expr: str
+    family: str
+    nodes: int
+    degree: int
+    steps: int                          # lower bound on the allgather steps, at most D(G)
+    tau: Fraction                       # lower bound on the allgather tau
+    bidirectional: bool
+    reverse_symmetric: bool
+    priced: Candidate | None = None
+
+    def bound(self, collective: Collective) -> tuple[int, Fraction]:
+        """Lower bound on the collective's cost (a reduce-scatter takes at least D(G^T) = D(G) steps)."""
+        if collective is Collective.ALLGATHER:
+            return self.steps, self.tau
+        if self.priced is not None:
+            return self.priced.cost(collective)
+        rs = (self.steps, self.tau) if self.reverse_symmetric else (self.steps, optimal_tau(self.nodes))
+        if collective is Collective.REDUCESCATTER:
+            return rs
+        return rs[0] + self.steps, rs[1] + self.tau
+
+    def price(self, root: bool = True) -> Candidate:
+        return self.priced if self.priced is not None else candidate(self.expr, self.family, root)
 
 
-def pareto(cands) -> list[Candidate]:
-    """Pareto frontier on (steps, tau): c is dominated iff another has steps <= and tau <= with one strict
-    (digest 5.2); among ties one representative (Candidate.key). Sorted by steps ascending."""
+def exact_spec(c: Candidate) -> Spec:
+    return Spec(c.expr, c.family, c.nodes, c.degree, c.steps, c.tau, c.bidirectional, c.reverse_symmetric, c)
+
+
+def pareto(cands: Iterable[Candidate], collective: Collective = Collective.ALLGATHER) -> list[Candidate]:
+    """Pareto frontier on the collective's (steps, tau): c is dominated iff another has steps <= and tau <=
+    with one strict (digest 5.2); among ties one representative (Candidate.key). Sorted by steps."""
     best: dict[tuple[int, Fraction], Candidate] = {}
     for c in cands:
-        k = (c.steps, c.tau)
-        if k not in best or c.key() < best[k].key():
+        k = c.cost(collective)
+        if k not in best or c.key(collective) < best[k].key(collective):
             best[k] = c
     out, best_tau = [], None
-    for c in sorted(best.values(), key=lambda c: (c.steps, c.tau)):
-        if best_tau is None or c.tau < best_tau:
-            out.append(c)
-            best_tau = c.tau
+    for k in sorted(best):
+        if best_tau is None or k[1] < best_tau:
+            out.append(best[k])
+            best_tau = k[1]
     return out
 
 
-# ----- Table 3's algebra --------------------------------------------------------------------------
-def line_of(c: Candidate, times: int = 1) -> Candidate:
-    """L(G): N -> dN, k -> k+1, tau -> tau + 1/N; exact for an optimal BFB base with > 1 out-neighbour
-    (Theorem 10), otherwise an upper bound (Theorem 7)."""
-    out = c
-    for _ in range(times):
-        exact_here = out.bfb_optimal and out.many_out
-        out = replace(out, expr=_wrap_line(out.expr), nodes=out.nodes * out.degree, steps=out.steps + 1,
-                      tau=out.tau + Fraction(1, out.nodes),
-                      diameter=None if out.diameter is None else out.diameter + (1 if out.degree > 1 else 0),
-                      bidirectional=False, simple=not out.self_loops, bfb_optimal=exact_here,
-                      many_out=out.degree > 1, bfb_bw_optimal=False, exact=out.exact and exact_here,
-                      family="line")
-    return out
+def resolve(specs: Iterable[Spec], collective: Collective = Collective.ALLGATHER, root: bool = True) -> list[Candidate]:
+    """The Pareto frontier of the specs' exact costs (as whole expressions, or with root=False as parts of
+    larger ones), pricing a spec only when its lower bound is not dominated by (or tied with a preferred)
+    candidate already priced: specs go in order of their bounds."""
+    def order(s: Spec):
+        steps, tau = s.bound(collective)
+        return steps, tau, not s.bidirectional, len(s.expr), s.expr
+
+    front: list[Candidate] = []
+    for s in sorted(specs, key=order):
+        steps, tau = s.bound(collective)
+        best = (steps, tau, not s.bidirectional, s.steps, len(s.expr), s.expr)     # D(G) >= s.steps
+        if any(cs <= steps and ct <= tau and ((cs, ct) != (steps, tau) or c.key(collective) <= best)
+               for c in front for cs, ct in [c.cost(collective)]):
+            continue
+        c = s.price(root)
+        if collective is not Collective.ALLGATHER:
+            c = c.with_reducescatter()
+        front = pareto(front + [c], collective)
+    return front
 
 
+# ----- specs of the expansions (paper section 5, Table 3) -------------------------------------------
+def line_spec(c: Candidate) -> Spec:
+    """L(G): d N nodes, degree d, D(G) + 1 steps (BFB on the line digraph; priced by `bfb.line`)."""
+    n = c.nodes * c.degree
+    return Spec(_wrap_line(c.expr), "line", n, c.degree, c.diameter_bound() + 1, optimal_tau(n), False,
+                c.reverse_symmetric)
+
+
+@lru_cache(maxsize=1 << 16)
 def _wrap_line(expr: str) -> str:
     """line(line(G)) is written line(G, 2)."""
-    from services.synthesis.topology.expr import Expr, parse
-
     tree = parse(expr)
     if tree.name == "line":
         times = tree.args[1] if len(tree.args) > 1 else 1
@@ -105,37 +192,39 @@ def _wrap_line(expr: str) -> str:
     return f"line({expr})"
 
 
-def degree_of(c: Candidate, n: int) -> Candidate:
-    """G*n (no self-loops): N -> nN, d -> nd, k -> k+1, tau -> tau + (n-1)/(nN) (Theorem 11, exact)."""
-    return replace(c, expr=f"degree({c.expr}, {n})", nodes=c.nodes * n, degree=c.degree * n, steps=c.steps + 1,
-                   tau=c.tau + Fraction(n - 1, n * c.nodes), diameter=None, simple=c.simple, self_loops=False,
-                   bfb_optimal=False, many_out=True, bfb_bw_optimal=False, family="degree")
+def degree_spec(c: Candidate, m: int) -> Spec:
+    """G*m (no self-loops): m N nodes, degree m d; Definition 2 takes one step more than G's schedule, BFB on
+    G*m takes D(G*m) >= D(G) steps (Theorem 11; digest 2.2). When G ships its optimal BFB schedule, tau is at
+    least G's: Definition 2 adds (m-1)/(mN), and in BFB on G*m every copy of a source of G keeps G's eligible
+    in-arcs (copied m times), so every step's largest load is at least G's."""
+    n = c.nodes * m
+    tau = max(c.tau, optimal_tau(n)) if c.schedule == "bfb" else optimal_tau(n)
+    return Spec(f"degree({c.expr}, {m})", "degree", n, c.degree * m, min(c.steps + 1, c.diameter_bound()),
+                tau, c.bidirectional, c.reverse_symmetric)
 
 
-def power_of(c: Candidate, p: int) -> Candidate:
-    """G^{box p}: N -> N^p, d -> pd, k -> pk, tau -> tau N/(N-1) (N^p - 1)/N^p (Theorem 12, exact)."""
-    N = c.nodes
-    return replace(c, expr=f"power({c.expr}, {p})", nodes=N ** p, degree=c.degree * p, steps=c.steps * p,
-                   tau=c.tau * Fraction(N, N - 1) * Fraction(N ** p - 1, N ** p),
-                   diameter=None if c.diameter is None else c.diameter * p, bfb_optimal=False,
-                   many_out=True, bfb_bw_optimal=c.bfb_bw_optimal and c.simple, family="power")
+def power_spec(c: Candidate, p: int) -> Spec:
+    """G^{box p}: N^p nodes, degree p d, D = p D(G) (Theorem 12; digest 2.3)."""
+    n = c.nodes ** p
+    return Spec(f"power({c.expr}, {p})", "power", n, c.degree * p, p * c.diameter_bound(), optimal_tau(n),
+                c.bidirectional, c.reverse_symmetric)
 
 
-def product_of(a: Candidate, b: Candidate) -> Candidate | None:
-    """G1 box G2 scheduled by BFB: BW-optimal with k = D1 + D2 when both factors are simple with BW-optimal
-    BFB schedules (Theorem 13); otherwise unknown (None: the finder evaluates such products only when it can
-    run BFB cheaply)."""
+def product_spec(a: Candidate, b: Candidate) -> Spec | None:
+    """G1 box G2 by BFB: BW-optimal in D1 + D2 steps when both factors are simple with BW-optimal BFB schedules
+    (Theorem 13); None otherwise (the finder does not evaluate such products)."""
     if not (a.simple and b.simple and a.bfb_bw_optimal and b.bfb_bw_optimal):
         return None
     n = a.nodes * b.nodes
-    return Candidate(f"product({a.expr}, {b.expr})", n, a.degree + b.degree, a.diameter + b.diameter,
-                     Fraction(n - 1, n), a.diameter + b.diameter, a.bidirectional and b.bidirectional, True, False,
-                     a.reverse_symmetric and b.reverse_symmetric, True, True, True, True, "product")
+    steps = a.graph_diameter() + b.graph_diameter()
+    return Spec(f"product({a.expr}, {b.expr})", "product", n, a.degree + b.degree, steps, optimal_tau(n),
+                a.bidirectional and b.bidirectional, a.reverse_symmetric and b.reverse_symmetric)
 
 
-def bidir_of(c: Candidate) -> Candidate | None:
-    """App. A.6: G u G^T of a reverse-symmetric G: N, 2d, same k and tau (half the data each way)."""
+def bidir_spec(c: Candidate) -> Spec | None:
+    """App. A.6: G u G^T of a reverse-symmetric unidirectional G: N nodes, degree 2d, G's (steps, tau) or BFB
+    on the union if that is better."""
     if not c.reverse_symmetric or c.bidirectional:
         return None
-    return replace(c, expr=f"bidir({c.expr})", degree=2 * c.degree, bidirectional=True,
-                   simple=False, bfb_optimal=False, bfb_bw_optimal=False, family="bidir")
+    return Spec(f"bidir({c.expr})", "bidir", c.nodes, 2 * c.degree, min(c.steps, moore_steps(c.nodes, 2 * c.degree)),
+                optimal_tau(c.nodes), True, True)

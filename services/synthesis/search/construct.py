@@ -1,10 +1,14 @@
-"""Build the schedule of any topology expression by its own construction (DESIGN section 5, `schedule`).
+"""Build the schedule of any topology expression (DESIGN section 5, `schedule`): the one `pricing` prices.
 
-line / degree / power use the expansion definitions (Def. 1, 2, 14) on the schedule of their argument;
-products, families and explicit graphs use BFB (LP (1); Theorem 13 for products). Reduce-scatter is the
-reverse of the allgather constructed on the transpose (Cor. 1.1 and 1.2): the expansions commute with
-transposition (L(G)^T = L(G^T) up to relabelling arcs, (G*n)^T = G^T*n, (G^{box n})^T = (G^T)^{box n}).
-Allreduce = reduce-scatter then allgather. Each result carries the prediction of Table 3's algebra.
+Each level of the expression is built the way `pricing.price` decided: BFB (LP (1)) for families, products
+and line digraphs; the expansion's construction (Definitions 2 and 14, App. A.6) or BFB on the expanded graph
+for degree expansions, Cartesian powers and A.6 conversions. At the top level, when the other method may
+cost the same (`Price.alternative`: Definition 1's lift beside BFB on a line digraph, or a tie between a
+construction and BFB), both are built and the one with fewer transfers ships if it costs exactly the same.
+Reduce-scatter is the reverse of the allgather built the same way on the transpose (Cor. 1.1 and 1.2): the
+expansions commute with transposition (L(G)^T = L(G^T) up to relabelling arcs, (G*n)^T = G^T*n,
+(G^{box n})^T = (G^T)^{box n}). Allreduce = reduce-scatter then allgather. Each result carries the price,
+which the model checker's measurement of the schedule always equals.
 """
 from __future__ import annotations
 
@@ -14,21 +18,24 @@ from fractions import Fraction
 
 import numpy as np
 
-from services.synthesis.search import expansions as ex
 from services.synthesis.bfb.lp import bfb_allgather, check_schedule_size
+from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.ir import Collective, Schedule, allreduce
+from services.synthesis.search import expansions as ex
+from services.synthesis.search.pricing import price
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.expr import Expr, parse
-from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.topology.graph import Topology
+
+__all__ = ["Prediction", "Constructed", "construct", "construct_collectives", "needs_bfb_fanout"]
 
 
 @dataclass
 class Prediction:
-    """(steps, tau) from the theorems; `exact` is False where the theorem only bounds tau (Theorem 7)."""
+    """(steps, tau) of the schedule, as `pricing.price` (and the finder) reported it before building it."""
 
     steps: int
     tau: Fraction
-    exact: bool = True
 
 
 @dataclass
@@ -37,6 +44,7 @@ class Constructed:
     schedule: Schedule
     prediction: Prediction
     seconds: float
+    method: str = "bfb"        # how the top level was built: "bfb" or "construction"
 
 
 @dataclass
@@ -45,64 +53,69 @@ class _Oriented:
     orient: Topology        # itself, or its transpose (same node labels)
     schedule: Schedule      # an allgather on `orient`
     prediction: Prediction
-    bfb_optimal: bool       # the schedule is the optimal BFB schedule of `orient`
+    method: str
 
 
-def _relabel(s: Schedule, perm: np.ndarray, topo: Topology) -> Schedule:
-    return Schedule(s.collective, s.nodes, s.grid, s.step_ptr, perm[s.source].astype(np.int32),
-                    perm[s.sender].astype(np.int32), perm[s.receiver].astype(np.int32), s.lane, s.lo, s.hi,
-                    s.ops, topo.expr)
+def _labelled(s: Schedule, expr: str, perm: np.ndarray | None = None) -> Schedule:
+    def m(x):
+        return x if perm is None else perm[x].astype(np.int32)
+    return Schedule(s.collective, s.nodes, s.grid, s.step_ptr, m(s.source), m(s.sender), m(s.receiver), s.lane,
+                    s.lo, s.hi, s.ops, expr)
 
 
-def _allgather(tree: Expr, transposed: bool) -> _Oriented:
+def _line_parts(tree: Expr) -> tuple[Expr, int]:
+    base, k = tree.args[0], (tree.args[1] if len(tree.args) > 1 else 1)
+    while base.name == "line":
+        k += base.args[1] if len(base.args) > 1 else 1
+        base = base.args[0]
+    return base, k
+
+
+def _construction(tree: Expr, transposed: bool, true: Topology, orient: Topology) -> Schedule | None:
+    """The expansion's own construction on the shipped schedule of its argument (None for families)."""
     name = tree.name
     if name == "bidir":                      # bidir(G)^T = bidir(G): both orientations are the same
         fwd, rev = _allgather(tree.args[0], False), _allgather(tree.args[0], True)
-        true = ex.bidir(fwd.true)
-        s = ex.bidir_schedule(fwd.true, fwd.schedule, rev.schedule, true)
-        p = Prediction(max(fwd.prediction.steps, rev.prediction.steps), max(fwd.prediction.tau, rev.prediction.tau),
-                       fwd.prediction.exact and rev.prediction.exact and fwd.prediction.tau == rev.prediction.tau)
-        return _Oriented(true, true, s, p, False)
-    if name in ("line", "degree", "power"):
-        inner = _allgather(tree.args[0], transposed)
-        n = tree.args[1] if len(tree.args) > 1 else 1
-        g, o, s, p = inner.true, inner.orient, inner.schedule, inner.prediction
-        if name == "line":
-            bfb_opt = inner.bfb_optimal
-            for _ in range(n):
-                true = ex.line(g)
-                if transposed:     # L(G)^T: build L(G^T) and map arc j of G^T to the arc of G it reverses
-                    perm = g.arc_index(o.heads, o.tails, o.lanes)
-                    s = _relabel(ex.line_schedule(o, s, ex.line(o)), perm, true)
-                    o = true.transpose()
-                else:
-                    s = ex.line_schedule(g, s, true)
-                    o = true
-                # Theorem 10: exact (and optimal BFB again) for an optimal BFB base with > 1 out-neighbour;
-                # otherwise Theorem 7 bounds tau from above
-                bfb_opt = bfb_opt and g.min_out_neighbours > 1
-                p = Prediction(p.steps + 1, p.tau + Fraction(1, g.nodes), p.exact and bfb_opt)
-                g = true
-            true = Topology(g.nodes, g.tails, g.heads, str(tree))
-            orient = true.transpose() if transposed else true
-            s = Schedule(s.collective, s.nodes, s.grid, s.step_ptr, s.source, s.sender, s.receiver, s.lane,
-                         s.lo, s.hi, s.ops, true.expr)
-            return _Oriented(true, orient, s, p, bfb_opt)
-        if name == "degree":
-            true, orient = ex.degree(g, n), ex.degree(o, n)
-            s = ex.degree_schedule(o, n, s, orient)
-            p = Prediction(p.steps + 1, p.tau + Fraction(n - 1, n * g.nodes), p.exact)
-        else:
-            true, orient = ex.power(g, n), ex.power(o, n)
-            check_schedule_size(true)
-            s = ex.power_schedule(o, n, s, orient)
-            N = g.nodes
-            p = Prediction(n * p.steps, p.tau * Fraction(N, N - 1) * Fraction(N ** n - 1, N ** n), p.exact)
-        return _Oriented(true, orient, s, p, False)
+        return _labelled(ex.bidir_schedule(fwd.true, fwd.schedule, rev.schedule, true), true.expr)
+    if name == "line":                       # Definition 1 on the shipped schedule of L^(k-1)(G)
+        base, k = _line_parts(tree)
+        inner = _allgather(base if k == 1 else Expr("line", (base, k - 1)), transposed)
+        g, o = inner.true, inner.orient
+        if transposed:        # L(G)^T: build L(G^T) and map arc j of G^T to the arc of G it reverses
+            perm = g.arc_index(o.heads, o.tails, o.lanes)
+            return _labelled(ex.line_schedule(o, inner.schedule, ex.line(o)), true.expr, perm)
+        return _labelled(ex.line_schedule(g, inner.schedule, ex.line(g)), true.expr)
+    if name not in ("degree", "power"):
+        return None
+    inner = _allgather(tree.args[0], transposed)
+    n = tree.args[1]
+    if name == "degree":
+        return _labelled(ex.degree_schedule(inner.orient, n, inner.schedule, orient), true.expr)
+    check_schedule_size(true)
+    return _labelled(ex.power_schedule(inner.orient, n, inner.schedule, orient), true.expr)
+
+
+def _bfb(true: Topology, orient: Topology) -> Schedule:
+    return _labelled(bfb_allgather(orient).schedule, true.expr)
+
+
+def _cost(s: Schedule, degree: int) -> tuple[int, Fraction]:
+    steps = int(np.flatnonzero(np.diff(s.step_ptr))[-1] + 1) if s.transfers else 0
+    return steps, measured_tau(s, degree)
+
+
+def _allgather(tree: Expr, transposed: bool, root: bool = False) -> _Oriented:
+    p = price(tree, transposed=transposed)
     true = build(tree)
     orient = true.transpose() if transposed else true
-    r = bfb_allgather(orient)
-    return _Oriented(true, orient, r.schedule, Prediction(r.steps, r.tau), True)
+    method = p.method
+    s = _construction(tree, transposed, true, orient) if method == "construction" else _bfb(true, orient)
+    if root and p.alternative:             # the other method may cost the same: ship fewer transfers
+        other = "bfb" if method == "construction" else "construction"
+        alt = _bfb(true, orient) if other == "bfb" else _construction(tree, transposed, true, orient)
+        if alt is not None and alt.transfers < s.transfers and _cost(alt, true.degree) == (p.steps, p.tau):
+            s, method = alt, other
+    return _Oriented(true, orient, s, Prediction(p.steps, p.tau), method)
 
 
 def _canonical(expr: str | Expr) -> Expr:
@@ -113,38 +126,51 @@ def _canonical(expr: str | Expr) -> Expr:
 
 
 def construct(expr: str | Expr, collective: Collective | str = Collective.ALLGATHER) -> Constructed:
-    """Topology and schedule of `expr` by its construction, with the predicted (steps, tau)."""
+    """Topology and schedule of `expr` for `collective`, with the price it was shipped at.
+
+    Examples
+    --------
+    >>> c = construct("line(bipartite(4))")
+    >>> (c.prediction.steps, c.prediction.tau, c.topology.nodes)
+    (3, Fraction(1, 1), 32)
+    """
     t0 = time.perf_counter()
     collective = Collective.parse(collective) if isinstance(collective, str) else collective
     if collective is Collective.ALLTOALL:
         raise ValueError("the construction builds allgather, reduce-scatter and allreduce schedules; all-to-all "
                          "schedules come from evaluate.alltoall_schedule")
     tree = _canonical(expr)
-    ag = _allgather(tree, False) if collective is not Collective.REDUCESCATTER else None
+    ag = _allgather(tree, False, root=True) if collective is not Collective.REDUCESCATTER else None
     if collective is Collective.ALLGATHER:
-        return Constructed(ag.true, ag.schedule, ag.prediction, time.perf_counter() - t0)
-    tr = _allgather(tree, True)
+        return Constructed(ag.true, ag.schedule, ag.prediction, time.perf_counter() - t0, ag.method)
+    tr = _allgather(tree, True, root=True)
     rs = tr.schedule.reverse(topology=tr.true.expr)
     if collective is Collective.REDUCESCATTER:
-        return Constructed(tr.true, rs, tr.prediction, time.perf_counter() - t0)
-    pred = Prediction(tr.prediction.steps + ag.prediction.steps, tr.prediction.tau + ag.prediction.tau,
-                      tr.prediction.exact and ag.prediction.exact)
-    return Constructed(ag.true, allreduce(rs, ag.schedule), pred, time.perf_counter() - t0)
+        return Constructed(tr.true, rs, tr.prediction, time.perf_counter() - t0, tr.method)
+    return Constructed(ag.true, allreduce(rs, ag.schedule), _sum(tr.prediction, ag.prediction),
+                       time.perf_counter() - t0, _methods(tr.method, ag.method))
+
+
+def _sum(a: Prediction, b: Prediction) -> Prediction:
+    return Prediction(a.steps + b.steps, a.tau + b.tau)
+
+
+def _methods(rs: str, ag: str) -> str:
+    return ag if rs == ag else f"reducescatter {rs}, allgather {ag}"
 
 
 def construct_collectives(expr: str | Expr) -> dict[Collective, Constructed]:
-    """Allgather, reduce-scatter and allreduce of `expr`, solving each orientation once."""
+    """Allgather, reduce-scatter and allreduce of `expr`, building each orientation once."""
     t0 = time.perf_counter()
     tree = _canonical(expr)
-    ag = _allgather(tree, False)
-    tr = ag if ag.true.bidirectional and tree.name != "line" else _allgather(tree, True)
+    ag = _allgather(tree, False, root=True)
+    tr = ag if ag.true.bidirectional and tree.name != "line" else _allgather(tree, True, root=True)
     rs = tr.schedule.reverse(topology=tr.true.expr)
     secs = time.perf_counter() - t0
-    ar_pred = Prediction(tr.prediction.steps + ag.prediction.steps, tr.prediction.tau + ag.prediction.tau,
-                         tr.prediction.exact and ag.prediction.exact)
-    return {Collective.ALLGATHER: Constructed(ag.true, ag.schedule, ag.prediction, secs),
-            Collective.REDUCESCATTER: Constructed(ag.true, rs, tr.prediction, secs),
-            Collective.ALLREDUCE: Constructed(ag.true, allreduce(rs, ag.schedule), ar_pred, secs)}
+    return {Collective.ALLGATHER: Constructed(ag.true, ag.schedule, ag.prediction, secs, ag.method),
+            Collective.REDUCESCATTER: Constructed(ag.true, rs, tr.prediction, secs, tr.method),
+            Collective.ALLREDUCE: Constructed(ag.true, allreduce(rs, ag.schedule), _sum(tr.prediction, ag.prediction),
+                                              secs, _methods(tr.method, ag.method))}
 
 
 def needs_bfb_fanout(expr: str, min_nodes: int) -> bool:

@@ -44,7 +44,9 @@ def degree(g: Topology, n: int) -> Topology:
     i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     tails = (g.tails.astype(np.int64)[:, None] * n + i.ravel()[None, :]).ravel()
     heads = (g.heads.astype(np.int64)[:, None] * n + j.ravel()[None, :]).ravel()
-    return Topology(g.nodes * n, tails, heads, f"degree({g.expr}, {n})")
+    # a Cayley graph of a group A gives one of A x Z_n: (u, i) -> (u + a, i + c) for every generator a, all c
+    translation = None if g.translation is None else Translation(g.translation.moduli + (n,), g.translation.twist)
+    return Topology(g.nodes * n, tails, heads, f"degree({g.expr}, {n})", translation=translation)
 
 
 def product(*factors: Topology, expr: str | None = None) -> Topology:

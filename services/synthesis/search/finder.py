@@ -1,25 +1,38 @@
 """The Pareto topology finder (paper section 5.4, App. A.3, A.6; digest 5.1-5.4).
 
 For a target (N, d) it searches bottom-up over every size n dividing N and every degree <= d: the base and
-generative candidates of that size (bases.instances), line graphs of (n/deg, deg), degree expansions of
-(n/m, deg/m), Cartesian powers of (n^(1/p), deg/p) and Cartesian products of two smaller states, each
-predicted with Table 3's algebra and pruned to the Pareto frontier on (steps, tau) per state. The answer
-is the frontier at (N, d) - independent of alpha, M and B - from which `select` picks the best for a workload.
-`bidirectional=True` keeps only topologies a duplex-cable fabric can realise: bidirectional candidates and
-App. A.6 conversions G u G^T of reverse-symmetric unidirectional ones of degree d/2.
+generative families of that size (bases.instances), line digraphs of (n/deg, deg), degree expansions of
+(n/m, deg/m), Cartesian powers of (n^(1/p), deg/p) and Cartesian products of two smaller states, pruned to
+the Pareto frontier on (steps, tau) per state. Every candidate that can enter a frontier is priced exactly by
+the schedule that ships for it (`pricing`: the expansion's construction or BFB on the expanded graph,
+whichever is better; line digraphs by BFB, priced from the base by `bfb.line`); the others are never priced,
+because a cheap lower bound (diameter or Moore steps, tau >= (N-1)/N) is already dominated (`resolve`).
+
+The answer is the frontier at (N, d), independent of alpha, M and B, for a collective: allgather (default),
+reduce-scatter (the reverse of the allgather of G^T: the same cost when G is reverse-symmetric) or allreduce
+(reduce-scatter + allgather). Intermediate sizes are pruned on the allgather's cost. `select` picks the best
+entry for a workload. `bidirectional=True` keeps only topologies a duplex-cable fabric can realise:
+bidirectional candidates and App. A.6 conversions G u G^T of reverse-symmetric unidirectional ones of degree
+d/2.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
-from services.synthesis.search.bases import CACHE, instances
-from services.synthesis.search.candidates import Candidate, bidir_of, degree_of, line_of, pareto, power_of, product_of
 from services.synthesis.schedule.cost import LinkModel, moore_steps, optimal_tau
-from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
+from services.synthesis.search.bases import instances
+from services.synthesis.search.candidates import (Candidate, Spec, bidir_spec, degree_spec, line_spec,
+                                                  power_spec, product_spec, resolve)
+from services.synthesis.search.pricing import CACHE
 
-MAX_NODES = 4096
+__all__ = ["FinderError", "frontier", "frontier_entry", "candidate_from_entry", "bounds", "WorkloadItem",
+           "Selection", "workload_time", "select", "baseline_times", "MAX_NODES", "MAX_DEGREE"]
+
+MAX_NODES = 8192
 MAX_DEGREE = 16
 
 
@@ -32,26 +45,45 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // k for k in small]))
 
 
-@lru_cache(maxsize=None)
-def _state(n: int, deg: int, target: bool = False, bidi: bool = False) -> tuple[Candidate, ...]:
-    """Pareto set of everything the search can build with n nodes and degree deg; with `bidi`, only
-    bidirectional topologies (pruned among themselves): bidirectional families, degree expansions, powers
-    and products of bidirectional ones, and App. A.6 conversions of reverse-symmetric ones of degree deg/2."""
-    cands: list[Candidate] = [c for c in instances(n, deg, target) if c.bidirectional or not bidi]
+def _specs(n: int, deg: int, target: bool, bidi: bool) -> list[Spec]:
+    """Everything the search can build with n nodes and degree deg; with `bidi`, only bidirectional
+    topologies: bidirectional families, degree expansions, powers and products of bidirectional ones, and
+    App. A.6 conversions of reverse-symmetric ones of degree deg/2."""
+    specs: list[Spec] = [s for s in instances(n, deg, target) if s.bidirectional or not bidi]
     if deg >= 2 and n % deg == 0 and n // deg >= 2 and not bidi:
-        cands += [line_of(c) for c in _state(n // deg, deg)]
+        specs += [line_spec(c) for c in _state(n // deg, deg)]
     if bidi and deg % 2 == 0:
-        cands += [b for b in (bidir_of(c) for c in _state(n, deg // 2, target)) if b is not None]
+        specs += [b for b in (bidir_spec(c) for c in _state(n, deg // 2, target)) if b is not None]
     for m in range(2, deg + 1):
         if deg % m == 0 and n % m == 0 and n // m >= 2:
-            cands += [degree_of(c, m) for c in _state(n // m, deg // m, False, bidi) if not c.self_loops]
+            specs += [degree_spec(c, m) for c in _state(n // m, deg // m, False, bidi) if not c.self_loops]
     for p in range(2, deg + 1):
         if deg % p:
             continue
         b = round(n ** (1 / p))
         for bb in (b - 1, b, b + 1):
             if bb >= 2 and bb ** p == n:
-                cands += [power_of(c, p) for c in _state(bb, deg // p, False, bidi)]
+                specs += [power_spec(c, p) for c in _state(bb, deg // p, False, bidi)]
+    product = _best_product(n, deg, bidi)
+    if product is not None:
+        specs.append(product)
+    return specs
+
+
+@lru_cache(maxsize=None)
+def _factors(n: int, deg: int, bidi: bool) -> tuple[Candidate, ...]:
+    """The two best Theorem 13 factors of a state (simple, BW-optimal BFB): fewest steps D, then preferred.
+    Every product of such factors is BW-optimal, so only the smallest D1 + D2 can be on a frontier."""
+    ok = sorted((c for c in _state(n, deg, False, bidi) if c.simple and c.bfb_bw_optimal),
+                key=lambda c: (c.graph_diameter(), not c.bidirectional, len(c.expr), c.expr))
+    return tuple(ok[:2])
+
+
+def _best_product(n: int, deg: int, bidi: bool) -> Spec | None:
+    """The Cartesian product G1 box G2 (n1 n2 = n, d1 + d2 = deg) of Theorem 13 factors with the fewest steps
+    D1 + D2 (preferring bidirectional, then shorter names): every such product is BW-optimal (Theorem 13),
+    so it dominates all the others."""
+    best = None
     for n1 in _divisors(n):
         n2 = n // n1
         if n1 < 2 or n2 < 2 or n1 > n2:
@@ -60,15 +92,27 @@ def _state(n: int, deg: int, target: bool = False, bidi: bool = False) -> tuple[
             d2 = deg - d1
             if n1 == n2 and d1 > d2:
                 continue
-            for a in _state(n1, d1, False, bidi):
-                if not a.bfb_bw_optimal:
-                    continue
-                for b in _state(n2, d2, False, bidi):
-                    if a.expr != b.expr:
-                        c = product_of(a, b)
-                        if c is not None:
-                            cands.append(c)
-    return tuple(pareto(cands))
+            for x in _factors(n1, d1, bidi):
+                for y in _factors(n2, d2, bidi):
+                    if x.expr == y.expr:
+                        continue
+                    key = (x.graph_diameter() + y.graph_diameter(), not (x.bidirectional and y.bidirectional),
+                           len(x.expr) + len(y.expr), x.expr, y.expr)
+                    if best is None or key < best[0]:
+                        best = (key, x, y)
+    return None if best is None else product_spec(best[1], best[2])
+
+
+@lru_cache(maxsize=None)
+def _state(n: int, deg: int, target: bool = False, bidi: bool = False) -> tuple[Candidate, ...]:
+    """Pareto set (allgather cost) of everything the search can build with n nodes and degree deg, priced as
+    whole expressions at the target and as parts of larger ones below it."""
+    return tuple(resolve(_specs(n, deg, target, bidi), root=target))
+
+
+@lru_cache(maxsize=256)
+def _collective_frontier(n: int, deg: int, bidi: bool, collective: Collective) -> tuple[Candidate, ...]:
+    return tuple(resolve(_specs(n, deg, True, bidi), collective))
 
 
 def _check(nodes, degree) -> None:
@@ -79,17 +123,59 @@ def _check(nodes, degree) -> None:
             raise FinderError(f"{name} must be between {lo} and {hi}, got {v}")
 
 
-def frontier(nodes: int, degree: int, *, bidirectional: bool = False) -> list[Candidate]:
-    """All Pareto-efficient topologies for (N, d), sorted by steps (first: lowest T_L; last: lowest T_B)."""
+def frontier(nodes: int, degree: int, *, bidirectional: bool = False,
+             collective: Collective | str = Collective.ALLGATHER) -> list[Candidate]:
+    """All Pareto-efficient topologies for (N, d) and a collective, sorted by its steps (first: lowest T_L;
+    last: lowest T_B). Every entry's cost is that of the schedule `construct` ships for it, and no entry is
+    dominated by another. The entries of a reduce-scatter or allreduce frontier carry their reduce-scatter
+    cost (`Candidate.cost`).
+
+    Examples
+    --------
+    >>> [(c.steps, str(c.tau)) for c in frontier(32, 4)]
+    [(3, '1'), (4, '31/32')]
+    """
     _check(nodes, degree)
-    result = list(_state(nodes, degree, True, bidirectional))
+    if isinstance(collective, str):
+        try:
+            collective = Collective.parse(collective)
+        except ValueError as exc:
+            raise FinderError(str(exc)) from None
+    if collective is Collective.ALLGATHER:
+        result = list(_state(nodes, degree, True, bidirectional))
+    else:
+        result = list(_collective_frontier(nodes, degree, bidirectional, collective))
     CACHE.flush()
     return result
 
 
-def bounds(nodes: int, degree: int) -> dict:
-    """The theoretical row of Tables 4 and 7: Moore steps T_L*(N, d) and tau* = (N-1)/N."""
-    return {"steps": moore_steps(nodes, degree), "tau": optimal_tau(nodes)}
+def frontier_entry(c: Candidate, collective: Collective = Collective.ALLGATHER) -> dict:
+    """A frontier entry as the CLI, the API and plans show it: the collective's (steps, tau) and every
+    collective's cost, all of them those of the schedules `construct` ships."""
+    costs = {k.value: _cost_dict(*c.cost(k)) for k in ALLGATHER_FAMILY}
+    return {"expr": c.expr, "nodes": c.nodes, "degree": c.degree, "collective": collective.value,
+            **costs[collective.value], "diameter": c.graph_diameter(), "bw_optimal": c.bw_optimal(collective),
+            "moore_optimal": c.moore_optimal(collective), "bidirectional": c.bidirectional,
+            "reverse_symmetric": c.reverse_symmetric, "family": c.family, "schedule": c.schedule, "costs": costs}
+
+
+def _cost_dict(steps: int, tau: Fraction) -> dict:
+    return {"steps": steps, "tau": float(tau), "tau_exact": str(tau)}
+
+
+def candidate_from_entry(e: dict) -> Candidate:
+    """The candidate behind a stored frontier entry (what selection needs: facts and every collective's cost)."""
+    ag, rs = e["costs"]["allgather"], e["costs"]["reducescatter"]
+    return Candidate(e["expr"], e["nodes"], e["degree"], ag["steps"], Fraction(ag["tau_exact"]), e["diameter"],
+                     e["bidirectional"], False, False, e["reverse_symmetric"], False, e["family"], e["schedule"],
+                     rs["steps"], Fraction(rs["tau_exact"]))
+
+
+def bounds(nodes: int, degree: int, collective: Collective = Collective.ALLGATHER) -> dict:
+    """The theoretical row of Tables 4 and 7: Moore steps T_L*(N, d) and tau* = (N-1)/N, per phase (an
+    allreduce has two)."""
+    phases = 2 if collective is Collective.ALLREDUCE else 1
+    return {"steps": phases * moore_steps(nodes, degree), "tau": phases * optimal_tau(nodes)}
 
 
 # ----- selection for a workload (digest 5.4) ------------------------------------------------------
@@ -108,9 +194,10 @@ class Selection:
 
 def workload_time(c: Candidate, link: LinkModel, items: list[WorkloadItem], alltoall_bytes: float = 0.0,
                   alltoall_weight: float = 0.0, alltoall_f: float | None = None) -> float:
-    """sum_i w_i T(collective_i, M_i) with T_AG = T_RS = k alpha + tau M/B and T_AR = 2 (k alpha + tau M/B),
-    plus an all-to-all share w_a2a * (D/N) / (f B/d) when given (digest 5.4, 7)."""
-    total = sum(i.weight * link.collective_time(i.collective, c.steps, c.tau, i.size_bytes) for i in items)
+    """sum_i w_i T(collective_i, M_i) with T = steps alpha + tau M/B of that collective's schedule
+    (`Candidate.cost`: an allreduce is the reduce-scatter's cost plus the allgather's), plus an all-to-all
+    share w_a2a * (D/N) / (f B/d) when given (digest 5.4, 7)."""
+    total = sum(i.weight * link.time(*c.cost(i.collective), i.size_bytes) for i in items)
     if alltoall_weight:
         if not alltoall_f:
             raise FinderError("an all-to-all share needs the topology's all-to-all throughput")

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from services.synthesis.bfb.kernels import bfs_distances
+from services.synthesis.bfb.kernels import bfs_distances, grow_balls
 
 UNREACHABLE = np.iinfo(np.int32).max
 
@@ -261,16 +261,14 @@ class Topology:
         united with ball_{t-1}(w) over x's out-neighbours w), or, with `reverse`, of the nodes from which x
         is within t hops (in-neighbours instead)."""
         n = self.nodes
-        nxt = self.in_predecessors if reverse else self.out_neighbours
+        nxt = np.ascontiguousarray(self.in_predecessors if reverse else self.out_neighbours, dtype=np.int64)
         everyone = np.arange(n)
         ball = np.zeros((n, (n + 63) // 64), dtype=np.uint64)
         ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
         t = 0
         while True:
-            grown = ball.copy()
-            for k in range(nxt.shape[1]):
-                grown |= ball[nxt[:, k]]
-            if np.array_equal(grown, ball):
+            grown, changed = grow_balls(ball, nxt)
+            if not changed:
                 return
             t += 1
             yield t, ball, grown

@@ -3,7 +3,7 @@
 // where the crossover between latency- and bandwidth-optimal topologies shows. Standalone
 // (#/frontier?nodes=..&degree=..: GET /v1/frontiers) or for a plan (#/plans/<id>/frontier).
 import { get } from "../api.js";
-import { COLLECTIVES, SIZES, collectiveTime_s, linkModel } from "../cost.js";
+import { COLLECTIVES, SIZES, entryTime_s, linkModel } from "../cost.js";
 import { el, fmtBytes, fmtNumber, fmtUs, intParam, table, yesNo } from "../util.js";
 
 export const NAME = "frontier";
@@ -48,8 +48,8 @@ export function stepsTauChart(entries, bound, selected) {
       Plot.line(entries, { x: "steps", y: "tau", stroke: "#9aa7b5", curve: "step-after" }),
       Plot.dot(pick, { x: "steps", y: "tau", r: 11, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
       Plot.dot(entries, {
-        x: "steps", y: "tau", r: 5, fill: (e) => (e.tau_is_bound ? "white" : "#1f4e79"), stroke: "#1f4e79",
-        className: "frontier-entry", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}${e.tau_is_bound ? " (a bound)" : ""}`,
+        x: "steps", y: "tau", r: 5, fill: "#1f4e79", stroke: "#1f4e79",
+        className: "frontier-entry", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}`,
       }),
       Plot.tip(entries, Plot.pointer({ x: "steps", y: "tau", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}` })),
     ],
@@ -58,7 +58,7 @@ export function stepsTauChart(entries, bound, selected) {
 
 function timeRows(entries, model, collective) {
   const rows = entries.flatMap((e) => SIZES.map((size) => ({
-    expr: e.expr, size, time_us: 1e6 * collectiveTime_s(model, collective, e.steps, e.tau, size),
+    expr: e.expr, size, time_us: 1e6 * entryTime_s(model, collective, e, size),
   })));
   const fastest = new Map(SIZES.map((size) => [size, Math.min(...rows.filter((r) => r.size === size).map((r) => r.time_us))]));
   return rows.map((r) => ({ ...r, slowdown: r.time_us / fastest.get(r.size) }));
@@ -98,8 +98,8 @@ function crossovers(entries, model, collective) {
   const out = [];
   let prev = null;
   for (const size of SIZES) {
-    const best = entries.reduce((a, b) => (collectiveTime_s(model, collective, b.steps, b.tau, size) <
-      collectiveTime_s(model, collective, a.steps, a.tau, size) ? b : a));
+    const best = entries.reduce((a, b) => (entryTime_s(model, collective, b, size) <
+      entryTime_s(model, collective, a, size) ? b : a));
     if (prev && best.expr !== prev.expr) out.push(`${prev.expr} → ${best.expr} near ${fmtBytes(size)}`);
     prev = best;
   }
@@ -121,7 +121,8 @@ export async function render(root, { id, query }) {
       bandwidth_gbps: r.bandwidth_gbps, collective: (w.collectives || [w.collective || "allreduce"])[0] };
     entries = plan.frontier;
     selected = plan.topology.expr;
-    bound = (await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional })).bound;
+    bound = (await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional,
+      collective: q.collective })).bound;
     title = [`Frontier of plan `, el("a", { href: `#/plans/${id}` }, el("code", {}, id.slice(0, 8)))];
   } else {
     q = { nodes: intParam(query, "nodes"), degree: intParam(query, "degree"), bidirectional: query.get("bidirectional") === "true",
@@ -135,36 +136,38 @@ export async function render(root, { id, query }) {
       root.append(el("p", { class: "muted" }, "Enter N and d to see the Pareto-efficient topologies (GET /v1/frontiers)."));
       return;
     }
-    const f = await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional });
+    const f = await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional,
+      collective: q.collective });
     entries = f.entries;
     bound = f.bound;
     selected = entries[0]?.expr ?? null;
   }
   const model = linkModel(q.alpha_us, q.bandwidth_gbps);
-  const fastest = (size) => entries.reduce((a, b) => (collectiveTime_s(model, q.collective, b.steps, b.tau, size) <
-    collectiveTime_s(model, q.collective, a.steps, a.tau, size) ? b : a));
+  const fastest = (size) => entries.reduce((a, b) => (entryTime_s(model, q.collective, b, size) <
+    entryTime_s(model, q.collective, a, size) ? b : a));
   const cross = crossovers(entries, model, q.collective);
   root.append(
     el("p", { class: "legend-note" }, `N = ${q.nodes}, d = ${q.degree}${q.bidirectional ? ", bidirectional" : ""}: `,
       `${entries.length} Pareto-efficient topologies. Lower bounds: ${bound.steps} steps (Moore), tau ${bound.tau_exact} (bandwidth). `,
-      id ? "Ringed: the plan's choice. " : "Ringed: the fewest steps. ", "Hollow dots: tau is a bound."),
+      id ? "Ringed: the plan's choice. " : "Ringed: the fewest steps. ",
+      `Costs are each entry's exact ${q.collective} cost (reduce-scatter by BFB on the transpose).`),
     el("div", { class: "grid2" },
       el("div", { class: "card" }, el("h2", {}, "Steps against tau"), el("div", { class: "chart", id: "frontier-chart" },
         stepsTauChart(entries, bound, selected))),
       el("div", { class: "card" }, el("h2", {}, `Predicted ${q.collective} time, 1 KiB to 1 GiB`),
         el("p", { class: "legend-note" }, `alpha = ${q.alpha_us} µs, B = ${q.bandwidth_gbps} Gbit/s; T = steps x alpha + tau x M/B`,
-          q.collective === "allreduce" ? " (twice for an allreduce)" : "", ". ",
+          ` with the entry's own ${q.collective} (steps, tau)`, ". ",
           cross.length ? `Crossovers: ${cross.join("; ")}.` : `${fastest(SIZES[0]).expr} is fastest at every size.`),
         el("div", { class: "chart", id: "time-chart" }, timeChart(entries, model, q.collective, selected)))),
     el("div", { class: "card" }, el("h2", {}, "Entries"), table([
       { label: "expression", value: (e) => el("a", { href: `#/topology?expr=${encodeURIComponent(e.expr)}` }, el("code", {}, e.expr)) },
       { label: "steps", class: "num", value: (e) => e.steps },
-      { label: "tau", class: "num", value: (e) => `${fmtNumber(e.tau)}${e.tau_is_bound ? " (bound)" : ""}` },
+      { label: "tau", class: "num", value: (e) => fmtNumber(e.tau) },
       { label: "diameter", class: "num", value: (e) => e.diameter ?? "-" },
       { label: "BW-optimal", value: (e) => yesNo(e.bw_optimal) },
       { label: "Moore-optimal", value: (e) => yesNo(e.moore_optimal) },
       { label: "family", value: (e) => e.family },
-      { label: "1 MiB", class: "num", value: (e) => fmtUs(1e6 * collectiveTime_s(model, q.collective, e.steps, e.tau, 2 ** 20)) },
+      { label: "1 MiB", class: "num", value: (e) => fmtUs(1e6 * entryTime_s(model, q.collective, e, 2 ** 20)) },
       { label: "workload (plan)", class: "num", value: (e) => fmtUs(e.workload_time_us) },
     ], entries, (e) => ({ "data-expr": e.expr, class: e.expr === selected ? "selected" : null }))));
 }
