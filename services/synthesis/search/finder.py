@@ -141,6 +141,9 @@ def frontier(nodes: int, degree: int, *, bidirectional: bool = False,
             collective = Collective.parse(collective)
         except ValueError as exc:
             raise FinderError(str(exc)) from None
+    if collective not in ALLGATHER_FAMILY:
+        raise FinderError(f"the finder prices allgather, reduce-scatter and allreduce, not {collective.value} "
+                          "(all-to-all throughput: services.synthesis.evaluate.alltoall)")
     if collective is Collective.ALLGATHER:
         result = list(_state(nodes, degree, True, bidirectional))
     else:
