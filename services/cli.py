@@ -168,14 +168,16 @@ def _schedule_alltoall(args, topo) -> int:
     return 0
 
 
-def _frontier(args):
+def _frontier(args, collective: str | None = None):
+    """The frontier of (args.nodes, args.degree) for `collective` (default: args.collective)."""
     from services.synthesis.search.finder import FinderError, frontier
     from services.synthesis.search.pricing import CACHE, default_cache_dir
 
     if CACHE.path is None:                   # the CLI keeps evaluated prices on disk between runs
         CACHE.attach(default_cache_dir())
     try:
-        return frontier(args.nodes, args.degree, bidirectional=args.bidirectional, collective=args.collective)
+        return frontier(args.nodes, args.degree, bidirectional=args.bidirectional,
+                        collective=collective or args.collective)
     except FinderError as exc:
         raise UsageError(str(exc)) from None
 
@@ -311,7 +313,7 @@ def cmd_train(args) -> int:
                              f"{args.degree}")
         topologies = [topo]
     else:
-        _frontier(args)                       # the frontier, with the CLI's disk cache of evaluated bases
+        _frontier(args, "allreduce")          # the frontier, with the CLI's disk cache of evaluated bases
     link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
     t0 = time.perf_counter()
     try:

@@ -261,17 +261,22 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
                               "verified": True, "transfers": report.transfers}
     _advance(plan_id, "store", 0.95, "storing artifacts")
+    # the blobs are content-addressed (a redelivery writes the same ones): stored first, in their own
+    # transaction, so the plan's row is held only while they are attached and the heartbeat is never kept out
+    topology_blob, graphml_blob = json.dumps(topology_json(topo)).encode(), topology_graphml(topo)
+    with session_scope(_url()) as s:
+        digests = {c: (repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False),
+                       repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
+                   for c, sched in schedules.items()}
+        digest = repo.put_blob(s, topology_blob, "topology", "application/json")
+        graphml = repo.put_blob(s, graphml_blob, "topology", "application/graphml+xml")
     with session_scope(_url()) as s:
         claim(s, plan_id)
-        for c, sched in schedules.items():
-            digest = repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False)
-            repo.attach(s, plan_id, f"schedule:{c.value}", digest, summaries[c.value])
-            summaries[c.value]["digest"] = digest
-            repo.attach(s, plan_id, f"loads:{c.value}",
-                        repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
-        digest = repo.put_blob(s, json.dumps(topology_json(topo)).encode(), "topology", "application/json")
+        for c, (schedule_digest, loads_digest) in digests.items():
+            repo.attach(s, plan_id, f"schedule:{c.value}", schedule_digest, summaries[c.value])
+            summaries[c.value]["digest"] = schedule_digest
+            repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
-        graphml = repo.put_blob(s, topology_graphml(topo), "topology", "application/graphml+xml")
         repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
     return {**state, "schedules": summaries, "topology_digest": digest,
             "topology_facts": topology_facts(topo)}

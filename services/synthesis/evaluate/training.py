@@ -151,7 +151,8 @@ def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel
     moe = alltoall if any(l.is_moe for l in model.layers) else None
     kind = "topology" if topologies is not None else "frontier"
     if topologies is None:
-        topologies = [build(c.expr) for c in frontier(nodes, degree, bidirectional=bidirectional)]
+        topologies = [build(c.expr) for c in frontier(nodes, degree, bidirectional=bidirectional,
+                                                           collective=Collective.ALLREDUCE)]
     entries = []
     for t in topologies:
         costs, info = topology_costs(t, alltoall=moe)
