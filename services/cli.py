@@ -501,12 +501,14 @@ def cmd_compile(args) -> int:
                             "errors": [str(e) for e in report.errors[:5]]}
         code = 0 if report.ok else 1
     if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(art.xml)
+        with open(args.output, "wb") as fh:
+            fh.write(art.xml_data)
         summary["output"] = args.output
         _emit(summary, args.json)
     else:
-        sys.stdout.write(art.xml if art.xml.endswith("\n") else art.xml + "\n")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(art.xml_data)
+        sys.stdout.buffer.flush()
         print(json.dumps(summary), file=sys.stderr)
     return code
 

@@ -293,7 +293,8 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
             raise
         if req.progress is not None:
             req.progress(f"P={p0} [{opt.label()}]: {exc.limit}")
-        return exc
+        # the traceback holds this frame and with it the program: a kept error must not keep them alive
+        return exc.with_traceback(None)
     att.ok, att.seconds = True, time.perf_counter() - t0
     return Fitted(prog, low, opt, attempts)
 

@@ -33,6 +33,7 @@ Everything is numpy over the whole instruction table: time and memory grow with 
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -947,24 +948,25 @@ def _attr_text(x: str) -> str:
 
 
 def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: RuntimeProfile, inplace: bool,
-           outofplace: bool, min_bytes: int, max_bytes: int, header: str = "") -> str:
-    """XML text in the form the runtimes' tokenizer accepts: no declaration, one element per line, attributes
-    on one line separated by single spaces, double quotes, space indentation."""
+           outofplace: bool, min_bytes: int, max_bytes: int, header: str = "") -> bytes:
+    """XML file (ASCII bytes) in the form the runtimes' tokenizer accepts: no declaration, one element per line,
+    attributes on one line separated by single spaces, double quotes, space indentation. Written gpu by gpu
+    into one growing buffer, so memory is the file's size plus one gpu's text."""
     values = {"name": _attr_text(name), "proto": proto, "nchannels": prog.nchannels,
               "nchunksperloop": prog.nodes * prog.units_per_shard, "ngpus": prog.nodes, "coll": coll,
               "inplace": int(inplace), "outofplace": int(outofplace), "minBytes": min_bytes, "maxBytes": max_bytes}
     attrs = " ".join(f'{a}="{values[a]}"' for a in profile.algo_written)
-    parts = []
+    out = io.BytesIO()
     if header:
-        parts.append(f"<!-- fabricplan {header.replace('--', '- -')} -->\n")
-    parts.append(f"<algo {attrs}>\n")
+        out.write(f"<!-- fabricplan {header.replace('--', '- -')} -->\n".encode())
+    out.write(f"<algo {attrs}>\n".encode())
     ops = prog.ops
     bn = np.array(["i", "o", "s", "i"])                         # IBUF, OBUF, SBUF, NONE (-1)
     names = np.array(TYPE_NAME)
     op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).tolist()
     gpu_tb_start = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).tolist()
     tb_id, tb_send, tb_recv, tb_chan = (a.tolist() for a in (prog.tb_id, prog.tb_send, prog.tb_recv, prog.tb_chan))
-    for g in range(prog.nodes):                 # one gpu at a time: memory stays about the size of the text
+    for g in range(prog.nodes):
         t0, t1 = gpu_tb_start[g], gpu_tb_start[g + 1]
         a, b = op_start[t0], op_start[t1]
         kind = ops["kind"][a:b]
@@ -993,6 +995,7 @@ def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: Run
             lines.extend(rows[op_start[t] - a:op_start[t + 1] - a])
             lines.append("    </tb>")
         lines.append("  </gpu>\n")
-        parts.append("\n".join(lines))
-    parts.append("</algo>\n")
-    return "".join(parts)
+        out.write("\n".join(lines).encode())
+        del rows, lines
+    out.write(b"</algo>\n")
+    return out.getvalue()
