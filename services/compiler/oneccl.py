@@ -18,7 +18,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
-from .arrays import ranges, unique
+from .arrays import lexorder, ranges, unique
 from .errors import CompileError
 from .layout import NONE, SBUF, UnitLayout
 from .msccl import runs
@@ -73,7 +73,7 @@ class _Instructions:
         phase = np.concatenate([np.full(p[1].size, p[3], np.int8) for p in self.parts])
         vals = np.concatenate([p[5] for p in self.parts], axis=1)
         self.parts.clear()
-        order = np.lexsort((np.arange(rank.size), phase, step, rank))
+        order = lexorder((np.arange(rank.size), phase, step, rank))
         del step, phase
         kind, rank, vals = kind[order], rank[order], vals[:, order]
         bounds = np.searchsorted(rank, np.arange(n + 1))
@@ -128,7 +128,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         rep = np.repeat(np.arange(v.size), ln)
         x = ranges(lo, ln)
         U, W, G = u[rep], w[rep], v[rep] * P + x
-        o = np.lexsort((U, G, W))                   # by receiver and unit: duplicates and ranks are adjacent
+        o = lexorder((U, G, W))                   # by receiver and unit: duplicates and ranks are adjacent
         U, W, G = U[o], W[o], G[o]
         if op is Op.COPY:
             dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
@@ -146,7 +146,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             i = int(np.flatnonzero(SB == NONE)[0])
             raise CompileError(f"step {t}: rank {U[i]} sends chunk {G[i] % P}/{P} of shard {G[i] // P} before "
                                f"holding it")
-        o = np.lexsort((SO, SB, W, U))
+        o = lexorder((SO, SB, W, U))
         U, W, G, rank, SB, SO = U[o], W[o], G[o], rank[o], SB[o], SO[o]
         if op is Op.COPY:
             DB, DO = lay.home(W, G)
@@ -163,7 +163,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         mu, mw = U[st], W[st]
         # tags count the messages of each (sender, receiver) pair
         pair = mu * n + mw
-        po = np.argsort(pair, kind="stable")
+        po = lexorder((pair,))
         ps = pair[po]
         first = np.r_[True, ps[1:] != ps[:-1]]
         within = np.arange(ps.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
@@ -180,7 +180,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             lay.final[W, G] = True
             continue
         # reductions after the sync, contribution by contribution (rank order within a unit)
-        ro = np.lexsort((G, W, rank))
+        ro = lexorder((G, W, rank))
         Wr, Gr, rk, DOr = W[ro], G[ro], rank[ro], DO[ro]
         for r in unique(rk).tolist():
             m = rk == r
@@ -189,7 +189,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             if np.any(pb == NONE):
                 raise CompileError(f"rank {int(w_[pb == NONE][0])} reduces into a chunk it holds no partial of")
             ab, ao = lay.acc(w_, g_)
-            o2 = np.lexsort((so_, w_))
+            o2 = lexorder((so_, w_))
             w_, g_, so_, pb, po_, ab, ao = w_[o2], g_[o2], so_[o2], pb[o2], po_[o2], ab[o2], ao[o2]
             st2, c2 = runs([so_, po_, ao], [w_, pb, ab], max_len=BIG)
             prog.add("reduce", w_[st2], t, PH_REDUCE, so_[st2], pb[st2], po_[st2], ab[st2], ao[st2], c2)
