@@ -31,6 +31,7 @@ FORMATS = ("msccl", "oneccl")
 RUNTIMES = (*PROFILES, "oneccl")
 PROTOCOLS = ("Simple", "LL", "LL128")
 MODES = ("out", "in", "both")
+ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
@@ -47,7 +48,8 @@ def runtime_defaults(runtime: str, collective: str) -> dict:
         return {"inplace": "out"}
     p = profile_for(runtime)
     if p.reads_outofplace:
-        return {"inplace": "both", "min_bytes": 0, "max_bytes": 0, "proto": "Simple"}
+        return {"inplace": "out" if collective == "alltoall" else "both", "min_bytes": 0, "max_bytes": 0,
+                "proto": "Simple"}
     return {"inplace": "in" if collective == "allreduce" else "out", "min_bytes": 0,
             "max_bytes": p.default_max_bytes, "proto": "Simple"}
 
@@ -179,6 +181,14 @@ def _validate_msccl_options(profile: RuntimeProfile, coll: str, opts: CompileOpt
         profile.coll_name(coll)
     except ValueError as exc:
         raise CompileError(str(exc), limit="collective", value=coll) from None
+    _check_alltoall_mode(coll, opts.inplace)
+
+
+def _check_alltoall_mode(coll: str, inplace: str) -> None:
+    if coll == "alltoall" and inplace not in ALLTOALL_MODES:
+        raise CompileError(f"an all-to-all file serves out-of-place calls only (a rank's output overwrites the "
+                           f"blocks it still has to send in place); got inplace={inplace!r}", limit="inplace",
+                           value=inplace)
 
 
 def check_options(options: CompileOptions, collective: str) -> CompileOptions:
@@ -192,6 +202,7 @@ def check_options(options: CompileOptions, collective: str) -> CompileOptions:
         if opts.inplace not in ("out", "in"):
             raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
                                limit="inplace", value=opts.inplace)
+        _check_alltoall_mode(collective, opts.inplace)
         return opts
     _validate_msccl_options(profile_for(options.runtime).with_overrides(max_steps=options.max_steps), collective,
                             opts)
@@ -341,6 +352,7 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
     if opts.inplace not in ("out", "in"):
         raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
                            limit="inplace", value=opts.inplace)
+    _check_alltoall_mode(schedule.collective.value, opts.inplace)
     low = lower(schedule, topology, max_chunks=opts.max_chunks, allow_resolve=allow_resolve,
                 max_buffer_chunks=1 << 31)
     warnings = []

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from services.synthesis.schedule.cost import measured_tau
-from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
 from .errors import CompileError
-from .lowering import Lowered, chunked_bfb
+from .lowering import Lowered, chunked_bfb, chunks_per_shard
 from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .runtimes import RuntimeProfile
 
@@ -169,12 +169,17 @@ def _lowerings(schedule: Schedule, topology: Topology, req: FitRequest, profile:
         raise CompileError(f"{n} nodes x {req.instances} instances do not fit the runtime's "
                            f"{profile.max_offset + 1} chunk offsets (int16)", limit="max_offset",
                            value=n * req.instances, maximum=profile.max_offset + 1)
-    if schedule.grid <= bound:
-        yield schedule.grid, (lambda: Lowered(schedule, schedule.grid, "exact", tau0, tau0, schedule.steps))
-    if not req.allow_resolve or schedule.collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER,
-                                                           Collective.ALLREDUCE):
+    p0 = chunks_per_shard(schedule)
+    if p0 <= bound:
+        yield p0, (lambda: Lowered(schedule, p0, "exact", tau0, tau0, schedule.steps))
+    if not req.allow_resolve or schedule.collective not in ALLGATHER_FAMILY:
+        if p0 > bound:
+            raise CompileError(f"the {schedule.collective.value} schedule has {p0} chunks per block; {n} ranks x "
+                               f"{req.instances} instances allow at most {bound} (max_chunks {req.max_chunks}, "
+                               f"{profile.max_offset + 1} chunk offsets) and it has no chunked re-solve",
+                               limit="max_chunks" if req.max_chunks < cap else "max_offset", value=p0, maximum=bound)
         return
-    p = min(bound, schedule.grid - 1) if schedule.grid <= bound else bound
+    p = min(bound, p0 - 1) if p0 <= bound else bound
     seen = set()
     while p >= 1:
         if p not in seen:

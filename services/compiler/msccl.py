@@ -42,7 +42,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
 from .arrays import isin_sorted, lexorder, ranges, unique, unique_counts, unique_inverse
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
+from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
 
 __all__ = ["MscclOptions", "MscclProgram", "Messages", "build_messages", "build_program", "to_xml", "XmlStep", "runs"]
@@ -177,7 +177,8 @@ class _Builder:
         self.coll = schedule.collective
         self.maxcnt = profile.max_count - 1
         self.scratch = np.zeros(self.n, dtype=np.int64)
-        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc)
+        touched = alltoall_touched(schedule, self.k) if self.coll is Collective.ALLTOALL else None
+        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, touched)
         self.table = _Table()
         self.msg = 0
         self.dropped = 0
@@ -216,7 +217,10 @@ class _Builder:
         rep = np.tile(rep, k)
         x = np.tile(x, k)
         vv = v[rep]
-        g = vv * P + j * P0 + x
+        if self.coll is Collective.ALLTOALL:
+            g = vv * P + alltoall_position(x, j, self.n, P0, k)
+        else:
+            g = vv * P + j * P0 + x
         chan = lane[rep] * (k * c) + j * c + vv % c
         return u[rep], w[rep], chan, g
 
@@ -418,13 +422,7 @@ class _Builder:
     def _fixups(self, t: int, held_only: bool = False) -> None:
         """Copy every result that is not where the collective wants it (e.g. an allgather's own shard)."""
         lay = self.layout
-        n = self.n
-        if self.coll is Collective.REDUCESCATTER:
-            W = np.repeat(np.arange(n), self.P)
-            G = W * self.P + np.tile(np.arange(self.P), n)
-        else:
-            W = np.repeat(np.arange(n), lay.L)
-            G = np.tile(np.arange(lay.L), n)
+        W, G = lay.results()
         b, o = lay.locbuf[W, G], lay.locoff[W, G]
         if held_only:
             h = b != NONE
@@ -888,9 +886,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     tb, tbs, pairs = _assign_tbs(ops, opt, n, lay)
     rrs_pred = None
     if opt.fuse and pairs[0].size:
-        W = np.repeat(np.arange(n), lay.L if schedule.collective is not Collective.REDUCESCATTER else lay.P)
-        G = (np.tile(np.arange(lay.L), n) if schedule.collective is not Collective.REDUCESCATTER
-             else W * lay.P + np.tile(np.arange(lay.P), n))
+        W, G = lay.results()
         hb, ho = lay.home(W, G)
         hk = lay.alias_key(W, hb, ho) if both else lay.plain_key(hb, ho)
         result_keys = unique(W.astype(np.int64) << 42 | hk)
@@ -956,7 +952,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     steps_tb = n_ops_tb + np.bincount(tb, weights=nops, minlength=n_tbs).astype(np.int64)
     stats["steps_per_tb"] = steps_tb
     stats["tb_local"] = tb_local
-    prog = MscclProgram(n, lay.P, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
+    prog = MscclProgram(n, lay.chunk_loop // n, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
                         dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, msgs.scratch,
                         msgs.messages, msgs.dropped, fused, msgs.consolidated, stats)
     prog.tb_of_op = tb

@@ -20,14 +20,14 @@ from services.synthesis.topology.graph import Topology
 
 from .arrays import lexorder, ranges, unique
 from .errors import CompileError
-from .layout import NONE, SBUF, UnitLayout
+from .layout import NONE, SBUF, UnitLayout, alltoall_touched
 from .msccl import runs
 
 __all__ = ["compile_oneccl"]
 
 NAMES = np.array(["in", "out", "tmp"])
 COLL = {Collective.ALLGATHER: "allgather", Collective.REDUCESCATTER: "reduce_scatter",
-        Collective.ALLREDUCE: "allreduce"}
+        Collective.ALLREDUCE: "allreduce", Collective.ALLTOALL: "alltoall"}
 PH_RECV, PH_SEND, PH_SYNC, PH_REDUCE, PH_COPY = range(5)
 BIG = 1 << 30
 RANKS_PER_BLOCK = 64             # ranks whose instruction text exists at once while printing
@@ -109,7 +109,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             tmp[g] += sz
         return out
 
-    lay = UnitLayout(coll, n, P, inplace, alloc)
+    lay = UnitLayout(coll, n, P, inplace, alloc, alltoall_touched(s) if coll is Collective.ALLTOALL else None)
     prog = _Instructions()
     tags = np.zeros((n, n), dtype=np.int32)
     messages = 0
@@ -195,12 +195,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             prog.add("reduce", w_[st2], t, PH_REDUCE, so_[st2], pb[st2], po_[st2], ab[st2], ao[st2], c2)
             lay.locbuf[w_, g_], lay.locoff[w_, g_] = ab, ao
     # final copies into place
-    if coll is Collective.REDUCESCATTER:
-        W = np.repeat(np.arange(n), P)
-        G = W * P + np.tile(np.arange(P), n)
-    else:
-        W = np.repeat(np.arange(n), lay.L)
-        G = np.tile(np.arange(lay.L), n)
+    W, G = lay.results()
     b, o = lay.locbuf[W, G], lay.locoff[W, G]
     if np.any(b == NONE):
         i = int(np.flatnonzero(b == NONE)[0])
@@ -216,7 +211,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
                     for ch in (name or f"fabricplan {coll.value} {topology.expr}"))[:200]
     counts, lines = prog.per_rank(n)
     out = io.BytesIO()
-    out.write(f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{lay.L}" '
+    out.write(f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{lay.chunk_loop}" '
               f'steps="{s.steps}" inplace="{int(inplace)}">\n'.encode())
     for a in range(0, n, RANKS_PER_BLOCK):
         b = min(n, a + RANKS_PER_BLOCK)
