@@ -132,7 +132,7 @@ def run(expr: str, collective: str, runtime: str, check: bool, memory_limit_mb: 
 
 def _verdict(r: dict) -> str:
     if r["ok"]:
-        return "meets" if r["wall_s"] <= TARGET_S and r["peak_mb"] <= TARGET_MB else "MISSES"
+        return "meets" if r["cpu_s"] <= TARGET_S and r["peak_mb"] <= TARGET_MB else "MISSES"
     quick = r["cpu_s"] <= QUICK_REFUSAL_S and r["peak_mb"] <= TARGET_MB
     return "quick" if quick else "SLOW"
 
