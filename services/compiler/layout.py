@@ -55,26 +55,40 @@ def alltoall_touched(schedule, instances: int = 1) -> np.ndarray:
     return unique(np.concatenate([base + alltoall_position(x, j, n, grid, k) for j in range(k)]))
 
 
-class _PairTable:
-    """Values per (rank, unit) pair over a fixed set of pairs (sorted keys rank * L + unit): the dense tables'
-    interface, t[W, G] and t[W, G] = values, for a collective whose ranks touch few of the N x L pairs."""
+class _PairIndex:
+    """Positions of (rank, unit) pairs among a fixed sorted set of keys rank * L + unit. The tables of one
+    layout share it, and it remembers its last few queries by the identity of their arrays (kept alive here,
+    so an identity is never reused): the builder looks the same pairs up in several tables in a row."""
 
-    def __init__(self, keys: np.ndarray, L: int, fill, dtype):
+    def __init__(self, keys: np.ndarray, L: int):
         self.keys, self.L = keys, L
-        self.values = np.full(keys.size, fill, dtype=dtype)
+        self.recent: list[tuple] = []
 
-    def _index(self, W, G) -> np.ndarray:
+    def __call__(self, W, G) -> np.ndarray:
+        for w, g, i in self.recent:
+            if w is W and g is G:
+                return i
         k = np.asarray(W, np.int64) * self.L + np.asarray(G, np.int64)
         i = np.minimum(np.searchsorted(self.keys, k), max(self.keys.size - 1, 0))
         if k.size and not np.array_equal(self.keys[i], k):
             raise KeyError("a (rank, unit) pair outside the schedule's transfers")
+        self.recent = [(W, G, i)] + self.recent[:3]
         return i
 
+
+class _PairTable:
+    """Values per (rank, unit) pair over the pairs of a _PairIndex: the dense tables' interface, t[W, G] and
+    t[W, G] = values, for a collective whose ranks touch few of the N x L pairs."""
+
+    def __init__(self, index: _PairIndex, fill, dtype):
+        self.index = index
+        self.values = np.full(index.keys.size, fill, dtype=dtype)
+
     def __getitem__(self, wg) -> np.ndarray:
-        return self.values[self._index(*wg)]
+        return self.values[self.index(*wg)]
 
     def __setitem__(self, wg, values) -> None:
-        self.values[self._index(*wg)] = values
+        self.values[self.index(*wg)] = values
 
 
 class UnitLayout:
@@ -115,9 +129,10 @@ class UnitLayout:
         n, P = self.n, self.P
         own = np.repeat(np.arange(n, dtype=np.int64), P) * (self.L + P) + np.tile(np.arange(P, dtype=np.int64), n)
         keys = unique(np.concatenate([own, np.asarray(touched if touched is not None else [], np.int64)]))
-        self.locbuf = _PairTable(keys, self.L, NONE, np.int8)
-        self.locoff = _PairTable(keys, self.L, -1, np.int32)
-        self.final = _PairTable(keys, self.L, False, bool)
+        index = _PairIndex(keys, self.L)
+        self.locbuf = _PairTable(index, NONE, np.int8)
+        self.locoff = _PairTable(index, -1, np.int32)
+        self.final = _PairTable(index, False, bool)
         W, G = own // self.L, own % self.L
         self.locbuf[W, G] = IBUF
         self.locoff[W, G] = G % P
