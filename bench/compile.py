@@ -1,32 +1,44 @@
 """Schedule compiler benchmark: compile time, peak memory, XML size and steps per runtime, N = 16 ... 1024.
 
-    python -m bench.compile                             # line(circulant(16, 1, 4), k) allreduce, k = 0..3, all runtimes
+    python -m bench.compile                             # line(circulant(16, 1, 4), k), k = 0..3, all runtimes
     python -m bench.compile --collective allgather --runtime rccl
+    python -m bench.compile --collective alltoall --expr "torus(8, 8)"
     python -m bench.compile --expr "genkautz(4, 256)" --runtime rccl --check
     python -m bench.compile --json
 
-The default family ends at the issue's 1024-host plan, line(circulant(16, 1, 4), 3) (N = 16, 64, 256, 1024).
-Targets (issue 11): the 1024-host allreduce compiles in at most 30 s and 2 GiB, or is refused quickly with the
-reason. Columns: the outcome (fitted with its options, or the limit that refused it), compile wall and CPU
-seconds (the schedule is built beforehand and not timed), the compile's peak memory above what the process
-held before it (sampled RSS), XML size, XML steps in all and in the fullest thread block, thread blocks per
-gpu (oneCCL: instructions of the busiest rank under "tb st"), and the alpha-beta time of the compiled program beside the schedule's (alpha = 10 us, B = 100 Gbit/s; a
-chunked re-solve costs bandwidth). --check also validates and simulates the file (slow above N = 256).
-The machine these figures come from is shared: compare CPU seconds, and rerun on a quiet machine.
+The default family ends at the issue's 1024-host plan, line(circulant(16, 1, 4), 3) (N = 16, 64, 256, 1024),
+and the default collectives are allgather, reduce-scatter and allreduce (add alltoall with --collective).
+Targets (issue 11 item 5): a compile takes at most 30 s and 2 GiB, or is refused quickly (a few seconds)
+with the reason. Every compile runs in a fresh subprocess whose address space is capped like a worker's
+(RLIMIT_AS at what it has mapped after building the schedule plus --memory-limit-mb, default the target's
+2048 MiB; workers.limits.apply_memory_limit), so a compile that needs more memory than the target fails
+with "MemoryError" here. Columns: the outcome (fitted with its options, or the limit that refused it),
+compile wall and CPU seconds (the schedule is built beforehand and not timed), the compile's peak memory
+above what the process held before it (sampled RSS) and the process's peak RSS (getrusage, schedule
+included), XML size, XML steps in all and in the fullest thread block, thread blocks per gpu (oneCCL:
+instructions of the busiest rank under "tb st"), and the alpha-beta time of the compiled program beside
+the schedule's (alpha = 10 us, B = 100 Gbit/s; a chunked re-solve costs bandwidth). --check also
+validates and simulates the file (slow above N = 256). The machine these figures come from may be
+shared: compare CPU seconds, and rerun on a quiet machine.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
+import subprocess
+import sys
 import threading
 import time
 
 FAMILY = ["circulant(16, 1, 4)", "line(circulant(16, 1, 4))", "line(circulant(16, 1, 4), 2)",
           "line(circulant(16, 1, 4), 3)"]
 RUNTIMES = ["executor", "rccl", "legacy", "oneccl"]
+COLLECTIVES = ["allgather", "reducescatter", "allreduce"]
 SIZES = (1 << 20, 1 << 28)
 TARGET_S, TARGET_MB = 30.0, 2048.0
+QUICK_REFUSAL_S = 5.0
 
 
 def _rss_mb() -> float:
@@ -35,7 +47,7 @@ def _rss_mb() -> float:
 
 
 class PeakRss:
-    """Peak resident memory while a block runs, above the level when it started (sampled every 20 ms)."""
+    """Peak resident memory while a block runs, above the level when it started (sampled every 10 ms)."""
 
     def __enter__(self):
         self.base = self.peak = _rss_mb()
@@ -45,7 +57,7 @@ class PeakRss:
         return self
 
     def _sample(self):
-        while not self.stop.wait(0.02):
+        while not self.stop.wait(0.01):
             self.peak = max(self.peak, _rss_mb())
 
     def __exit__(self, *exc):
@@ -55,77 +67,130 @@ class PeakRss:
         self.mb = self.peak - self.base
 
 
-def run(expr: str, collective: str, runtimes: list[str], check: bool) -> list[dict]:
-    from services.compiler import CompileError, check_xml, compile_schedule
-    from services.synthesis.schedule.cost import LinkModel
+def _build(expr: str, collective: str):
     from services.synthesis.schedule.ir import Collective
+
+    if Collective.parse(collective) is Collective.ALLTOALL:
+        from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
+        from services.synthesis.topology.catalog import build
+
+        topology = build(expr)
+        return alltoall_schedule(topology).schedule, topology
     from services.synthesis.search.construct import construct_collectives
 
-    t0 = time.perf_counter()
     built = construct_collectives(expr)[Collective.parse(collective)]
-    sched_s = time.perf_counter() - t0
+    return built.schedule, built.topology
+
+
+def measure(expr: str, collective: str, runtime: str, check: bool, memory_limit_mb: int | None) -> dict:
+    """One compile in this process (run it in a fresh one: see `run`)."""
+    from services.compiler import CompileError, check_xml, compile_schedule
+    from services.synthesis.schedule.cost import LinkModel
+
+    t0 = time.perf_counter()
+    schedule, topology = _build(expr, collective)
+    row = {"expr": expr, "nodes": topology.nodes, "collective": collective, "runtime": runtime,
+           "sched_s": time.perf_counter() - t0, "transfers": schedule.transfers}
+    if memory_limit_mb:
+        from workers.limits import apply_memory_limit
+
+        apply_memory_limit(memory_limit_mb)
     link = LinkModel.from_units(10, 100)
-    rows = []
-    for runtime in runtimes:
-        row = {"expr": expr, "nodes": built.topology.nodes, "collective": collective, "runtime": runtime,
-               "sched_s": sched_s}
-        w0, c0 = time.perf_counter(), time.process_time()
-        try:
-            with PeakRss() as mem:
-                art = compile_schedule(built.schedule, built.topology, runtime=runtime, link=link, sizes=SIZES)
-        except CompileError as e:
-            row.update(ok=False, limit=e.limit, reason=str(e), wall_s=time.perf_counter() - w0,
-                       cpu_s=time.process_time() - c0, peak_mb=mem.mb)
-            rows.append(row)
-            continue
-        row.update(ok=True, wall_s=time.perf_counter() - w0, cpu_s=time.process_time() - c0, peak_mb=mem.mb,
-                   xml_mb=art.xml_bytes / 2**20, xml_steps=art.xml_steps, tb_steps=art.max_tb_steps,
+    w0, c0 = time.perf_counter(), time.process_time()
+    mem = PeakRss()
+    try:
+        with mem:
+            art = compile_schedule(schedule, topology, runtime=runtime, link=link, sizes=SIZES)
+    except CompileError as e:
+        row.update(ok=False, limit=e.limit, reason=str(e))
+    except MemoryError:
+        row.update(ok=False, limit="memory", reason=f"MemoryError under the {memory_limit_mb} MiB address-space cap")
+    else:
+        row.update(ok=True, xml_mb=art.xml_bytes / 2**20, xml_steps=art.xml_steps, tb_steps=art.max_tb_steps,
                    tbs=art.threadblocks, options=art.options, lowering=art.lowering, loss=art.loss,
                    predicted_us=art.predicted_time_us, schedule_us=art.schedule_time_us)
-        if check:
-            t1 = time.perf_counter()
-            rep = check_xml(art.xml, art.fmt, runtime=None if art.fmt == "oneccl" else runtime)
-            row.update(check_s=time.perf_counter() - t1, check_ok=rep.ok, check_error=str(rep.error or ""))
-        del art
-        rows.append(row)
-    return rows
+    row.update(wall_s=time.perf_counter() - w0, cpu_s=time.process_time() - c0, peak_mb=mem.mb,
+               maxrss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if check and row["ok"]:
+        t1 = time.perf_counter()
+        rep = check_xml(art.xml, art.fmt, runtime=None if art.fmt == "oneccl" else runtime)
+        row.update(check_s=time.perf_counter() - t1, check_ok=rep.ok, check_error=str(rep.error or ""))
+    return row
+
+
+def run(expr: str, collective: str, runtime: str, check: bool, memory_limit_mb: int | None) -> dict:
+    """`measure` in a fresh interpreter, so every compile's peak memory and address-space cap are its own."""
+    args = json.dumps([expr, collective, runtime, check, memory_limit_mb])
+    proc = subprocess.run([sys.executable, "-m", "bench.compile", "--child", args], capture_output=True, text=True)
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"expr": expr, "nodes": "?", "collective": collective, "runtime": runtime, "ok": False,
+                "limit": "crashed", "reason": (proc.stderr or "no output").strip().splitlines()[-1][:200],
+                "wall_s": float("nan"), "cpu_s": float("nan"), "peak_mb": float("nan"), "maxrss_mb": float("nan")}
+
+
+def _verdict(r: dict) -> str:
+    if r["ok"]:
+        return "meets" if r["cpu_s"] <= TARGET_S and r["peak_mb"] <= TARGET_MB else "MISSES"
+    quick = r["cpu_s"] <= QUICK_REFUSAL_S and r["peak_mb"] <= TARGET_MB
+    return "quick" if quick else "SLOW"
+
+
+def header() -> str:
+    head = (f"{'N':>5} {'coll':13} {'runtime':8} {'wall s':>7} {'cpu s':>6} {'peak MB':>8} {'rss MB':>7} "
+            f"{'target':>6} {'XML MB':>7} {'steps':>8} {'tb st':>5} {'tbs':>4}  {'1 MiB us (sched)':>17}  "
+            f"{'256 MiB us (sched)':>19}  outcome")
+    return (f"targets: a compile <= {TARGET_S:.0f} s and <= {TARGET_MB:.0f} MiB, or a refusal in a few seconds "
+            f"(<= {QUICK_REFUSAL_S:.0f} s CPU here)\n{head}\n{'-' * len(head)}")
+
+
+def line(r: dict) -> str:
+    base = (f"{r['nodes']:>5} {r['collective']:13} {r['runtime']:8} {r['wall_s']:7.1f} {r['cpu_s']:6.1f} "
+            f"{r['peak_mb']:8.0f} {r['maxrss_mb']:7.0f} {_verdict(r):>6}")
+    if not r["ok"]:
+        return (f"{base} {'-':>7} {'-':>8} {'-':>5} {'-':>4}  {'-':>17}  {'-':>19}  refused: {r['limit']}: "
+                f"{r['reason'][:160]}")
+    small, big = (str(s) for s in SIZES)
+    times = (f"{r['predicted_us'][small]:8.1f} ({r['schedule_us'][small]:6.1f})  "
+             f"{r['predicted_us'][big]:9.1f} ({r['schedule_us'][big]:7.1f})")
+    outcome = f"{r['lowering']} loss={r['loss']:.3f} [{r['options']}]"
+    if "check_ok" in r:
+        outcome += f" check={'ok' if r['check_ok'] else r['check_error']} ({r['check_s']:.1f} s)"
+    steps = f"{r['xml_steps']:8d}" if r["xml_steps"] is not None else f"{'-':>8}"   # oneCCL: instructions
+    tbs = f"{r['tbs']:4d}" if r["tbs"] is not None else f"{'-':>4}"
+    return f"{base} {r['xml_mb']:7.1f} {steps} {r['tb_steps']:5d} {tbs}  {times}  {outcome}"
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--expr", action="append", help="topology expression (repeatable); default: the 16..1024 family")
-    ap.add_argument("--collective", default="allreduce", choices=["allgather", "reducescatter", "allreduce"])
+    ap.add_argument("--collective", action="append", choices=COLLECTIVES + ["alltoall"],
+                    help="repeatable; default: allgather, reducescatter, allreduce")
     ap.add_argument("--runtime", action="append", choices=RUNTIMES, help="repeatable; default: all four")
     ap.add_argument("--check", action="store_true", help="also validate and simulate every file")
+    ap.add_argument("--memory-limit-mb", type=int, default=int(TARGET_MB),
+                    help="address space a compile may add (RLIMIT_AS, as in a worker); 0: no cap")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.child:
+        print(json.dumps(measure(*json.loads(a.child))))
+        return
     rows = []
+    if not a.json:
+        print(header(), flush=True)
     for expr in a.expr or FAMILY:
-        rows.extend(run(expr, a.collective, a.runtime or RUNTIMES, a.check))
+        for collective in a.collective or COLLECTIVES:
+            for runtime in a.runtime or RUNTIMES:
+                rows.append(run(expr, collective, runtime, a.check, a.memory_limit_mb or None))
+                if not a.json:
+                    print(line(rows[-1]), flush=True)
     if a.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"{a.collective}; targets at N = 1024: <= {TARGET_S:.0f} s and <= {TARGET_MB:.0f} MiB (or a quick refusal)")
-    head = (f"{'N':>5} {'runtime':8} {'wall s':>7} {'cpu s':>6} {'peak MB':>8} {'XML MB':>7} {'steps':>8} {'tb st':>5} "
-            f"{'tbs':>4}  {'1 MiB us (sched)':>17}  {'256 MiB us (sched)':>19}  outcome")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        base = f"{r['nodes']:>5} {r['runtime']:8} {r['wall_s']:7.1f} {r['cpu_s']:6.1f} {r['peak_mb']:8.0f}"
-        if not r["ok"]:
-            print(f"{base} {'-':>7} {'-':>8} {'-':>5} {'-':>4}  {'-':>17}  {'-':>19}  refused: {r['limit']}: "
-                  f"{r['reason'][:160]}")
-            continue
-        small, big = (str(s) for s in SIZES)
-        times = (f"{r['predicted_us'][small]:8.1f} ({r['schedule_us'][small]:6.1f})  "
-                 f"{r['predicted_us'][big]:9.1f} ({r['schedule_us'][big]:7.1f})")
-        outcome = f"{r['lowering']} loss={r['loss']:.3f} [{r['options']}]"
-        if "check_ok" in r:
-            outcome += f" check={'ok' if r['check_ok'] else r['check_error']} ({r['check_s']:.1f} s)"
-        steps = f"{r['xml_steps']:8d}" if r["xml_steps"] is not None else f"{'-':>8}"   # oneCCL: instructions
-        tbs = f"{r['tbs']:4d}" if r["tbs"] is not None else f"{'-':>4}"
-        print(f"{base} {r['xml_mb']:7.1f} {steps} {r['tb_steps']:5d} {tbs}  {times}  {outcome}")
-    print(f"({r['expr']}: the family ends at the issue's plan; the schedule itself is built before timing)")
+    print(f"(the family ends at the issue's plan {FAMILY[-1]}; every compile ran in its own process, the schedule "
+          f"built before timing)")
 
 
 if __name__ == "__main__":

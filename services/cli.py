@@ -456,7 +456,7 @@ def _check_file(args) -> int:
 def cmd_compile(args) -> int:
     import os
 
-    from .compiler.api import check_xml, compile_schedule
+    from .compiler.api import check_options, check_xml, compile_schedule
     from .compiler.errors import CompileError
     from services.synthesis.bfb.lp import ScheduleTooLarge
     from services.synthesis.schedule.cost import LinkModel
@@ -467,11 +467,8 @@ def cmd_compile(args) -> int:
         if not args.check:
             raise UsageError(f"{args.expr} is an XML file: add --check to validate and simulate it")
         return _check_file(args)
-    _topology(args.expr)
+    topology = _topology(args.expr)
     collective = Collective.parse(args.collective)
-    if collective is Collective.ALLTOALL:
-        raise UsageError("compiling all-to-all schedules to XML is not supported yet; `fabricplan schedule EXPR "
-                         "--collective alltoall -o FILE` writes the verified schedule")
     for name in ("channels", "instances", "max_chunks", "max_steps"):
         v = getattr(args, name)
         if v is not None and v < 1:
@@ -486,13 +483,23 @@ def cmd_compile(args) -> int:
             raise UsageError("give both --alpha-us (>= 0) and --bandwidth-gbps (> 0) for predicted times")
         link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
     options = _compile_options(args)
+    extra = {}
     try:
-        built = construct(args.expr, collective)
-        art = compile_schedule(built.schedule, built.topology, options=options, link=link, sizes=args.size,
+        if collective is Collective.ALLTOALL:
+            from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
+
+            check_options(options, collective.value)        # refuse bad options before solving the LP
+            a2a = alltoall_schedule(topology)
+            schedule, topology = a2a.schedule, a2a.topology
+            extra = {"schedule_tau": float(a2a.tau), "mcf_tau": a2a.mcf_tau}
+        else:
+            built = construct(args.expr, collective)
+            schedule, topology = built.schedule, built.topology
+        art = compile_schedule(schedule, topology, options=options, link=link, sizes=args.size,
                                deadline_s=args.timeout)
     except (ScheduleTooLarge, CompileError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    summary = art.as_dict()
+    summary = {**art.as_dict(), **extra}
     summary.pop("attempts", None)
     summary["attempts"] = len(art.attempts)
     code = 0
@@ -503,12 +510,14 @@ def cmd_compile(args) -> int:
                             "errors": [str(e) for e in report.errors[:5]]}
         code = 0 if report.ok else 1
     if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(art.xml)
+        with open(args.output, "wb") as fh:
+            fh.write(art.xml_data)
         summary["output"] = args.output
         _emit(summary, args.json)
     else:
-        sys.stdout.write(art.xml if art.xml.endswith("\n") else art.xml + "\n")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(art.xml_data)
+        sys.stdout.buffer.flush()
         print(json.dumps(summary), file=sys.stderr)
     return code
 
@@ -609,7 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "limit when nothing fits). With --check on an existing FILE.xml: validate and "
                                     "simulate that file for --runtime.")
     co.add_argument("expr", help="topology expression, or with --check an XML file to validate")
-    co.add_argument("--collective", default="allreduce")
+    co.add_argument("--collective", default="allreduce",
+                    help="allgather, reducescatter, allreduce (default) or alltoall (built by the all-to-all LP)")
     co.add_argument("--runtime", choices=["executor", "rccl", "legacy", "oneccl"], default=None,
                     help="msccl-executor-nccl (default), RCCL, microsoft/msccl, or the oneCCL format")
     co.add_argument("--format", choices=["msccl", "oneccl"], default="msccl", help="msccl (default) or oneccl")

@@ -85,7 +85,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         if art.fmt == "msccl" and (art.xml_steps or 0) > SIMULATE_MAX_STEPS:
             # too large to re-parse and simulate here: the compiler enforced the profile's limits on the program
             # it printed; the text still goes through the runtimes' tokenizer
-            problems = lexical_findings(art.xml)
+            problems = lexical_findings(art.xml_data)
             if problems:
                 raise RuntimeError(f"the compiled file fails the runtimes' tokenizer: {problems[0]}")
             checked = {"checked": "limits and tokenizer (too large to simulate)", "simulated": []}
@@ -103,7 +103,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         meta = {**art.as_dict(), **checked}
         meta["attempts"] = art.attempts[-8:]
         with session_scope(_url()) as s:
-            digest = repo.put_blob(s, art.xml.encode(), "xml", "application/xml")
+            digest = repo.put_blob(s, art.xml_data, "xml", "application/xml")
     except CompileError as exc:
         reason = str(exc)
         attempts = getattr(exc, "attempts", [])

@@ -135,7 +135,6 @@ def test_cli_schedule_alltoall(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv", [
     ["bfb", "torus(4, 4)", "--collective", "alltoall"],
-    ["compile", "torus(4, 4)", "--collective", "alltoall"],
     ["select", "16", "4", "--alpha-us", "10", "--bandwidth-gbps", "100", "--size", "1000", "--collective", "alltoall"],
     ["schedule", "torus(4, 4)", "--collective", "alltoall", "--steps", "2"],
     ["schedule", "torus(4, 4)", "--steps", "5"],

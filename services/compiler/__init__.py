@@ -4,6 +4,7 @@ Pure library: no web, DB or Celery imports.
 
 Stable API:
     compile_schedule(schedule, topology, runtime="executor"|"rccl"|"legacy"|"oneccl", **options) -> CompiledArtifact
+        (any collective of the IR, all-to-all included; the file is art.xml_data, ASCII bytes; art.xml a str copy)
     check_xml(xml, fmt="msccl"|"oneccl", runtime=...) -> CheckReport
     CompileOptions (a hashable set of options, .key() for caches), runtime_defaults(runtime, collective)
     CompileError (.limit, .value, .maximum, .gpu, .tb), CheckReport, Finding

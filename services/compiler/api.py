@@ -11,7 +11,7 @@ runtime has defaults under which the file runs as written (`runtime_defaults`).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
@@ -31,6 +31,7 @@ FORMATS = ("msccl", "oneccl")
 RUNTIMES = (*PROFILES, "oneccl")
 PROTOCOLS = ("Simple", "LL", "LL128")
 MODES = ("out", "in", "both")
+ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
@@ -47,7 +48,8 @@ def runtime_defaults(runtime: str, collective: str) -> dict:
         return {"inplace": "out"}
     p = profile_for(runtime)
     if p.reads_outofplace:
-        return {"inplace": "both", "min_bytes": 0, "max_bytes": 0, "proto": "Simple"}
+        return {"inplace": "out" if collective == "alltoall" else "both", "min_bytes": 0, "max_bytes": 0,
+                "proto": "Simple"}
     return {"inplace": "in" if collective == "allreduce" else "out", "min_bytes": 0,
             "max_bytes": p.default_max_bytes, "proto": "Simple"}
 
@@ -92,9 +94,12 @@ class CompiledArtifact:
     instances, `chunks_per_loop`), `loss` the relative bandwidth loss of lowering (tau ratio - 1; 0.0 when
     exact). `xml_steps` counts every <step> of the file; `max_tb_steps` the most in one thread block.
     `attempts` lists the fit search's candidates; `predicted_time_us` / `schedule_time_us` give, per message
-    size, the alpha-beta time of the compiled program and of the schedule it came from."""
+    size, the alpha-beta time of the compiled program and of the schedule it came from.
 
-    xml: str
+    The file is kept once, as ASCII bytes (`xml_data`: write or store these); `xml` decodes a str copy on
+    every access (convenient for small files; a 1024-rank file is hundreds of MB)."""
+
+    xml_data: bytes
     fmt: str
     collective: str
     topology: str
@@ -133,13 +138,18 @@ class CompiledArtifact:
     warnings: list[str] = field(default_factory=list)
 
     @property
+    def xml(self) -> str:
+        return self.xml_data.decode("ascii")
+
+    @property
     def xml_bytes(self) -> int:
-        return len(self.xml.encode())
+        return len(self.xml_data)
 
     def as_dict(self, with_xml: bool = False) -> dict:
-        d = asdict(self)
-        if not with_xml:
-            d.pop("xml")
+        d = asdict(replace(self, xml_data=b""))
+        d.pop("xml_data")
+        if with_xml:
+            d["xml"] = self.xml
         d["xml_bytes"] = self.xml_bytes
         return d
 
@@ -171,6 +181,14 @@ def _validate_msccl_options(profile: RuntimeProfile, coll: str, opts: CompileOpt
         profile.coll_name(coll)
     except ValueError as exc:
         raise CompileError(str(exc), limit="collective", value=coll) from None
+    _check_alltoall_mode(coll, opts.inplace)
+
+
+def _check_alltoall_mode(coll: str, inplace: str) -> None:
+    if coll == "alltoall" and inplace not in ALLTOALL_MODES:
+        raise CompileError(f"an all-to-all file serves out-of-place calls only (a rank's output overwrites the "
+                           f"blocks it still has to send in place); got inplace={inplace!r}", limit="inplace",
+                           value=inplace)
 
 
 def check_options(options: CompileOptions, collective: str) -> CompileOptions:
@@ -184,6 +202,7 @@ def check_options(options: CompileOptions, collective: str) -> CompileOptions:
         if opts.inplace not in ("out", "in"):
             raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
                                limit="inplace", value=opts.inplace)
+        _check_alltoall_mode(collective, opts.inplace)
         return opts
     _validate_msccl_options(profile_for(options.runtime).with_overrides(max_steps=options.max_steps), collective,
                             opts)
@@ -267,7 +286,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     title = name or f"fabricplan {coll} {topology.expr}"
     texts: dict = {}
 
-    def render(prog, low, opt) -> str:
+    def render(prog, low, opt) -> bytes:
         key = id(prog)
         if key not in texts:
             texts.clear()
@@ -278,7 +297,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         return texts[key]
 
     def simulate_fn(prog, low, opt):
-        rep = check_msccl(render(prog, low, opt), runtime=profile)
+        rep = check_msccl(render(prog, low, opt).decode("ascii"), runtime=profile)
         return None if rep.ok else (rep.error.kind, str(rep.error))
 
     fitted = fit_msccl(schedule, topology, profile, req, simulate_fn=simulate_fn)
@@ -299,7 +318,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     pred, sched_t = _times(link, sizes, s.steps, low.tau, low.steps_original, low.tau_original)
     st = prog.stats
     art = CompiledArtifact(
-        xml=xml, fmt="msccl", collective=coll, topology=topology.expr, nodes=s.nodes, steps=s.steps,
+        xml_data=xml, fmt="msccl", collective=coll, topology=topology.expr, nodes=s.nodes, steps=s.steps,
         chunks=low.chunks, chunks_per_loop=s.nodes * low.chunks * opt.instances, loss=low.loss,
         tau_ratio=low.tau_ratio, tau=float(low.tau), tau_original=float(low.tau_original), lowering=low.method,
         original_steps=low.steps_original, dialect=runtime, runtime=runtime, proto=opts.proto, inplace=opt.mode,
@@ -310,7 +329,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         options=opt.label(), attempts=[a.as_dict() for a in fitted.attempts], predicted_time_us=pred,
         schedule_time_us=sched_t, warnings=warnings)
     if check:
-        rep = check_xml(xml, "msccl", runtime=profile)
+        rep = check_xml(art.xml, "msccl", runtime=profile)
         if not rep.ok:
             raise CompileError(f"the compiled XML fails its check: {rep.error}", limit="check")
     art.seconds = time.perf_counter() - t0
@@ -333,6 +352,7 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
     if opts.inplace not in ("out", "in"):
         raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
                            limit="inplace", value=opts.inplace)
+    _check_alltoall_mode(schedule.collective.value, opts.inplace)
     low = lower(schedule, topology, max_chunks=opts.max_chunks, allow_resolve=allow_resolve,
                 max_buffer_chunks=1 << 31)
     warnings = []
@@ -343,7 +363,7 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
     s = low.schedule
     pred, sched_t = _times(link, sizes, s.steps, low.tau, low.steps_original, low.tau_original)
     return CompiledArtifact(
-        xml=xml, fmt="oneccl", collective=schedule.collective.value, topology=topology.expr, nodes=s.nodes,
+        xml_data=xml, fmt="oneccl", collective=schedule.collective.value, topology=topology.expr, nodes=s.nodes,
         steps=s.steps, chunks=low.chunks, chunks_per_loop=s.nodes * low.chunks, loss=low.loss,
         tau_ratio=low.tau_ratio, tau=float(low.tau), tau_original=float(low.tau_original), lowering=low.method,
         original_steps=low.steps_original, runtime="oneccl", inplace=opts.inplace,

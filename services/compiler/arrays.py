@@ -5,7 +5,42 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges"]
+__all__ = ["lexorder", "unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges"]
+
+
+def lexorder(keys) -> np.ndarray:
+    """np.lexsort(keys) (the last key is the primary one; stable), computed by one sort of packed keys.
+
+    Each key's range [min, max] takes bit_length(max - min) bits. When the keys and the row index fit in 63
+    bits together, the index rides in the low bits of one int64 and a plain (unstable, but keys are then
+    distinct) np.sort orders them; when only the keys fit, a stable argsort of the packed key; otherwise
+    np.lexsort itself. Multi-key lexsort on millions of rows is about five times slower than either."""
+    cols = [np.asarray(k) for k in keys]
+    n = cols[0].size if cols else 0
+    if n < 2:
+        return np.arange(n)
+    spans = []
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        spans.append((lo, (hi - lo).bit_length()))
+    total = sum(b for _, b in spans)
+    idx_bits = (n - 1).bit_length()
+    if total > 63:
+        return np.lexsort(cols)
+    packed = np.zeros(n, np.int64)
+    for c, (lo, bits) in zip(reversed(cols), reversed(spans)):     # primary key first, into the high bits
+        if bits:
+            packed <<= bits
+            packed += c                     # the low bits are zero: adding is or-ing
+            if lo:
+                packed -= lo
+    if total + idx_bits <= 63:
+        packed <<= idx_bits
+        packed |= np.arange(n, dtype=np.int64)
+        packed.sort()
+        packed &= (1 << idx_bits) - 1
+        return packed
+    return np.argsort(packed, kind="stable")
 
 
 def unique(x) -> np.ndarray:
@@ -19,7 +54,7 @@ def unique(x) -> np.ndarray:
 def unique_inverse(x) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values, index of each element's value) (np.unique(x, return_inverse=True))."""
     x = np.asarray(x).ravel()
-    order = np.argsort(x, kind="stable")
+    order = lexorder([x])
     s = x[order]
     first = np.r_[True, s[1:] != s[:-1]] if s.size else np.zeros(0, bool)
     inv = np.empty(x.size, np.int64)

@@ -28,16 +28,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from services.synthesis.schedule.cost import measured_tau
-from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
 from .errors import CompileError
-from .lowering import Lowered, chunked_bfb
-from .msccl import RECEIVES, Messages, MscclOptions, MscclProgram, build_messages, build_program
+from .lowering import Lowered, chunked_bfb, chunks_per_shard
+from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .runtimes import RuntimeProfile
 
-__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "max_messages_per_connection_step"]
+__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits"]
 
 SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
 
@@ -139,18 +139,13 @@ def check_program_limits(stats: dict, profile: RuntimeProfile, nodes: int, *, fi
                                          f"depid as int8 (max {P.max_dep_tb})", stats["max_dep_tb"], P.max_dep_tb)
 
 
-def max_messages_per_connection_step(prog: MscclProgram) -> int:
-    """The most messages one connection (receiver, sender, channel) carries in one comm step. A combined
-    program whose connections carry at most half the runtime's buffered messages per step cannot deadlock:
-    a sender is then never more than a step ahead of a receiver that is itself waiting."""
-    ops = prog.ops
-    recv = np.flatnonzero(RECEIVES[ops["kind"]])
-    if recv.size == 0:
-        return 0
-    key = ((ops["gpu"][recv].astype(np.int64) * prog.nodes + ops["rpeer"][recv]) * 4096
-           + ops["chan"][recv]) * 65536 + ops["t"][recv]
-    _, counts = unique_counts(key)
-    return int(counts.max())
+def _buffering_error(worst: int, depth: int) -> CompileError:
+    """A combined program whose connections carry at most half the runtime's buffered messages per step cannot
+    deadlock (a sender is then never more than a step ahead of a receiver that is itself waiting); one that
+    carries more is accepted only when the simulator ran it."""
+    return CompileError(f"combined thread blocks with up to {worst} messages per connection and step rely on more "
+                        f"buffering than the runtime's {depth} messages per connection, and the program is too large "
+                        f"to simulate", limit="simulation")
 
 
 def _channel_counts(req: FitRequest, profile: RuntimeProfile, lanes: int) -> list[int]:
@@ -174,12 +169,17 @@ def _lowerings(schedule: Schedule, topology: Topology, req: FitRequest, profile:
         raise CompileError(f"{n} nodes x {req.instances} instances do not fit the runtime's "
                            f"{profile.max_offset + 1} chunk offsets (int16)", limit="max_offset",
                            value=n * req.instances, maximum=profile.max_offset + 1)
-    if schedule.grid <= bound:
-        yield schedule.grid, (lambda: Lowered(schedule, schedule.grid, "exact", tau0, tau0, schedule.steps))
-    if not req.allow_resolve or schedule.collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER,
-                                                           Collective.ALLREDUCE):
+    p0 = chunks_per_shard(schedule)
+    if p0 <= bound:
+        yield p0, (lambda: Lowered(schedule, p0, "exact", tau0, tau0, schedule.steps))
+    if not req.allow_resolve or schedule.collective not in ALLGATHER_FAMILY:
+        if p0 > bound:
+            raise CompileError(f"the {schedule.collective.value} schedule has {p0} chunks per block; {n} ranks x "
+                               f"{req.instances} instances allow at most {bound} (max_chunks {req.max_chunks}, "
+                               f"{profile.max_offset + 1} chunk offsets) and it has no chunked re-solve",
+                               limit="max_chunks" if req.max_chunks < cap else "max_offset", value=p0, maximum=bound)
         return
-    p = min(bound, schedule.grid - 1) if schedule.grid <= bound else bound
+    p = min(bound, p0 - 1) if p0 <= bound else bound
     seen = set()
     while p >= 1:
         if p not in seen:
@@ -195,6 +195,7 @@ def _lowerings(schedule: Schedule, topology: Topology, req: FitRequest, profile:
 
 # what a failed candidate says about the next ones
 _MORE_CHANNELS_HELP = {"max_steps"}                  # spreading a link's messages shortens each tb
+_CHANNELS_ONLY_HURT = {"max_tbs", "max_tbs_per_channel", "max_channels"}   # a channel's tbs split with it
 _NEXT_LOWERING = {"max_parser_nodes", "max_offset", "max_children", "max_count"}
 
 
@@ -227,13 +228,19 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             continue
         next_lowering = False
         for cons in consolidations:
+            dead: set[bool] = set()            # layouts more channels cannot help (their tbs only grow)
+            min_c = 1
             for c in chans:
+                if c < min_c:
+                    continue
                 if req.deadline_s is not None and time.perf_counter() - t_start > req.deadline_s:
                     raise _summary_error(first_error, attempts, profile, "the compile deadline passed")
                 base = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons)
                 msgs = None
-                more_channels = False
+                wanted: list[int] = []         # per layout: the fewest channels that may fit its steps per tb
                 for comb in layouts:
+                    if comb in dead:
+                        continue
                     opt = replace(base, combined=comb, fuse=req.fuse and comb)
                     if msgs is None:
                         msgs = build_messages(low.schedule, profile, opt)
@@ -245,13 +252,18 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                     if result.limit in _NEXT_LOWERING:
                         next_lowering = True
                         break
-                    if result.limit in _MORE_CHANNELS_HELP:
-                        # more channels divide a link's messages at best evenly: only counts that can reach the limit
+                    if result.limit in _CHANNELS_ONLY_HURT:
+                        dead.add(comb)
+                    elif result.limit in _MORE_CHANNELS_HELP:
+                        # x channels (a multiple of c) divide a connection's messages at best evenly
                         need = getattr(result, "lower_bound", None)
-                        more_channels |= need is None or any(x > c and need * c / x <= profile.max_steps for x in chans)
+                        fits = [x for x in chans if x > c and (need is None or -(-need * c // x) <= profile.max_steps)]
+                        if fits:
+                            wanted.append(fits[0] if need is not None else min(x for x in chans if x > c))
                 del msgs
-                if next_lowering or not more_channels:
+                if next_lowering or not wanted or len(dead) == len(layouts):
                     break
+                min_c = min(wanted)
             if next_lowering:
                 break
     raise _summary_error(first_error, attempts, profile, None)
@@ -267,18 +279,16 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
         check_program_limits(stats, profile, schedule.nodes, final=False)
 
     try:
-        _check_lower_bounds(msgs, opt, profile, schedule.nodes)
+        _check_lower_bounds(msgs, opt, profile, schedule.nodes, may_simulate=simulate_fn is not None and req.simulate,
+                            proto=req.proto)
         prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
         prog.stats["max_dep_tb"] = prog.max_dep_tb
         check_program_limits(prog.stats, profile, schedule.nodes, final=True)
         small = int(prog.stats["steps_per_tb"].sum()) <= SIMULATE_MAX_STEPS
         if opt.combined and not (small and simulate_fn is not None and req.simulate):
-            depth = profile.fifo_messages(req.proto)
-            worst = max_messages_per_connection_step(prog)
+            depth, worst = profile.fifo_messages(req.proto), msgs.lower_bounds(opt)["messages_per_connection_step"]
             if 2 * worst > depth:
-                raise CompileError(f"combined thread blocks with up to {worst} messages per connection and step rely "
-                                   f"on more buffering than the runtime's {depth} messages per connection, and the "
-                                   f"program is too large to simulate", limit="simulation")
+                raise _buffering_error(worst, depth)
         if simulate_fn is not None and req.simulate and small:
             problem = simulate_fn(prog, low, opt)
             if problem is not None:
@@ -293,23 +303,38 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
             raise
         if req.progress is not None:
             req.progress(f"P={p0} [{opt.label()}]: {exc.limit}")
-        return exc
+        # the traceback holds this frame and with it the program: a kept error must not keep them alive
+        return exc.with_traceback(None)
     att.ok, att.seconds = True, time.perf_counter() - t0
     return Fitted(prog, low, opt, attempts)
 
 
-def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int) -> None:
-    """Refuse a candidate from its messages alone when no thread-block layout can fit it."""
+def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int, *,
+                        may_simulate: bool, proto: str) -> None:
+    """Refuse a candidate from its messages alone (Messages.lower_bounds) when its thread-block layout cannot
+    fit, before the program is built: parser nodes, thread blocks (exact), tbs per channel (exact), steps per
+    tb (a connection's messages; a gpu's steps over its tbs), and for combined tbs too large to simulate the
+    connection buffering they rely on."""
     lb = msgs.lower_bounds(opt)
-    per_gpu = lb["steps_per_gpu"]
-    g = int(per_gpu.argmax()) if per_gpu.size else 0
-    nodes_needed = 1 + nodes + 1 + int(per_gpu.max()) if per_gpu.size else 0
-    if nodes_needed >= profile.max_parser_nodes:
-        raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file needs at least {nodes_needed} parser nodes "
-                                               f"(the algo, {nodes} gpus, a thread block and {int(per_gpu.max())} steps "
-                                               f"after fusing every forwarded receive); the runtime's XML parser is "
-                                               f"limited to {profile.max_parser_nodes} (MAX_NODES)", nodes_needed,
-                           profile.max_parser_nodes - 1, gpu=g)
+    per_gpu, tbs = lb["steps_per_gpu"], lb["tbs_per_gpu"]
+    if per_gpu.size:
+        parser = 1 + nodes + tbs + per_gpu
+        g = int(parser.argmax())
+        if parser[g] >= profile.max_parser_nodes:
+            raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file needs at least {int(parser[g])} parser "
+                                                   f"nodes (the algo, {nodes} gpus, {int(tbs[g])} thread blocks and "
+                                                   f"{int(per_gpu[g])} steps after fusing every forwarded receive); the "
+                                                   f"runtime's XML parser is limited to {profile.max_parser_nodes} "
+                                                   f"(MAX_NODES)", int(parser[g]), profile.max_parser_nodes - 1, gpu=g)
+        g = int(tbs.argmax())
+        if tbs[g] > profile.max_tbs:
+            raise _limit_error("max_tbs", f"gpu {g} needs {int(tbs[g])} thread blocks; the {profile.name} runtime "
+                                          f"allows {profile.max_tbs} (MSCCL_MAX_NUM_THREAD_BLOCKS)", int(tbs[g]),
+                               profile.max_tbs, gpu=g)
+    if lb["tbs_per_channel"] > profile.max_tbs_per_channel:
+        raise _limit_error("max_tbs_per_channel", f"{lb['tbs_per_channel']} thread blocks sending or receiving on one "
+                                                  f"channel of a gpu; the runtime allows {profile.max_tbs_per_channel}",
+                           lb["tbs_per_channel"], profile.max_tbs_per_channel)
     if lb["steps_per_tb"] > profile.max_steps:
         err = _limit_error("max_steps", f"a connection carries {lb['steps_per_tb']} messages on one channel, so its "
                                         f"thread block needs at least that many steps; the {profile.name} runtime "
@@ -317,6 +342,15 @@ def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfi
                            lb["steps_per_tb"], profile.max_steps)
         err.lower_bound = lb["steps_per_tb"]
         raise err
+    if lb["steps_per_tb_avg"] > profile.max_steps:
+        raise _limit_error("max_steps", f"a gpu's {lb['steps_per_tb_avg']} steps per thread block on average exceed the "
+                                        f"{profile.name} runtime's {profile.max_steps} per thread block "
+                                        f"(MSCCL_MAX_NUM_STEPS)", lb["steps_per_tb_avg"], profile.max_steps)
+    large = int(per_gpu.sum()) > SIMULATE_MAX_STEPS
+    if opt.combined and (large or not may_simulate):
+        depth, worst = profile.fifo_messages(proto), lb["messages_per_connection_step"]
+        if 2 * worst > depth:
+            raise _buffering_error(worst, depth)
 
 
 def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: RuntimeProfile, why) -> CompileError:

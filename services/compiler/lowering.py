@@ -28,10 +28,18 @@ from .errors import CompileError
 DEFAULT_MAX_CHUNKS = 64
 
 
+def chunks_per_shard(schedule: Schedule) -> int:
+    """P0: the chunks of one shard on the schedule's grid; an all-to-all's grid divides the whole buffer, so
+    its chunks per block (grid / N, the unit the runtime's chunk loop counts per rank: N x P0)."""
+    if schedule.collective is Collective.ALLTOALL:
+        return schedule.grid // schedule.nodes
+    return schedule.grid
+
+
 @dataclass
 class Lowered:
-    schedule: Schedule          # on the integer grid `chunks` (= schedule.grid)
-    chunks: int                 # P: chunks per shard (channels included)
+    schedule: Schedule          # on its integer grid
+    chunks: int                 # P0: chunks per shard (all-to-all: per block), chunks_per_shard(schedule)
     method: str                 # "exact" or "chunked-bfb"
     tau_original: Fraction
     tau: Fraction
@@ -72,19 +80,20 @@ def lower(schedule: Schedule, topology: Topology, *, max_chunks: int = DEFAULT_M
     n = schedule.nodes
     tau0 = measured_tau(schedule, topology.degree)
     buffer_cap = max_buffer_chunks // (n * instances)          # chunks per shard the offsets can address
-    if schedule.grid <= max_chunks and schedule.grid <= buffer_cap:
-        return Lowered(schedule, schedule.grid, "exact", tau0, tau0, schedule.steps)
+    p0 = chunks_per_shard(schedule)
+    if p0 <= max_chunks and p0 <= buffer_cap:
+        return Lowered(schedule, p0, "exact", tau0, tau0, schedule.steps)
     base = min(max_chunks, buffer_cap)
     if base < 1:
         raise CompileError(f"{n} nodes x {instances} instances do not fit the runtime's {max_buffer_chunks} chunk "
                            f"offsets", limit="max_offset", value=n * instances, maximum=max_buffer_chunks)
     if not allow_resolve:
-        raise CompileError(f"the schedule needs {schedule.grid} chunks per shard, more than the bound {base}",
-                           limit="max_chunks", value=schedule.grid, maximum=base)
+        raise CompileError(f"the schedule needs {p0} chunks per shard, more than the bound {base}",
+                           limit="max_chunks", value=p0, maximum=base)
     if schedule.collective not in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
-        raise CompileError(f"a {schedule.collective.value} schedule on {schedule.grid} chunks per shard exceeds the "
-                           f"bound {base} and has no chunked re-solve", limit="max_chunks", value=schedule.grid,
-                           maximum=base)
+        raise CompileError(f"a {schedule.collective.value} schedule on {p0} chunks per "
+                           f"{'block' if schedule.collective is Collective.ALLTOALL else 'shard'} exceeds the "
+                           f"bound {base} and has no chunked re-solve", limit="max_chunks", value=p0, maximum=base)
     s = chunked_bfb(topology, schedule.collective, base)
     s.topology = schedule.topology or topology.expr
     return Lowered(s, s.grid, "chunked-bfb", tau0, measured_tau(s, topology.degree), schedule.steps)

@@ -33,6 +33,7 @@ Everything is numpy over the whole instruction table: time and memory grow with 
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,8 +41,8 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
-from .arrays import isin_sorted, ranges, unique, unique_counts, unique_inverse
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout
+from .arrays import isin_sorted, lexorder, ranges, unique, unique_counts, unique_inverse
+from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
 
 __all__ = ["MscclOptions", "MscclProgram", "Messages", "build_messages", "build_program", "to_xml", "XmlStep", "runs"]
@@ -110,7 +111,7 @@ class MscclProgram:
     tb_id: np.ndarray
     xml_pos: np.ndarray            # per op: its XML step index within its tb
     dep_first: np.ndarray          # per op: (depid, deps) of its own dependency (-1, -1)
-    nop_deps: list                 # per op index with extra deps: list of (depid, deps) for its nops
+    nop_deps: tuple                # (ptr per op, depid, deps): op r's nops wait on [ptr[r], ptr[r + 1])
     hasdep: np.ndarray
     i_chunks: int
     o_chunks: int
@@ -176,7 +177,8 @@ class _Builder:
         self.coll = schedule.collective
         self.maxcnt = profile.max_count - 1
         self.scratch = np.zeros(self.n, dtype=np.int64)
-        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc)
+        touched = alltoall_touched(schedule, self.k) if self.coll is Collective.ALLTOALL else None
+        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, touched)
         self.table = _Table()
         self.msg = 0
         self.dropped = 0
@@ -185,7 +187,7 @@ class _Builder:
     def _alloc(self, gpus: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         gpus = np.asarray(gpus, dtype=np.int64)
         sizes = np.asarray(sizes, dtype=np.int64)
-        order = np.argsort(gpus, kind="stable")
+        order = lexorder((gpus,))
         g, sz = gpus[order], sizes[order]
         csum = np.cumsum(sz)
         first = np.r_[True, g[1:] != g[:-1]]
@@ -215,7 +217,10 @@ class _Builder:
         rep = np.tile(rep, k)
         x = np.tile(x, k)
         vv = v[rep]
-        g = vv * P + j * P0 + x
+        if self.coll is Collective.ALLTOALL:
+            g = vv * P + alltoall_position(x, j, self.n, P0, k)
+        else:
+            g = vv * P + j * P0 + x
         chan = lane[rep] * (k * c) + j * c + vv % c
         return u[rep], w[rep], chan, g
 
@@ -232,7 +237,7 @@ class _Builder:
         U, W, CH, G = self._units(t)
         if U.size == 0:
             return
-        order = np.lexsort((CH, U, G, W))             # by receiver and unit: duplicates and ranks are adjacent
+        order = lexorder((CH, U, G, W))             # by receiver and unit: duplicates and ranks are adjacent
         U, W, CH, G = U[order], W[order], CH[order], G[order]
         if op is Op.COPY:
             dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
@@ -242,7 +247,7 @@ class _Builder:
             if U.size == 0:
                 return
         else:
-            trip = np.lexsort((G, W, U))
+            trip = lexorder((G, W, U))
             Ut, Wt, Gt = U[trip], W[trip], G[trip]
             if np.any((Ut[1:] == Ut[:-1]) & (Wt[1:] == Wt[:-1]) & (Gt[1:] == Gt[:-1])):
                 raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
@@ -255,7 +260,7 @@ class _Builder:
                                f"schedule is not valid")
         DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)
         # link order (sender, receiver, channel), then the sender's layout
-        order = np.lexsort((SO, SB, CH, W, U))
+        order = lexorder((SO, SB, CH, W, U))
         U, W, CH, G, SB, SO, DB, DO = U[order], W[order], CH[order], G[order], SB[order], SO[order], DB[order], DO[order]
         staged_send = staged_recv = np.zeros(U.size, bool)
         if self.opt.consolidate:
@@ -263,7 +268,7 @@ class _Builder:
             for _ in range(2 if op is Op.REDUCE else 1):
                 if op is Op.REDUCE:         # the partial each direct receive reads (the first direct one in place)
                     d = np.flatnonzero(~staged_recv)
-                    o = d[np.lexsort((CH[d], U[d], G[d], W[d]))]
+                    o = d[lexorder((CH[d], U[d], G[d], W[d]))]
                     first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])][:o.size]
                     f = o[first]
                     PB, PO = DB.copy(), DO.copy()
@@ -297,7 +302,7 @@ class _Builder:
             lw = ul // (self.n << 20)
             lrank = np.arange(ul.size) - np.searchsorted(lw, lw)
             rank = lrank[inv]
-            o = np.lexsort((rank, G, W))
+            o = lexorder((rank, G, W))
             first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
             first_c = np.empty(U.size, bool)
             first_c[o] = first
@@ -309,7 +314,7 @@ class _Builder:
                                    f"partial; the schedule is not valid")
             later = ~first_c
             PB[later], PO[later] = DB[later], DO[later]
-        o = np.lexsort((SO, SB, CH, W, U))
+        o = lexorder((SO, SB, CH, W, U))
         U, W, CH, G, rank, SB, SO, DB, DO, PB, PO = (a[o] for a in (U, W, CH, G, rank, SB, SO, DB, DO, PB, PO))
         adv, eq = [SO, DO], [U, W, CH, SB, DB]
         if op is Op.REDUCE:
@@ -386,7 +391,7 @@ class _Builder:
         st, ln = runs([SO, RO], [U, W, CH, SB], max_len=self.maxcnt)
         self._messages(t, U[st], W[st], CH[st], zero[st], SB[st], SO[st], RB[st], RO[st], None, None, ln)
         if op is Op.COPY:
-            o = np.lexsort((RO, W))
+            o = lexorder((RO, W))
             st, ln = runs([RO[o], DO[o]], [W[o], DB[o]], max_len=self.maxcnt)
             i = o[st]
             self.table.add(st.size, gpu=W[i], kind=CPY, t=t, phase=PH_SCATTER, sub=0, tie=np.arange(st.size),
@@ -395,7 +400,7 @@ class _Builder:
             lay.final[W, G] = True
             return
         # reductions: per unit, the k-th staged contribution adds the partial left by the (k-1)-th
-        o = np.lexsort((CH, U, G, W))
+        o = lexorder((CH, U, G, W))
         Wk, Gk, ROk = W[o], G[o], RO[o]
         same = np.r_[False, (Wk[1:] == Wk[:-1]) & (Gk[1:] == Gk[:-1])]
         k = np.arange(o.size) - np.flatnonzero(~same)[np.cumsum(~same) - 1]
@@ -404,7 +409,7 @@ class _Builder:
         if np.any(PB == NONE):
             i = int(np.flatnonzero(PB == NONE)[0])
             raise CompileError(f"gpu {Wk[i]} reduces into a chunk it holds no partial of; the schedule is not valid")
-        o2 = np.lexsort((ROk, k, Wk))
+        o2 = lexorder((ROk, k, Wk))
         st, ln = runs([PO[o2], ROk[o2]], [Wk[o2], k[o2], PB[o2]], max_len=self.maxcnt)
         i = o2[st]
         self.table.add(st.size, gpu=Wk[i], kind=RE, t=t, phase=PH_SCATTER, sub=k[i], tie=np.arange(st.size),
@@ -417,13 +422,7 @@ class _Builder:
     def _fixups(self, t: int, held_only: bool = False) -> None:
         """Copy every result that is not where the collective wants it (e.g. an allgather's own shard)."""
         lay = self.layout
-        n = self.n
-        if self.coll is Collective.REDUCESCATTER:
-            W = np.repeat(np.arange(n), self.P)
-            G = W * self.P + np.tile(np.arange(self.P), n)
-        else:
-            W = np.repeat(np.arange(n), lay.L)
-            G = np.tile(np.arange(lay.L), n)
+        W, G = lay.results()
         b, o = lay.locbuf[W, G], lay.locoff[W, G]
         if held_only:
             h = b != NONE
@@ -544,7 +543,7 @@ def _last_writes(ops: dict, layout: UnitLayout, both: bool) -> np.ndarray:
     kind = ops["kind"]
     rep, key = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
     grp = ops["t"][rep].astype(np.int64) * 8 + ops["phase"][rep].astype(np.int64)
-    o = np.lexsort((ops["sub"][rep], grp, key))
+    o = lexorder((ops["sub"][rep], grp, key))
     key_o, grp_o = key[o], grp[o]
     nxt = np.r_[grp_o[1:], 1 << 60]
     nxt[np.r_[key_o[1:] != key_o[:-1], True]] = 1 << 60
@@ -572,7 +571,7 @@ def _fusion_candidates(ops: dict, is_s: np.ndarray, is_r: np.ndarray):
     b_s = (ops["sbuf"][s_rows].astype(np.int64) + 1) << 40 | ops["soff"][s_rows].astype(np.int64) << 8 | cnt[s_rows]
     rk = inv[:r_rows.size].astype(np.int64) << 43 | b_r
     sk = inv[r_rows.size:].astype(np.int64) << 43 | b_s
-    order = np.argsort(sk, kind="stable")
+    order = lexorder((sk,))
     sk_sorted = sk[order]
     lo = np.searchsorted(sk_sorted, rk, "left")
     hi = np.searchsorted(sk_sorted, rk, "right")
@@ -634,32 +633,46 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
         rows = by_t[x]
         ev = sender_of[msg[rows]]
         # rank of each send event among the step's events: (t, phase, sub, tie, tb) of the sending row
-        o = np.lexsort((tb[ev], tie[ev], sub[ev], phase[ev], t[ev]))
+        o = lexorder((tb[ev], tie[ev], sub[ev], phase[ev], t[ev]))
         rank = np.empty(rows.size, np.int64)
         rank[o] = np.arange(rows.size)
         tie[rows] = rank
     return tie
 
 
-def _slots(ops: dict) -> np.ndarray:
-    """Order key within (tb, comm step): local gathers, sends, receives, scatters. Every send of a step comes
-    before its receives, so no message of a step waits for another of the same step (the realized depth is
-    the schedule's step count)."""
-    phase = ops["phase"].astype(np.int64)
-    slot = phase.copy()
-    slot[phase == PH_LOCAL] = -1
-    slot[phase == PH_SCATTER] = 1 << 40
-    return slot
+DEP_BATCH_UNITS = 1 << 22             # chunk accesses whose dependency tables exist at once
 
 
-def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, tb_gpu: np.ndarray,
-                  layout: UnitLayout, both: bool):
-    """(op index, dep tb, dep idx) after pruning, and idx (position among ops) per op.
+def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, layout: UnitLayout, both: bool):
+    """(op index, dep tb, dep idx) after pruning, and idx (position among ops) per op, and each tb's first op.
 
-    ops must be sorted by (gpu, tb, t, phase, sub, tie)."""
+    ops must be sorted by (gpu, tb, t, phase, sub, tie). Dependencies never cross gpus, so gpus are handled in
+    batches of about DEP_BATCH_UNITS chunk accesses: memory stays bounded whatever the program's size."""
     n_ops = tb.size
     tb_start = np.searchsorted(tb, np.arange(n_tbs))
     idx = np.arange(n_ops) - tb_start[tb]
+    gpu = ops["gpu"]
+    gstart = np.flatnonzero(np.r_[True, gpu[1:] != gpu[:-1]]) if n_ops else np.zeros(0, np.int64)
+    gend = np.r_[gstart[1:], n_ops].astype(np.int64)
+    work_at_end = np.cumsum(ops["cnt"].astype(np.int64) * 2)[gend - 1] if n_ops else np.zeros(0, np.int64)
+    cuts, a, k = [], 0, 0                   # batch [a, b) = whole gpus k0..k-1, at least one
+    while a < n_ops:
+        base = int(work_at_end[k - 1]) if k else 0
+        k = max(int(np.searchsorted(work_at_end, base + DEP_BATCH_UNITS, "right")), k + 1)
+        b = int(gend[k - 1])
+        cuts.append((a, b))
+        a = b
+    parts = []
+    for a, b in cuts:
+        co, ct, ci = _dependencies_of({c: v[a:b] for c, v in ops.items()}, tb[a:b], idx[a:b], layout, both)
+        parts.append((co + a, ct, ci))
+    if not parts:
+        return (np.zeros(0, np.int64),) * 3, idx, tb_start
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3)), idx, tb_start
+
+
+def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLayout, both: bool):
+    """(op index, dep tb, dep idx) of the ops of some whole gpus (see `_dependencies`)."""
     kind = ops["kind"]
     ra, rk = _access_keys(ops, np.flatnonzero(_READS_SRC[kind]), "sbuf", "soff", layout, both)
     rb, rk2 = _access_keys(ops, np.flatnonzero(_READS_DST[kind]), "dbuf", "doff", layout, both)
@@ -678,8 +691,8 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, t
     last_write = np.full(n_keys, -1, np.int64)
     np.maximum.at(last_write, write_ki, w_grp)
     war = r_grp < last_write[read_ki]
-    r_order = np.argsort(r_grp, kind="stable")
-    w_order = np.argsort(w_grp, kind="stable")
+    r_order = lexorder((r_grp,))
+    w_order = lexorder((w_grp,))
     r_bounds = np.searchsorted(r_grp[r_order], np.arange(groups.size + 1))
     w_bounds = np.searchsorted(w_grp[w_order], np.arange(groups.size + 1))
     wr_tb = np.full(n_keys, -1, np.int64)
@@ -702,7 +715,7 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, t
         if kw.size and log_k.size:                  # the readers since the last write of what it writes (WAR)
             live = epoch[log_k] == log_ep
             log_k, log_tb, log_idx, log_ep = log_k[live], log_tb[live], log_idx[live], log_ep[live]
-            o = np.argsort(log_k, kind="stable")
+            o = lexorder((log_k,))
             lk = log_k[o]
             lo = np.searchsorted(lk, kw, "left")
             c = np.searchsorted(lk, kw, "right") - lo
@@ -714,7 +727,7 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, t
         other = ct != tb[co]
         co, ct, ci = co[other], ct[other], ci[other]
         if co.size:                                 # the latest per (instruction, other tb)
-            o = np.lexsort((ci, ct, co))
+            o = lexorder((ci, ct, co))
             co, ct, ci = co[o], ct[o], ci[o]
             last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
             out_op.append(co[last])
@@ -733,17 +746,17 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, tb_local: np.ndarray, t
                 log_idx = np.concatenate([log_idx, idx[ops_r[mr]]])
                 log_ep = np.concatenate([log_ep, epoch[kr[mr]]])
     if not out_op:
-        return (np.zeros(0, np.int64),) * 3, idx, tb_start
+        return (np.zeros(0, np.int64),) * 3
     co, ct, ci = np.concatenate(out_op), np.concatenate(out_tb), np.concatenate(out_idx)
     # drop waits implied by an earlier wait of the same tb on the same tb (in program order)
     me = tb[co]
-    o = np.lexsort((idx[co], ct, me))
+    o = lexorder((idx[co], ct, me))
     co, ct, ci, me = co[o], ct[o], ci[o], me[o]
     first = np.r_[True, (me[1:] != me[:-1]) | (ct[1:] != ct[:-1])]
     gid = np.cumsum(first) - 1
     prev = np.maximum.accumulate(np.where(first, -1, np.r_[-1, ci[:-1]]) + gid * (1 << 40)) - gid * (1 << 40)
     keep = ci > prev
-    return (co[keep], ct[keep], ci[keep]), idx, tb_start
+    return co[keep], ct[keep], ci[keep]
 
 
 def _rrs_predicate(ops: dict, layout: UnitLayout, both: bool, result_keys: np.ndarray):
@@ -758,7 +771,7 @@ def _rrs_predicate(ops: dict, layout: UnitLayout, both: bool, result_keys: np.nd
     _, rk2 = keys(np.flatnonzero(_READS_DST[kind]), "dbuf", "doff")
     read_sorted = np.sort(np.concatenate([rk1, rk2]))
     w_rep, wk = keys(np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff")
-    o = np.lexsort((t[w_rep], wk))
+    o = lexorder((t[w_rep], wk))
     last = np.r_[wk[o][1:] != wk[o][:-1], True]
     last_key, last_t = wk[o][last], t[w_rep][o][last]
 
@@ -788,26 +801,64 @@ class Messages:
     messages: int
     dropped: int
     consolidated: int
+    _bounds: dict = field(default_factory=dict, repr=False)
 
     def lower_bounds(self, opt: MscclOptions) -> dict:
-        """Per gpu, the fewest XML steps any thread-block layout needs (fusion can merge at most one send into
-        each forwarded receive), and the most steps one thread block needs at least."""
-        ops, n = self.ops, self.schedule.nodes
-        kind, gpu = ops["kind"], ops["gpu"]
-        rows = np.bincount(gpu, minlength=n)
-        is_s, is_r = kind == S, (kind == R) | (kind == RRC)
-        fusable = np.zeros(n, np.int64)
-        if opt.combined and opt.fuse:           # every range match counted: a bound, not the exact fusions
+        """What any thread-block layout of these messages needs at least (`opt` says combined or separate tbs
+        and whether fusion is on), computed without building the program:
+
+        steps_per_gpu   per gpu: its instructions less those fusion could merge (every forwarded receive
+                        counted, a bound on the exact fusions)
+        steps_per_tb    the most messages one connection (gpu, peer, channel, direction) carries: its tb has
+                        at least that many steps
+        tbs_per_gpu     per gpu, exactly: separate tbs one per (peer, channel, direction); combined tbs
+                        pair in- and out-peers per channel, max(in, out) of them (a gpu with only local
+                        copies gets one)
+        tbs_per_channel the most sending or receiving tbs on one channel of a gpu
+        steps_per_tb_avg   the busiest gpu's steps spread evenly over its tbs (a tb holds at least that)
+        messages_per_connection_step   the most messages one connection receives in one comm step (fusion
+                        keeps every receive)
+        """
+        c = self._bounds
+        if not c:
+            ops, n = self.ops, self.schedule.nodes
+            kind, gpu = ops["kind"], ops["gpu"].astype(np.int64)
+            chan = ops["chan"].astype(np.int64)
+            c["rows"] = np.bincount(gpu, minlength=n)
+            is_s, is_r = kind == S, RECEIVES[kind]
+            per_tb, pairs = 0, []
+            for m, peer in ((is_s, ops["speer"]), (is_r, ops["rpeer"])):
+                keys, counts = unique_counts((gpu[m] << 32) | (chan[m] << 16) | peer[m].astype(np.int64))
+                per_tb = max(per_tb, int(counts.max()) if counts.size else 0)
+                gc, peers = unique_counts(keys >> 16)                  # distinct peers per (gpu, channel)
+                pairs.append((gc, peers))
+            c["steps_per_tb"] = per_tb
+            (gc_o, out_p), (gc_i, in_p) = pairs
+            gc = unique(np.concatenate([gc_o, gc_i]))
+            outs, ins = np.zeros(gc.size, np.int64), np.zeros(gc.size, np.int64)
+            outs[np.searchsorted(gc, gc_o)] = out_p
+            ins[np.searchsorted(gc, gc_i)] = in_p
+            g_of = gc >> 16
+            local_only = (c["rows"] > 0) & (np.bincount(g_of, minlength=n) == 0)
+            c["tbs_combined"] = np.bincount(g_of, weights=np.maximum(ins, outs), minlength=n).astype(np.int64) + local_only
+            c["tbs_separate"] = np.bincount(g_of, weights=ins + outs, minlength=n).astype(np.int64) + local_only
+            c["tbs_per_channel"] = int(max(outs.max(initial=0), ins.max(initial=0)))
+            r = np.flatnonzero(is_r)
+            step_key = (((gpu[r] << 16 | ops["rpeer"][r].astype(np.int64)) << 16 | chan[r]) << 16
+                        | ops["t"][r].astype(np.int64))
+            c["messages_per_connection_step"] = int(unique_counts(step_key)[1].max()) if r.size else 0
+        fused = opt.combined and opt.fuse
+        if fused and "fusable" not in c:       # every range match counted: a bound, not the exact fusions
+            ops = self.ops
+            is_s, is_r = ops["kind"] == S, (ops["kind"] == R) | (ops["kind"] == RRC)
             m1, _ = _fusion_candidates(ops, is_s, is_r)
-            fusable = np.bincount(gpu[unique(m1)], minlength=n)
-            del m1
-        key_s = (gpu[is_s].astype(np.int64) << 32) | (ops["chan"][is_s].astype(np.int64) << 16) | ops["speer"][is_s]
-        key_r = (gpu[is_r].astype(np.int64) << 32) | (ops["chan"][is_r].astype(np.int64) << 16) | ops["rpeer"][is_r]
-        per_tb = 0
-        for k in (key_s, key_r):
-            if k.size:
-                per_tb = max(per_tb, int(unique_counts(k)[1].max()))
-        return {"steps_per_gpu": rows - fusable, "steps_per_tb": per_tb}
+            c["fusable"] = np.bincount(ops["gpu"][unique(m1)], minlength=self.schedule.nodes)
+        steps = c["rows"] - (c["fusable"] if fused else 0)
+        tbs = c["tbs_combined"] if opt.combined else c["tbs_separate"]
+        avg = -(-steps // np.maximum(tbs, 1))
+        return {"steps_per_gpu": steps, "steps_per_tb": c["steps_per_tb"], "tbs_per_gpu": tbs,
+                "tbs_per_channel": c["tbs_per_channel"], "steps_per_tb_avg": int(avg.max(initial=0)),
+                "messages_per_connection_step": c["messages_per_connection_step"]}
 
 
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions) -> Messages:
@@ -835,9 +886,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     tb, tbs, pairs = _assign_tbs(ops, opt, n, lay)
     rrs_pred = None
     if opt.fuse and pairs[0].size:
-        W = np.repeat(np.arange(n), lay.L if schedule.collective is not Collective.REDUCESCATTER else lay.P)
-        G = (np.tile(np.arange(lay.L), n) if schedule.collective is not Collective.REDUCESCATTER
-             else W * lay.P + np.tile(np.arange(lay.P), n))
+        W, G = lay.results()
         hb, ho = lay.home(W, G)
         hk = lay.alias_key(W, hb, ho) if both else lay.plain_key(hb, ho)
         result_keys = unique(W.astype(np.int64) << 42 | hk)
@@ -855,7 +904,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     for (g, snd, rcv, ch), i in tbs.items():
         tb_gpu[i], tb_send[i], tb_recv[i], tb_chan[i] = g, snd, rcv, ch
     # XML tb ids: per gpu sorted by (send, recv, chan), as msccl-tools numbers them
-    o = np.lexsort((tb_chan, tb_recv, tb_send, tb_gpu))
+    o = lexorder((tb_chan, tb_recv, tb_send, tb_gpu))
     renum = np.empty(n_tbs, np.int64)
     renum[o] = np.arange(n_tbs)
     tb = renum[tb]
@@ -864,8 +913,10 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     tb_local = np.arange(n_tbs) - gstart[tb_gpu]
     tie = _order(ops, tb)
     ops["tie"] = tie
-    slot = _slots(ops)
-    order = np.lexsort((tie, ops["sub"], ops["phase"], slot, ops["t"], tb))
+    # within (tb, comm step): local gathers, sends, receives, scatters (the phases' order). Every send of a step
+    # comes before its receives, so no message of a step waits for another of the same step (the realized
+    # depth is the schedule's step count).
+    order = lexorder((tie, ops["sub"], ops["phase"], ops["t"], tb))
     ops = {c: a[order] for c, a in ops.items()}
     tb = tb[order]
     n_ops_tb = np.bincount(tb, minlength=n_tbs)
@@ -877,7 +928,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
              "scratch": msgs.scratch, "i_chunks": lay.input_units, "o_chunks": lay.output_units}
     if budget is not None:
         budget(stats)
-    (d_op, d_tb, d_idx), idx, tb_start = _dependencies(ops, tb, n_tbs, tb_local, tb_gpu, lay, both)
+    (d_op, d_tb, d_idx), idx, tb_start = _dependencies(ops, tb, n_tbs, lay, both)
     # XML positions: each op is preceded by (number of its deps - 1) nops
     n_deps = np.bincount(d_op, minlength=tb.size)
     nops = np.maximum(n_deps - 1, 0)
@@ -890,20 +941,18 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     hasdep[dep_row] = 1
     dep_ref_tb = tb_local[d_tb]
     dep_ref_pos = xml_pos[dep_row]
-    o = np.lexsort((dep_ref_tb, d_op))
+    o = lexorder((dep_ref_tb, d_op))
     d_op, dep_ref_tb, dep_ref_pos = d_op[o], dep_ref_tb[o], dep_ref_pos[o]
     first = np.r_[True, d_op[1:] != d_op[:-1]] if d_op.size else np.zeros(0, bool)
     dep_first = np.full((tb.size, 2), -1, np.int64)
     dep_first[d_op[first], 0] = dep_ref_tb[first]
     dep_first[d_op[first], 1] = dep_ref_pos[first]
-    nop_deps: dict[int, list] = {}
-    rest = np.flatnonzero(~first)
-    for r in rest.tolist():
-        nop_deps.setdefault(int(d_op[r]), []).append((int(dep_ref_tb[r]), int(dep_ref_pos[r])))
+    rest = ~first                   # the other waits, one nop each, grouped by op (CSR: ptr per op)
+    nop_deps = (np.searchsorted(d_op[rest], np.arange(tb.size + 1)), dep_ref_tb[rest], dep_ref_pos[rest])
     steps_tb = n_ops_tb + np.bincount(tb, weights=nops, minlength=n_tbs).astype(np.int64)
     stats["steps_per_tb"] = steps_tb
     stats["tb_local"] = tb_local
-    prog = MscclProgram(n, lay.P, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
+    prog = MscclProgram(n, lay.chunk_loop // n, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
                         dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, msgs.scratch,
                         msgs.messages, msgs.dropped, fused, msgs.consolidated, stats)
     prog.tb_of_op = tb
@@ -919,7 +968,7 @@ def _place_local(ops: dict, tb: np.ndarray, tbs: dict, n: int) -> np.ndarray:
         per_gpu.setdefault(g, []).append(i)
     local = np.flatnonzero(tb < 0)
     lg = gpu[local]
-    o = np.argsort(lg, kind="stable")
+    o = lexorder((lg,))
     local, lg = local[o], lg[o]
     first = np.r_[True, lg[1:] != lg[:-1]]
     starts = np.flatnonzero(first)
@@ -947,24 +996,25 @@ def _attr_text(x: str) -> str:
 
 
 def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: RuntimeProfile, inplace: bool,
-           outofplace: bool, min_bytes: int, max_bytes: int, header: str = "") -> str:
-    """XML text in the form the runtimes' tokenizer accepts: no declaration, one element per line, attributes
-    on one line separated by single spaces, double quotes, space indentation."""
+           outofplace: bool, min_bytes: int, max_bytes: int, header: str = "") -> bytes:
+    """XML file (ASCII bytes) in the form the runtimes' tokenizer accepts: no declaration, one element per line,
+    attributes on one line separated by single spaces, double quotes, space indentation. Written gpu by gpu
+    into one growing buffer, so memory is the file's size plus one gpu's text."""
     values = {"name": _attr_text(name), "proto": proto, "nchannels": prog.nchannels,
               "nchunksperloop": prog.nodes * prog.units_per_shard, "ngpus": prog.nodes, "coll": coll,
               "inplace": int(inplace), "outofplace": int(outofplace), "minBytes": min_bytes, "maxBytes": max_bytes}
     attrs = " ".join(f'{a}="{values[a]}"' for a in profile.algo_written)
-    parts = []
+    out = io.BytesIO()
     if header:
-        parts.append(f"<!-- fabricplan {header.replace('--', '- -')} -->\n")
-    parts.append(f"<algo {attrs}>\n")
+        out.write(f"<!-- fabricplan {header.replace('--', '- -')} -->\n".encode())
+    out.write(f"<algo {attrs}>\n".encode())
     ops = prog.ops
     bn = np.array(["i", "o", "s", "i"])                         # IBUF, OBUF, SBUF, NONE (-1)
     names = np.array(TYPE_NAME)
     op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).tolist()
     gpu_tb_start = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).tolist()
     tb_id, tb_send, tb_recv, tb_chan = (a.tolist() for a in (prog.tb_id, prog.tb_send, prog.tb_recv, prog.tb_chan))
-    for g in range(prog.nodes):                 # one gpu at a time: memory stays about the size of the text
+    for g in range(prog.nodes):
         t0, t1 = gpu_tb_start[g], gpu_tb_start[g + 1]
         a, b = op_start[t0], op_start[t1]
         kind = ops["kind"][a:b]
@@ -979,13 +1029,14 @@ def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: Run
                     np.where(used_dst, bn[ops["dbuf"][a:b]], "o").tolist(),
                     np.where(used_dst, ops["doff"][a:b], -1).tolist(), ops["cnt"][a:b].tolist(),
                     prog.dep_first[a:b, 0].tolist(), prog.dep_first[a:b, 1].tolist(), prog.hasdep[a:b].tolist())]
-        for r in range(a, b):                   # nops go before their instruction, numbered just below it
-            deps = prog.nop_deps.get(r)
-            if deps:
-                first = int(prog.xml_pos[r]) - len(deps)
-                rows[r - a] = "\n".join([f'      <step s="{first + k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" '
-                                         f'dstoff="-1" cnt="0" depid="{d}" deps="{e}" hasdep="0"/>'
-                                         for k, (d, e) in enumerate(deps)] + [rows[r - a]])
+        ptr, nop_tb, nop_pos = prog.nop_deps
+        for r in (a + np.flatnonzero(np.diff(ptr[a:b + 1]))).tolist():   # nops go before their instruction,
+            lo, hi = int(ptr[r]), int(ptr[r + 1])                          # numbered just below it
+            first = int(prog.xml_pos[r]) - (hi - lo)
+            rows[r - a] = "\n".join([f'      <step s="{first + k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" '
+                                     f'dstoff="-1" cnt="0" depid="{d}" deps="{e}" hasdep="0"/>'
+                                     for k, (d, e) in enumerate(zip(nop_tb[lo:hi].tolist(), nop_pos[lo:hi].tolist()))]
+                                    + [rows[r - a]])
         lines = [f'  <gpu id="{g}" i_chunks="{prog.i_chunks}" o_chunks="{prog.o_chunks}" '
                  f's_chunks="{int(prog.s_chunks[g])}">']
         for t in range(t0, t1):
@@ -993,6 +1044,7 @@ def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: Run
             lines.extend(rows[op_start[t] - a:op_start[t + 1] - a])
             lines.append("    </tb>")
         lines.append("  </gpu>\n")
-        parts.append("\n".join(lines))
-    parts.append("</algo>\n")
-    return "".join(parts)
+        out.write("\n".join(lines).encode())
+        del rows, lines
+    out.write(b"</algo>\n")
+    return out.getvalue()

@@ -172,12 +172,41 @@ def _slow(text: str) -> tuple[Node | None, list[Finding]]:
     return root, []
 
 
+_DOC_BYTES = re.compile(_DOC.pattern.encode("ascii"))
+WINDOW = 1 << 20                # characters matched at once (re's backtracking stack grows with the match)
+MAX_WINDOW = 1 << 24
+
+
+def _grammar_stop(text: str | bytes) -> int:
+    """-1 when the whole text is a sequence of elements, closing tags and comments the tokenizer reads
+    (`_DOC.fullmatch(text)`), else where the first item it cannot read starts. Matched window by window: a
+    window's match ends after its last complete item and the next window starts there. An item is decided by
+    its own characters (a tag ends at its first '>' outside quotes, a comment at its first '-->'), so the
+    verdict is that of one match over the whole text, in memory bounded by the window (re's backtracking
+    stack grows with the length of a match)."""
+    pattern = _DOC_BYTES if isinstance(text, bytes) else _DOC
+    pos, n, window = 0, len(text), WINDOW
+    while pos < n:
+        end = min(n, pos + window)
+        m = pattern.match(text, pos, end)
+        stop = m.end() if m else pos
+        if stop == n:
+            return -1
+        if stop > pos:
+            pos, window = stop, WINDOW
+        elif end == n or window >= MAX_WINDOW:
+            return pos                      # unreadable here (or an item longer than MAX_WINDOW)
+        else:
+            window *= 2
+    return -1
+
+
 def scan(text: str) -> tuple["Node | ET.Element | None", list[Finding]]:
     """(document node whose children are the top-level elements, findings). The fast path checks the whole
     text against the tokenizer's grammar with one regular expression and builds the tree with ElementTree;
     anything unusual (or an error, to locate it) goes through a faithful re-implementation of the
     tokenizer."""
-    if "&" not in text and _DOC.fullmatch(text):        # ElementTree would decode entities; NCCL does not
+    if "&" not in text and _grammar_stop(text) < 0:           # ElementTree would decode entities; NCCL does not
         try:
             doc = ET.fromstring(f"<document>{text}</document>")
         except ET.ParseError:
@@ -190,8 +219,23 @@ def scan(text: str) -> tuple["Node | ET.Element | None", list[Finding]]:
     return _slow(text)
 
 
-def lexical_findings(text: str) -> list[Finding]:
-    """Only the tokenizer's verdict (no tree): [] when the runtimes' parser reads every element of `text`."""
-    if _DOC.fullmatch(text):
+def lexical_findings(text: str | bytes) -> list[Finding]:
+    """Only the tokenizer's verdict (no tree): [] when the runtimes' parser reads every element of `text`
+    (a str, or the file's bytes)."""
+    stop = _grammar_stop(text)
+    if stop < 0:
         return []
-    return _slow(text)[1]
+    # the tokenizer from the last item read (its line numbers shifted), over at most MAX_WINDOW characters
+    part = text[stop:stop + MAX_WINDOW]
+    if isinstance(text, bytes):
+        part = part.decode("utf-8", errors="replace")
+    nl = b"\n" if isinstance(text, bytes) else "\n"
+    lines_before, line_start = text.count(nl, 0, stop), text.rfind(nl, 0, stop) + 1
+    found = _slow(part)[1]
+    for f in found:
+        m = re.match(r"line (\d+), column (\d+)", f.message)
+        if m and stop:
+            line, col = int(m.group(1)), int(m.group(2))
+            col += stop - line_start if line == 1 else 0
+            f.message = f"line {line + lines_before}, column {col}" + f.message[m.end():]
+    return found

@@ -11,58 +11,90 @@ Vectorized over each step's transfers: time and memory grow with the transfers.
 """
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
-from .arrays import ranges, unique
+from .arrays import lexorder, ranges, unique
 from .errors import CompileError
-from .layout import NONE, SBUF, UnitLayout
+from .layout import NONE, SBUF, UnitLayout, alltoall_touched
 from .msccl import runs
 
 __all__ = ["compile_oneccl"]
 
 NAMES = np.array(["in", "out", "tmp"])
 COLL = {Collective.ALLGATHER: "allgather", Collective.REDUCESCATTER: "reduce_scatter",
-        Collective.ALLREDUCE: "allreduce"}
+        Collective.ALLREDUCE: "allreduce", Collective.ALLTOALL: "alltoall"}
 PH_RECV, PH_SEND, PH_SYNC, PH_REDUCE, PH_COPY = range(5)
 BIG = 1 << 30
+RANKS_PER_BLOCK = 64             # ranks whose instruction text exists at once while printing
 
 
-class _Lines:
-    """Instruction text with (rank, step, phase, seq) sort keys."""
+class _Instructions:
+    """Instruction rows (kind and up to six integer fields; buffer fields hold 0/1/2 for in/out/tmp) with
+    (rank, step, phase, seq) order keys. Kept numeric and printed rank block by rank block, so memory grows
+    with the instructions, not with their text."""
+
+    TEMPLATES = {
+        "recv": ('<recv peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
+        "send": ('<send peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
+        "sync": ('<sync step="{}"/>', ()),
+        "reduce": ('<reduce srcbuf="tmp" srcoff="{}" accbuf="{}" accoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>',
+                   (1, 3)),
+        "copy": ('<copy srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>', (0, 2)),
+    }
+    KINDS = tuple(TEMPLATES)
 
     def __init__(self):
-        self.text: list[str] = []
-        self.keys: list[np.ndarray] = []
+        self.parts: list[tuple] = []
+        self.count = 0
 
-    def add(self, rank: np.ndarray, t: int, phase: int, texts: list[str]) -> None:
-        n = len(texts)
+    def add(self, kind: str, rank, t: int, phase: int, *fields) -> None:
+        rank = np.asarray(rank, np.int64)
+        n = rank.size
         if n == 0:
             return
-        seq = np.arange(len(self.text), len(self.text) + n, dtype=np.int64)
-        self.text.extend(texts)
-        self.keys.append(np.stack([np.broadcast_to(np.asarray(rank, np.int64), (n,)),
-                                   np.full(n, t, np.int64), np.full(n, phase, np.int64), seq]))
+        vals = np.zeros((6, n), np.int64)
+        for i, f in enumerate(fields):
+            vals[i] = f
+        self.parts.append((self.KINDS.index(kind), rank, t, phase, self.count, vals))
+        self.count += n
 
-    def per_rank(self, n: int) -> list[list[str]]:
-        out: list[list[str]] = [[] for _ in range(n)]
-        if not self.keys:
-            return out
-        k = np.concatenate(self.keys, axis=1)
-        order = np.lexsort((k[3], k[2], k[1], k[0]))
-        ranks = k[0][order]
-        bounds = np.searchsorted(ranks, np.arange(n + 1))
-        text = self.text
-        idx = k[3][order].tolist()
-        for r in range(n):
-            out[r] = [text[i] for i in idx[bounds[r]:bounds[r + 1]]]
-        return out
+    def per_rank(self, n: int):
+        """(per-rank instruction counts, a function that yields the text lines of ranks [a, b))."""
+        if not self.parts:
+            return np.zeros(n, np.int64), lambda a, b: iter(())
+        kind = np.concatenate([np.full(p[1].size, p[0], np.int8) for p in self.parts])
+        rank = np.concatenate([p[1] for p in self.parts])
+        step = np.concatenate([np.full(p[1].size, p[2], np.int64) for p in self.parts])
+        phase = np.concatenate([np.full(p[1].size, p[3], np.int8) for p in self.parts])
+        vals = np.concatenate([p[5] for p in self.parts], axis=1)
+        self.parts.clear()
+        order = lexorder((np.arange(rank.size), phase, step, rank))
+        del step, phase
+        kind, rank, vals = kind[order], rank[order], vals[:, order]
+        bounds = np.searchsorted(rank, np.arange(n + 1))
+
+        def lines(a: int, b: int):
+            lo, hi = int(bounds[a]), int(bounds[b])
+            k, v = kind[lo:hi], vals[:, lo:hi]
+            text = np.empty(hi - lo, dtype=object)
+            for ki, (tmpl, bufs) in enumerate(self.TEMPLATES.values()):
+                sel = np.flatnonzero(k == ki)
+                if sel.size == 0:
+                    continue
+                width = tmpl.count("{}")
+                cols = [NAMES[v[i, sel]].tolist() if i in bufs else v[i, sel].tolist() for i in range(width)]
+                text[sel] = [tmpl.format(*row) for row in zip(*cols)]
+            return text, bounds[a:b + 1] - lo
+        return np.diff(bounds), lines
 
 
 def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = False, name: str | None = None):
-    """(xml text, stats) for a lowered schedule (integer grid P = schedule.grid)."""
+    """(XML file as ASCII bytes, stats) for a lowered schedule (integer grid P = schedule.grid)."""
     s = schedule
     n, P = s.nodes, s.grid
     coll = s.collective
@@ -77,8 +109,8 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             tmp[g] += sz
         return out
 
-    lay = UnitLayout(coll, n, P, inplace, alloc)
-    lines = _Lines()
+    lay = UnitLayout(coll, n, P, inplace, alloc, alltoall_touched(s) if coll is Collective.ALLTOALL else None)
+    prog = _Instructions()
     tags = np.zeros((n, n), dtype=np.int32)
     messages = 0
     dropped = 0
@@ -96,7 +128,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         rep = np.repeat(np.arange(v.size), ln)
         x = ranges(lo, ln)
         U, W, G = u[rep], w[rep], v[rep] * P + x
-        o = np.lexsort((U, G, W))                   # by receiver and unit: duplicates and ranks are adjacent
+        o = lexorder((U, G, W))                   # by receiver and unit: duplicates and ranks are adjacent
         U, W, G = U[o], W[o], G[o]
         if op is Op.COPY:
             dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
@@ -114,7 +146,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             i = int(np.flatnonzero(SB == NONE)[0])
             raise CompileError(f"step {t}: rank {U[i]} sends chunk {G[i] % P}/{P} of shard {G[i] // P} before "
                                f"holding it")
-        o = np.lexsort((SO, SB, W, U))
+        o = lexorder((SO, SB, W, U))
         U, W, G, rank, SB, SO = U[o], W[o], G[o], rank[o], SB[o], SO[o]
         if op is Op.COPY:
             DB, DO = lay.home(W, G)
@@ -131,28 +163,24 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         mu, mw = U[st], W[st]
         # tags count the messages of each (sender, receiver) pair
         pair = mu * n + mw
-        po = np.argsort(pair, kind="stable")
+        po = lexorder((pair,))
         ps = pair[po]
         first = np.r_[True, ps[1:] != ps[:-1]]
         within = np.arange(ps.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
         tag = np.empty(ps.size, np.int64)
         tag[po] = tags[mu[po], mw[po]] + within
         np.add.at(tags, (mu, mw), 1)
-        sb, so, db, do = NAMES[SB[st]], SO[st].tolist(), NAMES[DB[st]], DO[st].tolist()
-        mul, mwl, cl, tl = mu.tolist(), mw.tolist(), cnt.tolist(), tag.tolist()
-        lines.add(mw, t, PH_RECV, [f'<recv peer="{a}" buf="{b}" off="{c}" cnt="{d}" tag="{e}"/>'
-                                   for a, b, c, d, e in zip(mul, db.tolist(), do, cl, tl)])
-        lines.add(mu, t, PH_SEND, [f'<send peer="{a}" buf="{b}" off="{c}" cnt="{d}" tag="{e}"/>'
-                                   for a, b, c, d, e in zip(mwl, sb.tolist(), so, cl, tl)])
+        prog.add("recv", mw, t, PH_RECV, mu, DB[st], DO[st], cnt, tag)
+        prog.add("send", mu, t, PH_SEND, mw, SB[st], SO[st], cnt, tag)
         messages += st.size
         active = unique(np.concatenate([mu, mw]))
-        lines.add(active, t, PH_SYNC, [f'<sync step="{t}"/>'] * active.size)
+        prog.add("sync", active, t, PH_SYNC, t)
         if op is Op.COPY:
             lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
             lay.final[W, G] = True
             continue
         # reductions after the sync, contribution by contribution (rank order within a unit)
-        ro = np.lexsort((G, W, rank))
+        ro = lexorder((G, W, rank))
         Wr, Gr, rk, DOr = W[ro], G[ro], rank[ro], DO[ro]
         for r in unique(rk).tolist():
             m = rk == r
@@ -161,21 +189,13 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             if np.any(pb == NONE):
                 raise CompileError(f"rank {int(w_[pb == NONE][0])} reduces into a chunk it holds no partial of")
             ab, ao = lay.acc(w_, g_)
-            o2 = np.lexsort((so_, w_))
+            o2 = lexorder((so_, w_))
             w_, g_, so_, pb, po_, ab, ao = w_[o2], g_[o2], so_[o2], pb[o2], po_[o2], ab[o2], ao[o2]
             st2, c2 = runs([so_, po_, ao], [w_, pb, ab], max_len=BIG)
-            lines.add(w_[st2], t, PH_REDUCE, [
-                f'<reduce srcbuf="tmp" srcoff="{a}" accbuf="{b}" accoff="{c}" dstbuf="{d}" dstoff="{e}" cnt="{f}"/>'
-                for a, b, c, d, e, f in zip(so_[st2].tolist(), NAMES[pb[st2]].tolist(), po_[st2].tolist(),
-                                            NAMES[ab[st2]].tolist(), ao[st2].tolist(), c2.tolist())])
+            prog.add("reduce", w_[st2], t, PH_REDUCE, so_[st2], pb[st2], po_[st2], ab[st2], ao[st2], c2)
             lay.locbuf[w_, g_], lay.locoff[w_, g_] = ab, ao
     # final copies into place
-    if coll is Collective.REDUCESCATTER:
-        W = np.repeat(np.arange(n), P)
-        G = W * P + np.tile(np.arange(P), n)
-    else:
-        W = np.repeat(np.arange(n), lay.L)
-        G = np.tile(np.arange(lay.L), n)
+    W, G = lay.results()
     b, o = lay.locbuf[W, G], lay.locoff[W, G]
     if np.any(b == NONE):
         i = int(np.flatnonzero(b == NONE)[0])
@@ -186,20 +206,21 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
     if wrong.size:
         W, sb_, so_, db_, do_ = W[wrong], b[wrong], o[wrong], hb[wrong], ho[wrong]
         st, c = runs([so_, do_], [W, sb_, db_], max_len=BIG)
-        lines.add(W[st], s.steps + 1, PH_COPY, [
-            f'<copy srcbuf="{a}" srcoff="{b_}" dstbuf="{c_}" dstoff="{d}" cnt="{e}"/>'
-            for a, b_, c_, d, e in zip(NAMES[sb_[st]].tolist(), so_[st].tolist(), NAMES[db_[st]].tolist(),
-                                       do_[st].tolist(), c.tolist())])
+        prog.add("copy", W[st], s.steps + 1, PH_COPY, sb_[st], so_[st], db_[st], do_[st], c)
     title = "".join(ch if ch.isalnum() or ch in " ,()_.-=+:/" else "_"
                     for ch in (name or f"fabricplan {coll.value} {topology.expr}"))[:200]
-    out = [f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{lay.L}" '
-           f'steps="{s.steps}" inplace="{int(inplace)}">']
-    per_rank = lines.per_rank(n)
-    for r in range(n):
-        out.append(f'  <rank id="{r}" in_chunks="{lay.input_units}" out_chunks="{lay.output_units}" '
-                   f'tmp_chunks="{int(tmp[r])}">')
-        out.extend("    " + x for x in per_rank[r])
-        out.append("  </rank>")
-    out.append("</oneccl_schedule>")
-    stats = {"max_tb_steps": max((len(x) for x in per_rank), default=0), "messages": messages, "dropped": dropped}
-    return "\n".join(out) + "\n", stats
+    counts, lines = prog.per_rank(n)
+    out = io.BytesIO()
+    out.write(f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{lay.chunk_loop}" '
+              f'steps="{s.steps}" inplace="{int(inplace)}">\n'.encode())
+    for a in range(0, n, RANKS_PER_BLOCK):
+        b = min(n, a + RANKS_PER_BLOCK)
+        text, bounds = lines(a, b)
+        for r in range(a, b):
+            body = "".join(f"    {x}\n" for x in text[bounds[r - a]:bounds[r - a + 1]])
+            out.write(f'  <rank id="{r}" in_chunks="{lay.input_units}" out_chunks="{lay.output_units}" '
+                      f'tmp_chunks="{int(tmp[r])}">\n{body}  </rank>\n'.encode())
+        del text
+    out.write(b"</oneccl_schedule>\n")
+    stats = {"max_tb_steps": int(counts.max()) if counts.size else 0, "messages": messages, "dropped": dropped}
+    return out.getvalue(), stats

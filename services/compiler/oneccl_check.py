@@ -32,7 +32,7 @@ ATTRS = {
 INT_ATTRS = {"peer", "off", "cnt", "tag", "srcoff", "dstoff", "accoff"}
 BUFS = ("in", "out", "tmp")
 COLLS = {"allgather": "allgather", "reduce_scatter": "reducescatter", "reducescatter": "reducescatter",
-         "allreduce": "allreduce"}
+         "allreduce": "allreduce", "alltoall": "alltoall"}
 
 
 @dataclass
@@ -81,13 +81,16 @@ def parse_oneccl(text: str) -> tuple[Program | None, list[Finding]]:
         E.append(Finding("structure", f"unsupported version {root.get('version')!r} (this checker reads version 1)"))
     coll = COLLS.get(root.get("coll"))
     if coll is None:
-        E.append(Finding("structure", f"coll={root.get('coll')!r}; expected allgather, reduce_scatter or allreduce"))
+        E.append(Finding("structure", f"coll={root.get('coll')!r}; expected allgather, reduce_scatter, allreduce or "
+                                      f"alltoall"))
     try:
         for a in ("nranks", "nchunks"):
             vals[a] = int(root.get(a))
         inplace = int(root.get("inplace", "0"))
     except ValueError as e:
         return None, E + [Finding("structure", f"<oneccl_schedule>: {e}")]
+    if coll == "alltoall" and inplace:
+        E.append(Finding("structure", "an alltoall schedule runs out of place (inplace=\"0\")"))
     ranks = []
     for rel in root:
         if rel.tag != "rank":
