@@ -1,4 +1,6 @@
 """The plan pipeline's stages (DESIGN 4.2): frontier -> selection -> schedules -> verification -> artifacts.
+A training workload's selection is services.training_plans, a plan's all-to-all schedule services.alltoall_plans
+and the compile stage services.compiling.
 
 Each stage is a plain function over the database (services.store) and the synthesis library; Celery tasks
 (workers.tasks) call them. Stages are idempotent: a redelivered task repeats its stage harmlessly, artifacts

@@ -85,10 +85,11 @@ def test_training_plan_with_a_catalog_model(client):
 
 
 def test_moe_plan_with_an_inline_model_serves_its_alltoall_schedule(client):
-    p = _plan(client, {"model_spec": MOE_SPEC, "parallelism": {"data": 16, "expert": 16}})
+    p = _plan(client, {"model_spec": MOE_SPEC, "parallelism": {"data": 16, "expert": 16},
+                       "alltoall_cost": "schedule"})
     model = parse_model_spec(MOE_SPEC)
-    _check_selection(p, evaluate_training(model, 16, 4, LINK))
-    assert all(e["alltoall"]["source"] == "mcf" for e in p["training"]["entries"])
+    _check_selection(p, evaluate_training(model, 16, 4, LINK, alltoall="schedule"))
+    assert all(e["alltoall"]["source"] == "schedule" for e in p["training"]["entries"])
     expr, pid = p["topology"]["expr"], p["id"]
     # the all-to-all schedule: stored, verified again here from the served bytes, measured as reported
     a2a = p["alltoall"]
@@ -114,7 +115,11 @@ def test_moe_plan_with_an_inline_model_serves_its_alltoall_schedule(client):
     costs = TopologyCosts(expr, 16, 4, CollectiveCost(chosen["allreduce"]["steps"],
                                                       Fraction(chosen["allreduce"]["tau_exact"])),
                           None, CollectiveCost(report.steps, report.tau))
-    assert p["training"]["chosen_with_alltoall_schedule"] == pytest.approx(best_bucket(model, costs, LINK).to_dict())
+    again = p["training"]["chosen_with_alltoall_schedule"]
+    assert again == pytest.approx(best_bucket(model, costs, LINK).to_dict())
+    # the entries were priced with all-to-all schedules too: the same LP gives the chosen one the same cost
+    assert (chosen["alltoall"]["steps"], chosen["alltoall"]["tau_exact"]) == (report.steps, str(report.tau))
+    assert again["iteration_s"] == pytest.approx(p["training"]["best_iteration_s"])
     # the XML goes through the compile jobs: a recorded refusal until the compiler lowers all-to-all
     compiled = p["compiled"]["executor"]["alltoall"]
     x = poll_xml(client, f"/v1/plans/{pid}/schedules/alltoall", {"format": "msccl"})

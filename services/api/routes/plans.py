@@ -378,7 +378,7 @@ def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, m
     divides one), or for an all-to-all a block (D/N bytes; the grid divides the buffer of N blocks), so
     tau = d/N * the sum of the step maxima either way."""
     if collective == Collective.ALLTOALL.value:
-        grid, unit = grid // topo["nodes"], "block (D/N bytes: an all-to-all's unit to one node)"
+        grid, unit = grid // topo["nodes"], "block (D/N bytes)"
     else:
         unit = "shard (M/N bytes)"
     steps, arcs = loads.shape
