@@ -203,3 +203,32 @@ def test_catalogued_jobs_are_either_planned_or_refused_with_the_field(name, node
     assert nodes <= workloads.TRAINING_MAX_NODES
     assert model.gradient_bytes > 0 and model.buckets_bytes == sorted(set(model.buckets_bytes))
     assert workloads.has_alltoall(req) == any(layer.is_moe for layer in model.layers)
+
+
+def test_alltoall_beyond_the_limits_is_a_recorded_refusal(settings):
+    """A topology beyond the all-to-all LP's limits (here its node limit) does not fail the plan: the stage
+    records the refusal with the reason, and GET .../schedules/alltoall answers 409 with it."""
+    from fastapi.testclient import TestClient
+
+    from services import alltoall_plans
+    from services.api.app import create_app
+    from services.store import repo
+    from services.store.db import migrate, session_scope
+
+    migrate(settings.sqlalchemy_url)
+    req = {**BASE, "job_id": unique_job(), "nodes": 1100,
+           "workload": {"collective": "allgather", "sizes_bytes": [1024], "alltoall_bytes": 1 << 20}}
+    with session_scope(settings.sqlalchemy_url) as s:
+        pid = repo.create_plan(s, req, None)[0].id
+    out = alltoall_plans.stage_alltoall({"selected": {"expr": "ring(1100)"}, "schedules": {}}, pid)
+    a2a = out["alltoall"]
+    assert a2a["status"] == "refused" and "1024 nodes" in a2a["reason"] and "alltoall" not in out["schedules"]
+    with session_scope(settings.sqlalchemy_url) as s:
+        assert repo.plan_artifact(s, pid, "schedule:alltoall") is None
+        repo.finish(s, pid, {"alltoall": a2a})
+    with TestClient(create_app(settings)) as c:
+        assert c.get(f"/v1/plans/{pid}").json()["alltoall"] == {**a2a, "url": None, "times_us": {}, **{
+            k: None for k in alltoall_plans.REPORTED if k != "expr"}}
+        for path in ("", "/loads"):
+            r = c.get(f"/v1/plans/{pid}/schedules/alltoall{path}")
+            assert r.status_code == 409 and a2a["reason"] in r.json()["detail"]
