@@ -6,10 +6,14 @@ again here (every node ends with its block of every other node's buffer), stores
 against the MCF bound (D/N) / (f B/d) for each of the workload's all-to-all sizes D. A training plan also
 gets the chosen topology's iteration re-simulated with the schedule's cost.
 
-A topology whose LP is beyond the library's limits (nodes, LP variables, transfers) gets a recorded refusal
-(`status: refused` with the reason) and the plan goes on with its other schedules.
+A topology whose LP is beyond the library's limits (nodes, LP variables, transfers), or whose schedule takes
+longer than the task's time limit or more than its memory limit, gets a recorded refusal (`status: refused`
+with the reason) and the plan goes on with its other schedules (the all-to-all schedule of a 1024-node
+topology can take minutes: ten of CPU for line(circulant(16, 1, 4), 3)).
 """
 from __future__ import annotations
+
+from celery.exceptions import SoftTimeLimitExceeded
 
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.evaluate.iteration import CollectiveCost
@@ -42,11 +46,17 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
     topo = build(expr)
     try:
         built = alltoall_schedule(topo)
+        report = verify(built.schedule, topo)
     except ScheduleInvalid as exc:                      # a bug, not the input's size: fail the plan
         raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {exc}") from None
     except ValueError as exc:                           # beyond the library's limits for this topology
-        return {**state, "alltoall": {"status": "refused", "reason": str(exc), "expr": expr}}
-    report = verify(built.schedule, topo)
+        return _refused(state, expr, str(exc))
+    except SoftTimeLimitExceeded:                       # the plan keeps what it has (the task ends in time)
+        return _refused(state, expr, f"building it exceeded the worker's time limit of "
+                                     f"{get_settings().task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)")
+    except MemoryError:                                 # its frames are freed once we leave the handler
+        return _refused(state, expr, f"building it exceeded the worker's memory limit of "
+                                     f"{get_settings().task_memory_limit_mb} MiB (FABRICPLAN_TASK_MEMORY_LIMIT_MB)")
     if not report.ok:
         raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {report.violation.message}")
     loads = planner.link_loads_blob(built.schedule, topo, report.tau)
@@ -75,3 +85,6 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
         out["training"] = training
     return out
 
+
+def _refused(state: dict, expr: str, reason: str) -> dict:
+    return {**state, "alltoall": {"status": "refused", "reason": reason, "expr": expr}}

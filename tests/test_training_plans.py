@@ -205,9 +205,11 @@ def test_catalogued_jobs_are_either_planned_or_refused_with_the_field(name, node
     assert workloads.has_alltoall(req) == any(layer.is_moe for layer in model.layers)
 
 
-def test_alltoall_beyond_the_limits_is_a_recorded_refusal(settings):
-    """A topology beyond the all-to-all LP's limits (here its node limit) does not fail the plan: the stage
-    records the refusal with the reason, and GET .../schedules/alltoall answers 409 with it."""
+def test_alltoall_beyond_the_limits_is_a_recorded_refusal(settings, monkeypatch):
+    """A topology beyond the all-to-all LP's limits (here its node limit), or a build that reaches the task's
+    time limit, does not fail the plan: the stage records the refusal with the reason, and
+    GET .../schedules/alltoall answers 409 with it."""
+    from celery.exceptions import SoftTimeLimitExceeded
     from fastapi.testclient import TestClient
 
     from services import alltoall_plans
@@ -223,6 +225,13 @@ def test_alltoall_beyond_the_limits_is_a_recorded_refusal(settings):
     out = alltoall_plans.stage_alltoall({"selected": {"expr": "ring(1100)"}, "schedules": {}}, pid)
     a2a = out["alltoall"]
     assert a2a["status"] == "refused" and "1024 nodes" in a2a["reason"] and "alltoall" not in out["schedules"]
+
+    def too_slow(topology):
+        raise SoftTimeLimitExceeded("soft time limit")
+
+    monkeypatch.setattr(alltoall_plans, "alltoall_schedule", too_slow)
+    slow = alltoall_plans.stage_alltoall({"selected": {"expr": "torus(4, 4)"}, "schedules": {}}, pid)["alltoall"]
+    assert slow["status"] == "refused" and "FABRICPLAN_TASK_TIME_LIMIT_S" in slow["reason"]
     with session_scope(settings.sqlalchemy_url) as s:
         assert repo.plan_artifact(s, pid, "schedule:alltoall") is None
         repo.finish(s, pid, {"alltoall": a2a})
