@@ -19,6 +19,7 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.catalog import build
 
+from . import workloads
 from .config import get_settings
 from .store import compiles, repo
 from .store.db import session_scope
@@ -75,7 +76,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     t0 = time.perf_counter()
     sched = Schedule.from_bytes(data)
     lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    sizes = req.get("workload", {}).get("sizes_bytes")
+    sizes = workloads.alltoall_sizes(req) if collective == "alltoall" else workloads.message_sizes(req)
     meta: dict | None = None
     reason: str | None = None
     digest = None
@@ -174,10 +175,11 @@ def _plain(x):
 
 
 def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
-    """The plan's compile stage: every collective for every runtime the plan lists, with the runtime's default
-    options (what GET .../schedules/{collective}?format=msccl&runtime=R serves). A runtime that cannot take a
-    schedule does not fail the plan: its refusal is reported with the limit. A plan revision's compile stage
-    (services.revisions) is the same with its artifact prefix and `advance` of the revision."""
+    """The plan's compile stage: every collective (the all-to-all too when the plan has that schedule) for every
+    runtime the plan lists, with the runtime's default options (what GET .../schedules/{collective}?format=msccl&
+    runtime=R serves). A runtime that cannot take a schedule does not fail the plan: its refusal is reported with
+    the limit. A plan revision's compile stage (services.revisions) is the same with its artifact prefix and
+    `advance` of the revision."""
     if state.get("stop"):
         return state
     with session_scope(_url()) as s:
@@ -185,11 +187,14 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
         runtimes = list((plan.request if plan else {}).get("runtimes") or DEFAULT_RUNTIMES)
     st = get_settings()
     deadline = max(10.0, min(float(st.compile_time_limit_s), st.task_time_limit_s / (4 * max(1, len(runtimes)))))
+    collectives = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE]
+    if "alltoall" in (state.get("schedules") or {}):        # the plan built one (services.alltoall_plans)
+        collectives.append(Collective.ALLTOALL)
     compiled: dict = {}
     for i, runtime in enumerate(runtimes):
         done: dict = {}
-        for j, c in enumerate((Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)):
-            frac = 0.96 + 0.03 * (i + j / 3) / len(runtimes)
+        for j, c in enumerate(collectives):
+            frac = 0.96 + 0.03 * (i + j / len(collectives)) / len(runtimes)
             advance(plan_id, "compile", frac, f"compiling the {c.value} XML for {runtime}")
             options = CompileOptions(runtime)
             implied = _implied_refusal(plan_id, done, prefix) if c is Collective.ALLREDUCE else None

@@ -1,4 +1,6 @@
 """The plan pipeline's stages (DESIGN 4.2): frontier -> selection -> schedules -> verification -> artifacts.
+A training workload's selection is services.training_plans, a plan's all-to-all schedule services.alltoall_plans
+and the compile stage services.compiling.
 
 Each stage is a plain function over the database (services.store) and the synthesis library; Celery tasks
 (workers.tasks) call them. Stages are idempotent: a redelivered task repeats its stage harmlessly, artifacts
@@ -17,6 +19,7 @@ from contextvars import ContextVar
 import networkx as nx
 import numpy as np
 
+from . import workloads
 from .config import get_settings
 from .store import jobs, repo
 from .store.db import session_scope
@@ -80,7 +83,8 @@ def _advance(plan_id: str, stage: str, progress: float, message: str | None = No
             raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
 
 
-advance_stage = _advance       # for stages defined outside this module (services.compiling)
+advance_stage = _advance       # for stages defined outside this module (services.compiling, ...)
+plan_request = _request
 
 
 # ----- frontier (cached per N, d, options) -------------------------------------------------------------
@@ -119,7 +123,11 @@ def stage_frontier(plan_id: str) -> dict:
 
 # ----- selection ------------------------------------------------------------------------------------
 def workload_items(req: dict) -> list[WorkloadItem]:
+    """The workload's collectives of the allreduce family with their sizes and weights: the sizes form's, or
+    a training job's DDP allreduces (one per bucket capacity, services.workloads.message_sizes)."""
     w = req["workload"]
+    if workloads.is_training(req):
+        return [WorkloadItem(Collective.ALLREDUCE, float(b), 1.0) for b in workloads.message_sizes(req)]
     kinds = w.get("collectives") or [w.get("collective", "allreduce")]
     weights = w.get("weights") or [1.0] * len(w["sizes_bytes"])
     return [WorkloadItem(Collective.parse(k), float(sz), float(wt))
@@ -130,6 +138,10 @@ def stage_select(state: dict, plan_id: str) -> dict:
     if state.get("stop"):
         return state
     req = _request(plan_id)
+    if workloads.is_training(req):
+        from . import training_plans
+
+        return training_plans.stage_select(state, plan_id, req, _advance)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     items = workload_items(req)
     cands = [candidate_from_entry(e) for e in state["frontier"]]
@@ -289,7 +301,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     sel = state["selected"]
     predicted = {}
-    for size in req["workload"]["sizes_bytes"]:
+    for size in workloads.message_sizes(req):
         for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
             predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
@@ -304,14 +316,27 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "workload_time_us": sel.get("workload_time_us"),
         "fabric": state.get("fabric"),
         "compiled": state.get("compiled"),
-        "baselines_time_us": {k: v * 1e6 for k, v in baseline_times(
-            req["nodes"], req["degree"], link, workload_items(req), req["workload"].get("alltoall_bytes") or 0.0,
-            req["workload"].get("alltoall_weight") or 0.0).items()},
+        "baselines_time_us": _baselines_time_us(state, req, link),
+        "training": state.get("training"),
+        "alltoall": state.get("alltoall"),
     }
     with session_scope(_url()) as s:
         if not repo.finish(s, plan_id, result, attempt=_ATTEMPT.get()):
             raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
     return {"done": True}
+
+
+def _baselines_time_us(state: dict, req: dict, link: LinkModel) -> dict[str, float]:
+    """The workload on today's topologies: a training job's iteration times (simulated at select), or the
+    sizes form's workload time."""
+    if state.get("training"):
+        from .training_plans import baselines_time_us
+
+        return baselines_time_us(state["training"])
+    w = req["workload"]
+    return {k: v * 1e6 for k, v in baseline_times(req["nodes"], req["degree"], link, workload_items(req),
+                                                  w.get("alltoall_bytes") or 0.0,
+                                                  w.get("alltoall_weight") or 0.0).items()}
 
 
 def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
@@ -386,7 +411,8 @@ def link_loads_blob(sched: Schedule, t, tau: Fraction) -> bytes:
     stored beside the schedule so the dashboard's heat map costs a blob read, not a pass over the schedule.
     The loads must give back `tau`, the model checker's measurement, before they are stored."""
     loads = link_loads(sched, t)
-    if Fraction(t.degree * int(loads.max(axis=1, initial=0).sum()), sched.nodes * sched.grid) != tau:
+    shards = 1 if sched.collective is Collective.ALLTOALL else sched.nodes     # cost.measured_tau's unit
+    if Fraction(t.degree * int(loads.max(axis=1, initial=0).sum()), shards * sched.grid) != tau:
         raise RuntimeError(f"link loads of the {sched.collective.value} schedule disagree with its measured tau")
     small = loads.astype(np.min_scalar_type(int(loads.max(initial=0))))
     buf = io.BytesIO()

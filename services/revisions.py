@@ -40,6 +40,7 @@ from sqlalchemy.exc import IntegrityError
 from .config import get_settings
 from .store import jobs, notify, repo
 from .store.db import session_scope
+from .workloads import message_sizes
 from .store.models import (PanelConfig, PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault,
                            Repair, utcnow)
 
@@ -373,11 +374,13 @@ def _repair(revision_id: str) -> dict:
 def mean_size(req: dict) -> float:
     """The workload's weighted mean message size: on uniform links a schedule's workload time is
     W (steps alpha + tau Mbar / B), so the faster schedule at Mbar is the faster for the whole workload."""
-    w = req["workload"]
-    sizes = [float(x) for x in w["sizes_bytes"]]
-    weights = w.get("weights") or [1.0] * len(sizes)
-    total = sum(weights)
-    return sum(m * x for m, x in zip(sizes, weights)) / total if total > 0 else sum(sizes) / len(sizes)
+    from .planner import workload_items
+
+    items = workload_items(req)
+    total = sum(i.weight for i in items)
+    if total > 0:
+        return sum(i.size_bytes * i.weight for i in items) / total
+    return sum(i.size_bytes for i in items) / len(items)
 
 
 def stage_schedules(state: dict, revision_id: str) -> dict:
@@ -439,7 +442,7 @@ def _predicted(req: dict, schedules: dict) -> dict:
 
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     return {c: {str(m): link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
-                for m in req["workload"]["sizes_bytes"]} for c, sm in schedules.items()}
+                for m in message_sizes(req)} for c, sm in schedules.items()}
 
 
 def _workload_us(req: dict, predicted: dict) -> float:
@@ -459,7 +462,7 @@ def _ring_fallback(req: dict) -> dict:
     n, d = int(req["nodes"]), int(req["degree"])
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     return {c.value: {str(m): link.collective_time(c, n - 1, Fraction(d * (n - 1), n), m) * 1e6
-                      for m in req["workload"]["sizes_bytes"]}
+                      for m in message_sizes(req)}
             for c in ALLGATHER_FAMILY}
 
 

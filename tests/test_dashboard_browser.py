@@ -110,11 +110,12 @@ def site(tmp_path_factory):
             assert r.status_code == 201, r.text
             bound = _plan(http, fabric_id="f1")
             small = _plan(http, nodes=12, degree=3, workload={"collective": "allgather", "sizes_bytes": [4096]})
+            moe = _plan(http, workload={"training": {"model": "switch-base-128"}})
             with session_scope(settings.sqlalchemy_url) as s:
                 template = s.get(Plan, bound["id"])
             browser.insert_plan_copies(settings.sqlalchemy_url, template, BULK_PLANS)
             yield {"server": server, "http": http, "settings": settings, "viewer": viewer, "agent": agent,
-                   "bound": bound, "small": small}
+                   "bound": bound, "small": small, "moe": moe}
             http.close()
         get_settings.cache_clear()
 
@@ -300,6 +301,25 @@ def test_schedule_heat_map(page, site):
     show(pg, site, f"/plans/{bound['id']}/schedule?collective=allgather&columns=16", "schedule-grouped")
     assert pg.locator("#heat-map g.load-cell rect").count() == bound["schedules"]["allgather"]["steps"] * 16
     assert "maximum of 4 consecutive arcs" in pg.locator("#view").inner_text()
+
+
+def test_training_plan_shows_every_entry_and_its_alltoall_schedule(page, site):
+    """A training plan's page: one stacked bar per entry and part (compute, exposed allreduce, all-to-all), a
+    table row per entry with the chosen one marked, the all-to-all schedule's card, and its heat map."""
+    pg, _ = page
+    moe = site["moe"]
+    t = moe["training"]
+    show(pg, site, f"/plans/{moe['id']}", "plan-training")
+    assert pg.locator("#training-chart g.iteration-bar rect").count() == 3 * len(t["entries"])
+    assert pg.locator("#plan-training tbody tr").count() == len(t["entries"])
+    chosen = pg.locator(f"#plan-training tr[data-kind=frontier][data-expr='{t['best']}']")
+    assert "(chosen)" in chosen.inner_text()
+    assert pg.locator("#plan-training tbody tr[data-kind=baseline]").count() == len(moe["baselines_time_us"])
+    card = pg.locator("#plan-alltoall").inner_text()
+    assert moe["alltoall"]["tau_exact"] in card and "MCF bound" in card
+    show(pg, site, f"/plans/{moe['id']}/schedule?collective=alltoall", "schedule-alltoall")
+    assert pg.locator("#heat-map g.load-cell rect").count() == moe["schedules"]["alltoall"]["steps"] * 16 * 4
+    assert "block (D/N bytes)" in pg.locator("#view").inner_text()
 
 
 def test_panel_table_shows_the_api_versions_and_updates(page, site):

@@ -1,8 +1,9 @@
 """Job tasks: thin wrappers over services.planner (plans) and services.evaluation (evaluations). A chain per
 plan:
 
-    frontier -> select -> fabric (hosts, ports, panel configs) -> schedules
-             (-> chord(group(bfb_block...), merge) for large BFB solves) -> compile (XML per runtime) -> finish
+    frontier -> select (a training job: its iteration on every entry) -> fabric (hosts, ports, panel configs)
+             -> schedules (-> chord(group(bfb_block...), merge) for large BFB solves)
+             -> alltoall (when the workload has one) -> compile (XML per runtime) -> finish
 
 plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
@@ -29,7 +30,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import OperationalError
 
-from services import compiling, evaluation, planner, revisions
+from services import alltoall_plans, compiling, evaluation, planner, revisions
 from services.config import get_settings
 from services.store import jobs
 from services.store.db import session_scope
@@ -224,6 +225,11 @@ def merge_blocks(digests: list, *, state: dict, plan_id: str) -> dict:
     return planner.stage_schedules(state, plan_id, digests)
 
 
+@celery_app.task(base=JobTask, name="fabricplan.alltoall")
+def plan_alltoall(state: dict, *, plan_id: str) -> dict:
+    return alltoall_plans.stage_alltoall(state, plan_id)
+
+
 @celery_app.task(base=JobTask, name="fabricplan.compile")
 def plan_compile(state: dict, *, plan_id: str) -> dict:
     return compiling.stage_compile(state, plan_id, planner.advance_stage)
@@ -277,7 +283,7 @@ def plan_workflow(plan_id: str, attempt: int | None = None):
     """The whole plan (delivery `attempt`) as one Celery canvas."""
     kw = {"plan_id": plan_id, "attempt": attempt}
     return chain(plan_frontier.si(**kw), plan_select.s(**kw), plan_fabric.s(**kw), plan_schedules.s(**kw),
-                 plan_compile.s(**kw), plan_finish.s(**kw))
+                 plan_alltoall.s(**kw), plan_compile.s(**kw), plan_finish.s(**kw))
 
 
 def job_signature(kind: str, job_id: str, attempt: int):

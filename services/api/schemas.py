@@ -6,7 +6,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.synthesis.evaluate.model_catalog import catalog_names
+from services.synthesis.evaluate.training_job import DEVICES, MAX_BUCKETS, DeviceProfile, ModelSpec
+
 CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
+ScheduleCollective = Literal["allgather", "reducescatter", "allreduce", "alltoall"]
+CatalogModelName = Literal[tuple(catalog_names())]
+DeviceName = Literal[tuple(DEVICES)]
+MAX_PLAN_LAYERS = 10_000            # layers of an inline model: the simulation is O(layers x buckets x topologies)
 PlanStatus = Literal["queued", "running", "done", "failed"]
 MAX_BYTES = 1 << 50                 # 1 PiB: every time computed from it stays a finite float
 MAX_WEIGHT = 1e6
@@ -24,28 +31,94 @@ class Input(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+class Parallelism(Input):
+    """How the job is parallelised. The simulator models the paper's setting (section 8.3): every node holds a
+    data-parallel replica and allreduces its gradients, and MoE layers shard their experts over all nodes
+    (an all-to-all of every node); other degrees are refused rather than simulated wrongly."""
+
+    data: int | None = Field(default=None, strict=True, ge=1, le=4096, description="data-parallel degree: the "
+                             "plan's nodes")
+    expert: int | None = Field(default=None, strict=True, ge=1, le=4096, description="expert-parallel degree of "
+                               "the MoE layers: the plan's nodes (models with MoE layers only)")
+
+
+class TrainingWorkload(Input):
+    """A training job: the plan simulates one iteration on every frontier topology and baseline and picks the
+    topology with the smallest iteration time (`fabricplan train`; README "Training jobs")."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "switch-base-128", "device": "a100"}, {
+        "model_spec": {"name": "tiny", "layers": [
+            {"name": "fc", "params_bytes": 4096, "forward_s": 0.001, "backward_s": 0.002},
+            {"name": "moe", "params_bytes": 512, "forward_s": 0.001, "backward_s": 0.002,
+             "moe_tokens_bytes": 1048576}], "buckets_bytes": [1048576]}}]})
+
+    model: CatalogModelName | None = Field(default=None, description="a catalogued model (published shapes, "
+                                           "services/synthesis/evaluate/model_catalog.py), built for the plan's "
+                                           "nodes; give this or model_spec")
+    model_spec: ModelSpec | None = Field(default=None, description="an inline model description, the file "
+                                         f"form of `fabricplan train --model FILE` (at most {MAX_PLAN_LAYERS} "
+                                         "layers)")
+    batch: int | None = Field(default=None, strict=True, ge=1, le=1 << 20, description="samples per node "
+                              "(catalogued models; default the model's)")
+    device: DeviceName | DeviceProfile | None = Field(default=None, description="the device profile turning a "
+                                                      "catalogued model's FLOPs into seconds (default a100); an "
+                                                      "inline model names its own inside model_spec")
+    buckets_bytes: list[Bytes] | None = Field(default=None, min_length=1, max_length=MAX_BUCKETS, description=(
+        "DDP bucket capacities to try (default the model's: 1, 10, 100, 1024 MiB); the best is chosen per "
+        "topology"))
+    parallelism: Parallelism | None = None
+    alltoall_cost: Literal["mcf", "schedule"] = Field(default="mcf", description="how an MoE all-to-all is "
+                                                      "priced on every entry: the MCF throughput (LP (3)), or a "
+                                                      "verified all-to-all schedule of each topology (slower)")
+
+    @model_validator(mode="after")
+    def _one_model(self):
+        if (self.model is None) == (self.model_spec is None):
+            raise ValueError("give either model (a catalogued name) or model_spec (an inline description)")
+        if self.model_spec is not None:
+            if len(self.model_spec.layers) > MAX_PLAN_LAYERS:
+                raise ValueError(f"model_spec has {len(self.model_spec.layers)} layers; a plan takes at most "
+                                 f"{MAX_PLAN_LAYERS}")
+            for name in ("batch", "device"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} applies to catalogued models; an inline model gives its compute per "
+                                     "layer (and its device inside model_spec)")
+        return self
+
+
 class Workload(Input):
     collective: CollectiveName | None = Field(default=None, description="one collective kind")
     collectives: list[CollectiveName] | None = Field(default=None, min_length=1, max_length=3,
                                                      description="several kinds")
-    sizes_bytes: list[Bytes] = Field(min_length=1, max_length=1000, description="message sizes in bytes "
-                                     "(1 to 2^50)")
+    sizes_bytes: list[Bytes] | None = Field(default=None, min_length=1, max_length=1000, description=(
+        "message sizes in bytes (1 to 2^50): the sizes form (give sizes_bytes or training)"))
     weights: list[Weight] | None = Field(default=None, max_length=1000, description="one weight per size, "
                                          f"0 to {MAX_WEIGHT:g}")
     alltoall_bytes: Bytes | None = Field(default=None, description="bytes each node holds for an "
                                          "all-to-all (it sends 1/N of them to every node)")
     alltoall_weight: Weight = Field(default=0.0, description="all-to-alls per unit of the weights above "
                                     "(the all-to-all share of the workload)")
+    training: TrainingWorkload | None = Field(default=None, description="a training job instead of message "
+                                              "sizes (the training form: give sizes_bytes or training)")
 
     @field_validator("sizes_bytes")
     @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        if any(isinstance(x, bool) for x in v):
+    def _positive(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and any(isinstance(x, bool) for x in v):
             raise ValueError("every size must be a positive number of bytes")
         return v
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.training is not None:
+            given = [k for k in ("collective", "collectives", "sizes_bytes", "weights", "alltoall_bytes")
+                     if getattr(self, k) is not None] + (["alltoall_weight"] if self.alltoall_weight else [])
+            if given:
+                raise ValueError(f"a training workload takes its collectives from the model; leave out "
+                                 f"{', '.join(given)}")
+            return self
+        if self.sizes_bytes is None:
+            raise ValueError("give sizes_bytes (message sizes) or training (a training job)")
         if self.collective is None and not self.collectives:
             self.collective = "allreduce"
         if self.weights is not None and len(self.weights) != len(self.sizes_bytes):
@@ -106,7 +179,8 @@ class CandidateOut(BaseModel):
     bw_optimal: bool
     moore_optimal: bool
     bidirectional: bool
-    workload_time_us: float | None = None
+    workload_time_us: float | None = Field(default=None, description="the workload's time on this topology "
+                                           "(a training workload: its iteration time)")
 
 
 class TopologyOut(CandidateOut):
@@ -146,6 +220,94 @@ class ScheduleSummary(BaseModel):
     url: str
 
 
+class CollectiveCostOut(BaseModel):
+    """(steps, tau) measured from a verified schedule: T = steps * alpha + tau * S/B."""
+
+    steps: int
+    tau: float
+    tau_exact: str
+
+
+class TrainingEntryOut(BaseModel):
+    """One topology's simulated iteration with its best DDP bucket (services.synthesis.evaluate.iteration)."""
+
+    kind: Literal["frontier", "baseline"]
+    name: str = Field(description="the expression (frontier) or the baseline's name")
+    expr: str
+    iteration_s: float
+    compute_s: float
+    exposed_allreduce_s: float = Field(description="time compute waits behind allreduces or for the last ones")
+    alltoall_s: float = Field(description="the MoE all-to-alls' time (compute waits for each)")
+    allreduce_busy_s: float = Field(description="the stream's time on allreduces, overlapped or not")
+    bucket_bytes: int = Field(description="the DDP bucket capacity with the smallest iteration time")
+    lower_bound_s: float = Field(description="the iteration's lower bound at this topology's own costs")
+    allreduce: CollectiveCostOut = Field(description="the allreduce (reduce-scatter + allgather) cost")
+    alltoall: dict = Field(description="the all-to-all cost: {} for a model without MoE layers, else source "
+                           "(mcf or schedule), throughput f, and the schedule's steps and tau when one was built")
+
+
+class AllToAllTimes(BaseModel):
+    schedule_us: float = Field(description="steps * alpha + tau * D/B of the verified schedule")
+    mcf_bound_us: float = Field(description="(D/N) / (f B/d): the MCF throughput's bandwidth-only time")
+
+
+class IterationOut(BaseModel):
+    iteration_s: float
+    compute_s: float
+    exposed_allreduce_s: float
+    alltoall_s: float
+    allreduce_s: float
+    bucket_bytes: int
+    allreduces: int
+    alltoalls: int
+
+
+class TrainingOut(BaseModel):
+    """The training job on every frontier topology and baseline (`fabricplan train --json`'s shape)."""
+
+    model: str
+    nodes: int
+    degree: int
+    layers: int
+    moe_layers: int
+    gradient_bytes: int
+    buckets_bytes: list[int] = Field(description="the bucket capacities tried")
+    alltoall_cost: Literal["mcf", "schedule"]
+    entries: list[TrainingEntryOut] = Field(description="frontier entries, then the baselines that exist for "
+                                            "(N, d)")
+    best: str | None = Field(description="the frontier entry with the smallest iteration time (the chosen one)")
+    best_iteration_s: float | None
+    lower_bound_s: float = Field(description="no N-node degree-d topology runs the iteration faster: compute "
+                                 "plus the all-to-alls at the Moore throughput bound, or those plus one allreduce "
+                                 "of all gradients at the reduce-scatter + allgather optimum")
+    chosen_with_alltoall_schedule: IterationOut | None = Field(default=None, description=(
+        "the chosen topology's iteration with its all-to-all priced by the plan's verified all-to-all schedule"))
+
+
+class AllToAllOut(BaseModel):
+    """The chosen topology's all-to-all schedule (time-stepped LP, model-checked) against the MCF bound."""
+
+    status: Literal["built", "refused"]
+    reason: str | None = Field(default=None, description="why no schedule was built (refused)")
+    expr: str
+    steps: int | None = None
+    tau: float | None = Field(default=None, description="T_B = tau * D/B, D the bytes per node, measured from "
+                              "the schedule")
+    tau_exact: str | None = None
+    mcf_throughput: float | None = None
+    mcf_tau: float | None = Field(default=None, description="the MCF bound's tau: d / (N f)")
+    bandwidth_over_mcf: float | None = Field(default=None, description="tau / mcf_tau (1: at the bound)")
+    lp_steps: int | None = None
+    lp_tau: float | None = None
+    chunks_per_block: int | None = None
+    transfers: int | None = None
+    verified: bool | None = None
+    seconds: float | None = None
+    times_us: dict[str, AllToAllTimes] = Field(default_factory=dict, description="per all-to-all size (bytes "
+                                               "per node): the schedule's time and the MCF bound")
+    url: str | None = None
+
+
 class PlanEventOut(BaseModel):
     at: datetime
     status: str
@@ -173,7 +335,12 @@ class PlanOut(BaseModel):
     schedules: dict[str, ScheduleSummary] | None = None
     predicted_time_us: dict[str, dict[str, float]] | None = None
     baselines_time_us: dict[str, float] | None = Field(default=None, description="the workload on today's "
-                                                       "topologies (ring, shifted rings, double binary tree, torus)")
+                                                       "topologies (ring, shifted rings, double binary tree, torus; "
+                                                       "a training workload: their iteration times)")
+    training: TrainingOut | None = Field(default=None, description="a training workload's iteration on every "
+                                         "frontier entry and baseline")
+    alltoall: AllToAllOut | None = Field(default=None, description="the all-to-all schedule, when the workload "
+                                         "has an all-to-all (alltoall_bytes, or MoE layers)")
     fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "
                                                           "versions the plan needs, fabric_ready, released, the "
                                                           "plane (active or lookahead) and side it is on, "
@@ -321,18 +488,18 @@ class LinkColumn(BaseModel):
 
 
 class LinkLoadsOut(BaseModel):
-    collective: CollectiveName
+    collective: ScheduleCollective
     nodes: int
     degree: int
     steps: int
     arcs: int
     arcs_per_column: int = Field(description="arcs grouped in one column (1: every link has its own)")
-    unit: str
+    unit: str = Field(description="a shard (M/N bytes), or for an all-to-all a block (D/N bytes)")
     links: list[LinkColumn]
     loads: list[list[float]] = Field(description="loads[t-1][c]: the most any arc of column c carries in "
-                                     "comm step t, in shards")
-    step_max: list[float] = Field(description="the most any link carries in each step, in shards")
-    step_mean: list[float] = Field(description="the mean load over all links in each step, in shards")
+                                     "comm step t, in units")
+    step_max: list[float] = Field(description="the most any link carries in each step, in units")
+    step_mean: list[float] = Field(description="the mean load over all links in each step, in units")
     tau: float = Field(description="d/N * sum of step_max: T_B = tau * M/B, measured from these loads")
 
 

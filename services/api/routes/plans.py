@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from services import compiling, revisions
+from services import compiling, revisions, workloads
 from services.compiler.api import CompileOptions, check_options
 from services.compiler.errors import CompileError
 from services.store import repo
@@ -76,11 +76,15 @@ def plan_out(p, base: str) -> PlanOut:
     revision = revisions.plan_revision_ref(p, base)
     if revision is not None:
         links["revisions"] = revision["list_url"]
+    alltoall = r.get("alltoall")
+    if alltoall and alltoall.get("status") == "built":
+        alltoall = {**alltoall, "url": links.get("schedule:alltoall")}
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
-                   fabric=fabric, compiled=compiled, revision=revision, links=links)
+                   fabric=fabric, compiled=compiled, revision=revision, training=r.get("training"), alltoall=alltoall,
+                   links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
@@ -91,11 +95,19 @@ def plan_out(p, base: str) -> PlanOut:
                         409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
                 idempotency_key: str | None = Header(default=None, min_length=1, max_length=200)):
-    """Plan a job: frontier, selection for the workload, verified schedules. Returns at once (202) with the
-    plan recorded; a worker takes it from there (when the broker is down, as soon as it is back). Poll the
-    plan URL. The same Idempotency-Key with the same body returns the same plan (200)."""
+    """Plan a job: frontier, selection for the workload (message sizes, or a training job: the topology with the
+    smallest simulated iteration time), verified schedules (an all-to-all schedule too when the workload has
+    one). Returns at once (202) with the plan recorded; a worker takes it from there (when the broker is down,
+    as soon as it is back). Poll the plan URL. The same Idempotency-Key with the same body returns the same
+    plan (200)."""
+    req = body.model_dump(mode="json")
+    if workloads.is_training(req):
+        try:                          # what depends on N (a catalogued model's experts and batch), before accepting
+            workloads.check_training(req)
+        except workloads.WorkloadInputError as exc:
+            raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.create_plan(s, body.model_dump(mode="json"), idempotency_key)
+        plan, created = repo.create_plan(s, req, idempotency_key)
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
     s.commit()
@@ -129,7 +141,7 @@ def list_plans(request: Request, response: Response, job_id: str | None = None,
     return out
 
 
-SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us")
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training")
 
 
 def _plan(s: Session, plan_id: str):
@@ -291,18 +303,16 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl` and
     `oneccl` are the runtimes' XML, compiled in a worker (at plan time for the plan's runtimes with default
     options) and checked before it is stored. For options not compiled yet the answer is 202 with a URL to
-    poll; a compile that finds nothing fitting the runtime answers 422 naming the limit (kept, like files)."""
+    poll; a compile that finds nothing fitting the runtime answers 422 naming the limit (kept, like files).
+    `alltoall` exists for plans whose workload has an all-to-all (alltoall_bytes, or MoE layers)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
-    if coll is Collective.ALLTOALL:
-        raise HTTPException(404, "plans do not build all-to-all schedules yet (fabricplan schedule EXPR "
-                                 "--collective alltoall does)")
     p = _plan(s, plan_id)
     link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}")
     if link is None:
-        raise HTTPException(409, f"plan {plan_id} is {p.status}; schedules exist once it is done")
+        raise _schedule_missing(p, coll)
     if format in ("msccl", "oneccl"):
         return _compiled(s, request, plan_id, coll, format, options(format))
     data, _ = repo.get_blob(s, link.digest)
@@ -325,9 +335,26 @@ def schedule_json(sched: Schedule) -> dict:
                       "transfers": [[int(v), int(a), int(b), int(l), int(lo), int(hi)] for v, a, b, l, lo, hi in
                                     zip(sched.source[sl], sched.sender[sl], sched.receiver[sl], sched.lane[sl],
                                         sched.lo[sl], sched.hi[sl])]})
+    a2a = sched.collective is Collective.ALLTOALL
     return {"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
-            "topology": sched.topology, "columns": ["shard", "sender", "receiver", "lane", "lo", "hi"],
-            "chunk_unit": f"1/{sched.grid} of a shard", "steps": steps}
+            "topology": sched.topology,
+            "columns": ["source" if a2a else "shard", "sender", "receiver", "lane", "lo", "hi"],
+            "chunk_unit": f"1/{sched.grid} of the source's buffer (block j = [j/N, (j+1)/N) goes to node j)"
+                          if a2a else f"1/{sched.grid} of a shard", "steps": steps}
+
+
+def _schedule_missing(p, coll: Collective) -> HTTPException:
+    """A plan without this schedule: not done yet (409), an all-to-all that was refused (409 with the reason),
+    or a workload without an all-to-all (404)."""
+    if p.status != "done":
+        return HTTPException(409, f"plan {p.id} is {p.status}; schedules exist once it is done")
+    a2a = (p.result or {}).get("alltoall") or {}
+    if coll is Collective.ALLTOALL and a2a.get("status") == "refused":
+        return HTTPException(409, f"plan {p.id} has no all-to-all schedule: {a2a.get('reason')}")
+    if coll is Collective.ALLTOALL:
+        return HTTPException(404, f"plan {p.id} has no all-to-all schedule: its workload has no all-to-all "
+                                  "(alltoall_bytes, or a training job's MoE layers)")
+    return HTTPException(409, f"plan {p.id} has no stored {coll.value} schedule")
 
 
 @router.get("/{plan_id}/schedules/{collective}/loads", response_model=LinkLoadsOut,
@@ -355,7 +382,10 @@ def plan_link_loads(plan_id: str, collective: str, s: Session = Depends(get_sess
 
 def _stored_loads_missing(p, coll: Collective) -> HTTPException:
     """Loads are stored by the worker with the schedule; nothing is computed (or written to a finished plan)
-    in a request, so a plan that has none (not done yet, or finished before they were stored) gets 409."""
+    in a request, so a plan that has none (not done yet, or finished before they were stored) gets 409; a plan
+    without an all-to-all schedule answers as for the schedule itself."""
+    if coll is Collective.ALLTOALL:
+        return _schedule_missing(p, coll)
     if p.status != "done":
         return HTTPException(409, f"plan {p.id} is {p.status}; link loads exist once it is done")
     return HTTPException(409, f"plan {p.id} finished before link loads were stored with its schedules; "
@@ -365,7 +395,13 @@ def _stored_loads_missing(p, coll: Collective) -> HTTPException:
 def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, max_links: int) -> dict:
     """loads (steps, arcs) in grid units -> the heat map's columns: one per arc when there are at most
     `max_links`, else groups of consecutive arcs (arc order: by tail node) holding the group's maximum, so
-    each step's maximum survives the grouping. O(steps * arcs)."""
+    each step's maximum survives the grouping. O(steps * arcs). The unit is a shard (M/N bytes; the grid
+    divides one), or for an all-to-all a block (D/N bytes; the grid divides the buffer of N blocks), so
+    tau = d/N * the sum of the step maxima either way."""
+    if collective == Collective.ALLTOALL.value:
+        grid, unit = grid // topo["nodes"], "block (D/N bytes)"
+    else:
+        unit = "shard (M/N bytes)"
     steps, arcs = loads.shape
     width = -(-arcs // max_links)
     starts = np.arange(0, arcs, width)
@@ -382,7 +418,7 @@ def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, m
                           "head": None, "lane": None})
     step_max = loads.max(axis=1, initial=0)
     return {"collective": collective, "nodes": topo["nodes"], "degree": topo["degree"], "steps": steps,
-            "arcs": arcs, "arcs_per_column": width, "unit": "shard (M/N bytes)", "links": links,
+            "arcs": arcs, "arcs_per_column": width, "unit": unit, "links": links,
             "loads": (columns / grid).tolist(), "step_max": (step_max / grid).tolist(),
             "step_mean": (loads.mean(axis=1) / grid).tolist() if arcs else [0.0] * steps,
             "tau": topo["degree"] * float(step_max.sum()) / (topo["nodes"] * grid)}

@@ -15,6 +15,7 @@ left out as in the paper's Fig. 9 (its allreduce depends on a per-size pipelinin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from services.synthesis.evaluate.iteration import (
     CollectiveCost,
@@ -30,8 +31,8 @@ from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["ALLTOALL_COSTS", "TRAIN_BASELINES", "TrainingEntry", "TrainingEvaluation", "allreduce_cost",
-           "baseline_topology_costs", "evaluate_training", "topology_costs"]
+__all__ = ["ALLTOALL_COSTS", "AllreducePrice", "TRAIN_BASELINES", "TrainingEntry", "TrainingEvaluation",
+           "allreduce_cost", "baseline_topology_costs", "evaluate_training", "topology_costs"]
 
 TRAIN_BASELINES = ("shifted_ring", "shifted_bfb_ring", "torus_classic", "torus_bfb")
 ALLTOALL_COSTS = ("mcf", "schedule")
@@ -73,11 +74,17 @@ def _alltoall_part(topology: Topology, alltoall: str | None) -> tuple[dict, floa
     return info, f, None
 
 
-def topology_costs(topology: Topology, *, alltoall: str | None = "mcf") -> tuple[TopologyCosts, dict]:
-    """Costs of a topology built from an expression (`allreduce_cost`; all-to-all per `alltoall`: "mcf",
-    "schedule" or None when the job has none)."""
+AllreducePrice = Callable[[str], CollectiveCost]
+"""(steps, tau) of a topology expression's allreduce: `allreduce_cost` (measured from the model-checked
+schedule) unless a caller prices it otherwise."""
+
+
+def topology_costs(topology: Topology, *, alltoall: str | None = "mcf",
+                   allreduce: AllreducePrice = allreduce_cost) -> tuple[TopologyCosts, dict]:
+    """Costs of a topology built from an expression (`allreduce(expr)`, by default `allreduce_cost`; all-to-all
+    per `alltoall`: "mcf", "schedule" or None when the job has none)."""
     info, f, sched = _alltoall_part(topology, alltoall)
-    return TopologyCosts(topology.expr, topology.nodes, topology.degree, allreduce_cost(topology.expr), f, sched), info
+    return TopologyCosts(topology.expr, topology.nodes, topology.degree, allreduce(topology.expr), f, sched), info
 
 
 def baseline_topology_costs(name: str, nodes: int, degree: int, *,
@@ -136,10 +143,13 @@ class TrainingEvaluation:
 
 def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel, *,
                       topologies: list[Topology] | None = None, bidirectional: bool = False,
-                      alltoall: str = "mcf", baselines=TRAIN_BASELINES) -> TrainingEvaluation:
+                      alltoall: str = "mcf", baselines=TRAIN_BASELINES, allreduce: AllreducePrice = allreduce_cost,
+                      progress: Callable[[int, int, str], None] | None = None) -> TrainingEvaluation:
     """Simulate `model` on every frontier topology of (N, d) (or on `topologies`) and on the baselines that
     exist for (N, d), each with its best bucket; `best` is the non-baseline entry with the smallest iteration
-    time (ties: fewer allreduce steps)."""
+    time (ties: fewer allreduce steps). `allreduce(expr)` prices the topologies' allreduces (default
+    `allreduce_cost`; baselines always use their own schedules); `progress(done, total, name)` is called
+    before each topology and baseline is costed."""
     from services.synthesis.search.finder import frontier
     from services.synthesis.topology.catalog import build
 
@@ -154,11 +164,16 @@ def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel
         topologies = [build(c.expr) for c in frontier(nodes, degree, bidirectional=bidirectional,
                                                            collective=Collective.ALLREDUCE)]
     entries = []
-    for t in topologies:
-        costs, info = topology_costs(t, alltoall=moe)
+    total = len(topologies) + len(baselines)
+    for i, t in enumerate(topologies):
+        if progress is not None:
+            progress(i, total, t.expr)
+        costs, info = topology_costs(t, alltoall=moe, allreduce=allreduce)
         entries.append(TrainingEntry(kind, t.expr, t.expr, costs, best_bucket(model, costs, link),
                                      topology_lower_bound(model, costs, link), info))
-    for name in baselines:
+    for i, name in enumerate(baselines, start=len(topologies)):
+        if progress is not None:
+            progress(i, total, name)
         try:
             costs, info, expr = baseline_topology_costs(name, nodes, degree, alltoall=moe)
         except ValueError:

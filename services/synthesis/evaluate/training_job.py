@@ -25,8 +25,8 @@ import json
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["DEFAULT_BUCKETS_BYTES", "DEVICES", "DeviceProfile", "Layer", "ModelSpec", "ModelSpecError",
-           "parse_model_spec", "MAX_LAYERS"]
+__all__ = ["DEFAULT_BUCKETS_BYTES", "DEVICES", "DeviceProfile", "Layer", "MAX_BUCKETS", "ModelSpec",
+           "ModelSpecError", "parse_model_spec", "MAX_LAYERS"]
 
 MB = 1 << 20
 DEFAULT_BUCKETS_BYTES = (MB, 10 * MB, 100 * MB, 1024 * MB)

@@ -51,7 +51,8 @@ export function facts(pairs) {
 
 export function fmtNumber(x, digits = 4) {
   if (x === null || x === undefined || Number.isNaN(x)) return "-";
-  return Number(x).toPrecision(digits).replace(/\.?0+(e|$)/, "$1");
+  const s = Number(x).toPrecision(digits);
+  return s.includes(".") ? s.replace(/\.?0+(e|$)/, "$1") : s;       // trailing zeros of a fraction only: 100 stays 100
 }
 
 /** A duration given in microseconds, in the unit that reads best. */

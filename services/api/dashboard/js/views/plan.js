@@ -1,5 +1,6 @@
-// One plan: request, status history, chosen topology with T_L/T_B and predicted times, the baselines,
-// artifact links and the fabric block. Refreshed every 2 s until the plan (and its fabric) settle.
+// One plan: request, status history, chosen topology with T_L/T_B and predicted times, the baselines, a training
+// job's iteration on every entry, the all-to-all schedule, artifact links and the fabric block. Refreshed every
+// 2 s until the plan (and its fabric) settle.
 import { download, get } from "../api.js";
 import { COLLECTIVES } from "../cost.js";
 import { age, badge, el, facts, fill, fmtBytes, fmtNumber, fmtUs, progressBar, table, yesNo } from "../util.js";
@@ -23,16 +24,26 @@ function header(p) {
       el("a", { href: `#/plans/${p.id}/schedule` }, "Schedule link loads")) : null);
 }
 
+function workloadFacts(w) {
+  const t = w.training;
+  if (!t) {
+    return [["collectives", (w.collectives || [w.collective || "allreduce"]).join(", ")],
+      ["sizes", (w.sizes_bytes || []).map(fmtBytes).join(", ")],
+      w.alltoall_bytes && ["all-to-all", `${fmtBytes(w.alltoall_bytes)} x ${w.alltoall_weight}`]];
+  }
+  const device = t.device && typeof t.device === "object" ? t.device.name : t.device;
+  return [["training job", t.model ? t.model : `${t.model_spec.name} (inline, ${t.model_spec.layers.length} layers)`],
+    t.model && ["device", device || "a100"], t.batch && ["batch per node", t.batch],
+    t.buckets_bytes && ["DDP buckets", t.buckets_bytes.map(fmtBytes).join(", ")],
+    ["all-to-all cost", t.alltoall_cost || "mcf"]];
+}
+
 function request(p) {
   const r = p.request;
-  const w = r.workload || {};
-  const kinds = w.collectives || [w.collective || "allreduce"];
   return el("div", { class: "card" }, el("h2", {}, "Request"),
     facts([
       ["hosts N", r.nodes], ["ports d", r.degree], ["alpha", `${r.alpha_us} µs`], ["bandwidth B", `${r.bandwidth_gbps} Gbit/s`],
-      ["bidirectional only", yesNo(r.bidirectional_only)], ["collectives", kinds.join(", ")],
-      ["sizes", (w.sizes_bytes || []).map(fmtBytes).join(", ")],
-      w.alltoall_bytes && ["all-to-all", `${fmtBytes(w.alltoall_bytes)} x ${w.alltoall_weight}`],
+      ["bidirectional only", yesNo(r.bidirectional_only)], ...workloadFacts(r.workload || {}),
       r.fabric_id && ["fabric", el("a", { href: "#/fabrics" }, r.fabric_id)],
     ]),
     el("details", {}, el("summary", {}, "JSON"), el("pre", { class: "json" }, JSON.stringify(r, null, 2))));
@@ -47,7 +58,7 @@ function chosen(p) {
       ["T_B", `tau = ${fmtNumber(t.tau)} (${t.tau_exact}) x M/B${t.t_b_us_per_mib != null ? ` = ${fmtUs(t.t_b_us_per_mib)} per MiB` : ""}`],
       ["diameter", t.diameter], ["BW-optimal", yesNo(t.bw_optimal)], ["Moore-optimal", yesNo(t.moore_optimal)],
       ["duplex cabling", yesNo(t.bidirectional)],
-      t.workload_time_us != null && ["workload time", fmtUs(t.workload_time_us)],
+      t.workload_time_us != null && [p.training ? "iteration time" : "workload time", fmtUs(t.workload_time_us)],
     ]));
 }
 
@@ -57,7 +68,8 @@ function predicted(p) {
   const columns = [{ label: "message size", value: (s) => fmtBytes(Number(s)) },
     ...COLLECTIVES.map((c) => ({ label: c, class: "num", value: (s) => fmtUs(pt[c]?.[s]) }))];
   return el("div", { class: "card" }, el("h2", {}, "Predicted time per size and collective"),
-    el("p", { class: "legend-note" }, "From the verified schedules' measured steps and tau: T = steps x alpha + tau x M/B."),
+    el("p", { class: "legend-note" }, "From the verified schedules' measured steps and tau: T = steps x alpha + tau x M/B."
+      + (p.training ? " Sizes: the DDP bucket capacities." : "")),
     table(columns, sizes));
 }
 
@@ -67,7 +79,7 @@ function baselines(p) {
     .filter((r) => r.time != null);
   const chart = Plot.plot({
     marginLeft: 230, marginRight: 70, width: 640, height: 40 + 28 * rows.length,
-    x: { label: "workload time (µs)", grid: true },
+    x: { label: `${p.training ? "iteration" : "workload"} time (µs)`, grid: true },
     y: { label: null, domain: rows.map((r) => r.name) },
     color: { domain: [true, false], range: ["#f4a261", "#1f4e79"] },
     marks: [
@@ -79,6 +91,72 @@ function baselines(p) {
   return el("div", { class: "card" }, el("h2", {}, "Against today's topologies"),
     el("p", { class: "legend-note" }, "The workload on the chosen topology and on the baselines (same N, d, alpha, B)."),
     el("div", { class: "chart", id: "baseline-chart" }, chart));
+}
+
+const PARTS = [["compute_s", "compute"], ["exposed_allreduce_s", "exposed allreduce"], ["alltoall_s", "all-to-all"]];
+
+function entryLabel(e, best) {
+  if (e.kind === "baseline") return `${e.name} (${e.expr})`;
+  return e.expr === best ? `${e.expr} (chosen)` : e.expr;
+}
+
+function training(p) {
+  const t = p.training;
+  const labels = t.entries.map((e) => entryLabel(e, t.best));
+  const bars = t.entries.flatMap((e, i) => PARTS.map(([key, part]) => ({ label: labels[i], part, ms: e[key] * 1e3 })));
+  const chart = Plot.plot({
+    marginLeft: 260, marginRight: 80, width: 760, height: 50 + 28 * t.entries.length,
+    x: { label: "iteration time (ms) →", grid: true },
+    y: { label: null, domain: labels },
+    color: { legend: true, domain: PARTS.map(([, part]) => part), range: ["#1f4e79", "#f4a261", "#c62828"] },
+    marks: [
+      Plot.barX(bars, { x: "ms", y: "label", fill: "part", className: "iteration-bar",
+        title: (b) => `${b.label}: ${b.part} ${fmtUs(b.ms * 1e3)}` }),
+      Plot.text(t.entries, { x: (e) => e.iteration_s * 1e3, y: (e, i) => labels[i], text: (e) => fmtUs(e.iteration_s * 1e6), dx: 4, textAnchor: "start" }),
+      Plot.ruleX([t.lower_bound_s * 1e3], { stroke: "#1d2430", strokeDasharray: "4 3" }),
+    ],
+  });
+  const rows = t.entries.map((e, i) => ({ e, label: labels[i] }));
+  return el("div", { class: "card", id: "plan-training" }, el("h2", {}, `Training iteration: ${t.model}`),
+    el("p", { class: "legend-note" }, `${t.layers} layers (${t.moe_layers} MoE), ${fmtBytes(t.gradient_bytes)} of gradients; `
+      + `every frontier entry and baseline with its best DDP bucket. Dashed: the lower bound ${fmtUs(t.lower_bound_s * 1e6)} `
+      + "(no N-node degree-d topology runs the iteration faster)."),
+    el("div", { class: "chart", id: "training-chart" }, chart),
+    table([
+      { label: "topology", value: (r) => r.label },
+      { label: "iteration", class: "num", value: (r) => fmtUs(r.e.iteration_s * 1e6) },
+      { label: "compute", class: "num", value: (r) => fmtUs(r.e.compute_s * 1e6) },
+      { label: "exposed allreduce", class: "num", value: (r) => fmtUs(r.e.exposed_allreduce_s * 1e6) },
+      { label: "all-to-all", class: "num", value: (r) => fmtUs(r.e.alltoall_s * 1e6) },
+      { label: "bucket", class: "num", value: (r) => fmtBytes(r.e.bucket_bytes) },
+      { label: "allreduce steps", class: "num", value: (r) => r.e.allreduce.steps },
+      { label: "allreduce tau", class: "num", value: (r) => fmtNumber(r.e.allreduce.tau) },
+      { label: "all-to-all f", class: "num", value: (r) => fmtNumber(r.e.alltoall.throughput) },
+    ], rows, (r) => ({ "data-kind": r.e.kind, "data-expr": r.e.expr })));
+}
+
+function alltoall(p) {
+  const a = p.alltoall;
+  if (a.status !== "built") {
+    return el("div", { class: "card", id: "plan-alltoall" }, el("h2", {}, "All-to-all schedule"),
+      el("p", { class: "error" }, `No all-to-all schedule for ${a.expr}: ${a.reason}`));
+  }
+  const sizes = Object.keys(a.times_us).sort((x, y) => x - y);
+  const withSchedule = p.training?.chosen_with_alltoall_schedule;
+  return el("div", { class: "card", id: "plan-alltoall" }, el("h2", {}, "All-to-all schedule"),
+    facts([
+      ["topology", el("code", {}, a.expr)],
+      ["steps", a.steps], ["tau", `${fmtNumber(a.tau, 6)} (${a.tau_exact}) x D/B`],
+      ["MCF bound", `tau ${fmtNumber(a.mcf_tau, 6)} (f = ${fmtNumber(a.mcf_throughput)}): the schedule is at ${fmtNumber(a.bandwidth_over_mcf, 5)} x the bound`],
+      ["verified", yesNo(a.verified)], ["transfers", a.transfers], ["chunks per block", a.chunks_per_block],
+      withSchedule && ["iteration with this schedule", fmtUs(withSchedule.iteration_s * 1e6)],
+      ["link loads", el("a", { href: `#/plans/${p.id}/schedule?collective=alltoall` }, "heat map")],
+    ]),
+    table([
+      { label: "bytes per node", value: (s) => fmtBytes(Number(s)) },
+      { label: "schedule", class: "num", value: (s) => fmtUs(a.times_us[s].schedule_us) },
+      { label: "MCF bound", class: "num", value: (s) => fmtUs(a.times_us[s].mcf_bound_us) },
+    ], sizes));
 }
 
 function artifacts(p) {
@@ -137,6 +215,8 @@ export async function render(root, { id }, ctx) {
     fill(root, header(p),
       el("div", { class: "grid2" }, request(p), done ? chosen(p) : null),
       done ? el("div", { class: "grid2" }, predicted(p), baselines(p)) : null,
+      done && p.training ? training(p) : null,
+      done && p.alltoall ? alltoall(p) : null,
       done ? artifacts(p) : null,
       p.fabric ? fabricBlock(p) : null,
       history(events));

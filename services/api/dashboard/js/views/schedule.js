@@ -15,8 +15,12 @@ function columnLabel(l) {
 
 const MARGINS = { marginTop: 20, marginBottom: 40, marginLeft: 50 };   // the same in both charts: rows line up
 
+function unitName(data) {
+  return data.unit.split(" ")[0];                         // "shard" (M/N bytes) or "block" (an all-to-all's D/N)
+}
+
 function colourScale(data) {
-  return { type: "linear", scheme: "YlOrRd", label: "load (shards of M/N)", domain: [0, Math.max(...data.step_max, 1e-9)] };
+  return { type: "linear", scheme: "YlOrRd", label: `load (${unitName(data)}s)`, domain: [0, Math.max(...data.step_max, 1e-9)] };
 }
 
 export function heatMap(data) {
@@ -32,7 +36,7 @@ export function heatMap(data) {
     marks: [
       Plot.cell(cells, {
         x: "column", y: "step", fill: "load", inset: 0, className: "load-cell",
-        title: (d) => `step ${d.step}, ${columnLabel(data.links[d.column])}: ${fmtNumber(d.load)} shards`,
+        title: (d) => `step ${d.step}, ${columnLabel(data.links[d.column])}: ${fmtNumber(d.load)} ${unitName(data)}s`,
       }),
     ],
   });
@@ -42,7 +46,7 @@ function stepMaxChart(data) {
   const rows = data.step_max.map((max, i) => ({ step: i + 1, max, mean: data.step_mean[i] }));
   return Plot.plot({
     width: 300, height: 60 + 22 * data.steps, ...MARGINS, marginRight: 40,
-    x: { label: "load (shards) →", grid: true },
+    x: { label: `load (${unitName(data)}s) →`, grid: true },
     y: { label: "comm step", domain: rows.map((r) => r.step), padding: 0.05 },
     marks: [
       Plot.barX(rows, { x: "max", y: "step", fill: "#c62828", className: "step-max", title: (r) => `step ${r.step}: max ${fmtNumber(r.max)}, mean ${fmtNumber(r.mean)}` }),
@@ -53,14 +57,16 @@ function stepMaxChart(data) {
 }
 
 export async function render(root, { id, query }) {
-  const collective = COLLECTIVES.includes(query.get("collective")) ? query.get("collective") : "allreduce";
+  const asked = query.get("collective");
+  const collective = [...COLLECTIVES, "alltoall"].includes(asked) ? asked : "allreduce";
   const columns = Math.min(4096, Math.max(1, intParam(query, "columns") ?? DEFAULT_COLUMNS));
   const [plan, data] = await Promise.all([get(`v1/plans/${id}`),
     get(`v1/plans/${id}/schedules/${collective}/loads`, { max_links: columns })]);
   const reported = plan.schedules?.[collective];
+  const shown = Object.keys(plan.schedules || {}).length ? Object.keys(plan.schedules) : COLLECTIVES;
   root.append(
     el("h1", {}, "Link loads of plan ", el("a", { href: `#/plans/${id}` }, el("code", {}, id.slice(0, 8)))),
-    el("p", {}, COLLECTIVES.map((c) => [c === collective ? el("b", {}, c) : el("a", { href: `#/plans/${id}/schedule?collective=${c}` }, c), " "])),
+    el("p", {}, shown.map((c) => [c === collective ? el("b", {}, c) : el("a", { href: `#/plans/${id}/schedule?collective=${c}` }, c), " "])),
     el("div", { class: "card" }, facts([
       ["topology", el("code", {}, plan.topology.expr)],
       ["steps", data.steps], ["links", data.arcs],
@@ -70,7 +76,7 @@ export async function render(root, { id, query }) {
       reported && ["tau the plan reports", fmtNumber(reported.tau, 6)],
     ])),
     el("div", { class: "card" }, el("h2", {}, `${collective}: load of each link in each step`),
-      el("p", { class: "legend-note" }, "A link's load in a step, in shards (M/N bytes); the bar on the right is the step's maximum (red) and mean (tick): T_B adds up the maxima."),
+      el("p", { class: "legend-note" }, `A link's load in a step (unit: ${data.unit}); the bar on the right is the step's maximum (red) and mean (tick): T_B adds up the maxima.`),
       el("div", { style: "display:flex; gap:1rem; align-items:flex-start; flex-wrap:wrap" },
         el("div", { class: "chart", id: "heat-map" }, heatMap(data)),
         el("div", { class: "chart", id: "step-max" }, stepMaxChart(data))),

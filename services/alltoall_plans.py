@@ -1,0 +1,90 @@
+"""A plan's all-to-all schedule (DESIGN 4.2 schedules; issue 13 item 4): when the workload has an all-to-all
+(the sizes form's `alltoall_bytes`, or a training job's MoE layers), the worker builds the chosen topology's
+all-to-all schedule from the time-stepped LP (services.synthesis.evaluate.alltoall_schedule), model-checks it
+again here (every node ends with its block of every other node's buffer), stores it as the artifact
+`schedule:alltoall` with its per-step link loads, and reports its measured time T = steps * alpha + tau * D/B
+against the MCF bound (D/N) / (f B/d) for each of the workload's all-to-all sizes D. A training plan also
+gets the chosen topology's iteration re-simulated with the schedule's cost.
+
+A topology whose LP is beyond the library's limits (nodes, LP variables, transfers), or whose schedule takes
+longer than the task's time limit or more than its memory limit, gets a recorded refusal (`status: refused`
+with the reason) and the plan goes on with its other schedules (the all-to-all schedule of a 1024-node
+topology can take minutes: ten of CPU for line(circulant(16, 1, 4), 3)).
+"""
+from __future__ import annotations
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
+from services.synthesis.evaluate.iteration import CollectiveCost
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.verify import ScheduleInvalid, verify
+from services.synthesis.topology.catalog import build
+
+from . import planner, training_plans, workloads
+from .config import get_settings
+from .store import repo
+from .store.db import session_scope
+
+__all__ = ["REPORTED", "stage_alltoall"]
+
+# what the plan reports of AllToAllSchedule.to_dict() (schemas.AllToAllOut)
+REPORTED = ("expr", "steps", "tau", "tau_exact", "mcf_throughput", "mcf_tau", "bandwidth_over_mcf", "lp_steps",
+            "lp_tau", "chunks_per_block", "transfers", "verified", "seconds")
+
+
+def stage_alltoall(state: dict, plan_id: str) -> dict:
+    """Build, check and store the chosen topology's all-to-all schedule when the workload has an all-to-all."""
+    if state.get("stop"):
+        return state
+    req = planner.plan_request(plan_id)
+    sizes = workloads.alltoall_sizes(req)
+    if not sizes:
+        return state
+    expr = state["selected"]["expr"]
+    planner.advance_stage(plan_id, "alltoall", 0.95, f"all-to-all schedule of {expr} (time-stepped LP)")
+    topo = build(expr)
+    try:
+        built = alltoall_schedule(topo)
+        report = verify(built.schedule, topo)
+    except ScheduleInvalid as exc:                      # a bug, not the input's size: fail the plan
+        raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {exc}") from None
+    except ValueError as exc:                           # beyond the library's limits for this topology
+        return _refused(state, expr, str(exc))
+    except SoftTimeLimitExceeded:                       # the plan keeps what it has (the task ends in time)
+        return _refused(state, expr, f"building it exceeded the worker's time limit of "
+                                     f"{get_settings().task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)")
+    except MemoryError:                                 # its frames are freed once we leave the handler
+        return _refused(state, expr, f"building it exceeded the worker's memory limit of "
+                                     f"{get_settings().task_memory_limit_mb} MiB (FABRICPLAN_TASK_MEMORY_LIMIT_MB)")
+    if not report.ok:
+        raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {report.violation.message}")
+    loads = planner.link_loads_blob(built.schedule, topo, report.tau)
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    facts = built.to_dict()
+    result = {"status": "built", "reason": None, **{k: facts[k] for k in REPORTED},
+              "times_us": {str(d): {"schedule_us": built.time_s(link, d) * 1e6,
+                                    "mcf_bound_us": built.mcf_time_s(link, d) * 1e6} for d in sizes}}
+    summary = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau), "verified": True,
+               "transfers": report.transfers}
+    training = state.get("training")
+    if training is not None:
+        training = {**training, "chosen_with_alltoall_schedule": training_plans.iteration_with_alltoall(
+            req, training, CollectiveCost(report.steps, report.tau))}
+    planner.advance_stage(plan_id, "alltoall", 0.955, f"storing the all-to-all schedule ({report.transfers} "
+                                                      "transfers)")
+    with session_scope(get_settings().sqlalchemy_url) as s:
+        planner.claim(s, plan_id)
+        digest = repo.put_blob(s, built.schedule.to_bytes(), "schedule", "application/x-npz", compress=False)
+        repo.attach(s, plan_id, "schedule:alltoall", digest, summary)
+        repo.attach(s, plan_id, "loads:alltoall",
+                    repo.put_blob(s, loads, "link-loads", "application/x-npz", compress=False))
+    out = {**state, "schedules": {**state["schedules"], "alltoall": {**summary, "digest": digest}},
+           "alltoall": result}
+    if training is not None:
+        out["training"] = training
+    return out
+
+
+def _refused(state: dict, expr: str, reason: str) -> dict:
+    return {**state, "alltoall": {"status": "refused", "reason": reason, "expr": expr}}

@@ -1,0 +1,111 @@
+"""What a plan's workload asks for (DESIGN 4.10): message sizes per collective (the sizes form) or a training
+job (a catalogued model built for the plan's N nodes, or an inline model description: the file form of
+`fabricplan train --model FILE`), and whether it has an all-to-all component (the sizes form's
+`alltoall_bytes`, or MoE layers). Plain functions over the stored request (a dict), used by the API to check
+a request before it is accepted and by the worker's stages.
+"""
+from __future__ import annotations
+
+from services.synthesis.evaluate.model_catalog import catalog_model
+from services.synthesis.evaluate.training_job import (DEFAULT_BUCKETS_BYTES, DeviceProfile, ModelSpec,
+                                                       ModelSpecError, parse_model_spec)
+
+__all__ = ["MAX_ALLTOALL_SIZES", "TRAINING_MAX_NODES", "WorkloadInputError", "alltoall_sizes", "check_training",
+           "has_alltoall", "is_training", "message_sizes", "training_model"]
+
+TRAINING_MAX_NODES = 1024       # the paper's largest; N = 1024 evaluates in about 30 s of CPU and 1.1 GB
+MAX_ALLTOALL_SIZES = 16         # distinct all-to-all sizes a plan reports times for
+
+
+class WorkloadInputError(ValueError):
+    """A training workload that cannot be planned; `loc` is the field's path in the plan request."""
+
+    def __init__(self, loc: tuple, msg: str):
+        self.loc, self.msg = loc, msg
+        super().__init__(f"{'.'.join(map(str, loc))}: {msg}")
+
+
+def is_training(req: dict) -> bool:
+    return bool((req.get("workload") or {}).get("training"))
+
+
+def _training(req: dict) -> dict:
+    return req["workload"]["training"]
+
+
+def training_model(req: dict) -> ModelSpec:
+    """The training job's model as the iteration simulator takes it: a catalogued model built for the plan's
+    nodes (with the request's device, batch and bucket capacities), or the inline description (its bucket
+    capacities replaced by the request's when given). ValueError (WorkloadInputError) names the field."""
+    t = _training(req)
+    buckets = t.get("buckets_bytes")
+    if t.get("model"):
+        device = t.get("device") or "a100"
+        try:
+            return catalog_model(t["model"], req["nodes"], device=DeviceProfile(**device) if isinstance(device, dict)
+                                 else device, batch=t.get("batch"), buckets_bytes=buckets or DEFAULT_BUCKETS_BYTES)
+        except ValueError as exc:
+            field = "batch" if t.get("batch") is not None and "batch" in str(exc) else "model"
+            raise WorkloadInputError(("workload", "training", field), str(exc)) from None
+    spec = dict(t["model_spec"])
+    if buckets:
+        spec["buckets_bytes"] = buckets
+    try:
+        return parse_model_spec(spec)
+    except ModelSpecError as exc:
+        raise WorkloadInputError(("workload", "training", "model_spec"), str(exc)) from None
+
+
+def check_training(req: dict) -> ModelSpec:
+    """Everything about a training workload that depends on the rest of the request (the API checks it before
+    accepting the plan, so the worker never meets it): N within `TRAINING_MAX_NODES`, the parallelism the
+    simulator models (data and expert parallelism over all N nodes, the paper's section 8.3 setting), and
+    the catalogued model for N nodes (expert layers need N <= experts; a global batch at least one sample a
+    node). Returns the model; WorkloadInputError names the field."""
+    nodes = req["nodes"]
+    if nodes > TRAINING_MAX_NODES:
+        raise WorkloadInputError(("nodes",), f"training plans simulate the job on every frontier topology's "
+                                 f"verified schedules: at most {TRAINING_MAX_NODES} nodes, got {nodes}")
+    model = training_model(req)
+    par = _training(req).get("parallelism") or {}
+    moe = any(layer.is_moe for layer in model.layers)
+    if par.get("data") is not None and par["data"] != nodes:
+        raise WorkloadInputError(("workload", "training", "parallelism", "data"),
+                                 f"the simulator models data parallelism over all {nodes} nodes (each holds a "
+                                 f"replica and allreduces its gradients), got {par['data']}")
+    if par.get("expert") is not None:
+        if not moe:
+            raise WorkloadInputError(("workload", "training", "parallelism", "expert"),
+                                     f"{model.name} has no MoE layer (moe_tokens_bytes) to shard over experts")
+        if par["expert"] != nodes:
+            raise WorkloadInputError(("workload", "training", "parallelism", "expert"),
+                                     f"the simulator shards the experts over all {nodes} nodes (an all-to-all of "
+                                     f"every node), got {par['expert']}")
+    return model
+
+
+def message_sizes(req: dict) -> list[int]:
+    """The allreduce family's message sizes the plan predicts times for: the sizes form's sizes, or a training
+    job's DDP bucket capacities (a bucket's allreduce carries at least its capacity, the last one less)."""
+    w = req["workload"]
+    if is_training(req):
+        return list(training_model(req).buckets_bytes)
+    return list(w["sizes_bytes"])
+
+
+def alltoall_sizes(req: dict, model: ModelSpec | None = None) -> list[int]:
+    """Bytes per node of the workload's all-to-alls (sorted, distinct, at most `MAX_ALLTOALL_SIZES`: the
+    largest kept): the sizes form's alltoall_bytes, or the MoE layers' moe_tokens_bytes."""
+    if is_training(req):
+        model = model or training_model(req)
+        sizes = sorted({layer.moe_tokens_bytes for layer in model.layers if layer.is_moe})
+    else:
+        b = req["workload"].get("alltoall_bytes")
+        sizes = [int(b)] if b else []
+    return sizes[-MAX_ALLTOALL_SIZES:]
+
+
+def has_alltoall(req: dict) -> bool:
+    """True when the plan builds an all-to-all schedule: the sizes form gives alltoall_bytes, or the training
+    job's model has MoE layers."""
+    return bool(alltoall_sizes(req))
