@@ -22,12 +22,14 @@ from . import workloads
 __all__ = ["allreduce_price", "baselines_time_us", "iteration_with_alltoall", "stage_select", "training_result"]
 
 
-def allreduce_price(expr: str) -> CollectiveCost:
-    """The allreduce (steps, tau) a training plan simulates a frontier topology with: per collective, the
-    reduce-scatter by BFB on the transpose then the allgather, measured from the model-checked schedule
-    (`training.allreduce_cost`; not always twice the allgather). The one place to switch to the finder's
-    per-collective prices (issue 9) once it prices the allreduce of an expression."""
-    return allreduce_cost(expr)
+def allreduce_price(frontier: list[dict]):
+    """How a training plan prices a frontier topology's allreduce: the entry's exact per-collective cost
+    (`costs.allreduce`: the reduce-scatter by BFB on the transpose then the allgather, the cost of the schedules
+    the plan ships, which its schedules stage model-checks against this price; not always twice the
+    allgather), or, for an entry without it, `training.allreduce_cost` (built and measured)."""
+    priced = {e["expr"]: CollectiveCost(c["steps"], Fraction(c["tau_exact"]))
+              for e in frontier if (c := (e.get("costs") or {}).get("allreduce"))}
+    return lambda expr: priced[expr] if expr in priced else allreduce_cost(expr)
 
 
 def _link(req: dict) -> LinkModel:
@@ -57,7 +59,7 @@ def stage_select(state: dict, plan_id: str, req: dict, advance) -> dict:
 
     ev = evaluate_training(model, req["nodes"], req["degree"], _link(req),
                            topologies=[build(e["expr"]) for e in state["frontier"]], alltoall=cost,
-                           allreduce=allreduce_price, progress=progress)
+                           allreduce=allreduce_price(state["frontier"]), progress=progress)
     training = training_result(ev, model, cost)
     simulated = training["entries"][:len(state["frontier"])]          # the frontier's entries, in its order
     frontier = []

@@ -143,13 +143,15 @@ class TrainingEvaluation:
 
 def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel, *,
                       topologies: list[Topology] | None = None, bidirectional: bool = False,
-                      alltoall: str = "mcf", baselines=TRAIN_BASELINES, allreduce: AllreducePrice = allreduce_cost,
+                      alltoall: str = "mcf", baselines=TRAIN_BASELINES, allreduce: AllreducePrice | None = None,
                       progress: Callable[[int, int, str], None] | None = None) -> TrainingEvaluation:
     """Simulate `model` on every frontier topology of (N, d) (or on `topologies`) and on the baselines that
     exist for (N, d), each with its best bucket; `best` is the non-baseline entry with the smallest iteration
-    time (ties: fewer allreduce steps). `allreduce(expr)` prices the topologies' allreduces (default
-    `allreduce_cost`; baselines always use their own schedules); `progress(done, total, name)` is called
-    before each topology and baseline is costed."""
+    time (ties: fewer allreduce steps). `allreduce(expr)` prices the topologies' allreduces: by default the
+    allreduce frontier's exact per-collective costs (search.pricing: reduce-scatter by BFB on the transpose, then
+    allgather, the cost of the schedules `construct` ships), and `allreduce_cost` (built and model-checked)
+    for `topologies` given here; baselines always use their own schedules. `progress(done, total, name)` is
+    called before each topology and baseline is costed."""
     from services.synthesis.search.finder import frontier
     from services.synthesis.topology.catalog import build
 
@@ -161,8 +163,12 @@ def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel
     moe = alltoall if any(l.is_moe for l in model.layers) else None
     kind = "topology" if topologies is not None else "frontier"
     if topologies is None:
-        topologies = [build(c.expr) for c in frontier(nodes, degree, bidirectional=bidirectional,
-                                                           collective=Collective.ALLREDUCE)]
+        candidates = frontier(nodes, degree, bidirectional=bidirectional, collective=Collective.ALLREDUCE)
+        topologies = [build(c.expr) for c in candidates]
+        if allreduce is None:
+            priced = {c.expr: CollectiveCost(*c.cost(Collective.ALLREDUCE)) for c in candidates}
+            allreduce = priced.__getitem__
+    allreduce = allreduce or allreduce_cost
     entries = []
     total = len(topologies) + len(baselines)
     for i, t in enumerate(topologies):
