@@ -203,3 +203,17 @@ def test_subset_sums_and_min_cuts_equal_brute_force():
     floor = max(expected) - Fraction(1, 3)       # with a floor, min cuts return max(U*, floor)
     num, den = bfb_price._exact_u_star(offsets, masks, counts, d, "cut", floor)
     assert [Fraction(int(a), int(b)) for a, b in zip(num, den)] == [max(e, floor) for e in expected]
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 5, 8, 16])
+def test_generalized_kautz_from_its_formula_equals_the_built_graph(d):
+    """The finder prices Pi_{d,m} from its arcs' formula, solving only receivers u <= m - 1 - u (x -> -x - 1
+    is an automorphism): the same per-step maxima as the evaluator on the built graph and on its transpose,
+    at sizes with and without self-loops, divisible by d or not."""
+    rng = np.random.default_rng(d)
+    sizes = {d + 1, d + 2, 2 * d + 3, d * (d + 1)} | set(rng.integers(d + 1, 400, size=6).tolist())
+    for m in sorted(sizes):
+        g = build(f"genkautz({d}, {m})")
+        for transposed in (False, True):
+            expected = bfb_price.bfb_step_maxima(g.transpose() if transposed else g)
+            assert bfb_price.genkautz_step_maxima(d, m, transposed=transposed) == expected, (d, m, transposed)

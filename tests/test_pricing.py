@@ -67,7 +67,7 @@ def test_step_kernels_agree_with_source_types(expr):
     preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
     checked = 0
     for _, prev, ball in g.balls(reverse=True):
-        num, den, ok = step_u_star_by_runs(prev, ball, preds)
+        num, den, ok = step_u_star_by_runs(prev, ball, preds, np.ones(len(preds), dtype=bool))
         offsets, masks, counts = step_types(prev, ball, preds)
         upper = balanced_upper(offsets, masks, counts, g.degree, 4)
         for u in range(g.nodes):

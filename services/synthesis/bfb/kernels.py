@@ -166,14 +166,15 @@ def sphere_sizes(prev: np.ndarray, ball: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
+def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, active: np.ndarray):
     """LP (1)'s optimum U* = num/den of every receiver at one step, computed straight from the bitsets when
     no source has two eligible in-arcs (U* is the largest |E_k|) or when every source's eligible in-arcs
     form one run of the in-slot cycle (then only windows of slots matter, as in `interval_u_star`): a source
     starts its run at slot s when it is in E_s and not in E_(s-1); following E_s, E_(s+1), ... from those
     starts counts the runs by (end, length) in a few word operations, and the runs add up to the sphere's
     size exactly when every source has one run. ok[u] is False where some source's slots are not one run
-    (the caller refines those receivers into source types instead)."""
+    (the caller refines those receivers into source types instead). Receivers with active[u] False are
+    skipped (U* = 0, exact): the caller knows an automorphism maps them onto active ones."""
     n, words = ball.shape
     d = preds.shape[1]
     num = np.zeros(n, dtype=np.int64)
@@ -185,6 +186,8 @@ def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray):
     per_arc = np.empty(d, dtype=np.int64)
     ends = np.zeros((d, d + 1), dtype=np.int64)
     for u in range(n):
+        if not active[u]:
+            continue
         size = 0
         for j in range(words):
             sphere[j] = ball[u, j] & ~prev[u, j]
@@ -695,7 +698,7 @@ def warm() -> float:
     offsets, masks, counts = step_types(prev, ball, preds)
     grow_balls(prev, preds)
     sphere_sizes(prev, ball)
-    step_u_star_by_runs(prev, ball, preds)
+    step_u_star_by_runs(prev, ball, preds, np.ones(prev.shape[0], dtype=np.bool_))
     type_bounds(offsets, masks, counts, 1)
     balanced_upper(offsets, masks, counts, 1, 1)
     excluded_u_star(offsets, masks, counts, 1, 1, np.zeros((offsets.size - 1, 1, 1), dtype=np.int64),

@@ -32,7 +32,7 @@ from services.synthesis.bfb.lp import (BFB_MAX_DEGREE, ScheduleTooLarge, _batche
                                       eligibility_masks)
 from services.synthesis.bfb.kernels import (interval_u_star, balanced_upper, cyclic_distances, sphere_sizes,
                                              step_types, step_u_star_by_runs, type_bounds, zeta_u_star)
-from services.synthesis.topology.graph import Topology
+from services.synthesis.topology.graph import Topology, bitset_balls
 
 __all__ = ["bfb_tau", "bfb_step_maxima", "cyclic_step_maxima", "u_star", "translation_types", "StepProblems"]
 
@@ -163,15 +163,42 @@ def _maxima_of_node0(types, d: int, method: str) -> tuple[int, tuple[Fraction, .
 
 
 def _maxima_by_bitsets(g: Topology, method: str) -> tuple[int, tuple[Fraction, ...]]:
-    d = g.max_in_degree                          # in-arc slots (tau uses the nominal degree)
-    preds = np.ascontiguousarray(g.in_predecessors, dtype=np.int64)
+    return maxima_of_predecessors(g.in_predecessors, method)
+
+
+def maxima_of_predecessors(preds, method: str = "auto", active: np.ndarray | None = None
+                           ) -> tuple[int, tuple[Fraction, ...]]:
+    """`bfb_step_maxima` of the strongly connected digraph whose node u has the in-arc tails preds[u]
+    (a node's own index pads a missing slot), without building a Topology; with `active`, only those
+    receivers are solved (an automorphism must map every receiver onto an active one)."""
+    preds = np.ascontiguousarray(preds, dtype=np.int64)
+    d = preds.shape[1]                           # in-arc slots (tau uses the nominal degree)
     out = []
-    for t, prev, ball in g.balls(reverse=True):
+    for t, prev, ball in bitset_balls(preds):
         if full_tree(prev, ball, d, t).any():
             out.append(Fraction(d ** (t - 1)))
         else:
-            out.append(StepProblems(prev, ball, preds, method).maximum())
+            out.append(StepProblems(prev, ball, preds, method, active).maximum())
     return len(out), tuple(out)
+
+
+def genkautz_step_maxima(d: int, m: int, *, transposed: bool = False,
+                         method: str = "auto") -> tuple[int, tuple[Fraction, ...]]:
+    """`bfb_step_maxima` of Pi_{d,m} (x -> -d x - a mod m, a = 1..d; `families.genkautz`) or of its transpose,
+    from the arcs' formula: the in-arc tails in the order `Topology` gives them (ascending), no graph built.
+    x -> -x - 1 is an automorphism of Pi_{d,m} (x's arcs -d x - a go to d x + a - 1 = -d(-x - 1) - (d + 1 - a))
+    and so of its transpose: receivers u and m - 1 - u have the same problems, and only u <= m - 1 - u are
+    solved."""
+    if d > BFB_MAX_DEGREE:
+        raise ScheduleTooLarge(f"genkautz({d}, {m}): BFB schedules are built for degree at most {BFB_MAX_DEGREE}")
+    tails = np.repeat(np.arange(m, dtype=np.int64), d)
+    heads = (-d * tails - np.tile(np.arange(1, d + 1, dtype=np.int64), m)) % m
+    if transposed:                               # G^T's in-arcs of x are G's out-arcs of x
+        preds = np.sort(heads.reshape(m, d), axis=1)
+    else:                                        # every node has d in-arcs (Pi_{d,m} is d-regular)
+        preds = tails[np.argsort(heads, kind="stable")].reshape(m, d)
+    everyone = np.arange(m)
+    return maxima_of_predecessors(preds, method, active=everyone <= m - 1 - everyone)
 
 
 def full_tree(prev: np.ndarray, ball: np.ndarray, d: int, t: int) -> np.ndarray:
@@ -184,17 +211,21 @@ def full_tree(prev: np.ndarray, ball: np.ndarray, d: int, t: int) -> np.ndarray:
 
 
 class StepProblems:
-    """The (u, t) problems of every receiver u at one step t of the bitset evaluator.
+    """The (u, t) problems of every receiver u at one step t of the bitset evaluator (of the `active` ones,
+    when an automorphism maps every receiver onto one of them: the others count as U* = 0).
 
     `kernels.step_u_star_by_runs` solves every receiver whose sources have one eligible in-arc or one run of
     in-arcs each, straight from the bitsets; the others are refined into source types
     (`kernels.step_types`) and carry bounds until `solve` makes them exact (U* values have denominators
     <= d, so floats order them exactly)."""
 
-    def __init__(self, prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, method: str = "auto"):
+    def __init__(self, prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, method: str = "auto",
+                 active: np.ndarray | None = None):
         self.prev, self.ball, self.preds, self.method = prev, ball, preds, method
         self.d = preds.shape[1]
-        self.num, self.den, self.exact = step_u_star_by_runs(prev, ball, preds)
+        if active is None:
+            active = np.ones(preds.shape[0], dtype=np.bool_)
+        self.num, self.den, self.exact = step_u_star_by_runs(prev, ball, preds, active)
         self.lo = self.num / self.den                     # lower bounds (exact where `exact`)
         self.hi = self.lo.copy()                          # upper bounds
         self.rest = np.flatnonzero(~self.exact)

@@ -41,7 +41,7 @@ from pathlib import Path
 import networkx as nx
 
 from services.synthesis.bfb.line import line_step_maxima
-from services.synthesis.bfb.price import bfb_step_maxima, cyclic_step_maxima
+from services.synthesis.bfb.price import bfb_step_maxima, cyclic_step_maxima, genkautz_step_maxima
 from services.synthesis.schedule.cost import optimal_tau
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.expr import Expr, parse
@@ -379,6 +379,9 @@ def _leaf(tree: _Node, transposed: bool, f: Facts) -> Price:
     elif name == "kautz" and args[1] >= 1:                        # K(d, n) = L^n(K_{d+1})
         base = f"complete({args[0] + 1})"
         steps, maxima = _evaluated(f"line{args[1]}", base, False, lambda: line_step_maxima(_graph(base, False), args[1]))
+    elif name == "genkautz" and args[0] >= 2:                     # from the arcs' formula (strongly connected)
+        steps, maxima = _evaluated("bfb", key, transposed,
+                                   lambda: genkautz_step_maxima(args[0], args[1], transposed=transposed))
     else:
         steps, maxima = _evaluated("bfb", key, transposed, lambda: bfb_step_maxima(_graph(key, transposed)))
     return _from_maxima(steps, maxima, f)

@@ -84,6 +84,24 @@ class Translation:
         return int(everyone[self.add(np.full(self.size, x), everyone) == 0][0])
 
 
+def bitset_balls(nxt):
+    """`Topology.balls` on a neighbour table: nxt[x] lists the nodes whose balls row x unites (x's
+    out-neighbours for forward balls, its in-neighbours for reverse ones)."""
+    nxt = np.ascontiguousarray(nxt, dtype=np.int64)
+    n = nxt.shape[0]
+    everyone = np.arange(n)
+    ball = np.zeros((n, (n + 63) // 64), dtype=np.uint64)
+    ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
+    t = 0
+    while True:
+        grown, changed = grow_balls(ball, nxt)
+        if not changed:
+            return
+        t += 1
+        yield t, ball, grown
+        ball = grown
+
+
 class Topology:
     """A strongly connected directed multigraph with its canonical expression and nominal degree d."""
 
@@ -260,19 +278,7 @@ class Topology:
         t = 1..D(G), where row x of ball_t is the bitset of the nodes within t hops from x (ball_t(x) = {x}
         united with ball_{t-1}(w) over x's out-neighbours w), or, with `reverse`, of the nodes from which x
         is within t hops (in-neighbours instead)."""
-        n = self.nodes
-        nxt = np.ascontiguousarray(self.in_predecessors if reverse else self.out_neighbours, dtype=np.int64)
-        everyone = np.arange(n)
-        ball = np.zeros((n, (n + 63) // 64), dtype=np.uint64)
-        ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
-        t = 0
-        while True:
-            grown, changed = grow_balls(ball, nxt)
-            if not changed:
-                return
-            t += 1
-            yield t, ball, grown
-            ball = grown
+        return bitset_balls(self.in_predecessors if reverse else self.out_neighbours)
 
     @cached_property
     def distance_matrix(self) -> np.ndarray:
