@@ -11,8 +11,8 @@ fresh caches, only the compiled kernels loaded). Prints wall and CPU time (the m
 Tables 4 and 7 beside our frontier.
 
 The sweep shares work across N inside each process (the search's states for n | N are cached), so the
-worker processes take whole degrees, heaviest first (a process that finishes early takes the next), and the
-lightest degree is dealt out in interleaved parts, one per process, to even out the finish.
+worker processes take the heaviest degrees whole, and the lighter degrees are dealt out in interleaved parts
+to whichever process is free, to even out the finish.
 """
 from __future__ import annotations
 
@@ -59,10 +59,13 @@ def _sweep_degree(args):
 
 
 def sweep(degrees, max_nodes, workers):
-    """All (N, d) with N = 2..max_nodes: one task per degree (largest first), so states are shared across N;
-    the smallest degree in `workers` interleaved parts."""
+    """All (N, d) with N = 2..max_nodes: the `workers` heaviest degrees one task each (largest first), so
+    states are shared across N; the lighter ones in 2 * `workers` interleaved parts each, dealt to whichever
+    process finishes first, which evens out the finish."""
     order = sorted(degrees, reverse=True)
-    jobs = [(d, max_nodes, 0, 1) for d in order[:-1]] + [(order[-1], max_nodes, k, workers) for k in range(workers)]
+    parts = 2 * workers
+    jobs = [(d, max_nodes, 0, 1) for d in order[:workers]] + \
+        [(d, max_nodes, k, parts) for d in order[workers:] for k in range(parts)]
     t0 = time.perf_counter()
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         results = [r for part in pool.imap_unordered(_sweep_degree, jobs) for r in part]
@@ -97,7 +100,10 @@ def main() -> None:
     ap.add_argument("--large", choices=["all", "none"], default="all", help="the N <= 8192 row at d = 4, 8, 16")
     args = ap.parse_args()
     os.environ["FABRICPLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="fabricplan-bench-")
+    from services.runtime import tune_gc
     from services.synthesis.bfb.kernels import warm
+
+    tune_gc()                 # as the fabricplan command and its worker processes run
 
     jit = warm()              # numba kernels, loaded (or compiled once per install) before the workers fork
     print(f"compiled kernels ready in {jit:.1f} s (numba's on-disk cache; not part of the sweep)\n")

@@ -677,6 +677,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from services.runtime import tune_gc
+
+    tune_gc()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

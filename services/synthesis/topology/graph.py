@@ -92,6 +92,9 @@ def bitset_balls(nxt):
     everyone = np.arange(n)
     ball = np.zeros((n, (n + 63) // 64), dtype=np.uint64)
     ball[everyone, everyone // 64] = np.left_shift(np.uint64(1), (everyone % 64).astype(np.uint64))
+    full = np.full(ball.shape[1], ~np.uint64(0), dtype=np.uint64)     # a row holding every node
+    if n % 64:
+        full[-1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
     t = 0
     while True:
         grown, changed = grow_balls(ball, nxt)
@@ -99,6 +102,8 @@ def bitset_balls(nxt):
             return
         t += 1
         yield t, ball, grown
+        if (grown[0] == full).all() and (grown == full).all():     # every ball holds every node: done
+            return
         ball = grown
 
 
