@@ -1,7 +1,6 @@
 """Baselines of section 8.2 (ShiftedRing, ShiftedBFBRing, DBT, torus, UniRing, TotientPerms) and Table 4."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from fractions import Fraction
@@ -18,9 +17,6 @@ from services.synthesis.schedule.verify import verify
 
 TABLE4 = LinkModel.from_units(10, 100)      # alpha = 10 us, B = 100 Gbps
 MB = 1 << 20                                # Table 4 units: 1 MB = 2^20 bytes (digest 0.3)
-HAS_ALLTOALL = importlib.util.find_spec("services.synthesis.evaluate.alltoall") is not None
-needs_alltoall = pytest.mark.skipif(not HAS_ALLTOALL, reason="services/synthesis/evaluate/alltoall.py (alltoall_throughput, "
-                                                             "alltoall_time_s) does not exist yet")
 
 
 def us(seconds: float) -> float:
@@ -318,7 +314,6 @@ def test_alltoall_seconds_formula():
         bl.alltoall_seconds(0.0, 8, 4, MB, 1e9)
 
 
-@needs_alltoall
 def test_alltoall_module_agrees():
     from services.synthesis.evaluate import alltoall
 
@@ -331,15 +326,8 @@ def test_alltoall_module_agrees():
     assert alltoall.alltoall_time_s(f, 64, 4, MB, 100e9 / 8) == pytest.approx((MB / 64) / (f * 100e9 / 8 / 4))
 
 
-@needs_alltoall
 def test_dbt_alltoall_non_power_of_two_uses_alltoall_module():
     assert bl.dbt_alltoall_throughput(24) == pytest.approx(1 / 35, rel=1e-6)   # full LP value
-
-
-@pytest.mark.skipif(HAS_ALLTOALL, reason="only meaningful while alltoall.py is missing")
-def test_missing_alltoall_module_is_reported():
-    with pytest.raises(NotImplementedError, match="alltoall"):
-        bl.dbt_alltoall_throughput(24)
 
 
 def test_alltoall_hook_delegates_lazily(monkeypatch):

@@ -747,28 +747,19 @@ def dbt_alltoall_throughput(nodes: int) -> float:
     n = _check_nodes(nodes, 2)
     if n >= 16 and n & (n - 1) == 0:
         return 16.0 / (n * n)
-    return _alltoall_module("throughput of the double binary tree for N not a power of two >= 16") \
-        .alltoall_throughput(dbt_topology(n)).throughput
+    return _alltoall_module().alltoall_throughput(dbt_topology(n)).throughput
 
 
-def _alltoall_module(purpose: str):
-    try:
-        return importlib.import_module(".alltoall", __package__)
-    except ModuleNotFoundError as exc:
-        if exc.name == f"{__package__}.alltoall":
-            raise NotImplementedError(f"{__package__}.alltoall is not available ({purpose})") from None
-        raise
+def _alltoall_module():
+    """`evaluate.alltoall`, imported when first needed (it imports the LP machinery)."""
+    return importlib.import_module(".alltoall", __package__)
 
 
 def alltoall_seconds(f: float, nodes: int, degree: int, bytes_per_node: float, node_bandwidth_Bps: float) -> float:
-    """T_a2a = (D/N) / (f B/d) (digest 7). Uses `alltoall.alltoall_time_s` when that module exists."""
+    """T_a2a = (D/N) / (f B/d) (digest 7), by `alltoall.alltoall_time_s`."""
     if not f > 0:
         raise ValueError(f"the MCF throughput must be positive, got {f!r}")
-    try:
-        mod = _alltoall_module("time formula")
-    except NotImplementedError:
-        return (bytes_per_node / nodes) / (f * node_bandwidth_Bps / degree)
-    return float(mod.alltoall_time_s(f, nodes, degree, bytes_per_node, node_bandwidth_Bps))
+    return float(_alltoall_module().alltoall_time_s(f, nodes, degree, bytes_per_node, node_bandwidth_Bps))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -885,7 +876,7 @@ def baseline_alltoall_throughput(name: str, nodes: int, degree: int = DEFAULT_DE
         gens = [x for p in t.generators for x in (p, n - p)] if t.bidirectional else t.generators
         return cayley_alltoall_throughput(n, gens)
     topo = baseline_topology(key, n, degree, **options)
-    return float(_alltoall_module(f"throughput of {topo.expr}").alltoall_throughput(topo).throughput)
+    return float(_alltoall_module().alltoall_throughput(topo).throughput)
 
 
 def baseline_alltoall_time(name: str, nodes: int, degree: int = DEFAULT_DEGREE, bytes_per_node: float = 1 << 20,
