@@ -706,6 +706,7 @@ def warm() -> float:
     interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
     zeta_u_star(offsets, masks, counts, 1)
     circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))
+    circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64), 1)     # the finder passes `keep`
     cyclic_distances(5, np.array([1, 2], dtype=np.int64))
     walk_overlaps(np.array([[1], [2], [0]], dtype=np.int64), np.array([1, 2, 0], dtype=np.int64),
                   np.zeros(3, dtype=np.int64), np.array([0], dtype=np.int64), 2)
