@@ -160,7 +160,7 @@ def part3(sizes_n: list[int], backend: str) -> None:
     run_id = uuid.uuid4().hex[:8]
     print(f"\nPart 3: failure report -> verified revision through the service ({backend}; d = 4, minimal workload; "
           "wall s from the POST to done, worker CPU s of the revision)")
-    print(f"{'N':>5} {'failed':>6} {'wall s':>7} {'cpu s':>7} {'build s':>7}  {'slowdown':>8}  revision topology"
+    print(f"{'N':>5} {'failed':>6} {'wall s':>7} {'cpu s':>7} {'sched s':>7} {'xml s':>7}  {'slowdown':>8}  revision topology"
           f"  [target {TARGET_S:.0f} s at N = 1024 incl. XML]")
     procs: list[Proc] = []
     with tempfile.TemporaryDirectory(prefix="fabricplan-bench-") as tmp:
@@ -179,7 +179,8 @@ def part3(sizes_n: list[int], backend: str) -> None:
                         b = r.get("build") or {}
                         slow = ((r.get("failure_cost") or {}).get("workload_us") or {}).get("slowdown")
                         print(f"{n:>5} {len(r.get('failed') or []):>6} {r['wall_s']:>7.2f} "
-                              f"{b.get('cpu_s') or float('nan'):>7.2f} {b.get('schedules_s') or float('nan'):>7.2f}  "
+                              f"{b.get('cpu_s') or float('nan'):>7.2f} {b.get('schedules_s') or float('nan'):>7.2f} "
+                              f"{b.get('compile_s') or float('nan'):>7.2f}  "
                               f"{slow or float('nan'):>8.3f}  {r['status']}: {r.get('expr') or r.get('reason')}",
                               flush=True)
         finally:

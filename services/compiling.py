@@ -13,7 +13,6 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
 from services.compiler.errors import CompileError
-from services.compiler.fit import SIMULATE_MAX_STEPS
 from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
@@ -81,9 +80,10 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     reason: str | None = None
     digest = None
     try:
+        simulate_max = get_settings().compile_simulate_max_steps
         art = compile_schedule(sched, build(sched.topology), options=options, link=lm, sizes=sizes,
-                               deadline_s=deadline_s, progress=progress)
-        if art.fmt == "msccl" and (art.xml_steps or 0) > SIMULATE_MAX_STEPS:
+                               deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
+        if art.fmt == "msccl" and art.check_report is None and (art.xml_steps or 0) > simulate_max:
             # too large to re-parse and simulate here: the compiler enforced the profile's limits on the program
             # it printed; the text still goes through the runtimes' tokenizer
             problems = lexical_findings(art.xml_data)
@@ -93,7 +93,9 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         elif art.fmt == "oneccl" and art.max_tb_steps * art.nodes > ONECCL_SIMULATE_MAX:
             checked = {"checked": "compiler only (too large to check here)", "simulated": []}
         else:
-            if art.fmt == "msccl":
+            if art.check_report is not None:     # the fit search checked and simulated exactly this file
+                rep = art.check_report
+            elif art.fmt == "msccl":
                 rep = check_xml(art.xml, "msccl", runtime=art.runtime, max_steps=options.max_steps)
             else:
                 rep = check_xml(art.xml, "oneccl")

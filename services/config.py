@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     bfb_fanout_min_nodes: int = Field(default=256, description="BFB solves at least this large fan out as a group")
     bfb_fanout_blocks: int = 8
     compile_time_limit_s: int = Field(default=120, description="fit search budget of one XML compile")
+    compile_simulate_max_steps: int = Field(
+        default=25_000, ge=0, description="a compile job simulates candidate files up to this many XML steps (the "
+        "CPU simulator is pure Python: about 6 s per 100,000 steps); larger files are held to the runtime's limits "
+        "and tokenizer, and use combined thread blocks only where the buffering bound proves them")
     api_keys_required: bool = False
     cors_origins: list[str] = []
 

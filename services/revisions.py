@@ -494,7 +494,9 @@ def stage_compile(state: dict, revision_id: str) -> dict:
     def advance(_plan_id: str, stage: str, progress: float, message: str | None = None) -> None:
         _advance(revision_id, stage, 0.85 + 0.1 * (progress - 0.96) / 0.04)
 
-    return compiling.stage_compile(state, plan_id, advance, prefix=state["artifact_prefix"])
+    c0, t0 = _cpu(), time.perf_counter()
+    out = compiling.stage_compile(state, plan_id, advance, prefix=state["artifact_prefix"])
+    return {**out, "compile_s": time.perf_counter() - t0, "cpu_s": out.get("cpu_s", 0.0) + _cpu() - c0}
 
 
 def stage_finish(state: dict, revision_id: str) -> dict:
@@ -513,7 +515,8 @@ def stage_finish(state: dict, revision_id: str) -> dict:
                   "failure_cost": _failure_cost(req, original, predicted, 0),
                   "repair": state.get("repair"), "artifact_prefix": state["artifact_prefix"],
                   "compiled": state.get("compiled"),
-                  "seconds": state.get("seconds"), "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+                  "seconds": state.get("seconds"), "compile_s": state.get("compile_s"),
+                  "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
         rev.status, rev.stage, rev.progress, rev.result, rev.reason = "done", "done", 1.0, result, None
         rev.updated_at = rev.heartbeat_at = utcnow()
         slow = result["failure_cost"]["workload_us"]["slowdown"]
@@ -653,7 +656,7 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
         "failure_cost": result.get("failure_cost"),
         "build": None if rev is None or rev.kind != "failure" or not result else
-        {"schedules_s": result.get("seconds"), "cpu_s": result.get("cpu_s")},
+        {"schedules_s": result.get("seconds"), "compile_s": result.get("compile_s"), "cpu_s": result.get("cpu_s")},
         "links": links})
     return out
 

@@ -762,8 +762,9 @@ class RevisionOut(RevisionSummary):
     workload_time_us: float | None = None
     failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
                                       "workload, and the naive fallback (a ring over surviving links)")
-    build: dict | None = Field(default=None, description="failure revisions: seconds building and checking the "
-                               "schedules, and the worker's CPU seconds for the whole revision")
+    build: dict | None = Field(default=None, description="failure revisions: `schedules_s` building and checking "
+                               "the schedules, `compile_s` compiling their XML, `cpu_s` the worker's CPU seconds "
+                               "for the whole revision")
     links: dict[str, str]
 
 

@@ -18,7 +18,7 @@ from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
 from .errors import CheckReport, CompileError
-from .fit import FitRequest, fit_msccl
+from .fit import SIMULATE_MAX_STEPS, FitRequest, fit_msccl
 from .lowering import DEFAULT_MAX_CHUNKS, lower
 from .msccl import to_xml
 from .msccl_check import check_msccl
@@ -136,6 +136,9 @@ class CompiledArtifact:
     schedule_time_us: dict = field(default_factory=dict)
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    # the checker's report on exactly this file when the fit search already ran it (parse, rules, simulation):
+    # callers that check what they store reuse it instead of checking the same text twice
+    check_report: CheckReport | None = field(default=None, repr=False, compare=False)
 
     @property
     def xml(self) -> str:
@@ -146,8 +149,9 @@ class CompiledArtifact:
         return len(self.xml_data)
 
     def as_dict(self, with_xml: bool = False) -> dict:
-        d = asdict(replace(self, xml_data=b""))
+        d = asdict(replace(self, xml_data=b"", check_report=None))
         d.pop("xml_data")
+        d.pop("check_report")
         if with_xml:
             d["xml"] = self.xml
         d["xml_bytes"] = self.xml_bytes
@@ -225,7 +229,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
                      max_chunks: int = DEFAULT_MAX_CHUNKS, consolidate=None, combined: bool | None = None,
                      fuse: bool = True, max_steps: int | None = None, allow_resolve: bool = True,
                      name: str | None = None, link: LinkModel | None = None, sizes=None, simulate: bool = True,
-                     deadline_s: float | None = None, progress=None, check: bool = False) -> CompiledArtifact:
+                     deadline_s: float | None = None, progress=None, check: bool = False,
+                     simulate_max_steps: int = SIMULATE_MAX_STEPS) -> CompiledArtifact:
     """Compile `schedule` (any collective of the IR) on `topology` to the XML a runtime loads.
 
     runtime       "executor" (default), "rccl", "legacy" (MSCCL XML) or "oneccl" (fmt is implied; `dialect`
@@ -242,6 +247,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     consolidate, combined, fuse   pin the fit search's program options (None: the search chooses).
     max_steps     steps per thread block for a runtime built with another MSCCL_MAX_NUM_STEPS.
     link, sizes   a LinkModel and message sizes for predicted_time_us / schedule_time_us.
+    simulate      simulate candidate programs (up to `simulate_max_steps` XML steps; larger ones are held to
+                  the profile's limits, and combined thread blocks only where the buffering bound proves them).
     deadline_s    give up the fit search after this long (CompileError naming what was tried).
     progress      progress(message) is called after every candidate the fit search tries.
     check         run check_xml on the result and raise CompileError if it fails.
@@ -281,23 +288,27 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         raise CompileError(f"schedule has {schedule.nodes} nodes, topology {topology.expr} has {topology.nodes}")
     req = FitRequest(instances=opts.instances, channels=opts.channels, mode=opts.inplace,
                      consolidate=opts.consolidate, combined=combined, fuse=fuse, max_chunks=opts.max_chunks,
-                     allow_resolve=allow_resolve, proto=opts.proto, simulate=simulate, deadline_s=deadline_s,
+                     allow_resolve=allow_resolve, proto=opts.proto, simulate=simulate,
+                     simulate_max_steps=simulate_max_steps, deadline_s=deadline_s,
                      progress=progress)
     title = name or f"fabricplan {coll} {topology.expr}"
-    texts: dict = {}
+    rendered: list = [None, b""]          # the last program rendered (held, so its id cannot be reused) and its text
 
     def render(prog, low, opt) -> bytes:
-        key = id(prog)
-        if key not in texts:
-            texts.clear()
-            texts[key] = to_xml(prog, name=title, coll=profile.coll_name(coll), proto=opts.proto, profile=profile,
-                                inplace=opt.mode in ("in", "both"), outofplace=opt.mode in ("out", "both"),
-                                min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
-                                header=_header(profile, coll, topology, low, opt, opts))
-        return texts[key]
+        if rendered[0] is not prog:
+            rendered[:] = [prog, to_xml(prog, name=title, coll=profile.coll_name(coll), proto=opts.proto,
+                                        profile=profile, inplace=opt.mode in ("in", "both"),
+                                        outofplace=opt.mode in ("out", "both"), min_bytes=opts.min_bytes,
+                                        max_bytes=opts.max_bytes,
+                                        header=_header(profile, coll, topology, low, opt, opts))]
+        return rendered[1]
+
+    reports: dict = {}
 
     def simulate_fn(prog, low, opt):
         rep = check_msccl(render(prog, low, opt).decode("ascii"), runtime=profile)
+        reports.clear()
+        reports["last"] = (prog, rep)                 # the program itself is held: ids of freed ones repeat
         return None if rep.ok else (rep.error.kind, str(rep.error))
 
     fitted = fit_msccl(schedule, topology, profile, req, simulate_fn=simulate_fn)
@@ -328,8 +339,11 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         xml_steps=int(st["steps_per_tb"].sum()), messages=prog.messages, dropped_units=prog.dropped_units,
         options=opt.label(), attempts=[a.as_dict() for a in fitted.attempts], predicted_time_us=pred,
         schedule_time_us=sched_t, warnings=warnings)
+    checked_prog, passed = reports.get("last", (None, None))
+    if checked_prog is prog and passed.ok:
+        art.check_report = passed
     if check:
-        rep = check_xml(art.xml, "msccl", runtime=profile)
+        rep = art.check_report or check_xml(art.xml, "msccl", runtime=profile)
         if not rep.ok:
             raise CompileError(f"the compiled XML fails its check: {rep.error}", limit="check")
     art.seconds = time.perf_counter() - t0

@@ -56,6 +56,7 @@ class FitRequest:
     allow_resolve: bool = True
     proto: str = "Simple"
     simulate: bool = True
+    simulate_max_steps: int = SIMULATE_MAX_STEPS   # larger programs are checked by their limits, not simulated
     deadline_s: float | None = None
     progress: object = None             # progress(message) after every candidate
 
@@ -280,11 +281,12 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
 
     try:
         _check_lower_bounds(msgs, opt, profile, schedule.nodes, may_simulate=simulate_fn is not None and req.simulate,
+                            simulate_max_steps=req.simulate_max_steps,
                             proto=req.proto)
         prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
         prog.stats["max_dep_tb"] = prog.max_dep_tb
         check_program_limits(prog.stats, profile, schedule.nodes, final=True)
-        small = int(prog.stats["steps_per_tb"].sum()) <= SIMULATE_MAX_STEPS
+        small = int(prog.stats["steps_per_tb"].sum()) <= req.simulate_max_steps
         if opt.combined and not (small and simulate_fn is not None and req.simulate):
             depth, worst = profile.fifo_messages(req.proto), msgs.lower_bounds(opt)["messages_per_connection_step"]
             if 2 * worst > depth:
@@ -310,7 +312,7 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
 
 
 def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int, *,
-                        may_simulate: bool, proto: str) -> None:
+                        may_simulate: bool, proto: str, simulate_max_steps: int = SIMULATE_MAX_STEPS) -> None:
     """Refuse a candidate from its messages alone (Messages.lower_bounds) when its thread-block layout cannot
     fit, before the program is built: parser nodes, thread blocks (exact), tbs per channel (exact), steps per
     tb (a connection's messages; a gpu's steps over its tbs), and for combined tbs too large to simulate the
@@ -346,7 +348,7 @@ def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfi
         raise _limit_error("max_steps", f"a gpu's {lb['steps_per_tb_avg']} steps per thread block on average exceed the "
                                         f"{profile.name} runtime's {profile.max_steps} per thread block "
                                         f"(MSCCL_MAX_NUM_STEPS)", lb["steps_per_tb_avg"], profile.max_steps)
-    large = int(per_gpu.sum()) > SIMULATE_MAX_STEPS
+    large = int(per_gpu.sum()) > simulate_max_steps
     if opt.combined and (large or not may_simulate):
         depth, worst = profile.fifo_messages(proto), lb["messages_per_connection_step"]
         if 2 * worst > depth:

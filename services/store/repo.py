@@ -139,8 +139,10 @@ def fail(s: Session, plan_id: str, reason: str, stage: str | None = None, attemp
 
 # ----- artifacts ----------------------------------------------------------------------------------
 def put_blob(s: Session, data: bytes, kind: str, media_type: str, *, compress: bool = True) -> str:
-    """Store bytes content-addressed (zlib-compressed unless already compressed); returns the digest."""
-    stored = zlib.compress(data, 6) if compress else data
+    """Store bytes content-addressed (zlib-compressed unless already compressed); returns the digest. Blobs
+    above 4 MiB (compiled XML at hundreds of ranks) are compressed at level 1: measured on a 15.6 MB MSCCL
+    file, 0.04 s instead of 0.16 s at level 6, and 1.0 MB instead of 0.66 MB."""
+    stored = zlib.compress(data, 1 if len(data) > (4 << 20) else 6) if compress else data
     digest = hashlib.sha256(stored).hexdigest()
     if s.get(Artifact, digest) is None:
         s.add(Artifact(digest=digest, kind=kind, media_type=media_type + ("+zlib" if compress else ""),
