@@ -363,3 +363,27 @@ def test_default_size_window_is_selected(runtime):
         assert p.window_problem(lo, hi) is None and p.selects(1 << 20, lo, hi)
         assert (hi == 0) == p.max_bytes_zero_unbounded
         assert check_xml(xml, runtime=runtime, simulate=False).ok
+
+
+def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
+    """The fit simulates a program only when the simulator's vector clocks fit SIMULATE_MAX_BYTES (the 1024-rank
+    reduce-scatter of line(circulant(16, 1, 4), 3), 8192 thread blocks and 70731 published steps, needed 5 GB);
+    otherwise it fits without simulating, as for SIMULATE_MAX_STEPS, and the file still passes the checker."""
+    from services.compiler import api as compiler_api
+    from services.compiler import fit
+
+    assert fit.simulation_bytes(8192, 70731) > fit.SIMULATE_MAX_BYTES >= fit.simulation_bytes(4096, 16384)
+    assert not fit.simulable(100, 8192, 70731) and fit.simulable(130816, 4096, 16384)
+    s, topo = sched("torus(4, 4)", Collective.ALLREDUCE)
+    calls = []
+    real = compiler_api.check_msccl
+    monkeypatch.setattr(compiler_api, "check_msccl", lambda *a, **k: calls.append(1) or real(*a, **k))
+    compile_schedule(s, topo)
+    assert calls                                   # small: simulated during the fit
+    calls.clear()
+    monkeypatch.setattr(fit, "SIMULATE_MAX_BYTES", 0)
+    art = compile_schedule(s, topo)
+    assert not calls
+    monkeypatch.undo()
+    rep = check_xml(art.xml)
+    assert rep.ok and rep.comm_steps == s.steps, rep.error
