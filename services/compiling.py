@@ -13,6 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
 from services.compiler.errors import CompileError
+from services.compiler.fit import simulable
 from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
@@ -83,8 +84,10 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         simulate_max = get_settings().compile_simulate_max_steps
         art = compile_schedule(sched, build(sched.topology), options=options, link=lm, sizes=sizes,
                                deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
-        if art.fmt == "msccl" and art.check_report is None and (art.xml_steps or 0) > simulate_max:
-            # too large to re-parse and simulate here: the compiler enforced the profile's limits on the program
+        if art.fmt == "msccl" and art.check_report is None and not simulable(
+                art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
+            # too large to re-parse and simulate here (steps or the simulator's memory, services.compiler.fit
+            # simulable): the compiler enforced the profile's limits on the program
             # it printed; the text still goes through the runtimes' tokenizer
             problems = lexical_findings(art.xml_data)
             if problems:

@@ -110,6 +110,23 @@ def test_compile_options_and_refusals(capsys):
     assert code == 2 and "--channels" in err
 
 
+def test_compile_runtime_options(capsys, tmp_path):
+    """Every compile option reaches the file: runtime, protocol, in-place mode, size window, channels, instances."""
+    out = tmp_path / "ag.xml"
+    code, stdout, _ = run(capsys, "compile", "hypercube(3)", "--collective", "allgather", "--runtime", "rccl",
+                          "--proto", "LL128", "--inplace", "in", "--min-bytes", "4096", "--max-bytes", "1048576",
+                          "--channels", "2", "--instances", "2", "-o", str(out), "--check", "--json")
+    data = json.loads(stdout)
+    assert code == 0 and data["check"]["ok"] and data["check"]["simulated"] == ["in-place"], data
+    algo = out.read_text().splitlines()[1]
+    for attr in ('proto="LL128"', 'inplace="1" outofplace="0"', 'minBytes="4096"', 'maxBytes="1048576"',
+                 'nchannels="4"', 'coll="allgather"'):
+        assert attr in algo, (attr, algo)
+    assert data["runtime"] == "rccl" and data["instances"] == 2 and data["nchannels"] == 4
+    code, _, err = run(capsys, "compile", "hypercube(3)", "--min-bytes", "10", "--max-bytes", "5")
+    assert code == 2 and "minBytes" in err
+
+
 def test_compile_oneccl_to_stdout(capsys):
     code, stdout, err = run(capsys, "compile", "circulant(7, 2, 3)", "--collective", "allgather",
                             "--format", "oneccl")

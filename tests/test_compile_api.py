@@ -3,6 +3,8 @@ other options answer 202 and compile in a worker, refusals are kept and answered
 invalid options get 422 with the field. Parametrised over SQLite and PostgreSQL (when available)."""
 from __future__ import annotations
 
+import re
+
 from services.compiler.api import check_xml
 
 from .conftest import MINIMAL, poll_xml, unique_job, wait_done
@@ -42,12 +44,15 @@ def test_other_options_compile_in_a_worker(client):
     wait_done(client, pid)
     url = f"/v1/plans/{pid}/schedules/allreduce"
     params = {"format": "msccl", "runtime": "rccl", "proto": "LL128", "inplace": "out", "instances": 2,
-              "min_bytes": 4096, "max_bytes": 1 << 30}
+              "channels": 2, "min_bytes": 4096, "max_bytes": 1 << 30}
     first = client.get(url, params=params)
     assert first.status_code in (200, 202)
     r = poll_xml(client, url, params)
     assert r.status_code == 200
     assert 'proto="LL128"' in r.text and 'minBytes="4096"' in r.text and 'inplace="0" outofplace="1"' in r.text
+    assert f'maxBytes="{1 << 30}"' in r.text
+    nchannels = int(re.search(r' nchannels="(\d+)"', r.text).group(1))
+    assert nchannels % 4 == 0                  # each link's messages on 2 channels, in each of 2 instances
     assert check_xml(r.text, runtime="rccl").ok
     assert client.get(url, params=params).headers["etag"] == r.headers["etag"]
 

@@ -316,3 +316,74 @@ def test_redundant_delivery_is_left_out():
         assert rep.ok, rep.error
     art = compile_schedule(s, topo)
     assert art.dropped_units == 2 and art.warnings
+
+
+def test_rccl_genkautz_allreduce_is_fitted():
+    """genkautz(4, 256) allreduce on RCCL (64 steps and 64 thread blocks, msccl_struct.h:16/18): the program on
+    one channel needs more than 64 steps per thread block (the old compiler wrote 96 and RCCL rejected it); the
+    fit search spreads it over channels within both limits, or refuses naming the limit when pinned to one."""
+    import re
+
+    s, topo = sched("genkautz(4, 256)", Collective.ALLREDUCE)
+    art = compile_schedule(s, topo, runtime="rccl", simulate=False)
+    assert art.lowering == "exact" and art.max_tb_steps <= 64 and art.threadblocks <= 64
+    # count from the file itself (independent of the compiler's statistics): step indices and tb ids per gpu
+    assert max(int(m) for m in re.findall(r'<step s="(\d+)"', art.xml)) < 64
+    assert max(int(m) for m in re.findall(r'<tb id="(\d+)"', art.xml)) < 64
+    with pytest.raises(CompileError) as e:
+        compile_schedule(s, topo, runtime="rccl", channels=1, simulate=False)
+    assert e.value.limit == "max_steps" and "MSCCL_MAX_NUM_STEPS" in str(e.value) and "allows 64" in str(e.value)
+    assert "legacy" not in str(e.value) and "executor" not in str(e.value)     # recommends no other runtime
+
+
+def test_refusals_recommend_no_other_runtime():
+    """A refusal names its runtime's limit and never suggests another runtime (which has its own limits)."""
+    s, topo = sched("torus(4, 4)", Collective.ALLREDUCE)
+    for runtime in ("executor", "rccl", "legacy"):
+        others = {"executor", "rccl", "legacy", "dialect"} - {runtime}
+        with pytest.raises(CompileError) as e:
+            compile_schedule(s, topo, runtime=runtime, max_steps=2, channels=1, combined=False, consolidate=False,
+                             max_chunks=1)
+        msg = str(e.value).lower()
+        assert e.value.limit == "max_steps" and f"the {runtime} runtime" in msg
+        assert not any(o in msg for o in others), msg
+
+
+@pytest.mark.parametrize("runtime", ["executor", "rccl", "legacy"])
+def test_default_size_window_is_selected(runtime):
+    """No file is written with a size window its runtime never selects: maxBytes="0" only where the runtime reads
+    0 as unbounded (executor/RCCL); microsoft/msccl (nbytes < maxBytes) gets its own 128 MiB default."""
+    import re
+
+    p = PROFILES[runtime]
+    for c in COLLECTIVES:
+        s, topo = sched("hypercube(3)", c)
+        xml = compile_schedule(s, topo, runtime=runtime).xml
+        lo, hi = (int(re.search(f' {a}="(\\d+)"', xml).group(1)) for a in ("minBytes", "maxBytes"))
+        assert p.window_problem(lo, hi) is None and p.selects(1 << 20, lo, hi)
+        assert (hi == 0) == p.max_bytes_zero_unbounded
+        assert check_xml(xml, runtime=runtime, simulate=False).ok
+
+
+def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
+    """The fit simulates a program only when the simulator's vector clocks fit SIMULATE_MAX_BYTES (the 1024-rank
+    reduce-scatter of line(circulant(16, 1, 4), 3), 8192 thread blocks and 70731 published steps, needed 5 GB);
+    otherwise it fits without simulating, as for SIMULATE_MAX_STEPS, and the file still passes the checker."""
+    from services.compiler import api as compiler_api
+    from services.compiler import fit
+
+    assert fit.simulation_bytes(8192, 70731) > fit.SIMULATE_MAX_BYTES >= fit.simulation_bytes(4096, 16384)
+    assert not fit.simulable(100, 8192, 70731) and fit.simulable(130816, 4096, 16384)
+    s, topo = sched("torus(4, 4)", Collective.ALLREDUCE)
+    calls = []
+    real = compiler_api.check_msccl
+    monkeypatch.setattr(compiler_api, "check_msccl", lambda *a, **k: calls.append(1) or real(*a, **k))
+    compile_schedule(s, topo)
+    assert calls                                   # small: simulated during the fit
+    calls.clear()
+    monkeypatch.setattr(fit, "SIMULATE_MAX_BYTES", 0)
+    art = compile_schedule(s, topo)
+    assert not calls
+    monkeypatch.undo()
+    rep = check_xml(art.xml)
+    assert rep.ok and rep.comm_steps == s.steps, rep.error

@@ -47,11 +47,13 @@ def runtime_defaults(runtime: str, collective: str) -> dict:
     if runtime == "oneccl":
         return {"inplace": "out"}
     p = profile_for(runtime)
+    # maxBytes="0" only where the runtime reads 0 as unbounded (microsoft/msccl never selects such a file)
+    max_bytes = 0 if p.max_bytes_zero_unbounded else p.default_max_bytes
     if p.reads_outofplace:
-        return {"inplace": "out" if collective == "alltoall" else "both", "min_bytes": 0, "max_bytes": 0,
+        return {"inplace": "out" if collective == "alltoall" else "both", "min_bytes": 0, "max_bytes": max_bytes,
                 "proto": "Simple"}
-    return {"inplace": "in" if collective == "allreduce" else "out", "min_bytes": 0,
-            "max_bytes": p.default_max_bytes, "proto": "Simple"}
+    return {"inplace": "in" if collective == "allreduce" else "out", "min_bytes": 0, "max_bytes": max_bytes,
+            "proto": "Simple"}
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,25 @@ from .lowering import Lowered, chunked_bfb, chunks_per_shard
 from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .runtimes import RuntimeProfile
 
-__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits"]
+__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "simulable", "simulation_bytes",
+           "SIMULATE_MAX_STEPS", "SIMULATE_MAX_BYTES"]
 
 SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
+SIMULATE_MAX_BYTES = 512 << 20       # ... and up to this much memory for the simulator's vector clocks
+
+
+def simulation_bytes(threadblocks: int, published: int) -> int:
+    """Memory of the simulator's vector clocks (msccl_check.Simulator): one int32 per thread block of the
+    file in a T x T matrix and in a copy kept for every published (hasdep) step; the simulator's peak is
+    about 1.4 times this (e.g. 1024 ranks x 8 tbs with 70k published steps: 2.5 GB, which no longer fits a
+    compile's 2 GiB; the program is then fitted without simulating it, as for SIMULATE_MAX_STEPS)."""
+    return 4 * threadblocks * (threadblocks + published)
+
+
+def simulable(xml_steps: int, threadblocks: int, published: int, max_steps: int = SIMULATE_MAX_STEPS) -> bool:
+    """Whether a program is small enough to simulate (at most `max_steps` XML steps, and the simulator's
+    memory)."""
+    return xml_steps <= max_steps and simulation_bytes(threadblocks, published) <= SIMULATE_MAX_BYTES
 
 
 @dataclass(frozen=True)
@@ -286,7 +302,8 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
         prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
         prog.stats["max_dep_tb"] = prog.max_dep_tb
         check_program_limits(prog.stats, profile, schedule.nodes, final=True)
-        small = int(prog.stats["steps_per_tb"].sum()) <= req.simulate_max_steps
+        small = simulable(int(prog.stats["steps_per_tb"].sum()), int(prog.tb_gpu.size),
+                          int(np.count_nonzero(prog.hasdep)), req.simulate_max_steps)
         if opt.combined and not (small and simulate_fn is not None and req.simulate):
             depth, worst = profile.fifo_messages(req.proto), msgs.lower_bounds(opt)["messages_per_connection_step"]
             if 2 * worst > depth:
