@@ -278,3 +278,20 @@ def test_idle_long_polls_do_not_read_the_database(client, monkeypatch):
         t.join(timeout=30)
     assert statuses == [304] * 20
     assert len(reads) <= 2                      # the first view, and at most one refresh of the cached one
+
+
+@pytest.mark.parametrize("path", ["/v1/plans", "/v1/fabrics", "/v1/panels", "/v1/plans/some-plan/revisions"])
+@pytest.mark.parametrize("params,field", [
+    ({"offset": str(1 << 63)}, "offset"),              # beyond PostgreSQL's bigint: refused before any query
+    ({"offset": "-1"}, "offset"),
+    ({"limit": "0"}, "limit"),
+    ({"limit": "1001"}, "limit"),
+])
+def test_every_list_is_paged_within_bounds(client, path, params, field):
+    assert_shape(client.get(path, params=params), 422, field)
+
+
+def test_paging_at_the_bounds_answers_an_empty_page(client):
+    for path in ("/v1/plans", "/v1/fabrics", "/v1/panels"):
+        r = client.get(path, params={"offset": str(1 << 31), "limit": "1000"})
+        assert r.status_code == 200 and r.json() == [], (path, r.status_code, r.text[:200])

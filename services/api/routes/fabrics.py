@@ -19,7 +19,7 @@ from services.fabric.devices import profile_for
 from services.store.models import FabricRow, HostPlane, HostReservation, PanelRow
 
 from ..auth import READ, WRITE
-from ..deps import get_session
+from ..deps import Limit, Offset, get_session
 from ..errors import field_error, unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary
@@ -82,7 +82,7 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
 
 @router.get("/v1/fabrics", response_model=list[FabricSummary], response_model_exclude_none=True,
             dependencies=[Depends(READ)], responses=AUTH)
-def list_fabrics(response: Response, limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=1 << 31),
+def list_fabrics(response: Response, limit: Limit = 100, offset: Offset = 0,
                  s: Session = Depends(get_session)):
     """Fabric summaries (without the full document), by id; X-Total-Count is the number of fabrics."""
     response.headers["X-Total-Count"] = str(s.scalar(select(func.count()).select_from(FabricRow)))

@@ -31,7 +31,7 @@ from services.store.db import session_scope
 from services.store.models import PanelConfig, PanelRow, PanelState
 
 from ..auth import READ, require_panel
-from ..deps import get_session
+from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..notify import until
 from ..responses import AUTH, BODY, COMMON
@@ -95,7 +95,7 @@ def _config(url: str, panel_id: str) -> dict | None:
 
 @router.get("/v1/panels", response_model=list[PanelOut], dependencies=[Depends(READ)], responses=AUTH)
 def list_panels(response: Response, fabric_id: str | None = Query(None, max_length=100),
-                limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=1 << 31),
+                limit: Limit = 100, offset: Offset = 0,
                 s: Session = Depends(get_session)):
     """Every panel (or a fabric's), ordered by id: its latest config version against the version its agent
     last reported applied, that report, the pending diff's size and the active plans it carries. The diff

@@ -23,7 +23,7 @@ from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective, Schedule
 
 from ..auth import READ, WRITE
-from ..deps import get_session
+from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
@@ -122,13 +122,13 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
 
 
 @router.get("", response_model=list[PlanOut], dependencies=[Depends(READ)], responses=AUTH)
-def list_plans(request: Request, response: Response, job_id: str | None = None,
+def list_plans(request: Request, response: Response, job_id: str | None = Query(None, max_length=200),
                status: list[PlanStatus] | None = Query(None, description="any of these statuses (repeatable)"),
                fabric_id: str | None = Query(None, max_length=100, description="plans bound to this fabric"),
                nodes: int | None = Query(None, ge=2, le=4096), degree: int | None = Query(None, ge=1, le=16),
                view: Literal["full", "summary"] = Query("full", description="`summary` leaves out the frontier, "
                                                         "schedules, predicted and baseline times (list views)"),
-               limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0),
+               limit: Limit = 100, offset: Offset = 0,
                s: Session = Depends(get_session)):
     """Plans, newest first, filtered (filters combine with AND) and paginated; X-Total-Count is the number
     of plans that match the filters."""

@@ -17,7 +17,7 @@ from services.store import fabrics
 from services.synthesis.schedule.ir import Collective, Schedule
 
 from ..auth import READ, WRITE
-from ..deps import get_session
+from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
@@ -67,8 +67,8 @@ def report_failures(plan_id: str, body: FailureReport, request: Request, respons
 
 @router.get("/{plan_id}/revisions", response_model=list[RevisionSummary], dependencies=[Depends(READ)],
             responses=NOT_FOUND)
-def list_revisions(plan_id: str, request: Request, response: Response, limit: int = Query(100, ge=1, le=1000),
-                   offset: int = Query(0, ge=0, le=1 << 31), s: Session = Depends(get_session)):
+def list_revisions(plan_id: str, request: Request, response: Response, limit: Limit = 100,
+                   offset: Offset = 0, s: Session = Depends(get_session)):
     """Every revision of the plan, oldest first (revision 0 is the plan as made); X-Total-Count."""
     plan = _plan(s, plan_id)
     revs = [None, *plan.revisions]
