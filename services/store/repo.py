@@ -159,6 +159,35 @@ def get_blob(s: Session, digest: str) -> tuple[bytes, Artifact] | None:
     return data, a
 
 
+def blob_exists(s: Session, digest: str) -> bool:
+    """Whether a blob is stored, without loading it."""
+    return s.execute(select(Artifact.digest).where(Artifact.digest == digest)).first() is not None
+
+
+def read_stored(s: Session, digest: str) -> tuple[bytes, str] | None:
+    """A blob as stored (zlib-compressed when its media type ends in "+zlib") and that media type."""
+    row = s.execute(select(Artifact.data, Artifact.media_type).where(Artifact.digest == digest)).first()
+    return None if row is None else (row[0], row[1])
+
+
+def iter_blob(stored: bytes, media_type: str, chunk: int = 1 << 20):
+    """The content of a stored blob in pieces of about `chunk` bytes, decompressed as it goes: a large file
+    is never held whole in memory beside its compressed form."""
+    if not media_type.endswith("+zlib"):
+        for i in range(0, len(stored), chunk):
+            yield stored[i:i + chunk]
+        return
+    z = zlib.decompressobj()
+    view = memoryview(stored)
+    for i in range(0, len(stored), chunk // 8):
+        piece = z.decompress(view[i:i + chunk // 8])
+        if piece:
+            yield piece
+    tail = z.flush()
+    if tail:
+        yield tail
+
+
 def attach(s: Session, plan_id: str, name: str, digest: str, meta: dict | None = None) -> None:
     link = s.get(PlanArtifact, (plan_id, name))
     if link is None:

@@ -1,12 +1,11 @@
 """/v1/artifacts/{digest}: any stored blob by its content address."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
-from services.store import repo
-
 from ..auth import READ
+from ..blobs import blob_response
 from ..deps import get_session
 from ..responses import AUTH, COMMON, content
 from ..schemas import ErrorOut
@@ -20,11 +19,4 @@ router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses=
                  "application/xml", "application/graphml+xml")})
 def get_artifact(digest: str, request: Request, s: Session = Depends(get_session)):
     """Any stored blob by its content address."""
-    found = repo.get_blob(s, digest)
-    if found is None:
-        raise HTTPException(404, f"artifact {digest} not found")
-    data, art = found
-    etag = f'"{digest}"'
-    if request.headers.get("if-none-match") == etag:
-        return Response(status_code=304, headers={"ETag": etag})
-    return Response(data, media_type=art.media_type.removesuffix("+zlib"), headers={"ETag": etag})
+    return blob_response(request, s, digest)

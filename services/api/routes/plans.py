@@ -23,6 +23,7 @@ from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective, Schedule
 
 from ..auth import READ, WRITE
+from ..blobs import blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
@@ -220,15 +221,6 @@ def plan_events(plan_id: str, s: Session = Depends(get_session)):
             for e in _plan(s, plan_id).events]
 
 
-def _blob_response(request: Request, data: bytes, digest: str, media_type: str, filename: str) -> Response:
-    etag = f'"{digest}"'
-    if request.headers.get("if-none-match") == etag:
-        return Response(status_code=304, headers={"ETag": etag})
-    return Response(data, media_type=media_type, headers={
-        "ETag": etag, "Cache-Control": "private, max-age=31536000, immutable",
-        "Content-Disposition": f'attachment; filename="{filename}"'})
-
-
 @router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
                                               304: {"description": "unchanged (If-None-Match)"},
                                               200: {"description": "the topology as JSON or GraphML",
@@ -247,10 +239,9 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
         raise HTTPException(409, f"plan {plan_id} is {p.status}; the topology exists once it is done"
                             if p.status != "done" else f"plan {plan_id} has no stored {format} topology "
                             "(planned before it was stored); submit it again")
-    data, art = repo.get_blob(s, link.digest)
     if format == "graphml":
-        return _blob_response(request, data, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
-    return _blob_response(request, data, link.digest, "application/json", f"{plan_id}-topology.json")
+        return blob_response(request, s, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
+    return blob_response(request, s, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
 def compile_query(
@@ -315,11 +306,15 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
         raise _schedule_missing(p, coll)
     if format in ("msccl", "oneccl"):
         return _compiled(s, request, plan_id, coll, format, options(format))
-    data, _ = repo.get_blob(s, link.digest)
     if format == "npz":
-        return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
-    body = json.dumps(schedule_json(Schedule.from_bytes(data))).encode()
-    return _blob_response(request, body, link.digest + "-json", "application/json", f"{plan_id}-{coll.value}.json")
+        return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
+    return blob_response(request, s, link.digest, "application/json", f"{plan_id}-{coll.value}.json",
+                         render=schedule_json_bytes, etag_suffix="-json")
+
+
+def schedule_json_bytes(npz: bytes) -> bytes:
+    """The JSON view of a stored schedule blob."""
+    return json.dumps(schedule_json(Schedule.from_bytes(npz))).encode()
 
 
 def schedule_json(sched: Schedule) -> dict:
@@ -440,10 +435,9 @@ def _compiled(s: Session, request: Request, plan_id: str, coll: Collective, fmt:
         s.commit()
         request.app.state.dispatcher.wake()
     if job.status == "done":
-        data, _ = repo.get_blob(s, job.digest)
         suffix = options.runtime if fmt == "msccl" else "oneccl"
         name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
-        return _blob_response(request, data, job.digest, "application/xml", f"{name}{coll.value}-{suffix}.xml")
+        return blob_response(request, s, job.digest, "application/xml", f"{name}{coll.value}-{suffix}.xml")
     if job.status == "failed":
         limit = (job.meta or {}).get("limit") or "fit"
         raise _unprocessable("runtime", f"cannot compile the {coll.value} schedule for {options.runtime}: {job.reason}",

@@ -6,7 +6,6 @@ the plan's own. `activate` flips a look-ahead plan's hosts to its plane (TopoOpt
 """
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
@@ -14,14 +13,15 @@ from sqlalchemy.orm import Session
 
 from services import revisions
 from services.store import fabrics
-from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.ir import Collective
 
 from ..auth import READ, WRITE
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
-from .plans import NOT_FOUND, _blob_response, _compiled, _plan, compile_query, schedule_json, utc
+from ..blobs import blob_response
+from .plans import NOT_FOUND, _compiled, _plan, compile_query, schedule_json_bytes, utc
 
 router = APIRouter(prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
 RevisionNumber = Annotated[str, Path(pattern=r"^(\d{1,9}|current)$", description="a revision number, or `current`")]
@@ -124,12 +124,9 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
                       format: str = Query("json", pattern="^(json|graphml)$"), s: Session = Depends(get_session)):
     """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
     plan = _plan(s, plan_id)
-    from services.store import repo
-
     link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
-    data, _ = repo.get_blob(s, link.digest)
     media = "application/graphml+xml" if format == "graphml" else "application/json"
-    return _blob_response(request, data, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
+    return blob_response(request, s, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
 
 
 @router.get("/{plan_id}/revisions/{number}/schedules/{collective}", dependencies=[Depends(READ)], responses={
@@ -146,8 +143,6 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
     """A verified schedule of the revision: `npz` is the IR blob, `json` the paper's tuples per step, `msccl`
     and `oneccl` the runtimes' XML (compiled by the revision's worker for the plan's runtimes, otherwise on
     demand in a worker: 202 and a URL to poll, as for the plan's schedules)."""
-    from services.store import repo
-
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -159,12 +154,10 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
     if format in ("msccl", "oneccl"):
         prefix = link.name.removesuffix(f"schedule:{coll.value}")
         return _compiled(s, request, plan_id, coll, format, options(format), prefix)
-    data, _ = repo.get_blob(s, link.digest)
     if format == "npz":
-        return _blob_response(request, data, link.digest, "application/x-npz", f"{plan_id}-r{number}-{coll.value}.npz")
-    body = json.dumps(schedule_json(Schedule.from_bytes(data))).encode()
-    return _blob_response(request, body, link.digest + "-json", "application/json",
-                          f"{plan_id}-r{number}-{coll.value}.json")
+        return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-r{number}-{coll.value}.npz")
+    return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-{coll.value}.json",
+                         render=schedule_json_bytes, etag_suffix="-json")
 
 
 @router.post("/{plan_id}/activate", response_model=ActivationOut, dependencies=[Depends(WRITE)],
