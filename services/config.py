@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=2, ge=1, description="embedded worker: jobs run at once, each in "
                                     "its own process")
     sweep_s: float = Field(default=2.0, gt=0, description="outbox dispatch and lost-worker sweep period")
+    dispatch_resend_s: float = Field(default=60.0, gt=0, description="scaled: a job sent this long ago that no "
+                                     "worker started is sent again (its message was lost)")
     bfb_fanout_min_nodes: int = Field(default=256, description="BFB solves at least this large fan out as a group")
     bfb_fanout_blocks: int = 8
     compile_time_limit_s: int = Field(default=120, description="fit search budget of one XML compile")

@@ -4,7 +4,8 @@ A request only records its job (a plan or an evaluation) as a queued row and wak
 source of truth. Every `sweep_s` (and at once when woken) the thread
 1. redelivers or fails running jobs whose worker stopped sending heartbeats (services.store.jobs.lost);
 2. sends every queued job no worker has yet: to Celery over the broker (scaled), or to the embedded
-   worker's job processes (workers.embedded). A job whose send fails (the broker is down) stays in the
+   worker's job processes (workers.embedded). Scaled, a job sent `dispatch_resend_s` ago that no worker has
+   started (its message lost: Redis restarted without persistence) is sent again with a new attempt. A job whose send fails (the broker is down) stays in the
    outbox and is sent by a later sweep once the broker answers; the request that queued it got its 202.
 Several API processes may sweep the same database: each send is a new attempt, and a worker writes only for
 the job's current attempt, so a duplicate delivery stops at its first write.
@@ -82,14 +83,15 @@ class Dispatcher:
             else:
                 log.warning("%s %s failed: %s", kind, job_id, reason)
                 planner.fail_job(kind, job_id, reason, url=st.sqlalchemy_url)
+        resend = None if self.embedded else st.dispatch_resend_s   # in-process handoffs are not lost
         with session_scope(st.sqlalchemy_url) as s:
-            pending = jobs.undispatched(s)
-        return sum(self._send(kind, job_id) for kind, job_id in pending)
+            pending = jobs.undispatched(s, resend_after_s=resend)
+        return sum(self._send(kind, job_id, resend) for kind, job_id in pending)
 
-    def _send(self, kind: str, job_id: str) -> bool:
+    def _send(self, kind: str, job_id: str, resend_after_s: float | None = None) -> bool:
         url = self.settings.sqlalchemy_url
         with session_scope(url) as s:
-            attempt = jobs.begin_dispatch(s, kind, job_id)
+            attempt = jobs.begin_dispatch(s, kind, job_id, resend_after_s)
         if attempt is None:
             return False
         try:

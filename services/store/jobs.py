@@ -8,7 +8,9 @@ a worker writes only while the row is not finished and still carries its attempt
 that also holds the row until the transaction ends), so a redelivered or superseded task never writes to a
 finished or failed job. A running task refreshes `heartbeat_at` (`beat`); a running job whose heartbeat is
 older than the lost-worker limit is redelivered with the next attempt, or failed once the attempts are used
-(`lost`).
+(`lost`). A job sent but still `queued` after the resend delay was lost on its way (a broker restarted
+without its messages): `undispatched` lists it again and it is sent with a new attempt number, so the first
+message, should it still arrive, stops at its first write.
 """
 from __future__ import annotations
 
@@ -26,21 +28,39 @@ KINDS = {"plan": Plan, "evaluation": Evaluation, "revision": PlanRevision, "comp
 TERMINAL = ("done", "failed")
 
 
-def undispatched(s: Session, limit: int = 100) -> list[tuple[str, str]]:
-    """(kind, id) of queued jobs not yet handed to a worker, oldest first."""
+def _waiting(model, resend_after_s: float | None):
+    """Queued and not sent, or (with `resend_after_s`) sent that long ago and never started."""
+    unsent = model.dispatched_at.is_(None)
+    if resend_after_s is None:
+        return (model.status == "queued") & unsent
+    cutoff = datetime.now(timezone.utc) - timedelta(seconds=resend_after_s)
+    return (model.status == "queued") & (unsent | (model.dispatched_at < cutoff))
+
+
+def undispatched(s: Session, limit: int = 100, resend_after_s: float | None = None) -> list[tuple[str, str]]:
+    """(kind, id) of queued jobs not yet handed to a worker (and, with `resend_after_s`, of jobs handed
+    over and never started: after resend_after_s, then twice that after the next send, and so on up to 64
+    times, so a long queue in front of busy workers is not flooded with copies), oldest first."""
     out = []
+    now = datetime.now(timezone.utc)
     for kind, model in KINDS.items():
-        q = (select(model.id).where(model.status == "queued", model.dispatched_at.is_(None))
+        q = (select(model.id, model.dispatched_at, model.attempts).where(_waiting(model, resend_after_s))
              .order_by(model.created_at).limit(limit))
-        out += [(kind, i) for i in s.scalars(q)]
+        for job_id, sent, attempts in s.execute(q):
+            if sent is not None:
+                sent = sent if sent.tzinfo else sent.replace(tzinfo=timezone.utc)     # SQLite keeps no zone
+                if (now - sent).total_seconds() < resend_after_s * 2 ** min(max(attempts - 1, 0), 6):
+                    continue
+            out.append((kind, job_id))
     return out
 
 
-def begin_dispatch(s: Session, kind: str, job_id: str) -> int | None:
-    """The attempt number of a new delivery (None if the job is no longer waiting to be sent)."""
+def begin_dispatch(s: Session, kind: str, job_id: str, resend_after_s: float | None = None) -> int | None:
+    """The attempt number of a new delivery (None if the job is no longer waiting to be sent). A resend
+    clears the earlier send, so the delivery is recorded by `mark_dispatched` like a first one."""
     model = KINDS[kind]
-    res = s.execute(update(model).where(model.id == job_id, model.status == "queued", model.dispatched_at.is_(None))
-                    .values(attempts=model.attempts + 1))
+    res = s.execute(update(model).where(model.id == job_id, _waiting(model, resend_after_s))
+                    .values(attempts=model.attempts + 1, dispatched_at=None))
     return s.scalar(select(model.attempts).where(model.id == job_id)) if res.rowcount else None
 
 
