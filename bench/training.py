@@ -32,7 +32,7 @@ def main() -> None:
     from services.synthesis.evaluate.model_catalog import catalog_model
     from services.synthesis.evaluate.training import evaluate_training
     from services.synthesis.schedule.cost import LinkModel
-    from services.synthesis.search.bases import CACHE, default_cache_dir
+    from services.synthesis.search.pricing import CACHE, default_cache_dir
 
     if CACHE.path is None:
         CACHE.attach(default_cache_dir())
