@@ -254,6 +254,44 @@ def test_database_down_is_503_with_retry_after(settings):
         assert r.status_code == 503 and int(r.headers["retry-after"]) > 0
         assert c.get("/v1/plans/" + "0" * 32).status_code == 503
         assert c.get("/healthz").status_code == 200
+        ready = c.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["status"] == "not ready"
+        # every answer of the outage is one the document declares for its operation
+        from services.api.openapi_export import document
+
+        paths = document()["paths"]
+        for path, template in (("/v1/stats", "/v1/stats"), ("/v1/plans", "/v1/plans"), ("/readyz", "/readyz"),
+                               ("/v1/fabrics", "/v1/fabrics"), ("/v1/panels", "/v1/panels")):
+            code = c.get(path).status_code
+            assert str(code) in paths[template]["get"]["responses"], (path, code)
+
+
+def test_only_bodies_that_are_read_are_refused_for_size():
+    """The guard reads (and refuses) bodies of POST, PUT and PATCH only: a GET announcing a huge body is
+    answered as if it had none, a POST announcing one gets 413 before anything is read."""
+    import asyncio
+
+    from services.api.guard import MAX_BODY_BYTES, InputGuard
+
+    def run(method: str) -> int:
+        seen = []
+
+        async def app(scope, receive, send):
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            if message["type"] == "http.response.start":
+                seen.append(message["status"])
+        scope = {"type": "http", "method": method, "path": "/v1/plans", "query_string": b"",
+                 "headers": [(b"content-length", str(MAX_BODY_BYTES + 1).encode())]}
+        asyncio.run(InputGuard(app)(scope, receive, send))
+        return seen[0]
+    assert run("GET") == 200 and run("DELETE") == 200
+    assert run("POST") == 413 and run("PUT") == 413
 
 
 # ----- long polls wait on notifications, not on the database ----------------------------------------------

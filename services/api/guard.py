@@ -1,6 +1,7 @@
 """Checks every request before routing (a plain ASGI middleware):
 
-- a body larger than MAX_BODY_BYTES: 413 (read no further);
+- a body larger than MAX_BODY_BYTES: 413 (read no further);  these two and the NUL scan of the body apply
+  to POST, PUT and PATCH, the methods whose bodies the API reads;
 - a body that is not JSON (a Content-Type other than application/json or +json): 415, "send JSON";
 - a NUL character anywhere - the path, the query string, a header, a JSON string or key: 422. PostgreSQL
   text cannot hold NUL, so it is refused here, the same on every backend, before any field reaches a query.
@@ -16,6 +17,7 @@ import re
 from .errors import error_response
 
 MAX_BODY_BYTES = 8 << 20
+BODY_METHODS = ("POST", "PUT", "PATCH")          # the only requests whose body is read (and refused)
 _NUL_ESCAPE = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
 
 
@@ -48,7 +50,7 @@ class InputGuard:
         refusal = self._refuse_head(scope)
         if refusal is not None:
             return await refusal(scope, receive, send)
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["method"] not in BODY_METHODS:
             return await self.app(scope, receive, send)
         chunks, size = [], 0
         while True:
@@ -87,7 +89,8 @@ class InputGuard:
             if b"\x00" in value:
                 return error_response(422, ["header", name.decode("latin-1")], "the header contains a NUL "
                                       "character", "nul_character")
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body \
+                    and scope["method"] in BODY_METHODS:       # other methods' bodies are never read
                 return error_response(413, ["body"], f"the body exceeds {self.max_body} bytes", "too_large")
         return None
 

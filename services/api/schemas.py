@@ -525,6 +525,16 @@ class PanelOut(BaseModel):
                                               "cross-connects")
 
 
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+    api_keys_required: bool = Field(description="clients (the dashboard) ask for a key before they call")
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready", "not ready"]
+    checks: dict[str, str] = Field(description="database and broker: ok, embedded, or error: <exception>")
+
+
 class StatsOut(BaseModel):
     plans: dict[str, int] = Field(description="plans by status (also the fabricplan_plans gauge)")
     queue_depth: int = Field(description="plans accepted and not yet started by a worker (status queued)")

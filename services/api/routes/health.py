@@ -7,19 +7,20 @@ from sqlalchemy.exc import SQLAlchemyError
 from services.store import repo
 from services.store.db import ping, session_scope
 
+from ..schemas import HealthOut, ReadyOut
 from .stats import set_plan_gauge
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=HealthOut)
 async def healthz(request: Request):
     """Liveness, answered on the event loop by nothing else; `api_keys_required` tells clients (the
     dashboard) to ask for a key before they call."""
     return {"status": "ok", "api_keys_required": request.app.state.settings.api_keys_required}
 
 
-@router.get("/readyz", responses={503: {"description": "a dependency is down"}})
+@router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut, "description": "a dependency is down"}})
 def readyz(request: Request, response: Response):
     """Ready when the database (and, in the scaled deployment, the broker) answer."""
     st = request.app.state.settings

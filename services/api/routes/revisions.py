@@ -163,7 +163,8 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
 @router.post("/{plan_id}/activate", response_model=ActivationOut, dependencies=[Depends(WRITE)],
              responses={**NOT_FOUND, 409: {"model": ErrorOut, "description": "not done, not provisioned on a "
                                                                              "look-ahead plane, hosts still busy, or "
-                                                                             "panels not ready"}})
+                                                                             "panels not ready"},
+                        413: BODY[413], 415: BODY[415]})
 def activate(plan_id: str, request: Request, s: Session = Depends(get_session)):
     """Flip the 1x2 switches of a look-ahead plan's hosts (TopoOpt App. C): the plane it was provisioned on
     becomes their active plane. 409 while another plan still holds one of its hosts (release it first) or

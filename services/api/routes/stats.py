@@ -10,7 +10,7 @@ from services.store.models import FabricRow, PanelConfig, PanelRow, PanelState
 
 from ..auth import READ
 from ..deps import get_session
-from ..responses import AUTH
+from ..responses import AUTH, DATABASE
 from ..schemas import StatsOut
 
 router = APIRouter(tags=["health"])
@@ -23,7 +23,7 @@ def set_plan_gauge(request: Request, counts: dict[str, int]) -> None:
         gauge.labels(status).set(n)
 
 
-@router.get("/v1/stats", response_model=StatsOut, dependencies=[Depends(READ)], responses=AUTH)
+@router.get("/v1/stats", response_model=StatsOut, dependencies=[Depends(READ)], responses={**AUTH, **DATABASE})
 def stats(request: Request, s: Session = Depends(get_session)):
     """Plans by status, the queue depth (plans no worker has started), fabrics, panels, and the panels whose
     agent has not applied their latest config version. Counted by the database (one query each)."""
