@@ -175,3 +175,60 @@ def test_plan_request_validates_hosts(client):
     body = {**MINIMAL, "job_id": unique_job(), "fabric_id": "nope"}
     p = wait_done(client, client.post("/v1/plans", json=body).json()["id"])
     assert p["status"] == "failed" and "not registered" in p["reason"]
+
+
+def _lost_change(settings, panel: str, reason: str) -> None:
+    """A change of the panel's latest config committed without a notification (as if another process's
+    notification were lost)."""
+    from sqlalchemy import select
+
+    from services.store.models import PanelConfig
+
+    with session_scope(settings.sqlalchemy_url) as s:
+        cfg = s.scalars(select(PanelConfig).where(PanelConfig.panel_id == panel)
+                        .order_by(PanelConfig.version.desc())).first()
+        cfg.reason = reason
+        s.commit()
+
+
+def _expire(client, panel: str) -> None:
+    body, version, _ = client.app.state.panel_cache.items[panel]
+    client.app.state.panel_cache.items[panel] = (body, version, 0.0)
+
+
+def test_an_expired_config_view_is_served_while_one_read_replaces_it(client, settings):
+    """Stale-while-revalidate: past CONFIG_TTL_S the cached view still answers at once (its pollers never all
+    wait on the database), and the one background read brings in a change whose notification was lost."""
+    client.post("/v1/fabrics", json=PLANES)
+    first = client.get("/v1/panels/f1-plane0/config").json()
+    _lost_change(settings, "f1-plane0", "changed elsewhere")
+    assert client.get("/v1/panels/f1-plane0/config").json() == first          # fresh entry: no read
+    _expire(client, "f1-plane0")
+    assert client.get("/v1/panels/f1-plane0/config").json() == first          # stale entry, read started
+    deadline = time.monotonic() + 10
+    while client.get("/v1/panels/f1-plane0/config").json()["reason"] != "changed elsewhere":
+        assert time.monotonic() < deadline, "the background read never replaced the expired view"
+        time.sleep(0.02)
+    assert not client.app.state.panel_cache.refreshing
+
+
+def test_a_failed_background_read_drops_the_view(client, monkeypatch):
+    """A background read that fails (the database away) drops the expired view: the next request reads
+    itself and answers what the database says, never a view older than the failure."""
+    from services.api.routes import panels
+
+    client.post("/v1/fabrics", json=PLANES)
+    assert client.get("/v1/panels/f1-plane0/config").status_code == 200
+    _expire(client, "f1-plane0")
+
+    def away(url, panel_id):
+        raise RuntimeError("database away")
+    monkeypatch.setattr(panels, "_config", away)
+    assert client.get("/v1/panels/f1-plane0/config").status_code == 200        # the stale view, once
+    deadline = time.monotonic() + 10
+    while "f1-plane0" in client.app.state.panel_cache.items:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    monkeypatch.undo()
+    assert client.get("/v1/panels/f1-plane0/config").status_code == 200
+    assert "f1-plane0" in client.app.state.panel_cache.items

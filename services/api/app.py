@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(InputGuard)
     app.add_middleware(TimingMiddleware, metrics=app.state.metrics)
     errors.install(app)
-    for module in (plans, revisions, frontiers, topologies, artifacts, fabrics, panels, stats, health):
+    for module in (panels, plans, revisions, frontiers, topologies, artifacts, fabrics, stats, health):
         app.include_router(module.router)
     dashboard.mount(app)                               # `/`, /docs and /redoc from local files only
     return app

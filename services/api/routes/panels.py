@@ -40,19 +40,24 @@ from .plans import utc
 
 router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
 LONG_POLL_MAX_S = 60.0
-CONFIG_TTL_S = 5.0          # a cached view is re-read at least this often (a change another process missed)
+CONFIG_TTL_S = 5.0          # a cached view is re-read after this long (a change another process missed)
 PanelId = Annotated[str, Path(max_length=100)]
 
 
 class PanelConfigCache:
     """Serialised config views by panel. A published change of the panel drops its entry; a view read
-    while a change was being published is not stored (the generation moved)."""
+    while a change was being published is not stored (the generation moved).
+
+    An entry older than CONFIG_TTL_S (a change another process committed whose notification was lost) is
+    still served while one background read replaces it (stale-while-revalidate, RFC 5861's rule): a panel's
+    pollers never all wait on the database at once. Only a panel with no entry waits, for one read."""
 
     def __init__(self):
         self.items: dict[str, tuple[bytes, int, float]] = {}
         self.generation: dict[str, int] = {}
         self.lock = threading.Lock()
         self.loading: dict[str, asyncio.Lock] = {}         # one database read per panel at a time
+        self.refreshing: dict[str, asyncio.Task] = {}      # background re-reads of expired entries
 
     def load_lock(self, panel_id: str) -> asyncio.Lock:
         lock = self.loading.get(panel_id)
@@ -62,11 +67,12 @@ class PanelConfigCache:
             lock = self.loading[panel_id] = asyncio.Lock()
         return lock
 
-    def get(self, panel_id: str) -> tuple[bytes, int] | None:
+    def get(self, panel_id: str) -> tuple[bytes, int, bool] | None:
+        """(body, version, fresh) or None when the panel has no entry."""
         hit = self.items.get(panel_id)
-        if hit is None or hit[2] < time.monotonic():
+        if hit is None:
             return None
-        return hit[0], hit[1]
+        return hit[0], hit[1], hit[2] >= time.monotonic()
 
     def stamp(self, panel_id: str) -> int:
         return self.generation.get(panel_id, 0)
@@ -77,6 +83,20 @@ class PanelConfigCache:
                 if len(self.items) > 100_000:
                     self.items.clear()
                 self.items[panel_id] = (body, version, time.monotonic() + CONFIG_TTL_S)
+
+    def refresh(self, panel_id: str, load) -> None:
+        """Start one background re-read of an expired entry (`load()`: a coroutine that reads and puts)."""
+        if panel_id in self.refreshing:
+            return
+        task = asyncio.get_running_loop().create_task(load())
+        self.refreshing[panel_id] = task
+        task.add_done_callback(lambda t: self._refreshed(panel_id, t))
+
+    def _refreshed(self, panel_id: str, task: asyncio.Task) -> None:
+        self.refreshing.pop(panel_id, None)
+        if not task.cancelled() and task.exception() is not None:    # a deleted panel or the database away:
+            with self.lock:                                           # the next request reads (and answers) it
+                self.items.pop(panel_id, None)
 
     def changed(self, channel: str, key: str) -> None:
         if channel not in ("panel", "*"):
@@ -110,18 +130,26 @@ async def _view(request: Request, panel_id: str) -> tuple[bytes, int]:
     cache: PanelConfigCache = request.app.state.panel_cache
     hit = cache.get(panel_id)
     if hit is not None:
-        return hit
+        if not hit[2]:
+            cache.refresh(panel_id, lambda: _load(request, panel_id))
+        return hit[0], hit[1]
     async with cache.load_lock(panel_id):         # concurrent misses wait for one read
         hit = cache.get(panel_id)
         if hit is not None:
-            return hit
-        stamp = cache.stamp(panel_id)
-        cfg = await run_in_threadpool(_config, request.app.state.settings.sqlalchemy_url, panel_id)
-        if cfg is None:
-            raise HTTPException(404, f"panel {panel_id} not found")
-        body = json.dumps(cfg).encode()
-        cache.put(panel_id, stamp, body, cfg["version"])
-        return body, cfg["version"]
+            return hit[0], hit[1]
+        return await _load(request, panel_id)
+
+
+async def _load(request: Request, panel_id: str) -> tuple[bytes, int]:
+    """Read the panel's config view from the database and cache it (404 when the panel does not exist)."""
+    cache: PanelConfigCache = request.app.state.panel_cache
+    stamp = cache.stamp(panel_id)
+    cfg = await run_in_threadpool(_config, request.app.state.settings.sqlalchemy_url, panel_id)
+    if cfg is None:
+        raise HTTPException(404, f"panel {panel_id} not found")
+    body = json.dumps(cfg).encode()
+    cache.put(panel_id, stamp, body, cfg["version"])
+    return body, cfg["version"]
 
 
 @router.get("/v1/panels/{panel_id}/config", responses={**AUTH, 304: {"description": "unchanged"},
