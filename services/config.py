@@ -40,7 +40,8 @@ class Settings(BaseSettings):
     compile_simulate_max_steps: int = Field(
         default=25_000, ge=0, description="a compile job simulates candidate files up to this many XML steps (the "
         "CPU simulator is pure Python: about 6 s per 100,000 steps); larger files are held to the runtime's limits "
-        "and tokenizer, and use combined thread blocks only where the buffering bound proves them")
+        "and tokenizer, use combined thread blocks only where the buffering bound allows them, and are proved "
+        "deadlock-free by the cycle test of their waits (services.compiler.deadlock)")
     api_keys_required: bool = False
     cors_origins: list[str] = []
 

@@ -249,8 +249,9 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     consolidate, combined, fuse   pin the fit search's program options (None: the search chooses).
     max_steps     steps per thread block for a runtime built with another MSCCL_MAX_NUM_STEPS.
     link, sizes   a LinkModel and message sizes for predicted_time_us / schedule_time_us.
-    simulate      simulate candidate programs (up to `simulate_max_steps` XML steps; larger ones are held to
-                  the profile's limits, and combined thread blocks only where the buffering bound proves them).
+    simulate      simulate candidate programs (up to `simulate_max_steps` XML steps); programs not simulated
+                  are held to the profile's limits and proved deadlock-free (services.compiler.deadlock), with
+                  combined thread blocks only where the buffering bound allows them.
     deadline_s    give up the fit search after this long (CompileError naming what was tried).
     progress      progress(message) is called after every candidate the fit search tries.
     check         run check_xml on the result and raise CompileError if it fails.

@@ -1,0 +1,133 @@
+"""The cycle test of a program's waits (services.compiler.deadlock) decides exactly what the CPU simulator finds:
+on a spread of compiled programs (combined and separate thread blocks, consolidated or not, one and two
+channels) and connection buffering 0 (rendezvous), 1 and 2 messages, both say deadlock on the same programs, and
+both outcomes occur. A connection with unmatched sends or receives, and a wait for a step that is never
+published, are reported; the fit search holds programs too large to simulate to the proof."""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from services.compiler import compile_schedule
+from services.compiler.deadlock import deadlock
+from services.compiler.errors import CompileError, Finding
+from services.compiler.msccl import RECEIVES, MscclOptions, build_program, to_xml
+from services.compiler.msccl_check import check_msccl
+from services.compiler.runtimes import profile_for
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.search.construct import construct_collectives
+
+PROFILE = profile_for("executor")
+SPREAD = ["torus(4, 4)", "circulant(7, 2, 3)", "hypercube(3)", "genkautz(3, 12)", "ring(5, 2)"]
+
+
+@lru_cache(maxsize=None)
+def built(expr: str):
+    return construct_collectives(expr)
+
+
+def program(expr: str, coll: Collective, opt: MscclOptions):
+    return build_program(built(expr)[coll].schedule, PROFILE, opt)
+
+
+def xml_of(prog, coll: Collective, mode: str) -> str:
+    return to_xml(prog, name="t", coll=PROFILE.coll_name(coll.value), proto="Simple", profile=PROFILE,
+                  inplace=mode == "both", outofplace=True, min_bytes=0, max_bytes=0).decode()
+
+
+@pytest.mark.parametrize("expr", SPREAD)
+def test_the_proof_and_the_simulator_agree(expr):
+    seen = set()
+    for coll in built(expr):
+        for combined, cons, ch in itertools.product((True, False), (False, True), (1, 2)):
+            opt = MscclOptions(channels=ch, mode="out", consolidate=cons, combined=combined, fuse=combined)
+            try:
+                prog = program(expr, coll, opt)
+            except CompileError:
+                continue
+            text = xml_of(prog, coll, "out")
+            for fifo in (0, 1, 2):
+                rep = check_msccl(text, runtime=PROFILE, fifo=fifo)
+                simulated = None if rep.ok else rep.error.kind
+                assert simulated in (None, "deadlock"), rep.error       # the programs are otherwise correct
+                proved = deadlock(prog, fifo)
+                assert (proved is None) == (simulated is None), (coll, opt.label(), fifo, rep.error, proved)
+                if proved is not None:
+                    assert proved.kind == "deadlock" and proved.gpu is not None and proved.step is not None
+                seen.add(simulated)
+    assert seen == {None, "deadlock"}          # both outcomes are exercised on every topology of the spread
+
+
+def test_separate_thread_blocks_are_proved_at_rendezvous():
+    """What test_compiler shows by simulation holds for the proof too (every fifo, no buffering at all)."""
+    for coll in built("torus(4, 4)"):
+        prog = program("torus(4, 4)", coll, MscclOptions(mode="both", combined=False, fuse=False))
+        assert all(deadlock(prog, f) is None for f in (0, 1, 2, 8))
+
+
+def _drop_receive(prog):
+    """The program with its first receive left out (its connection then has one send too many)."""
+    r = int(np.flatnonzero(RECEIVES[prog.ops["kind"]])[0])
+    keep = np.arange(prog.tb_of_op.size) != r
+    ops = {c: a[keep] for c, a in prog.ops.items()}
+    ptr = prog.nop_deps[0]
+    counts = np.diff(ptr)[keep]
+    gone = slice(int(ptr[r]), int(ptr[r + 1]))
+    nop_tb, nop_pos = (np.delete(a, np.arange(gone.start, gone.stop)) for a in prog.nop_deps[1:])
+    out = _with(prog, ops=ops, xml_pos=prog.xml_pos[keep], dep_first=prog.dep_first[keep],
+                hasdep=prog.hasdep[keep], nop_deps=(np.r_[0, np.cumsum(counts)], nop_tb, nop_pos))
+    out.tb_of_op = prog.tb_of_op[keep]
+    return out
+
+
+def test_unmatched_messages_are_a_mismatch():
+    prog = program("hypercube(3)", Collective.ALLGATHER, MscclOptions(combined=False, fuse=False))
+    found = deadlock(_drop_receive(prog), 2)
+    assert isinstance(found, Finding) and found.kind == "mismatch"
+    sends, receives = (int(x) for x in re.findall(r"(\d+) sends and (\d+) receives", found.message)[0])
+    assert sends == receives + 1
+
+
+def test_a_wait_for_an_unpublished_step_never_ends():
+    prog = program("torus(4, 4)", Collective.ALLREDUCE, MscclOptions(combined=False, fuse=False))
+    r = int(np.flatnonzero(prog.dep_first[:, 0] >= 0)[0])
+    dep = prog.dep_first.copy()
+    dep[r, 1] = 10_000                          # past the producer's last step
+    found = deadlock(_with(prog, dep_first=dep), 2)
+    assert found is not None and found.kind == "deadlock" and "never publishes" in found.message
+
+
+def _with(prog, **changes):
+    out = replace(prog, **changes)
+    out.tb_of_op = prog.tb_of_op
+    return out
+
+
+def test_negative_buffering_is_refused():
+    prog = program("ring(5, 2)", Collective.ALLGATHER, MscclOptions())
+    with pytest.raises(ValueError):
+        deadlock(prog, -1)
+
+
+def test_the_fit_search_holds_unsimulated_programs_to_the_proof(monkeypatch):
+    """With simulation off every candidate goes to the proof; one it refuses is abandoned (limit
+    "simulation") and the next candidate is tried."""
+    import services.compiler.fit as fit
+
+    r = built("torus(4, 4)")[Collective.ALLREDUCE]
+    calls = []
+
+    def refuse_first(prog, fifo):
+        calls.append(fifo)
+        return Finding("deadlock", "deadlock: made up by the test") if len(calls) == 1 else None
+
+    monkeypatch.setattr(fit, "deadlock", refuse_first)
+    art = compile_schedule(r.schedule, r.topology, simulate=False, combined=False)
+    assert calls == [PROFILE.fifo_messages("Simple")] * 2
+    assert art.attempts[0]["limit"] == "simulation" and "made up by the test" in art.attempts[0]["reason"]
+    assert art.attempts[1]["ok"]
