@@ -45,7 +45,7 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = create_app(settings)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    access_log=False))
+                                                    access_log=False, loop="asyncio"))   # as `fabricplan serve`
         self.thread = threading.Thread(target=self.server.run, name="dashboard-test-server", daemon=True)
 
     def __enter__(self):
