@@ -1,7 +1,7 @@
 """The cycle test of a program's waits (services.compiler.deadlock) decides exactly what the CPU simulator finds:
 on a spread of compiled programs (combined and separate thread blocks, consolidated or not, one and two
 channels) and connection buffering 0 (rendezvous), 1 and 2 messages, both say deadlock on the same programs, and
-both outcomes occur. A connection with unmatched sends or receives, and a wait for a step that is never
+both outcomes occur; the same on random circulants (hypothesis). A connection with unmatched sends or receives, and a wait for a step that is never
 published, are reported; the fit search holds programs too large to simulate to the proof."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from services.compiler import compile_schedule
 from services.compiler.deadlock import deadlock
@@ -19,7 +20,7 @@ from services.compiler.errors import CompileError, Finding
 from services.compiler.msccl import RECEIVES, MscclOptions, build_program, to_xml
 from services.compiler.msccl_check import check_msccl
 from services.compiler.runtimes import profile_for
-from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.construct import construct_collectives
 
 PROFILE = profile_for("executor")
@@ -131,3 +132,29 @@ def test_the_fit_search_holds_unsimulated_programs_to_the_proof(monkeypatch):
     assert calls == [PROFILE.fifo_messages("Simple")] * 2
     assert art.attempts[0]["limit"] == "simulation" and "made up by the test" in art.attempts[0]["reason"]
     assert art.attempts[1]["ok"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(5, 11), jumps=st.sets(st.integers(1, 4), min_size=1, max_size=2),
+       directed=st.booleans(), coll=st.sampled_from(sorted(ALLGATHER_FAMILY, key=lambda c: c.value)),
+       combined=st.booleans(), cons=st.booleans(), ch=st.sampled_from([1, 2, 3]),
+       mode=st.sampled_from(["out", "both"]), fifo=st.integers(0, 3))
+def test_the_proof_agrees_with_the_simulator_on_random_circulants(n, jumps, directed, coll, combined, cons, ch, mode,
+                                                                   fifo):
+    """Circulants the compiler's tests do not use (random size and offsets, directed or not), any options."""
+    offsets = sorted(j % n for j in jumps if j % n)
+    assume(offsets and (directed or all(2 * j != n for j in offsets)))
+    expr = f"{'dcirculant' if directed else 'circulant'}({n}, {', '.join(map(str, offsets))})"
+    try:
+        r = built(expr)[coll]
+    except ValueError:                 # not strongly connected: no schedule
+        assume(False)
+    try:
+        prog = build_program(r.schedule, PROFILE, MscclOptions(channels=ch, mode=mode, consolidate=cons,
+                                                                combined=combined, fuse=combined))
+    except CompileError:
+        assume(False)
+    rep = check_msccl(xml_of(prog, coll, mode), runtime=PROFILE, fifo=fifo)
+    assert rep.ok or rep.error.kind == "deadlock", rep.error
+    proved = deadlock(prog, fifo)
+    assert (proved is None) == rep.ok, (expr, coll, combined, cons, ch, mode, fifo, rep.error, proved)
