@@ -280,13 +280,13 @@ class _Builder:
         direct = np.flatnonzero(~staged_recv)
         if direct.size:
             self._direct(t, op, U[direct], W[direct], CH[direct], G[direct], SB[direct], SO[direct], DB[direct],
-                         DO[direct])
+                         DO[direct], presorted=not staged_send.any())
         staged = np.flatnonzero(staged_recv)
         if staged.size:
             self._staged_receive(t, op, U[staged], W[staged], CH[staged], G[staged], SB[staged], SO[staged],
                                  DB[staged], DO[staged])
 
-    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO) -> None:
+    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO, presorted: bool = False) -> None:
         """Messages straight into place: `r` into the home, or `rrc` (partial + message) into the accumulator.
         The links into a gpu that reduce in one step are ranked (by sender and channel): link k's reductions
         run after those of links < k, and a unit's first contribution reads the partial where it is, later ones
@@ -314,8 +314,9 @@ class _Builder:
                                    f"partial; the schedule is not valid")
             later = ~first_c
             PB[later], PO[later] = DB[later], DO[later]
-        o = lexorder((SO, SB, CH, W, U))
-        U, W, CH, G, rank, SB, SO, DB, DO, PB, PO = (a[o] for a in (U, W, CH, G, rank, SB, SO, DB, DO, PB, PO))
+        if not presorted:               # (a subset of rows in link order whose sources no gather moved is in it)
+            o = lexorder((SO, SB, CH, W, U))
+            U, W, CH, G, rank, SB, SO, DB, DO, PB, PO = (a[o] for a in (U, W, CH, G, rank, SB, SO, DB, DO, PB, PO))
         adv, eq = [SO, DO], [U, W, CH, SB, DB]
         if op is Op.REDUCE:
             adv.append(PO)
