@@ -370,7 +370,7 @@ def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
     reduce-scatter of line(circulant(16, 1, 4), 3), 8192 thread blocks and 70731 published steps, needed 5 GB);
     otherwise it fits without simulating, as for SIMULATE_MAX_STEPS, and the file still passes the checker."""
     from services.compiler import api as compiler_api
-    from services.compiler import fit
+    from services.compiler import fit, msccl_check
 
     assert fit.simulation_bytes(8192, 70731) > fit.SIMULATE_MAX_BYTES >= fit.simulation_bytes(4096, 16384)
     assert not fit.simulable(100, 8192, 70731) and fit.simulable(130816, 4096, 16384)
@@ -381,7 +381,7 @@ def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
     compile_schedule(s, topo)
     assert calls                                   # small: simulated during the fit
     calls.clear()
-    monkeypatch.setattr(fit, "SIMULATE_MAX_BYTES", 0)
+    monkeypatch.setattr(msccl_check, "SIMULATE_MAX_BYTES", 0)     # the simulator's memory bound lives there
     art = compile_schedule(s, topo)
     assert not calls
     monkeypatch.undo()

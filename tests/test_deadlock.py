@@ -2,7 +2,8 @@
 on a spread of compiled programs (combined and separate thread blocks, consolidated or not, one and two
 channels) and connection buffering 0 (rendezvous), 1 and 2 messages, both say deadlock on the same programs, and
 both outcomes occur; the same on random circulants (hypothesis). A connection with unmatched sends or receives, and a wait for a step that is never
-published, are reported; the fit search holds programs too large to simulate to the proof."""
+published, are reported; the fit search holds programs too large to simulate to the proof, and so does the checker
+of any file (the same verdicts from the parsed XML, nops included)."""
 from __future__ import annotations
 
 import itertools
@@ -58,7 +59,11 @@ def test_the_proof_and_the_simulator_agree(expr):
                 assert simulated in (None, "deadlock"), rep.error       # the programs are otherwise correct
                 proved = deadlock(prog, fifo)
                 assert (proved is None) == (simulated is None), (coll, opt.label(), fifo, rep.error, proved)
+                from_file = check_msccl(text, runtime=PROFILE, fifo=fifo, simulate_max_steps=0)   # the file, proved
+                assert from_file.ok == (simulated is None) and not from_file.simulated, from_file.error
+                assert any("not simulated" in w.message for w in from_file.warnings)
                 if proved is not None:
+                    assert from_file.error.kind == "deadlock"
                     assert proved.kind == "deadlock" and proved.gpu is not None and proved.step is not None
                 seen.add(simulated)
     assert seen == {None, "deadlock"}          # both outcomes are exercised on every topology of the spread
@@ -158,3 +163,19 @@ def test_the_proof_agrees_with_the_simulator_on_random_circulants(n, jumps, dire
     assert rep.ok or rep.error.kind == "deadlock", rep.error
     proved = deadlock(prog, fifo)
     assert (proved is None) == rep.ok, (expr, coll, combined, cons, ch, mode, fifo, rep.error, proved)
+
+
+def test_a_file_too_large_for_the_simulators_memory_is_proved_not_simulated():
+    """The simulator's vector clocks are quadratic in thread blocks: a 256-rank file with 64 tbs per rank would
+    need gigabytes (it ran out of memory under a 6 GB cap); the checker proves it in seconds instead."""
+    from services.compiler import check_xml
+    from services.compiler.msccl_check import SIMULATE_MAX_BYTES, simulation_bytes
+
+    r = built("torus(4, 4)")[Collective.ALLREDUCE]
+    art = compile_schedule(r.schedule, r.topology, channels=4)
+    rep = check_xml(art.xml)
+    assert rep.ok and rep.simulated                                   # small: simulated as before
+    assert simulation_bytes(256 * 64, 100_000) > SIMULATE_MAX_BYTES   # the 256-rank case is over the bound
+    rep = check_xml(art.xml, simulate_max_steps=art.xml_steps - 1)
+    assert rep.ok and rep.simulated == [] and rep.comm_steps is None
+    assert "deadlock freedom proved" in rep.warnings[-1].message

@@ -390,18 +390,20 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
 
 def check_xml(xml: str, fmt: str = "msccl", *, runtime: str | RuntimeProfile | None = None,
               dialect: str | None = None, simulate: bool = True, fifo: int | None = None, seed: int = 0,
-              max_steps: int | None = None) -> CheckReport:
+              max_steps: int | None = None, simulate_max_steps: int = SIMULATE_MAX_STEPS) -> CheckReport:
     """Validate any MSCCL or oneCCL XML and simulate it on CPU (see msccl_check / oneccl_check).
 
     runtime (or its old name dialect): the MSCCL runtime whose profile applies (default: the one our header
     comment names, else "legacy" when coll="reduce_scatter" or outofplace is absent, else "executor").
     fifo: messages in flight per connection in the simulation (default: what the runtime buffers for the
     file's protocol; 0 = rendezvous). max_steps: for a runtime built with another MSCCL_MAX_NUM_STEPS.
+    An MSCCL file too large to simulate (more than simulate_max_steps steps, or the simulator's memory) is proved
+    deadlock-free instead, with a warning.
     Returns a CheckReport; `ok` False with `errors[0]` naming the kind, gpu/rank, tb and step.
     """
     if fmt == "msccl":
         return check_msccl(xml, runtime=runtime or dialect, simulate=simulate, fifo=fifo, seed=seed,
-                           max_steps=max_steps)
+                           max_steps=max_steps, simulate_max_steps=simulate_max_steps)
     if fmt == "oneccl":
         from .oneccl_check import check_oneccl
         return check_oneccl(xml, simulate=simulate, seed=seed)

@@ -22,6 +22,8 @@ program moves is correct by construction (services.compiler.msccl) and checked b
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
@@ -30,7 +32,10 @@ from .arrays import lexorder
 from .errors import Finding
 from .msccl import RECEIVES, SENDS, TYPE_NAME, MscclProgram
 
-__all__ = ["deadlock"]
+__all__ = ["deadlock", "deadlock_of_file"]
+_NAMES = TYPE_NAME + ("nop",)            # the compiler's instruction kinds, and a file's nops
+_SENDS, _RECEIVES = np.r_[SENDS, False], np.r_[RECEIVES, False]
+_KIND = {name: i for i, name in enumerate(_NAMES)}
 
 
 def _waits_on_published(prog: MscclProgram, gstart: np.ndarray, owner: np.ndarray, ref_tb: np.ndarray,
@@ -62,7 +67,7 @@ def _connection_ranks(rows: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np
 
 def _where(prog: MscclProgram, row: int) -> tuple[int, int, int, str]:
     t = int(prog.tb_of_op[row])
-    return int(prog.tb_gpu[t]), int(prog.tb_id[t]), int(prog.xml_pos[row]), TYPE_NAME[int(prog.ops["kind"][row])]
+    return int(prog.tb_gpu[t]), int(prog.tb_id[t]), int(prog.xml_pos[row]), _NAMES[int(prog.ops["kind"][row])]
 
 
 def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
@@ -101,8 +106,8 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
     dst.append(waiter)
     # 3, 4. connections: the k-th send and the k-th receive of (sender, receiver, channel)
     chan = prog.tb_chan[tb].astype(np.int64)
-    snd = np.flatnonzero(SENDS[kind])
-    rcv = np.flatnonzero(RECEIVES[kind])
+    snd = np.flatnonzero(_SENDS[kind])
+    rcv = np.flatnonzero(_RECEIVES[kind])
     n = np.int64(prog.nodes)
     s_rows, s_key, s_rank = _connection_ranks(snd, (gpu[snd] * n + prog.tb_send[tb[snd]]) * 65536 + chan[snd])
     r_rows, r_key, r_rank = _connection_ranks(rcv, (prog.tb_recv[tb[rcv]] * n + gpu[rcv]) * 65536 + chan[rcv])
@@ -148,3 +153,25 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
     g, t, p, k = _where(prog, int(stuck[0]))
     return Finding("deadlock", f"deadlock: {stuck.size} steps wait for each other in a cycle, e.g. gpu {g} tb {t} "
                                f"step {p} ({k}) (the connections buffer {fifo} messages)", gpu=g, tb=t, step=p)
+
+
+def deadlock_of_file(algo, fifo: int) -> Finding | None:
+    """`deadlock` for a parsed and validated MSCCL file (services.compiler.msccl_check.Algo: tb ids dense from 0,
+    steps numbered from 0): every <step>, nops included, is a step of the graph (a nop waits for its dependency
+    and neither sends nor receives)."""
+    gpus = sorted(algo.gpus, key=lambda g: g.id)
+    tbs = [(g.id, tb) for g in gpus for tb in sorted(g.tbs, key=lambda t: t.id)]
+    counts = np.array([len(tb.steps) for _, tb in tbs], np.int64)
+    steps = [st for _, tb in tbs for st in tb.steps]
+    kind = np.fromiter((_KIND[st.type] for st in steps), np.int64, len(steps))
+    prog = SimpleNamespace(
+        nodes=algo.ngpus, ops={"kind": kind}, tb_of_op=np.repeat(np.arange(len(tbs)), counts),
+        tb_gpu=np.array([g for g, _ in tbs], np.int64), tb_id=np.array([tb.id for _, tb in tbs], np.int64),
+        tb_send=np.array([tb.send for _, tb in tbs], np.int64), tb_recv=np.array([tb.recv for _, tb in tbs], np.int64),
+        tb_chan=np.array([tb.chan for _, tb in tbs], np.int64),
+        xml_pos=np.fromiter((st.s for st in steps), np.int64, len(steps)),
+        hasdep=np.fromiter((st.hasdep for st in steps), np.int8, len(steps)),
+        dep_first=np.array([(st.depid, st.deps) if st.depid >= 0 else (-1, -1) for st in steps],
+                           np.int64).reshape(-1, 2),
+        nop_deps=(np.zeros(len(steps) + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    return deadlock(prog, fifo)

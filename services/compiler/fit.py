@@ -39,28 +39,11 @@ from .deadlock import deadlock
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
 from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
+from .msccl_check import SIMULATE_MAX_BYTES, SIMULATE_MAX_STEPS, simulable, simulation_bytes
 from .runtimes import RuntimeProfile
 
 __all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "simulable", "simulation_bytes",
            "SIMULATE_MAX_STEPS", "SIMULATE_MAX_BYTES"]
-
-SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
-SIMULATE_MAX_BYTES = 512 << 20       # ... and up to this much memory for the simulator's vector clocks
-
-
-def simulation_bytes(threadblocks: int, published: int) -> int:
-    """Memory of the simulator's vector clocks (msccl_check.Simulator): one int32 per thread block of the
-    file in a T x T matrix and in a copy kept for every published (hasdep) step; the simulator's peak is
-    about 1.4 times this (e.g. 1024 ranks x 8 tbs with 70k published steps: 2.5 GB, which no longer fits a
-    compile's 2 GiB; the program is then fitted without simulating it, as for SIMULATE_MAX_STEPS)."""
-    return 4 * threadblocks * (threadblocks + published)
-
-
-def simulable(xml_steps: int, threadblocks: int, published: int, max_steps: int = SIMULATE_MAX_STEPS) -> bool:
-    """Whether a program is small enough to simulate (at most `max_steps` XML steps, and the simulator's
-    memory)."""
-    return xml_steps <= max_steps and simulation_bytes(threadblocks, published) <= SIMULATE_MAX_BYTES
-
 
 @dataclass(frozen=True)
 class FitRequest:

@@ -40,13 +40,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .deadlock import deadlock_of_file
 from .errors import CheckReport, Finding
 from .msccl import XmlStep
 from .nccl_xml import scan
 from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
 
 __all__ = ["check_msccl", "parse_msccl", "validate", "Simulator", "natural_sizes", "expected_outputs",
-           "runtime_of"]
+           "runtime_of", "simulable", "simulation_bytes", "SIMULATE_MAX_STEPS", "SIMULATE_MAX_BYTES"]
+
+SIMULATE_MAX_STEPS = 200_000         # simulate fitted programs up to this many XML steps
+SIMULATE_MAX_BYTES = 512 << 20       # ... and up to this much memory for the simulator's vector clocks
+
+
+def simulation_bytes(threadblocks: int, published: int) -> int:
+    """Memory of the simulator's vector clocks (msccl_check.Simulator): one int32 per thread block of the
+    file in a T x T matrix and in a copy kept for every published (hasdep) step; the simulator's peak is
+    about 1.4 times this (e.g. 1024 ranks x 8 tbs with 70k published steps: 2.5 GB, which no longer fits a
+    compile's 2 GiB; the program is then fitted without simulating it, as for SIMULATE_MAX_STEPS)."""
+    return 4 * threadblocks * (threadblocks + published)
+
+
+def simulable(xml_steps: int, threadblocks: int, published: int, max_steps: int = SIMULATE_MAX_STEPS) -> bool:
+    """Whether a program is small enough to simulate (at most `max_steps` XML steps, and the simulator's
+    memory)."""
+    return xml_steps <= max_steps and simulation_bytes(threadblocks, published) <= SIMULATE_MAX_BYTES
+
 
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
 SEND = SEND_TYPES
@@ -835,8 +854,12 @@ class Simulator:
 
 
 def check_msccl(text: str, *, runtime: str | RuntimeProfile | None = None, dialect: str | None = None,
-                simulate: bool = True, fifo: int | None = None, seed: int = 0, **limit_overrides) -> CheckReport:
-    """Validate and simulate MSCCL XML text for a runtime; see the module docstring."""
+                simulate: bool = True, fifo: int | None = None, seed: int = 0,
+                simulate_max_steps: int = SIMULATE_MAX_STEPS, **limit_overrides) -> CheckReport:
+    """Validate and simulate MSCCL XML text for a runtime; see the module docstring. A file too large to
+    simulate (`simulable`: more than `simulate_max_steps` steps, or vector clocks above SIMULATE_MAX_BYTES) is
+    not simulated: its deadlock freedom is proved instead (services.compiler.deadlock, linear in its steps),
+    and a warning says so."""
     algo, profile, errors, warnings = parse_msccl(text, runtime or dialect, **limit_overrides)
     rep = CheckReport(False, "msccl", dialect=profile.name, errors=errors, warnings=warnings)
     if algo is None:
@@ -864,6 +887,18 @@ def check_msccl(text: str, *, runtime: str | RuntimeProfile | None = None, diale
             if not modes:
                 errors.append(Finding("structure", "the algorithm is neither in-place nor out-of-place"))
             depth = profile.fifo_messages(algo.proto) if fifo is None else fifo
+            threadblocks = sum(len(g.tbs) for g in algo.gpus)
+            published = sum(st.hasdep == 1 for g in algo.gpus for tb in g.tbs for st in tb.steps)
+            if modes and not simulable(rep.xml_steps, threadblocks, published, simulate_max_steps):
+                warnings.append(Finding("structure", f"not simulated: {rep.xml_steps} steps over {threadblocks} "
+                                                     f"thread blocks exceed what the simulator takes "
+                                                     f"({simulate_max_steps} steps, "
+                                                     f"{SIMULATE_MAX_BYTES >> 20} MiB of vector clocks); deadlock "
+                                                     f"freedom proved from the waits instead"))
+                stuck = deadlock_of_file(algo, depth)
+                if stuck is not None:
+                    errors.append(stuck)
+                modes = []
             for inplace in modes:
                 sim = Simulator(algo, inplace=inplace, fifo=depth, seed=seed)
                 err = sim.run()
