@@ -13,7 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
 from services.compiler.errors import CompileError
-from services.compiler.fit import simulable
+from services.compiler.msccl_check import simulable
 from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
@@ -86,13 +86,13 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
                                deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
         if art.fmt == "msccl" and art.check_report is None and not simulable(
                 art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
-            # too large to re-parse and simulate here (steps or the simulator's memory, services.compiler.fit
-            # simulable): the compiler enforced the profile's limits on the program
-            # it printed; the text still goes through the runtimes' tokenizer
+            # too large to re-parse and simulate here (steps or the simulator's memory, msccl_check.simulable):
+            # the fit search enforced the profile's limits on the program it printed and proved it deadlock-free
+            # (services.compiler.deadlock); the text still goes through the runtimes' tokenizer
             problems = lexical_findings(art.xml_data)
             if problems:
                 raise RuntimeError(f"the compiled file fails the runtimes' tokenizer: {problems[0]}")
-            checked = {"checked": "limits and tokenizer (too large to simulate)", "simulated": []}
+            checked = {"checked": "limits, tokenizer and deadlock proof (too large to simulate)", "simulated": []}
         elif art.fmt == "oneccl" and art.max_tb_steps * art.nodes > ONECCL_SIMULATE_MAX:
             checked = {"checked": "compiler only (too large to check here)", "simulated": []}
         else:

@@ -370,10 +370,11 @@ def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
     reduce-scatter of line(circulant(16, 1, 4), 3), 8192 thread blocks and 70731 published steps, needed 5 GB);
     otherwise it fits without simulating, as for SIMULATE_MAX_STEPS, and the file still passes the checker."""
     from services.compiler import api as compiler_api
-    from services.compiler import fit, msccl_check
+    from services.compiler import msccl_check
 
-    assert fit.simulation_bytes(8192, 70731) > fit.SIMULATE_MAX_BYTES >= fit.simulation_bytes(4096, 16384)
-    assert not fit.simulable(100, 8192, 70731) and fit.simulable(130816, 4096, 16384)
+    assert (msccl_check.simulation_bytes(8192, 70731) > msccl_check.SIMULATE_MAX_BYTES
+            >= msccl_check.simulation_bytes(4096, 16384))
+    assert not msccl_check.simulable(100, 8192, 70731) and msccl_check.simulable(130816, 4096, 16384)
     s, topo = sched("torus(4, 4)", Collective.ALLREDUCE)
     calls = []
     real = compiler_api.check_msccl

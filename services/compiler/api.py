@@ -18,10 +18,10 @@ from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
 from .errors import CheckReport, CompileError
-from .fit import SIMULATE_MAX_STEPS, FitRequest, fit_msccl
+from .fit import FitRequest, fit_msccl
 from .lowering import DEFAULT_MAX_CHUNKS, lower
 from .msccl import to_xml
-from .msccl_check import check_msccl
+from .msccl_check import SIMULATE_MAX_STEPS, check_msccl
 from .runtimes import PROFILES, RuntimeProfile, profile_for
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "compile_schedule", "check_xml",

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .arrays import lexorder
+from .arrays import lexorder, unique_counts
 from .errors import Finding
 from .msccl import RECEIVES, SENDS, TYPE_NAME, MscclProgram
 
@@ -112,17 +112,11 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
     s_rows, s_key, s_rank = _connection_ranks(snd, (gpu[snd] * n + prog.tb_send[tb[snd]]) * 65536 + chan[snd])
     r_rows, r_key, r_rank = _connection_ranks(rcv, (prog.tb_recv[tb[rcv]] * n + gpu[rcv]) * 65536 + chan[rcv])
     if s_rows.size != r_rows.size or not np.array_equal(s_key, r_key):
-        conns, c_s = np.unique(s_key, return_counts=True)
-        conns_r, c_r = np.unique(r_key, return_counts=True)
-        counts = dict(zip(conns.tolist(), c_s.tolist()))
-        for c, m in zip(conns_r.tolist(), c_r.tolist()):
-            counts[c] = counts.get(c, 0) - m
-        bad = next(c for c, m in counts.items() if m != 0)
-        ch, rest = bad % 65536, bad // 65536
-        u, w = divmod(rest, int(n))
-        return Finding("mismatch", f"connection gpu {u} -> gpu {w} channel {ch} carries "
-                                   f"{int(np.count_nonzero(s_key == bad))} sends and "
-                                   f"{int(np.count_nonzero(r_key == bad))} receives", gpu=u)
+        sends, receives = (dict(zip(*(a.tolist() for a in unique_counts(k)))) for k in (s_key, r_key))
+        bad = next(c for c in sorted(sends.keys() | receives.keys()) if sends.get(c, 0) != receives.get(c, 0))
+        u, w = divmod(bad // 65536, int(n))
+        return Finding("mismatch", f"connection gpu {u} -> gpu {w} channel {bad % 65536} carries "
+                                   f"{sends.get(bad, 0)} sends and {receives.get(bad, 0)} receives", gpu=u)
     src.append(s_rows)                                  # the k-th receive waits for the k-th send
     dst.append(r_rows)
     if fifo > 0:

@@ -39,11 +39,10 @@ from .deadlock import deadlock
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
 from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
-from .msccl_check import SIMULATE_MAX_BYTES, SIMULATE_MAX_STEPS, simulable, simulation_bytes
+from .msccl_check import SIMULATE_MAX_STEPS, simulable
 from .runtimes import RuntimeProfile
 
-__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits", "simulable", "simulation_bytes",
-           "SIMULATE_MAX_STEPS", "SIMULATE_MAX_BYTES"]
+__all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits"]
 
 @dataclass(frozen=True)
 class FitRequest:
