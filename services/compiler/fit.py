@@ -35,6 +35,7 @@ from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
+from .channels import shard_classes
 from .deadlock import deadlock
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
@@ -230,6 +231,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
             continue
         next_lowering = False
+        classes = shard_classes(low.schedule) if chans != [1] else None
         for cons in consolidations:
             dead: set[bool] = set()            # layouts more channels cannot help (their tbs only grow)
             min_c = 1
@@ -246,7 +248,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                         continue
                     opt = replace(base, combined=comb, fuse=req.fuse and comb)
                     if msgs is None:
-                        msgs = build_messages(low.schedule, profile, opt)
+                        msgs = build_messages(low.schedule, profile, opt, classes)
                     result = _try(low, p0, opt, msgs, schedule, profile, req, simulate_fn, attempts)
                     if isinstance(result, Fitted):
                         return result

@@ -5,7 +5,8 @@ Layout (services.compiler.layout). A shard is cut into P = P0 x instances units;
 
 1. Messages. Comm step by comm step, every transfer of the schedule becomes its units; a channel per unit
    (lane x instances x channels: parallel arcs get their own channels, instance j its own, and `channels`
-   spreads a link's shards over that many channels by shard id, so a forwarded piece keeps its channel);
+   spreads a link's shards over that many channels by the shard's class, services.compiler.channels, so a
+   forwarded piece keeps its channel);
    units a receiver already holds are dropped (a copy step's redundant delivery); runs contiguous at the
    sender, the receiver and (reductions) the receiver's partial become one message of at most
    MSCCL_MAX_COUNT - 1 chunks: a send `s` at the sender and a receive at the receiver (`r` into the home for
@@ -42,6 +43,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
 from .arrays import isin_sorted, lexorder, ranges, unique, unique_counts, unique_inverse
+from .channels import shard_classes
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
 
@@ -170,8 +172,11 @@ class _Table:
 
 
 class _Builder:
-    def __init__(self, schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions):
+    def __init__(self, schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
+                 classes: np.ndarray | None = None):
         self.s, self.profile, self.opt = schedule, profile, opt
+        self.classes = (np.arange(schedule.nodes, dtype=np.int64) if opt.channels == 1
+                        else shard_classes(schedule) if classes is None else classes)
         self.n, self.P0, self.k, self.c = schedule.nodes, schedule.grid, opt.instances, opt.channels
         self.P = self.P0 * self.k
         self.coll = schedule.collective
@@ -221,7 +226,7 @@ class _Builder:
             g = vv * P + alltoall_position(x, j, self.n, P0, k)
         else:
             g = vv * P + j * P0 + x
-        chan = lane[rep] * (k * c) + j * c + vv % c
+        chan = lane[rep] * (k * c) + j * c + self.classes[vv] % c
         return u[rep], w[rep], chan, g
 
     def build_messages(self) -> None:
@@ -862,9 +867,11 @@ class Messages:
                 "messages_per_connection_step": c["messages_per_connection_step"]}
 
 
-def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions) -> Messages:
-    """Pass 1 (see the module docstring)."""
-    b = _Builder(schedule, profile, opt)
+def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
+                   classes: np.ndarray | None = None) -> Messages:
+    """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.channels;
+    computed here when not given)."""
+    b = _Builder(schedule, profile, opt, classes)
     b.build_messages()
     ops = b.table.concat()
     b.table.parts.clear()                   # the layout keeps the builder alive through its allocator
