@@ -35,7 +35,7 @@ from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
-from .channels import shard_classes
+from .channels import connection_message_bound, shard_classes
 from .deadlock import deadlock
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
@@ -243,13 +243,21 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 base = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons)
                 msgs = None
                 wanted: list[int] = []         # per layout: the fewest channels that may fit its steps per tb
+                # without consolidation the schedule bounds a connection's messages before any table is built
+                bound = 0 if cons else connection_message_bound(
+                    low.schedule, classes if classes is not None else np.arange(schedule.nodes), c)
                 for comb in layouts:
                     if comb in dead:
                         continue
                     opt = replace(base, combined=comb, fuse=req.fuse and comb)
-                    if msgs is None:
-                        msgs = build_messages(low.schedule, profile, opt, classes)
-                    result = _try(low, p0, opt, msgs, schedule, profile, req, simulate_fn, attempts)
+                    if bound > profile.max_steps:
+                        result = _connection_error(bound, profile)
+                        attempts.append(Attempt(p0, low.method, opt.label(), False, result.limit, str(result)))
+                    else:
+                        if msgs is None:
+                            msgs = build_messages(low.schedule, profile, opt, classes)
+                        cheap_first = opt.fuse and False in layouts and False not in dead
+                        result = _try(low, p0, opt, msgs, schedule, profile, req, simulate_fn, attempts, cheap_first)
                     if isinstance(result, Fitted):
                         return result
                     if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
@@ -275,7 +283,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
 
 
 def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Schedule, profile: RuntimeProfile,
-         req: FitRequest, simulate_fn, attempts: list[Attempt]):
+         req: FitRequest, simulate_fn, attempts: list[Attempt], cheap_first: bool = False):
     t0 = time.perf_counter()
     att = Attempt(p0, low.method, opt.label(), False)
     attempts.append(att)
@@ -285,8 +293,7 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
 
     try:
         _check_lower_bounds(msgs, opt, profile, schedule.nodes, may_simulate=simulate_fn is not None and req.simulate,
-                            simulate_max_steps=req.simulate_max_steps,
-                            proto=req.proto)
+                            simulate_max_steps=req.simulate_max_steps, proto=req.proto, cheap_first=cheap_first)
         prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
         prog.stats["max_dep_tb"] = prog.max_dep_tb
         check_program_limits(prog.stats, profile, schedule.nodes, final=True)
@@ -318,11 +325,20 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
 
 
 def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int, *,
-                        may_simulate: bool, proto: str, simulate_max_steps: int = SIMULATE_MAX_STEPS) -> None:
+                        may_simulate: bool, proto: str, simulate_max_steps: int = SIMULATE_MAX_STEPS,
+                        cheap_first: bool = False) -> None:
     """Refuse a candidate from its messages alone (Messages.lower_bounds) when its thread-block layout cannot
     fit, before the program is built: parser nodes, thread blocks (exact), tbs per channel (exact), steps per
     tb (a connection's messages; a gpu's steps over its tbs), and for combined tbs too large to simulate the
-    connection buffering they rely on."""
+    connection buffering they rely on.
+
+    cheap_first (fit_msccl sets it for combined fused tbs when the separate layout of the same messages is
+    tried next): the limits that need no per-gpu step count go first, since counting the receives fusion could
+    merge costs as much as the rest (0.75 s at 1024 ranks). A candidate refused by one of them is not checked
+    for parser nodes; the separate layout's parser bound, checked next, is at least as large (more tbs, no
+    fusion), so the search reaches the same decision."""
+    if cheap_first:
+        _check_layout_limits(msgs.lower_bounds(opt, per_gpu=False), profile)
     lb = msgs.lower_bounds(opt)
     per_gpu, tbs = lb["steps_per_gpu"], lb["tbs_per_gpu"]
     if per_gpu.size:
@@ -334,6 +350,22 @@ def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfi
                                                    f"{int(per_gpu[g])} steps after fusing every forwarded receive); the "
                                                    f"runtime's XML parser is limited to {profile.max_parser_nodes} "
                                                    f"(MAX_NODES)", int(parser[g]), profile.max_parser_nodes - 1, gpu=g)
+    _check_layout_limits(lb, profile)
+    if lb["steps_per_tb_avg"] > profile.max_steps:
+        raise _limit_error("max_steps", f"a gpu's {lb['steps_per_tb_avg']} steps per thread block on average exceed the "
+                                        f"{profile.name} runtime's {profile.max_steps} per thread block "
+                                        f"(MSCCL_MAX_NUM_STEPS)", lb["steps_per_tb_avg"], profile.max_steps)
+    large = int(per_gpu.sum()) > simulate_max_steps
+    if opt.combined and (large or not may_simulate):
+        depth, worst = profile.fifo_messages(proto), lb["messages_per_connection_step"]
+        if 2 * worst > depth:
+            raise _buffering_error(worst, depth)
+
+
+def _check_layout_limits(lb: dict, profile: RuntimeProfile) -> None:
+    """Thread blocks per gpu and per channel (exact) and a connection's messages (steps per tb)."""
+    tbs = lb["tbs_per_gpu"]
+    if tbs.size:
         g = int(tbs.argmax())
         if tbs[g] > profile.max_tbs:
             raise _limit_error("max_tbs", f"gpu {g} needs {int(tbs[g])} thread blocks; the {profile.name} runtime "
@@ -344,21 +376,17 @@ def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfi
                                                   f"channel of a gpu; the runtime allows {profile.max_tbs_per_channel}",
                            lb["tbs_per_channel"], profile.max_tbs_per_channel)
     if lb["steps_per_tb"] > profile.max_steps:
-        err = _limit_error("max_steps", f"a connection carries {lb['steps_per_tb']} messages on one channel, so its "
-                                        f"thread block needs at least that many steps; the {profile.name} runtime "
-                                        f"allows {profile.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
-                           lb["steps_per_tb"], profile.max_steps)
-        err.lower_bound = lb["steps_per_tb"]
-        raise err
-    if lb["steps_per_tb_avg"] > profile.max_steps:
-        raise _limit_error("max_steps", f"a gpu's {lb['steps_per_tb_avg']} steps per thread block on average exceed the "
-                                        f"{profile.name} runtime's {profile.max_steps} per thread block "
-                                        f"(MSCCL_MAX_NUM_STEPS)", lb["steps_per_tb_avg"], profile.max_steps)
-    large = int(per_gpu.sum()) > simulate_max_steps
-    if opt.combined and (large or not may_simulate):
-        depth, worst = profile.fifo_messages(proto), lb["messages_per_connection_step"]
-        if 2 * worst > depth:
-            raise _buffering_error(worst, depth)
+        raise _connection_error(lb["steps_per_tb"], profile)
+
+
+def _connection_error(messages: int, profile: RuntimeProfile) -> CompileError:
+    """A connection's messages on one channel exceed the steps per tb (its receives all sit in one tb)."""
+    err = _limit_error("max_steps", f"a connection carries {messages} messages on one channel, so its thread block "
+                                    f"needs at least that many steps; the {profile.name} runtime allows "
+                                    f"{profile.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
+                       messages, profile.max_steps)
+    err.lower_bound = messages
+    return err
 
 
 def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: RuntimeProfile, why) -> CompileError:

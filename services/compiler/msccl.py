@@ -809,9 +809,10 @@ class Messages:
     consolidated: int
     _bounds: dict = field(default_factory=dict, repr=False)
 
-    def lower_bounds(self, opt: MscclOptions) -> dict:
+    def lower_bounds(self, opt: MscclOptions, per_gpu: bool = True) -> dict:
         """What any thread-block layout of these messages needs at least (`opt` says combined or separate tbs
-        and whether fusion is on), computed without building the program:
+        and whether fusion is on), computed without building the program (per_gpu=False leaves out
+        steps_per_gpu and steps_per_tb_avg, which for fused tbs need every forwarded receive matched):
 
         steps_per_gpu   per gpu: its instructions less those fusion could merge (every forwarded receive
                         counted, a bound on the exact fusions)
@@ -854,13 +855,17 @@ class Messages:
                         | ops["t"][r].astype(np.int64))
             c["messages_per_connection_step"] = int(unique_counts(step_key)[1].max()) if r.size else 0
         fused = opt.combined and opt.fuse
+        tbs = c["tbs_combined"] if opt.combined else c["tbs_separate"]
+        if not per_gpu:
+            return {"steps_per_gpu": None, "steps_per_tb": c["steps_per_tb"], "tbs_per_gpu": tbs,
+                    "tbs_per_channel": c["tbs_per_channel"], "steps_per_tb_avg": None,
+                    "messages_per_connection_step": c["messages_per_connection_step"]}
         if fused and "fusable" not in c:       # every range match counted: a bound, not the exact fusions
             ops = self.ops
             is_s, is_r = ops["kind"] == S, (ops["kind"] == R) | (ops["kind"] == RRC)
             m1, _ = _fusion_candidates(ops, is_s, is_r)
             c["fusable"] = np.bincount(ops["gpu"][unique(m1)], minlength=self.schedule.nodes)
         steps = c["rows"] - (c["fusable"] if fused else 0)
-        tbs = c["tbs_combined"] if opt.combined else c["tbs_separate"]
         avg = -(-steps // np.maximum(tbs, 1))
         return {"steps_per_gpu": steps, "steps_per_tb": c["steps_per_tb"], "tbs_per_gpu": tbs,
                 "tbs_per_channel": c["tbs_per_channel"], "steps_per_tb_avg": int(avg.max(initial=0)),
