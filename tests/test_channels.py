@@ -11,8 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.compiler import PROFILES, CompileError, check_xml, compile_schedule
-from services.compiler.channels import (CHANNEL_COUNTS, _pairs, busiest_connection_channel, connection_message_bound,
-                                       shard_classes)
+from services.compiler.channels import CHANNEL_COUNTS, _pairs, busiest_connection_channel, shard_classes
 from services.compiler.msccl import MscclOptions, build_messages, build_program
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.ir import Collective
@@ -104,51 +103,3 @@ def test_random_line_graphs(n, jumps, coll, channels):
     art = compile_schedule(s, topo, runtime="executor", channels=channels)
     rep = check_xml(art.xml, "msccl", runtime="executor")
     assert rep.ok and rep.simulated, rep.error
-
-
-BOUND_SPREAD = ["torus(4, 4)", "circulant(7, 2, 3)", "hypercube(3)", "genkautz(3, 12)", "ring(5, 2)",
-                "line(circulant(8, 1, 2))", "kautz(2, 3)", "dcirculant(6, 1, 2, 3, 4)"]
-
-
-@pytest.mark.parametrize("expr", BOUND_SPREAD)
-def test_connection_message_bound_is_a_lower_bound(expr):
-    """The schedule-level bound never exceeds the messages the built table puts on a connection-channel, for
-    every collective, 1-4 channels and 1-2 instances; on allgather (copies only, units at their homes) it is
-    what the table has at one instance."""
-    prof = PROFILES["executor"]
-    for coll in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE):
-        s, _ = sched(expr, coll)
-        classes = shard_classes(s)
-        for channels in (1, 2, 3, 4):
-            bound = connection_message_bound(s, classes, channels)
-            for k in (1, 2):
-                opt = MscclOptions(channels=channels, instances=k, mode="both", consolidate=False)
-                actual = build_messages(s, prof, opt, classes).lower_bounds(opt, per_gpu=False)["steps_per_tb"]
-                assert bound <= actual, (expr, coll, channels, k)
-                if coll is Collective.ALLGATHER and k == 1:
-                    assert bound == actual, (expr, channels)
-
-
-@pytest.mark.parametrize("expr,coll,max_steps", [("line(circulant(8, 1, 2))", Collective.ALLGATHER, 4),
-                                                 ("genkautz(4, 64)", Collective.ALLREDUCE, 12),
-                                                 ("torus(4, 4)", Collective.ALLREDUCE, 6),
-                                                 ("kautz(2, 3)", Collective.ALLGATHER, 3)])
-def test_the_fit_reaches_the_same_outcome_without_the_bound(expr, coll, max_steps, monkeypatch):
-    """Runtimes built with few steps per thread block: the search that skips tables by the bound fits the same
-    program (or refuses with the same limit) as the search that builds every table."""
-    import services.compiler.fit as fit
-
-    s, topo = sched(expr, coll)
-    prof = PROFILES["executor"].with_overrides(max_steps=max_steps)
-    req = fit.FitRequest(mode="both", simulate=False)
-
-    def outcome():
-        try:
-            f = fit.fit_msccl(s, topo, prof, req)
-            return ("fitted", f.lowered.chunks, f.lowered.method, f.options.label())
-        except CompileError as exc:
-            return ("refused", exc.limit)
-
-    with_bound = outcome()
-    monkeypatch.setattr(fit, "connection_message_bound", lambda *a: 0)
-    assert with_bound == outcome()

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.schedule.ir import Schedule
 
-from .arrays import lexorder, unique, unique_counts, unique_inverse
+from .arrays import unique, unique_inverse
 
-__all__ = ["shard_classes", "busiest_connection_channel", "connection_message_bound", "PERMUTATION_SEED", "CHANNEL_COUNTS"]
+__all__ = ["shard_classes", "busiest_connection_channel", "PERMUTATION_SEED", "CHANNEL_COUNTS"]
 
 PERMUTATION_SEED = 0x5EED
 CHANNEL_COUNTS = (2, 4, 8, 16, 32)
@@ -66,42 +66,3 @@ def shard_classes(schedule: Schedule) -> np.ndarray:
     cost_perm = sum(busiest_connection_channel(conn, perm[shard], c) for c in CHANNEL_COUNTS)
     return perm if cost_perm < cost_id else identity
 
-
-def connection_message_bound(schedule: Schedule, classes: np.ndarray, channels: int) -> int:
-    """A lower bound on the most messages one connection (sender, receiver, lane) carries on one channel in a
-    program without consolidation, at any number of instances, computed from the schedule alone (0 when it
-    does not apply: an all-to-all, or a copy step delivering a unit its receiver already holds).
-
-    A message of a copy step is received straight into its units' homes (unit g = v x P + x at offset g), so it
-    is one run of consecutive g among the units its connection delivers on its channel in that step; a
-    reduction step's connection-channel carries at least one message. More instances only split the runs (an
-    instance's units of consecutive shards are not adjacent), and so do the message-size cap and the sender's
-    layout. fit_msccl uses it to skip building message tables that cannot fit the steps per thread block."""
-    if schedule.transfers == 0 or schedule.collective is Collective.ALLTOALL:
-        return 0
-    n, P0 = schedule.nodes, schedule.grid
-    step = schedule.step_of.astype(np.int64)
-    u, w = schedule.sender.astype(np.int64), schedule.receiver.astype(np.int64)
-    v, lane = schedule.source.astype(np.int64), schedule.lane.astype(np.int64)
-    lo, hi = schedule.lo.astype(np.int64), schedule.hi.astype(np.int64)
-    copy = schedule.ops[step - 1] == Op.COPY
-    # copies must deliver every unit once and never to its owner (else the builder drops units and a run may vanish)
-    cw, cv, clo, chi = w[copy], v[copy], lo[copy], hi[copy]
-    if np.any(cw == cv):
-        return 0
-    o = lexorder((clo, cv, cw))
-    same = (cw[o][1:] == cw[o][:-1]) & (cv[o][1:] == cv[o][:-1])
-    if np.any(same & (clo[o][1:] < chi[o][:-1])):
-        return 0
-    lanes = int(lane.max()) + 1
-    conn = ((u * n + w) * lanes + lane) * channels + classes[v] % channels
-    # copy steps: runs of consecutive units per (connection-channel, step)
-    cc, ct, g_lo, g_hi = conn[copy], step[copy], v[copy] * P0 + clo, v[copy] * P0 + chi
-    o = lexorder((g_lo, ct, cc))
-    cc, ct, g_lo, g_hi = cc[o], ct[o], g_lo[o], g_hi[o]
-    joined = (cc[1:] == cc[:-1]) & (ct[1:] == ct[:-1]) & (g_lo[1:] == g_hi[:-1])
-    runs = cc[np.r_[True, ~joined]] if cc.size else cc
-    # reduction steps: one message per (connection-channel, step) at least
-    red = unique(conn[~copy] * (schedule.steps + 1) + step[~copy]) // (schedule.steps + 1)
-    keys, counts = unique_counts(np.concatenate([runs, red]))
-    return int(counts.max()) if counts.size else 0

@@ -35,13 +35,14 @@ from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
-from .channels import connection_message_bound, shard_classes
+from .channels import shard_classes
 from .deadlock import deadlock
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
 from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .msccl_check import SIMULATE_MAX_STEPS, simulable
 from .runtimes import RuntimeProfile
+from .schedule_bounds import ScheduleBounds
 
 __all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits"]
 
@@ -241,23 +242,23 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 if req.deadline_s is not None and time.perf_counter() - t_start > req.deadline_s:
                     raise _summary_error(first_error, attempts, profile, "the compile deadline passed")
                 base = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons)
-                msgs = None
+                table: list[Messages] = []     # built on first need, shared by the layouts
                 wanted: list[int] = []         # per layout: the fewest channels that may fit its steps per tb
-                # without consolidation the schedule bounds a connection's messages before any table is built
-                bound = 0 if cons else connection_message_bound(
-                    low.schedule, classes if classes is not None else np.arange(schedule.nodes), c)
+                # without consolidation the schedule bounds what the table would show (schedule_bounds)
+                pre = None if cons else ScheduleBounds.of(
+                    low.schedule, classes if classes is not None else np.arange(schedule.nodes), c, req.instances)
                 for comb in layouts:
                     if comb in dead:
                         continue
                     opt = replace(base, combined=comb, fuse=req.fuse and comb)
-                    if bound > profile.max_steps:
-                        result = _connection_error(bound, profile)
-                        attempts.append(Attempt(p0, low.method, opt.label(), False, result.limit, str(result)))
-                    else:
-                        if msgs is None:
-                            msgs = build_messages(low.schedule, profile, opt, classes)
-                        cheap_first = opt.fuse and False in layouts and False not in dead
-                        result = _try(low, p0, opt, msgs, schedule, profile, req, simulate_fn, attempts, cheap_first)
+
+                    def messages(opt=opt) -> Messages:
+                        if not table:
+                            table.append(build_messages(low.schedule, profile, opt, classes))
+                        return table[0]
+                    cheap_first = opt.fuse and False in layouts and False not in dead
+                    result = _try(low, p0, opt, messages, pre, schedule, profile, req, simulate_fn, attempts,
+                                  cheap_first)
                     if isinstance(result, Fitted):
                         return result
                     if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
@@ -273,7 +274,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                         fits = [x for x in chans if x > c and (need is None or -(-need * c // x) <= profile.max_steps)]
                         if fits:
                             wanted.append(fits[0] if need is not None else min(x for x in chans if x > c))
-                del msgs
+                table.clear()
                 if next_lowering or not wanted or len(dead) == len(layouts):
                     break
                 min_c = min(wanted)
@@ -282,8 +283,10 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
     raise _summary_error(first_error, attempts, profile, None)
 
 
-def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Schedule, profile: RuntimeProfile,
-         req: FitRequest, simulate_fn, attempts: list[Attempt], cheap_first: bool = False):
+def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre: ScheduleBounds | None, schedule: Schedule,
+         profile: RuntimeProfile, req: FitRequest, simulate_fn, attempts: list[Attempt], cheap_first: bool = False):
+    """One candidate: its bounds from the schedule (`pre`, when there are some), then from its message table
+    (`messages()`, built on first need), then the program, its limits and its run."""
     t0 = time.perf_counter()
     att = Attempt(p0, low.method, opt.label(), False)
     attempts.append(att)
@@ -292,8 +295,14 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
         check_program_limits(stats, profile, schedule.nodes, final=False)
 
     try:
-        _check_lower_bounds(msgs, opt, profile, schedule.nodes, may_simulate=simulate_fn is not None and req.simulate,
-                            simulate_max_steps=req.simulate_max_steps, proto=req.proto, cheap_first=cheap_first)
+        def check(bounds):
+            _check_lower_bounds(bounds, opt, profile, schedule.nodes, may_simulate=simulate_fn is not None and
+                                req.simulate, simulate_max_steps=req.simulate_max_steps, proto=req.proto,
+                                cheap_first=cheap_first)
+        if pre is not None:
+            check(pre)
+        msgs = messages()
+        check(msgs)
         prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)
         prog.stats["max_dep_tb"] = prog.max_dep_tb
         check_program_limits(prog.stats, profile, schedule.nodes, final=True)
@@ -324,11 +333,11 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, msgs: Messages, schedule: Sch
     return Fitted(prog, low, opt, attempts)
 
 
-def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfile, nodes: int, *,
+def _check_lower_bounds(msgs: Messages | ScheduleBounds, opt: MscclOptions, profile: RuntimeProfile, nodes: int, *,
                         may_simulate: bool, proto: str, simulate_max_steps: int = SIMULATE_MAX_STEPS,
                         cheap_first: bool = False) -> None:
-    """Refuse a candidate from its messages alone (Messages.lower_bounds) when its thread-block layout cannot
-    fit, before the program is built: parser nodes, thread blocks (exact), tbs per channel (exact), steps per
+    """Refuse a candidate from its messages alone (Messages.lower_bounds), or before they are built from its
+    schedule (ScheduleBounds), when its thread-block layout cannot fit: parser nodes, thread blocks (exact), tbs per channel (exact), steps per
     tb (a connection's messages; a gpu's steps over its tbs), and for combined tbs too large to simulate the
     connection buffering they rely on.
 
@@ -347,7 +356,7 @@ def _check_lower_bounds(msgs: Messages, opt: MscclOptions, profile: RuntimeProfi
         if parser[g] >= profile.max_parser_nodes:
             raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file needs at least {int(parser[g])} parser "
                                                    f"nodes (the algo, {nodes} gpus, {int(tbs[g])} thread blocks and "
-                                                   f"{int(per_gpu[g])} steps after fusing every forwarded receive); the "
+                                                   f"at least {int(per_gpu[g])} steps); the "
                                                    f"runtime's XML parser is limited to {profile.max_parser_nodes} "
                                                    f"(MAX_NODES)", int(parser[g]), profile.max_parser_nodes - 1, gpu=g)
     _check_layout_limits(lb, profile)
@@ -376,17 +385,12 @@ def _check_layout_limits(lb: dict, profile: RuntimeProfile) -> None:
                                                   f"channel of a gpu; the runtime allows {profile.max_tbs_per_channel}",
                            lb["tbs_per_channel"], profile.max_tbs_per_channel)
     if lb["steps_per_tb"] > profile.max_steps:
-        raise _connection_error(lb["steps_per_tb"], profile)
-
-
-def _connection_error(messages: int, profile: RuntimeProfile) -> CompileError:
-    """A connection's messages on one channel exceed the steps per tb (its receives all sit in one tb)."""
-    err = _limit_error("max_steps", f"a connection carries {messages} messages on one channel, so its thread block "
-                                    f"needs at least that many steps; the {profile.name} runtime allows "
-                                    f"{profile.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
-                       messages, profile.max_steps)
-    err.lower_bound = messages
-    return err
+        err = _limit_error("max_steps", f"a connection carries {lb['steps_per_tb']} messages on one channel, so its "
+                                        f"thread block needs at least that many steps; the {profile.name} runtime "
+                                        f"allows {profile.max_steps} per thread block (MSCCL_MAX_NUM_STEPS)",
+                           lb["steps_per_tb"], profile.max_steps)
+        err.lower_bound = lb["steps_per_tb"]
+        raise err
 
 
 def _summary_error(err: CompileError | None, attempts: list[Attempt], profile: RuntimeProfile, why) -> CompileError:
