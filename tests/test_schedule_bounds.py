@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.compiler import PROFILES, CompileError
-from services.compiler.channels import shard_classes
+from services.compiler.channels import ShardChannels, shard_classes
 from services.compiler.msccl import MscclOptions, build_messages
 from services.compiler.schedule_bounds import ScheduleBounds
 from services.synthesis.schedule.ir import Collective
@@ -31,13 +31,13 @@ def built(expr: str):
 def _compare(s, channels: int, instances: int) -> None:
     """Every bound at most the table's value (per gpu for arrays); tbs and the per-step maximum exact at one
     instance; on an allgather (units at their homes, copies only) the connection bound is exact too."""
-    classes = shard_classes(s) if channels > 1 else np.arange(s.nodes)
+    classes = shard_classes(s) if channels > 1 else ShardChannels.identity(s.nodes)
     pre = ScheduleBounds.of(s, classes, channels, instances)
     assert pre is not None
     for combined in (True, False):
         opt = MscclOptions(channels=channels, instances=instances, mode="both", consolidate=False,
                            combined=combined, fuse=combined)
-        table = build_messages(s, PROFILE, opt, classes if channels > 1 else None)
+        table = build_messages(s, PROFILE, opt, classes)
         exact, ours = table.lower_bounds(opt), pre.lower_bounds(opt)
         # the table's per-gpu steps for fused tbs subtract every possible fusion: compare with the rows then
         rows = np.bincount(table.ops["gpu"].astype(np.int64), minlength=s.nodes)
@@ -88,7 +88,7 @@ def test_no_bound_where_units_are_dropped():
     from tests.helpers import rebuild
 
     s = built("ring(8)")[Collective.ALLGATHER].schedule
-    identity = np.arange(s.nodes)
+    identity = ShardChannels.identity(s.nodes)
     assert ScheduleBounds.of(s, identity, 1) is not None
     last = s.step_slice(s.steps).start
     assert ScheduleBounds.of(rebuild(s, extra=[last]), identity, 1) is None

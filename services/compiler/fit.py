@@ -35,7 +35,7 @@ from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
-from .channels import shard_classes
+from .channels import ShardChannels, shard_classes
 from .deadlock import deadlock
 from .errors import CompileError
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
@@ -232,7 +232,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
             continue
         next_lowering = False
-        classes = shard_classes(low.schedule) if chans != [1] else None
+        classes = shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes)
         for cons in consolidations:
             dead: set[bool] = set()            # layouts more channels cannot help (their tbs only grow)
             min_c = 1
@@ -245,8 +245,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 table: list[Messages] = []     # built on first need, shared by the layouts
                 wanted: list[int] = []         # per layout: the fewest channels that may fit its steps per tb
                 # without consolidation the schedule bounds what the table would show (schedule_bounds)
-                pre = None if cons else ScheduleBounds.of(
-                    low.schedule, classes if classes is not None else np.arange(schedule.nodes), c, req.instances)
+                pre = None if cons else ScheduleBounds.of(low.schedule, classes, c, req.instances)
                 for comb in layouts:
                     if comb in dead:
                         continue

@@ -43,7 +43,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
 from .arrays import isin_sorted, lexorder, ranges, unique, unique_counts, unique_inverse
-from .channels import shard_classes
+from .channels import ShardChannels, shard_classes
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
 
@@ -173,9 +173,9 @@ class _Table:
 
 class _Builder:
     def __init__(self, schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
-                 classes: np.ndarray | None = None):
+                 classes: ShardChannels | None = None):
         self.s, self.profile, self.opt = schedule, profile, opt
-        self.classes = (np.arange(schedule.nodes, dtype=np.int64) if opt.channels == 1
+        self.classes = (ShardChannels.identity(schedule.nodes) if opt.channels == 1
                         else shard_classes(schedule) if classes is None else classes)
         self.n, self.P0, self.k, self.c = schedule.nodes, schedule.grid, opt.instances, opt.channels
         self.P = self.P0 * self.k
@@ -226,7 +226,7 @@ class _Builder:
             g = vv * P + alltoall_position(x, j, self.n, P0, k)
         else:
             g = vv * P + j * P0 + x
-        chan = lane[rep] * (k * c) + j * c + self.classes[vv] % c
+        chan = lane[rep] * (k * c) + j * c + self.classes.of(vv, c)
         return u[rep], w[rep], chan, g
 
     def build_messages(self) -> None:
@@ -873,7 +873,7 @@ class Messages:
 
 
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
-                   classes: np.ndarray | None = None) -> Messages:
+                   classes: ShardChannels | None = None) -> Messages:
     """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.channels;
     computed here when not given)."""
     b = _Builder(schedule, profile, opt, classes)

@@ -32,6 +32,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .arrays import lexorder, unique, unique_counts
+from .channels import ShardChannels
 
 __all__ = ["ScheduleBounds"]
 
@@ -62,7 +63,7 @@ class ScheduleBounds:
         self.tbs_per_channel = int(max(i_p.max(initial=0), o_p.max(initial=0)))
 
     @classmethod
-    def of(cls, schedule: Schedule, classes: np.ndarray, channels: int,
+    def of(cls, schedule: Schedule, classes: ShardChannels, channels: int,
            instances: int = 1) -> "ScheduleBounds | None":
         coll = schedule.collective
         if schedule.transfers == 0 or coll is Collective.ALLTOALL:
@@ -81,7 +82,7 @@ class ScheduleBounds:
             return None                         # delivered twice: the second is dropped
         home = copy | (coll is Collective.ALLREDUCE)
         width = (int(lane.max()) + 1) * channels
-        conn = (u * n + w) * width + lane * channels + classes[v] % channels
+        conn = (u * n + w) * width + lane * channels + classes.of(v, channels)
         group = conn * (steps + 1) + step
         g_lo = np.where(home, v * P0 + lo, 0)
         g_hi = np.where(home, v * P0 + hi, 0)
