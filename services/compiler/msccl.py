@@ -678,82 +678,63 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, layout: UnitLayout, bot
 
 
 def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLayout, both: bool):
-    """(op index, dep tb, dep idx) of the ops of some whole gpus (see `_dependencies`)."""
+    """(op index, dep tb, dep idx) of the ops of some whole gpus (see `_dependencies`).
+
+    Ops run in phase groups (comm step, phase, contribution rank) in order; within a group the writes take
+    effect before the reads are recorded. Every chunk access waits for the last write of its location in an
+    earlier group (RAW, WAW), and every write for the reads of its location since the last write in an earlier
+    group (WAR): one sort of the accesses by (location, group) answers both for all groups at once."""
     kind = ops["kind"]
     ra, rk = _access_keys(ops, np.flatnonzero(_READS_SRC[kind]), "sbuf", "soff", layout, both)
     rb, rk2 = _access_keys(ops, np.flatnonzero(_READS_DST[kind]), "dbuf", "doff", layout, both)
     wa, wk = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
     read_op = np.concatenate([ra, rb])
     read_key = np.concatenate([rk, rk2])
-    all_keys, inv = unique_inverse(np.concatenate([read_key, wk]))
+    _, inv = unique_inverse(np.concatenate([read_key, wk]))
     read_ki, write_ki = inv[:read_key.size], inv[read_key.size:]
-    n_keys = all_keys.size
-    # phase groups in global order
     grp_key = (ops["t"].astype(np.int64) << 40 | ops["phase"].astype(np.int64) << 36 | ops["sub"].astype(np.int64))
     groups, grp_of = unique_inverse(grp_key)
-    r_grp = grp_of[read_op]
-    w_grp = grp_of[wa]
-    # a read matters for write-after-read ordering only if its location is written in a later group
-    last_write = np.full(n_keys, -1, np.int64)
-    np.maximum.at(last_write, write_ki, w_grp)
-    war = r_grp < last_write[read_ki]
-    r_order = lexorder((r_grp,))
-    w_order = lexorder((w_grp,))
-    r_bounds = np.searchsorted(r_grp[r_order], np.arange(groups.size + 1))
-    w_bounds = np.searchsorted(w_grp[w_order], np.arange(groups.size + 1))
-    wr_tb = np.full(n_keys, -1, np.int64)
-    wr_idx = np.full(n_keys, -1, np.int64)
-    epoch = np.zeros(n_keys, np.int64)
-    log_k = np.zeros(0, np.int64)
-    log_tb = np.zeros(0, np.int64)
-    log_idx = np.zeros(0, np.int64)
-    log_ep = np.zeros(0, np.int64)
-    out_op, out_tb, out_idx = [], [], []
-    for gi in range(groups.size):
-        rsel = r_order[r_bounds[gi]:r_bounds[gi + 1]]
-        wsel = w_order[w_bounds[gi]:w_bounds[gi + 1]]
-        ops_r, kr = read_op[rsel], read_ki[rsel]
-        ops_w, kw = wa[wsel], write_ki[wsel]
-        # the last writer of everything the group reads or writes (RAW, WAW)
-        acc_op, acc_k = np.concatenate([ops_r, ops_w]), np.concatenate([kr, kw])
-        has = wr_tb[acc_k] >= 0
-        cand_op, cand_tb, cand_idx = [acc_op[has]], [wr_tb[acc_k][has]], [wr_idx[acc_k][has]]
-        if kw.size and log_k.size:                  # the readers since the last write of what it writes (WAR)
-            live = epoch[log_k] == log_ep
-            log_k, log_tb, log_idx, log_ep = log_k[live], log_tb[live], log_idx[live], log_ep[live]
-            o = lexorder((log_k,))
-            lk = log_k[o]
-            lo = np.searchsorted(lk, kw, "left")
-            c = np.searchsorted(lk, kw, "right") - lo
-            j = ranges(lo, c)
-            cand_op.append(np.repeat(ops_w, c))
-            cand_tb.append(log_tb[o][j])
-            cand_idx.append(log_idx[o][j])
-        co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
-        other = ct != tb[co]
-        co, ct, ci = co[other], ct[other], ci[other]
-        if co.size:                                 # the latest per (instruction, other tb)
-            o = lexorder((ci, ct, co))
-            co, ct, ci = co[o], ct[o], ci[o]
-            last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
-            out_op.append(co[last])
-            out_tb.append(ct[last])
-            out_idx.append(ci[last])
-        # the group's writes, then its reads (an instruction reading and writing one location is one step)
-        if wsel.size:
-            wr_tb[kw] = tb[ops_w]
-            wr_idx[kw] = idx[ops_w]
-            epoch[kw] += 1
-        if rsel.size:
-            mr = war[rsel]
-            if mr.any():
-                log_k = np.concatenate([log_k, kr[mr]])
-                log_tb = np.concatenate([log_tb, tb[ops_r[mr]]])
-                log_idx = np.concatenate([log_idx, idx[ops_r[mr]]])
-                log_ep = np.concatenate([log_ep, epoch[kr[mr]]])
-    if not out_op:
+    span = int(groups.size) + 1
+    r_comp = read_ki * span + grp_of[read_op]
+    w_comp = write_ki * span + grp_of[wa]
+    # writes by (location, group), a group's writes in op-table order (the last of them is the location's)
+    wo = lexorder((np.arange(wa.size), w_comp))
+    w_sorted, w_op = w_comp[wo], wa[wo]
+
+    def last_earlier_write(comp: np.ndarray, ki: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, position in w_sorted) of the last write of the same location in an earlier group."""
+        j = np.searchsorted(w_sorted, comp, "left") - 1
+        jj = np.maximum(j, 0)
+        has = (j >= 0) & (w_sorted[jj] // span == ki) if w_sorted.size else np.zeros(comp.size, bool)
+        return has, jj
+
+    # RAW and WAW: every access waits for the last earlier write of its location
+    acc_op = np.concatenate([read_op, wa])
+    has, j = last_earlier_write(np.concatenate([r_comp, w_comp]), np.concatenate([read_ki, write_ki]))
+    dep = w_op[j[has]]
+    cand_op, cand_tb, cand_idx = [acc_op[has]], [tb[dep]], [idx[dep]]
+    # WAR: every write waits for the reads of its location in groups [last earlier write's group, its own)
+    if wa.size and read_op.size:
+        has_w, jw = last_earlier_write(w_comp, write_ki)
+        start = np.where(has_w, w_sorted[jw], write_ki * span)
+        ro = lexorder((r_comp,))
+        r_sorted = r_comp[ro]
+        lo = np.searchsorted(r_sorted, start, "left")
+        c = np.searchsorted(r_sorted, w_comp, "left") - lo
+        readers = read_op[ro[ranges(lo, c)]]
+        cand_op.append(np.repeat(wa, c))
+        cand_tb.append(tb[readers])
+        cand_idx.append(idx[readers])
+    co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
+    other = ct != tb[co]
+    co, ct, ci = co[other], ct[other], ci[other]
+    if co.size == 0:
         return (np.zeros(0, np.int64),) * 3
-    co, ct, ci = np.concatenate(out_op), np.concatenate(out_tb), np.concatenate(out_idx)
+    # the latest per (instruction, other tb)
+    o = lexorder((ci, ct, co))
+    co, ct, ci = co[o], ct[o], ci[o]
+    last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
+    co, ct, ci = co[last], ct[last], ci[last]
     # drop waits implied by an earlier wait of the same tb on the same tb (in program order)
     me = tb[co]
     o = lexorder((idx[co], ct, me))
