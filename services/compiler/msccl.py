@@ -697,32 +697,36 @@ def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLay
     span = int(groups.size) + 1
     r_comp = read_ki * span + grp_of[read_op]
     w_comp = write_ki * span + grp_of[wa]
-    # writes by (location, group), a group's writes in op-table order (the last of them is the location's)
+    # writes by (location, group), a group's writes in op-table order (the last of them is the location's);
+    # reads by (location, group). Every search below looks up sorted keys, which keeps it sequential in memory.
     wo = lexorder((np.arange(wa.size), w_comp))
     w_sorted, w_op = w_comp[wo], wa[wo]
+    ro = lexorder((r_comp,))
+    r_sorted, r_op = r_comp[ro], read_op[ro]
 
-    def last_earlier_write(comp: np.ndarray, ki: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mask, position in w_sorted) of the last write of the same location in an earlier group."""
-        j = np.searchsorted(w_sorted, comp, "left") - 1
+    def earlier(j: np.ndarray, ki: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, position) for w_sorted[j] where j = position of the first write at or after the key, minus
+        one: the last write of the same location in an earlier group."""
+        j = j - 1
         jj = np.maximum(j, 0)
-        has = (j >= 0) & (w_sorted[jj] // span == ki) if w_sorted.size else np.zeros(comp.size, bool)
+        has = (j >= 0) & (w_sorted[jj] // span == ki) if w_sorted.size else np.zeros(j.size, bool)
         return has, jj
 
     # RAW and WAW: every access waits for the last earlier write of its location
-    acc_op = np.concatenate([read_op, wa])
-    has, j = last_earlier_write(np.concatenate([r_comp, w_comp]), np.concatenate([read_ki, write_ki]))
-    dep = w_op[j[has]]
-    cand_op, cand_tb, cand_idx = [acc_op[has]], [tb[dep]], [idx[dep]]
+    r_has, r_j = earlier(np.searchsorted(w_sorted, r_sorted, "left"), r_sorted // span)
+    run_start = np.r_[True, w_sorted[1:] != w_sorted[:-1]] if w_sorted.size else np.zeros(0, bool)
+    w_first = np.maximum.accumulate(np.where(run_start, np.arange(w_sorted.size), 0))
+    w_has, w_j = earlier(w_first, w_sorted // span)
+    cand_op = [r_op[r_has], w_op[w_has]]
+    deps = [w_op[r_j[r_has]], w_op[w_j[w_has]]]
+    cand_tb, cand_idx = [tb[d] for d in deps], [idx[d] for d in deps]
     # WAR: every write waits for the reads of its location in groups [last earlier write's group, its own)
     if wa.size and read_op.size:
-        has_w, jw = last_earlier_write(w_comp, write_ki)
-        start = np.where(has_w, w_sorted[jw], write_ki * span)
-        ro = lexorder((r_comp,))
-        r_sorted = r_comp[ro]
+        start = np.where(w_has, w_sorted[w_j], (w_sorted // span) * span)
         lo = np.searchsorted(r_sorted, start, "left")
-        c = np.searchsorted(r_sorted, w_comp, "left") - lo
-        readers = read_op[ro[ranges(lo, c)]]
-        cand_op.append(np.repeat(wa, c))
+        c = np.searchsorted(r_sorted, w_sorted, "left") - lo
+        readers = r_op[ranges(lo, c)]
+        cand_op.append(np.repeat(w_op, c))
         cand_tb.append(tb[readers])
         cand_idx.append(idx[readers])
     co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
