@@ -336,9 +336,9 @@ def _check_lower_bounds(msgs: Messages | ScheduleBounds, opt: MscclOptions, prof
                         may_simulate: bool, proto: str, simulate_max_steps: int = SIMULATE_MAX_STEPS,
                         cheap_first: bool = False) -> None:
     """Refuse a candidate from its messages alone (Messages.lower_bounds), or before they are built from its
-    schedule (ScheduleBounds), when its thread-block layout cannot fit: parser nodes, thread blocks (exact), tbs per channel (exact), steps per
-    tb (a connection's messages; a gpu's steps over its tbs), and for combined tbs too large to simulate the
-    connection buffering they rely on.
+    schedule (ScheduleBounds), when its thread-block layout cannot fit: parser nodes, thread blocks (exact), tbs
+    per channel (exact), steps per tb (a connection's messages; a gpu's steps over its tbs), and for combined tbs
+    too large to simulate the connection buffering they rely on.
 
     cheap_first (fit_msccl sets it for combined fused tbs when the separate layout of the same messages is
     tried next): the limits that need no per-gpu step count go first, since counting the receives fusion could
@@ -355,9 +355,9 @@ def _check_lower_bounds(msgs: Messages | ScheduleBounds, opt: MscclOptions, prof
         if parser[g] >= profile.max_parser_nodes:
             raise _limit_error("max_parser_nodes", f"gpu {g}'s part of the file needs at least {int(parser[g])} parser "
                                                    f"nodes (the algo, {nodes} gpus, {int(tbs[g])} thread blocks and "
-                                                   f"at least {int(per_gpu[g])} steps); the "
-                                                   f"runtime's XML parser is limited to {profile.max_parser_nodes} "
-                                                   f"(MAX_NODES)", int(parser[g]), profile.max_parser_nodes - 1, gpu=g)
+                                                   f"at least {int(per_gpu[g])} steps); the runtime's XML parser "
+                                                   f"is limited to {profile.max_parser_nodes} (MAX_NODES)",
+                               int(parser[g]), profile.max_parser_nodes - 1, gpu=g)
     _check_layout_limits(lb, profile)
     if lb["steps_per_tb_avg"] > profile.max_steps:
         raise _limit_error("max_steps", f"a gpu's {lb['steps_per_tb_avg']} steps per thread block on average exceed the "

@@ -112,5 +112,6 @@ class ScheduleBounds:
             steps = np.maximum(self.recv, self.send) if opt.combined and opt.fuse else self.recv + self.send
             out["steps_per_gpu"] = steps
             # the average needs the exact tbs (one instance); with more, a tb count only bounded below
-            out["steps_per_tb_avg"] = int((-(-steps // np.maximum(tbs, 1))).max(initial=0)) if self.instances == 1 else 0
+            avg = -(-steps // np.maximum(tbs, 1))
+            out["steps_per_tb_avg"] = int(avg.max(initial=0)) if self.instances == 1 else 0
         return out
