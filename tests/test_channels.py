@@ -140,3 +140,18 @@ def test_random_line_graphs(n, jumps, coll, channels):
     art = compile_schedule(s, topo, runtime="executor", channels=channels)
     rep = check_xml(art.xml, "msccl", runtime="executor")
     assert rep.ok and rep.simulated, rep.error
+
+
+def test_the_issue_plan_allreduce_fits_the_executor_at_1024_ranks():
+    """The 1024-rank allreduce of line(circulant(16, 1, 4), 3) was refused by every MSCCL runtime while shards
+    were dealt out in order; in blocks its reduce-scatter phase keeps whole ranges per message and it fits the
+    executor (16 channels, proved deadlock-free: too large to simulate) within the profile's limits."""
+    from services.compiler.nccl_xml import lexical_findings
+
+    s, topo = sched("line(circulant(16, 1, 4), 3)", Collective.ALLREDUCE)
+    assert shard_classes(s).name == "blocks"
+    art = compile_schedule(s, topo, runtime="executor")
+    p = PROFILES["executor"]
+    assert art.steps == s.steps and art.lowering == "exact" and art.loss == 0.0
+    assert art.max_tb_steps <= p.max_steps and art.threadblocks <= p.max_tbs and art.nchannels <= p.max_channels
+    assert not lexical_findings(art.xml_data)
