@@ -123,14 +123,18 @@ def test_the_fit_reaches_the_same_outcome_without_the_bounds(expr, coll, max_ste
         except CompileError as exc:
             return ("refused", exc.limit)
 
-    real_of = ScheduleBounds.of
+    real = ScheduleBounds.for_schedule
 
     def counting(*a, **k):
-        b = real_of(*a, **k)
-        seen.append(b)
-        return b
-    monkeypatch.setattr(fit.ScheduleBounds, "of", staticmethod(counting))
+        at = real(*a, **k)
+
+        def recorded(channels):
+            b = at(channels)
+            seen.append(b)
+            return b
+        return recorded
+    monkeypatch.setattr(fit.ScheduleBounds, "for_schedule", staticmethod(counting))
     with_bounds = outcome()
     assert any(b is not None for b in seen)
-    monkeypatch.setattr(fit.ScheduleBounds, "of", staticmethod(lambda *a, **k: None))
+    monkeypatch.setattr(fit.ScheduleBounds, "for_schedule", staticmethod(lambda *a, **k: lambda channels: None))
     assert with_bounds == outcome()

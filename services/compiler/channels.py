@@ -79,7 +79,7 @@ def busiest_connection_channel(conn: np.ndarray, shard: np.ndarray, follows: np.
     if conn.size == 0:
         return 0
     cls = classes.of(shard, channels)
-    starts = ~follows.copy()
+    starts = ~follows
     starts[1:] |= cls[1:] != cls[:-1]
     return int(np.bincount(conn * channels + cls, weights=starts).max())
 

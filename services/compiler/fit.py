@@ -233,6 +233,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             continue
         next_lowering = False
         classes = shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes)
+        bounds_at = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
         for cons in consolidations:
             dead: set[bool] = set()            # layouts more channels cannot help (their tbs only grow)
             min_c = 1
@@ -245,7 +246,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 table: list[Messages] = []     # built on first need, shared by the layouts
                 wanted: list[int] = []         # per layout: the fewest channels that may fit its steps per tb
                 # without consolidation the schedule bounds what the table would show (schedule_bounds)
-                pre = None if cons else ScheduleBounds.of(low.schedule, classes, c, req.instances)
+                pre = None if cons else bounds_at(c)
                 for comb in layouts:
                     if comb in dead:
                         continue

@@ -780,6 +780,24 @@ def _rrs_predicate(ops: dict, layout: UnitLayout, both: bool, result_keys: np.nd
     return pred
 
 
+def thread_block_counts(out_conn: np.ndarray, in_conn: np.ndarray, stride: int,
+                        nodes: int) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """The thread blocks of a program's connections, from the (gpu x stride + channel) key of every distinct
+    out- and in-connection (one per peer): per gpu, combined tbs (per channel the larger of its in- and
+    out-peers) and separate tbs (their sum); the most sending or receiving tbs on one channel of a gpu; and
+    which gpus have a peer at all."""
+    gc_o, out_p = unique_counts(out_conn)
+    gc_i, in_p = unique_counts(in_conn)
+    gc = unique(np.concatenate([gc_o, gc_i]))
+    outs, ins = np.zeros(gc.size, np.int64), np.zeros(gc.size, np.int64)
+    outs[np.searchsorted(gc, gc_o)] = out_p
+    ins[np.searchsorted(gc, gc_i)] = in_p
+    g_of = gc // stride
+    combined = np.bincount(g_of, weights=np.maximum(ins, outs), minlength=nodes).astype(np.int64)
+    separate = np.bincount(g_of, weights=ins + outs, minlength=nodes).astype(np.int64)
+    return combined, separate, int(max(outs.max(initial=0), ins.max(initial=0))), np.bincount(g_of, minlength=nodes) > 0
+
+
 @dataclass
 class Messages:
     """Pass 1's result: the instruction rows of every gpu before thread blocks (depends on the lowering, the
@@ -818,23 +836,15 @@ class Messages:
             chan = ops["chan"].astype(np.int64)
             c["rows"] = np.bincount(gpu, minlength=n)
             is_s, is_r = kind == S, RECEIVES[kind]
-            per_tb, pairs = 0, []
+            per_tb, conns = 0, []
             for m, peer in ((is_s, ops["speer"]), (is_r, ops["rpeer"])):
                 keys, counts = unique_counts((gpu[m] << 32) | (chan[m] << 16) | peer[m].astype(np.int64))
                 per_tb = max(per_tb, int(counts.max()) if counts.size else 0)
-                gc, peers = unique_counts(keys >> 16)                  # distinct peers per (gpu, channel)
-                pairs.append((gc, peers))
+                conns.append(keys >> 16)                               # (gpu, channel) per connection
             c["steps_per_tb"] = per_tb
-            (gc_o, out_p), (gc_i, in_p) = pairs
-            gc = unique(np.concatenate([gc_o, gc_i]))
-            outs, ins = np.zeros(gc.size, np.int64), np.zeros(gc.size, np.int64)
-            outs[np.searchsorted(gc, gc_o)] = out_p
-            ins[np.searchsorted(gc, gc_i)] = in_p
-            g_of = gc >> 16
-            local_only = (c["rows"] > 0) & (np.bincount(g_of, minlength=n) == 0)
-            c["tbs_combined"] = np.bincount(g_of, weights=np.maximum(ins, outs), minlength=n).astype(np.int64) + local_only
-            c["tbs_separate"] = np.bincount(g_of, weights=ins + outs, minlength=n).astype(np.int64) + local_only
-            c["tbs_per_channel"] = int(max(outs.max(initial=0), ins.max(initial=0)))
+            combined, separate, c["tbs_per_channel"], has_peers = thread_block_counts(*conns, 1 << 16, n)
+            local_only = (c["rows"] > 0) & ~has_peers
+            c["tbs_combined"], c["tbs_separate"] = combined + local_only, separate + local_only
             r = np.flatnonzero(is_r)
             step_key = (((gpu[r] << 16 | ops["rpeer"][r].astype(np.int64)) << 16 | chan[r]) << 16
                         | ops["t"][r].astype(np.int64))

@@ -27,19 +27,23 @@ tb is left out.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-from .arrays import lexorder, unique, unique_counts
+from .arrays import lexorder
 from .channels import ShardChannels
+from .msccl import thread_block_counts
 
 __all__ = ["ScheduleBounds"]
 
 
 class ScheduleBounds:
     """Messages.lower_bounds for a candidate (schedule, shard classes, channels, instances) without its table.
-    Build with `ScheduleBounds.of` (None when no sound bound exists)."""
+    Build with `ScheduleBounds.of`, or `for_schedule` for several channel counts (None when no sound bound
+    exists)."""
 
     def __init__(self, nodes: int, width: int, conn: np.ndarray, per_conn: np.ndarray, per_group_max: int,
                  recv: np.ndarray, send: np.ndarray, instances: int):
@@ -51,23 +55,23 @@ class ScheduleBounds:
         self.messages_per_connection_step = per_group_max
         self.recv, self.send = recv, send
         u, w, ch = conn // (width * n), (conn // width) % n, conn % width
-        ins, i_n = unique_counts(w * width + ch)          # in-peers per (gpu, channel)
-        outs, o_n = unique_counts(u * width + ch)         # out-peers per (gpu, channel)
-        keys = unique(np.concatenate([ins, outs]))
-        i_p, o_p = np.zeros(keys.size, np.int64), np.zeros(keys.size, np.int64)
-        i_p[np.searchsorted(keys, ins)] = i_n
-        o_p[np.searchsorted(keys, outs)] = o_n
-        g_of = keys // width
-        self.tbs_separate = np.bincount(g_of, weights=i_p + o_p, minlength=n).astype(np.int64)
-        self.tbs_combined = np.bincount(g_of, weights=np.maximum(i_p, o_p), minlength=n).astype(np.int64)
-        self.tbs_per_channel = int(max(i_p.max(initial=0), o_p.max(initial=0)))
+        self.tbs_combined, self.tbs_separate, self.tbs_per_channel, _ = thread_block_counts(
+            u * width + ch, w * width + ch, width, n)
 
     @classmethod
     def of(cls, schedule: Schedule, classes: ShardChannels, channels: int,
            instances: int = 1) -> "ScheduleBounds | None":
+        """The bounds of `schedule` at `channels` (None when no sound bound exists)."""
+        return cls.for_schedule(schedule, classes, instances)(channels)
+
+    @classmethod
+    def for_schedule(cls, schedule: Schedule, classes: ShardChannels,
+                     instances: int = 1) -> "Callable[[int], ScheduleBounds | None]":
+        """channels -> the bounds at that channel count; what does not depend on it is done once here (the fit
+        search asks for several counts of one lowering)."""
         coll = schedule.collective
         if schedule.transfers == 0 or coll is Collective.ALLTOALL:
-            return None
+            return lambda channels: None
         n, P0, steps = schedule.nodes, schedule.grid, schedule.steps
         step = schedule.step_of.astype(np.int64)
         u, w = schedule.sender.astype(np.int64), schedule.receiver.astype(np.int64)
@@ -76,31 +80,34 @@ class ScheduleBounds:
         copy = schedule.ops[step - 1] == Op.COPY
         cw, cv, clo, chi = w[copy], v[copy], lo[copy], hi[copy]
         if np.any(cw == cv):                   # a unit delivered to its owner would be dropped
-            return None
+            return lambda channels: None
         o = lexorder((clo, cv, cw))
         if np.any((cw[o][1:] == cw[o][:-1]) & (cv[o][1:] == cv[o][:-1]) & (clo[o][1:] < chi[o][:-1])):
-            return None                         # delivered twice: the second is dropped
+            return lambda channels: None        # delivered twice: the second is dropped
         home = copy | (coll is Collective.ALLREDUCE)
-        width = (int(lane.max()) + 1) * channels
-        conn = (u * n + w) * width + lane * channels + classes.of(v, channels)
-        group = conn * (steps + 1) + step
+        lanes = int(lane.max()) + 1
+        link = u * n + w
         g_lo = np.where(home, v * P0 + lo, 0)
         g_hi = np.where(home, v * P0 + hi, 0)
-        o = lexorder((g_lo, group))
-        grp, a, b, hm = group[o], g_lo[o], g_hi[o], home[o]
-        same = grp[1:] == grp[:-1]
-        run_start = np.r_[True, ~(same & (~hm[1:] | (a[1:] == b[:-1])))]     # other steps: one run per group
-        group_start = np.r_[True, ~same]
-        group_of_run = np.cumsum(group_start)[run_start] - 1
-        per_group = np.bincount(group_of_run)
-        gconn = grp[group_start] // (steps + 1)            # sorted
-        conn_start = np.r_[True, gconn[1:] != gconn[:-1]]
-        per_conn = np.add.reduceat(per_group, np.flatnonzero(conn_start))
-        uconn = gconn[conn_start]
-        cu, cw2 = uconn // (width * n), (uconn // width) % n
-        recv = np.bincount(cw2, weights=per_conn, minlength=n).astype(np.int64)
-        send = np.bincount(cu, weights=per_conn, minlength=n).astype(np.int64)
-        return cls(n, width, uconn, per_conn, int(per_group.max()), recv, send, instances)
+
+        def at(channels: int) -> ScheduleBounds:
+            width = lanes * channels
+            group = ((link * width + lane * channels + classes.of(v, channels)) * (steps + 1)) + step
+            o = lexorder((g_lo, group))
+            grp, a, b, hm = group[o], g_lo[o], g_hi[o], home[o]
+            same = grp[1:] == grp[:-1]
+            run_start = np.r_[True, ~(same & (~hm[1:] | (a[1:] == b[:-1])))]     # other steps: one run per group
+            group_start = np.r_[True, ~same]
+            per_group = np.bincount(np.cumsum(group_start)[run_start] - 1)
+            gconn = grp[group_start] // (steps + 1)            # sorted
+            conn_start = np.r_[True, gconn[1:] != gconn[:-1]]
+            per_conn = np.add.reduceat(per_group, np.flatnonzero(conn_start))
+            uconn = gconn[conn_start]
+            cu, cw2 = uconn // (width * n), (uconn // width) % n
+            recv = np.bincount(cw2, weights=per_conn, minlength=n).astype(np.int64)
+            send = np.bincount(cu, weights=per_conn, minlength=n).astype(np.int64)
+            return cls(n, width, uconn, per_conn, int(per_group.max()), recv, send, instances)
+        return at
 
     def lower_bounds(self, opt, per_gpu: bool = True) -> dict:
         """The keys of Messages.lower_bounds, as lower bounds (module docstring)."""
