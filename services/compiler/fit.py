@@ -7,9 +7,11 @@ Every candidate computes the same collective correctly; they differ in what the 
    reported as the predicted-time cost);
 2. for each lowering, the program options in order of preference (fit_msccl): one thread block per (receive
    peer, send peer, channel) with fused instructions; separate send and receive thread blocks (which need no
-   buffering on connections to make progress); more channels, which spread a link's messages over more
-   thread blocks (fewer steps per tb, more tbs); scratch consolidation, which merges a link's non-contiguous
-   pieces of one step into one message (fewer sends and receives, more local copies).
+   buffering on connections to make progress), first with a connection's messages dealt over the channels
+   (Messages.by_message: the fewest per tb, ceil(M / c)), then with every shard on its class's channel
+   (a send waits only on its own channel's receive tbs); more channels, which spread a link's messages over
+   more thread blocks (fewer steps per tb, more tbs); scratch consolidation, which merges a link's
+   non-contiguous pieces of one step into one message (fewer sends and receives, more local copies).
 
 A candidate is abandoned as soon as a limit is exceeded, before its dependencies are computed (the limits
 that only grow later, steps per tb and parser nodes, are checked again after). When the program is small
@@ -26,6 +28,7 @@ e.g. LL for small messages and Simple above); the compile options min_bytes, max
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -209,7 +212,9 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
     """The first program (see the module docstring) that fits `profile`; CompileError when none does.
 
     Search order per lowering: consolidation off, then on; channels 1, 2, 4, ...; thread blocks combined, then
-    separate (one message table serves both layouts). A candidate's failure decides what is tried next: too
+    separate with the messages dealt over the channels, then separate with shard classes (`_layouts`; the
+    class table serves both class layouts, and the one-channel table, built once per lowering and
+    consolidation, every dealing). A candidate's failure decides what is tried next: too
     many steps per tb tries the other layout and more channels; a program that does not run with the runtime's
     buffering (combined tbs rely on it) tries separate tbs; a limit no option changes (parser nodes,
     offsets) moves on to fewer chunks."""
@@ -222,7 +227,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                                            f"{profile.max_children} children per element (MAX_SUBS), so <algo> holds "
                                            f"at most {profile.max_children} gpus; no program for this runtime can "
                                            f"describe {schedule.nodes} ranks", schedule.nodes, profile.max_children)
-    layouts = [True, False] if req.combined is None else [req.combined]
+    combined_ok = [True, False] if req.combined is None else [req.combined]
     consolidations = [False, True] if req.consolidate is None else [req.consolidate]
     chans = _channel_counts(req, profile, lanes)
     for p0, make in _lowerings(schedule, topology, req, profile):
@@ -235,7 +240,8 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
         classes = shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes)
         bounds_at = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
         for cons in consolidations:
-            dead: set[bool] = set()            # layouts more channels cannot help (their tbs only grow)
+            dead: set[tuple[bool, bool]] = set()    # layouts more channels cannot help (their tbs only grow)
+            one_channel: list[Messages] = []        # the table on one channel, dealt by message at every count
             min_c = 1
             for c in chans:
                 if c < min_c:
@@ -243,22 +249,31 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 if req.deadline_s is not None and time.perf_counter() - t_start > req.deadline_s:
                     raise _summary_error(first_error, attempts, profile, "the compile deadline passed")
                 base = MscclOptions(instances=req.instances, channels=c, mode=req.mode, consolidate=cons)
-                table: list[Messages] = []     # built on first need, shared by the layouts
-                wanted: list[int] = []         # per layout: the fewest channels that may fit its steps per tb
-                # without consolidation the schedule bounds what the table would show (schedule_bounds)
+                layouts = _layouts(combined_ok, c)
+                tables: dict[bool, Messages] = {}   # by by_message, built on first need, shared by the layouts
+                wanted: list[int] = []              # per layout: the fewest channels that may fit its steps per tb
+                # without consolidation the schedule bounds what the class table would show (schedule_bounds)
                 pre = None if cons else bounds_at(c)
-                for comb in layouts:
-                    if comb in dead:
+                skip: set[tuple[bool, bool]] = set()
+                for i, (comb, by_msg) in enumerate(layouts):
+                    if (comb, by_msg) in dead or (comb, by_msg) in skip:
                         continue
-                    opt = replace(base, combined=comb, fuse=req.fuse and comb)
+                    opt = replace(base, combined=comb, fuse=req.fuse and comb, by_message=by_msg)
 
                     def messages(opt=opt) -> Messages:
-                        if not table:
-                            table.append(build_messages(low.schedule, profile, opt, classes))
-                        return table[0]
-                    cheap_first = opt.fuse and False in layouts and False not in dead
-                    result = _try(low, p0, opt, messages, pre, schedule, profile, req, simulate_fn, attempts,
-                                  cheap_first)
+                        if c == 1 or opt.by_message:
+                            if not one_channel:
+                                one_channel.append(build_messages(low.schedule, profile, replace(opt, channels=1,
+                                                                                                   by_message=False)))
+                            if c == 1:
+                                return one_channel[0]
+                        if opt.by_message not in tables:
+                            tables[opt.by_message] = (one_channel[0].by_message(c) if opt.by_message else
+                                                      build_messages(low.schedule, profile, opt, classes))
+                        return tables[opt.by_message]
+                    cheap_first = opt.fuse and any(not k[0] and k not in dead for k in layouts[i + 1:])
+                    result = _try(low, p0, opt, messages, None if by_msg else pre, schedule, profile, req,
+                                  simulate_fn, attempts, cheap_first)
                     if isinstance(result, Fitted):
                         return result
                     if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
@@ -267,20 +282,40 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                         next_lowering = True
                         break
                     if result.limit in _CHANNELS_ONLY_HURT:
-                        dead.add(comb)
+                        dead.add((comb, by_msg))
                     elif result.limit in _MORE_CHANNELS_HELP:
-                        # x channels (a multiple of c) divide a connection's messages at best evenly
+                        # x channels (a multiple of c) divide a connection's messages at best evenly; dealt by
+                        # message they divide them exactly evenly (the one-channel table's count, over x)
                         need = getattr(result, "lower_bound", None)
+                        if need is not None and by_msg:
+                            need = Fraction(one_channel[0].lower_bounds(opt, per_gpu=False)["steps_per_tb"], c)
+                            # shard classes only cut the one-channel messages further: a connection-channel
+                            # carries at least as many as dealt
+                            skip.add((False, False))
                         fits = [x for x in chans if x > c and (need is None or -(-need * c // x) <= profile.max_steps)]
                         if fits:
                             wanted.append(fits[0] if need is not None else min(x for x in chans if x > c))
-                table.clear()
-                if next_lowering or not wanted or len(dead) == len(layouts):
+                tables.clear()
+                if next_lowering or not wanted or all(k in dead for k in _layouts(combined_ok, 2)):
                     break
                 min_c = min(wanted)
             if next_lowering:
                 break
     raise _summary_error(first_error, attempts, profile, None)
+
+
+def _layouts(combined_ok: list[bool], channels: int) -> list[tuple[bool, bool]]:
+    """(combined, by_message) in the order tried: combined tbs with shard classes (their receives fuse with the
+    forwarding sends), then separate tbs with the messages dealt over the channels (the fewest per thread block,
+    Messages.by_message), then separate with shard classes (a send waits on the receive tbs of its own channel
+    only, fewer nops). On one channel the two dealings are the same table."""
+    out = []
+    for comb in combined_ok:
+        if comb:
+            out.append((True, False))
+        else:
+            out += [(False, True), (False, False)] if channels > 1 else [(False, False)]
+    return out
 
 
 def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre: ScheduleBounds | None, schedule: Schedule,

@@ -6,7 +6,8 @@ Layout (services.compiler.layout). A shard is cut into P = P0 x instances units;
 1. Messages. Comm step by comm step, every transfer of the schedule becomes its units; a channel per unit
    (lane x instances x channels: parallel arcs get their own channels, instance j its own, and `channels`
    spreads a link's shards over that many channels by the shard's class, services.compiler.channels, so a
-   forwarded piece keeps its channel);
+   forwarded piece keeps its channel; or, Messages.by_message, the messages formed on one channel are dealt
+   over the channels round robin per connection);
    units a receiver already holds are dropped (a copy step's redundant delivery); runs contiguous at the
    sender, the receiver and (reductions) the receiver's partial become one message of at most
    MSCCL_MAX_COUNT - 1 chunks: a send `s` at the sender and a receive at the receiver (`r` into the home for
@@ -35,7 +36,7 @@ Everything is numpy over the whole instruction table: time and memory grow with 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -77,9 +78,11 @@ class XmlStep:
 @dataclass(frozen=True)
 class MscclOptions:
     """instances: every transfer split in that many parts, each on its own channels (P x instances);
-    channels: channels a link's messages are spread over (by shard); mode: "out", "in" or "both" (one
-    program that runs in and out of place); consolidate: gather/scatter through scratch; combined: one tb per
-    (receive peer, send peer, channel) instead of one per direction; fuse: rcs/rrcs/rrs."""
+    channels: channels a link's messages are spread over (by shard; by message when by_message); mode: "out",
+    "in" or "both" (one program that runs in and out of place); consolidate: gather/scatter through scratch;
+    combined: one tb per (receive peer, send peer, channel) instead of one per direction; fuse: rcs/rrcs/rrs;
+    by_message: the messages formed on one channel are dealt over the channels (Messages.by_message) instead
+    of every shard keeping its class's channel."""
 
     instances: int = 1
     channels: int = 1
@@ -87,9 +90,12 @@ class MscclOptions:
     consolidate: bool = False
     combined: bool = True
     fuse: bool = True
+    by_message: bool = False
 
     def label(self) -> str:
         parts = [f"instances={self.instances}", f"channels={self.channels}", f"mode={self.mode}"]
+        if self.by_message and self.channels > 1:
+            parts.append("channel per message")
         parts.append("combined tbs" if self.combined else "separate send/receive tbs")
         if self.fuse:
             parts.append("fused")
@@ -812,6 +818,33 @@ class Messages:
     consolidated: int
     _bounds: dict = field(default_factory=dict, repr=False)
 
+    def by_message(self, channels: int) -> "Messages":
+        """These messages (built on one channel per lane and instance) dealt over `channels` channels: a
+        connection's messages in the order it sends them (comm step, then message) go round robin, the k-th on
+        channel k mod `channels`, and each receive follows its message.
+
+        A connection of M messages then carries ceil(M / channels) on its fullest channel, the fewest any
+        assignment allows, and the messages stay as long as on one channel (shard classes cut a link's run of
+        shards wherever consecutive shards change class). What it gives up is the shard's fixed channel:
+        a forwarded piece may leave on another channel than it arrived on, so receives cannot fuse with their
+        forwarding sends, and a send may wait on receive thread blocks of every channel (more nops). Ordering
+        is unaffected: a tb still runs its rows by (comm step, phase, contribution rank, send order)."""
+        ops = self.ops
+        kind, msg = ops["kind"], ops["msg"]
+        srow = np.flatnonzero(kind == S)
+        chan = ops["chan"].astype(np.int64)
+        conn = ops["gpu"][srow].astype(np.int64) << 32 | ops["speer"][srow].astype(np.int64) << 16 | chan[srow]
+        o = lexorder((msg[srow], ops["t"][srow], conn))
+        first = np.r_[True, conn[o][1:] != conn[o][:-1]] if o.size else np.zeros(0, bool)
+        ordinal = np.arange(o.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        of_msg = np.full(self.messages, -1, np.int64)
+        of_msg[msg[srow[o]]] = chan[srow[o]] * channels + ordinal % channels
+        has = msg >= 0
+        chan[has] = of_msg[msg[has]]
+        out = dict(ops)
+        out["chan"] = chan.astype(ops["chan"].dtype)
+        return Messages(self.schedule, out, self.layout, self.scratch, self.messages, self.dropped, self.consolidated)
+
     def lower_bounds(self, opt: MscclOptions, per_gpu: bool = True) -> dict:
         """What any thread-block layout of these messages needs at least (`opt` says combined or separate tbs
         and whether fusion is on), computed without building the program (per_gpu=False leaves out
@@ -870,7 +903,10 @@ class Messages:
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
                    classes: ShardChannels | None = None) -> Messages:
     """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.channels;
-    computed here when not given)."""
+    computed here when not given); with opt.by_message the messages of one channel are dealt over the channels
+    instead (Messages.by_message)."""
+    if opt.by_message and opt.channels > 1:
+        return build_messages(schedule, profile, replace(opt, channels=1, by_message=False)).by_message(opt.channels)
     b = _Builder(schedule, profile, opt, classes)
     b.build_messages()
     ops = b.table.concat()
