@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["lexorder", "unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges"]
+__all__ = ["lexorder", "unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges", "run_positions"]
 
 
 def lexorder(keys) -> np.ndarray:
@@ -86,3 +86,10 @@ def ranges(starts, lengths) -> np.ndarray:
     lengths = np.asarray(lengths, np.int64)
     return np.repeat(starts, lengths) + (np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths,
                                                                                     lengths))
+
+
+def run_positions(first) -> np.ndarray:
+    """The position of every element within its run, where runs start at the True entries of `first` (first[0]
+    must be True): 0, 1, ... from each start."""
+    first = np.asarray(first, bool)
+    return np.arange(first.size) - np.flatnonzero(first)[np.cumsum(first) - 1]

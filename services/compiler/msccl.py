@@ -43,7 +43,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .errors import CompileError
-from .arrays import isin_sorted, lexorder, ranges, unique, unique_counts, unique_inverse
+from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
@@ -143,9 +143,7 @@ def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[
         brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 1
     for c in eq:
         brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
-    run_id = np.cumsum(brk) - 1
-    starts = np.flatnonzero(brk)
-    pos = np.arange(n) - starts[run_id]
+    pos = run_positions(brk)
     brk2 = brk | (pos % max_len == 0)
     st = np.flatnonzero(brk2)
     lengths = np.diff(np.append(st, n))
@@ -377,7 +375,7 @@ class _Builder:
         first = np.r_[True, g_sel[1:] != g_sel[:-1]]
         sizes = np.diff(np.r_[np.flatnonzero(first), sel.size])
         bases = self._alloc(U[sel][first], sizes)
-        pos = np.arange(sel.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        pos = run_positions(first)
         new_off = (np.repeat(bases, sizes) + pos).astype(np.int32)
         st, ln = runs([SO[sel], new_off], [SB[sel], g_sel], max_len=self.maxcnt)
         i = sel[st]
@@ -415,7 +413,7 @@ class _Builder:
         o = lexorder((CH, U, G, W))
         Wk, Gk, ROk = W[o], G[o], RO[o]
         same = np.r_[False, (Wk[1:] == Wk[:-1]) & (Gk[1:] == Gk[:-1])]
-        k = np.arange(o.size) - np.flatnonzero(~same)[np.cumsum(~same) - 1]
+        k = run_positions(~same)
         PB, PO = lay.locbuf[Wk, Gk].copy(), lay.locoff[Wk, Gk].copy()
         PB[same], PO[same] = SBUF, ROk[np.flatnonzero(same) - 1]
         if np.any(PB == NONE):
@@ -836,7 +834,7 @@ class Messages:
         conn = ops["gpu"][srow].astype(np.int64) << 32 | ops["speer"][srow].astype(np.int64) << 16 | chan[srow]
         o = lexorder((msg[srow], ops["t"][srow], conn))
         first = np.r_[True, conn[o][1:] != conn[o][:-1]] if o.size else np.zeros(0, bool)
-        ordinal = np.arange(o.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        ordinal = run_positions(first)
         of_msg = np.full(self.messages, -1, np.int64)
         of_msg[msg[srow[o]]] = chan[srow[o]] * channels + ordinal % channels
         has = msg >= 0

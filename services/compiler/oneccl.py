@@ -18,7 +18,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
-from .arrays import lexorder, ranges, unique
+from .arrays import lexorder, ranges, run_positions, unique
 from .errors import CompileError
 from .layout import NONE, SBUF, UnitLayout, alltoall_touched
 from .msccl import runs
@@ -138,7 +138,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             rank = np.zeros(U.size, np.int64)
         else:
             same = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
-            rank = np.arange(U.size) - np.flatnonzero(~same)[np.cumsum(~same) - 1]
+            rank = run_positions(~same)
         if U.size == 0:
             continue
         SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
@@ -166,7 +166,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         po = lexorder((pair,))
         ps = pair[po]
         first = np.r_[True, ps[1:] != ps[:-1]]
-        within = np.arange(ps.size) - np.flatnonzero(first)[np.cumsum(first) - 1]
+        within = run_positions(first)
         tag = np.empty(ps.size, np.int64)
         tag[po] = tags[mu[po], mw[po]] + within
         np.add.at(tags, (mu, mw), 1)
