@@ -242,6 +242,12 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
         for cons in consolidations:
             dead: set[tuple[bool, bool]] = set()    # layouts more channels cannot help (their tbs only grow)
             one_channel: list[Messages] = []        # the table on one channel, dealt by message at every count
+
+            def on_one_channel(cons=cons) -> Messages:
+                if not one_channel:
+                    opt1 = MscclOptions(instances=req.instances, channels=1, mode=req.mode, consolidate=cons)
+                    one_channel.append(build_messages(low.schedule, profile, opt1))
+                return one_channel[0]
             min_c = 1
             for c in chans:
                 if c < min_c:
@@ -261,14 +267,10 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                     opt = replace(base, combined=comb, fuse=req.fuse and comb, by_message=by_msg)
 
                     def messages(opt=opt) -> Messages:
-                        if c == 1 or opt.by_message:
-                            if not one_channel:
-                                one_channel.append(build_messages(low.schedule, profile, replace(opt, channels=1,
-                                                                                                   by_message=False)))
-                            if c == 1:
-                                return one_channel[0]
+                        if c == 1:
+                            return on_one_channel()
                         if opt.by_message not in tables:
-                            tables[opt.by_message] = (one_channel[0].by_message(c) if opt.by_message else
+                            tables[opt.by_message] = (on_one_channel().by_message(c) if opt.by_message else
                                                       build_messages(low.schedule, profile, opt, classes))
                         return tables[opt.by_message]
                     cheap_first = opt.fuse and any(not k[0] and k not in dead for k in layouts[i + 1:])
@@ -288,7 +290,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                         # message they divide them exactly evenly (the one-channel table's count, over x)
                         need = getattr(result, "lower_bound", None)
                         if need is not None and by_msg:
-                            need = Fraction(one_channel[0].lower_bounds(opt, per_gpu=False)["steps_per_tb"], c)
+                            need = Fraction(on_one_channel().lower_bounds(opt, per_gpu=False)["steps_per_tb"], c)
                             # shard classes only cut the one-channel messages further: a connection-channel
                             # carries at least as many as dealt
                             skip.add((False, False))
