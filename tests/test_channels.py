@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from services.compiler import PROFILES, check_xml, compile_schedule
 from services.compiler.channels import (CHANNEL_COUNTS, PERMUTATION_SEED, ShardChannels, _pairs,
                                         busiest_connection_channel, shard_classes)
-from services.compiler.msccl import MscclOptions, build_messages, build_program, to_xml
+from services.compiler.msccl import S, MscclOptions, build_messages, build_program, to_xml
 from services.compiler.msccl_check import check_msccl
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.ir import Collective
@@ -142,8 +142,8 @@ def test_random_line_graphs(n, jumps, coll, channels):
     assert rep.ok and rep.simulated, rep.error
 
 
-def _one_channel(s, mode="out", consolidate=False):
-    opt = MscclOptions(channels=1, mode=mode, combined=False, fuse=False, consolidate=consolidate)
+def _one_channel(s, consolidate: bool):
+    opt = MscclOptions(channels=1, mode="out", combined=False, fuse=False, consolidate=consolidate)
     return build_messages(s, PROFILE, opt)
 
 
@@ -158,7 +158,7 @@ def test_messages_dealt_over_channels_are_balanced(expr, collective, consolidate
     s, _ = sched(expr, collective)
     base = _one_channel(s, consolidate=consolidate)
     ops = base.ops
-    s_rows = ops["kind"] == 0
+    s_rows = ops["kind"] == S
     conn = ops["gpu"][s_rows].astype(np.int64) * s.nodes + ops["speer"][s_rows]
     _, m = np.unique(conn, return_counts=True)
     for c in (2, 3, 8):
