@@ -34,7 +34,7 @@ INFO_FULL_SOLVE = ["hypercube(10)", "torus(50, 50)"]   # every node solved, no t
 def run_case(expr: str, shortcut: bool = True) -> dict:
     from services.synthesis.bfb.lp import bfb_allgather
     from services.synthesis.topology.catalog import build
-    from services.synthesis.bfb.kernels import warm
+    from services.synthesis.bfb.warm import warm
     from services.synthesis.schedule.verify import verify
 
     warm()                    # load the compiled kernels once per process, outside the timed build

@@ -68,7 +68,7 @@ def failure_sets(topology, count: int, samples: int, seed: int) -> list[list[tup
 
 def run_case(expr: str, count: int, size: float) -> dict:
     from services.synthesis.bfb.degraded import degraded_schedules
-    from services.synthesis.bfb.kernels import warm
+    from services.synthesis.bfb.warm import warm
     from services.synthesis.schedule.cost import LinkModel
     from services.synthesis.topology.catalog import build
 
@@ -117,7 +117,7 @@ def part1(sizes_n: list[int]) -> None:
 
 def part2(samples: int) -> None:
     from services.synthesis.bfb.degraded import degraded_schedules
-    from services.synthesis.bfb.kernels import warm
+    from services.synthesis.bfb.warm import warm
     from services.synthesis.schedule.cost import LinkModel
     from services.synthesis.schedule.ir import Collective
     from services.synthesis.search.finder import frontier

@@ -101,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["FABRICPLAN_CACHE_DIR"] = tempfile.mkdtemp(prefix="fabricplan-bench-")
     from services.runtime import tune_gc
-    from services.synthesis.bfb.kernels import warm
+    from services.synthesis.bfb.warm import warm
 
     tune_gc()                 # as the fabricplan command and its worker processes run
 

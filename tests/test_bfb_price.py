@@ -14,8 +14,8 @@ from services.synthesis.bfb import price as bfb_price
 from services.synthesis.search.bases import _best_offsets
 from services.synthesis.bfb.lp import bfb_allgather, eligibility_masks
 from services.synthesis.topology.catalog import build
-from services.synthesis.bfb.kernels import (bfs_distances, circulant_eccentricities, interval_u_star, step_types,
-                                        type_bounds)
+from services.synthesis.topology.distances import bfs_distances
+from services.synthesis.bfb.kernels import circulant_eccentricities, interval_u_star, step_types, type_bounds
 from services.synthesis.topology.graph import Topology, TopologyError
 
 

@@ -2,7 +2,7 @@
 starts with the planner, the tasks and the compiled kernels already loaded."""
 from services import compiling, evaluation, planner, revisions  # noqa: F401
 from services.synthesis.bfb import degraded  # noqa: F401  (plan revisions: BFB, greedy, the comparison)
-from services.synthesis.bfb.kernels import warm
+from services.synthesis.bfb.warm import warm
 from services.synthesis.search import construct, finder  # noqa: F401
 from workers import tasks  # noqa: F401
 

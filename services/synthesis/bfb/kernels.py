@@ -1,4 +1,4 @@
-"""Compiled kernels (numba): breadth-first search, circulant diameters on bitsets, and the BFB evaluator's
+"""Compiled kernels (numba): circulant diameters on bitsets, and the BFB evaluator's
 pieces: source types by bitset partition refinement, their bounds, and exact U* by interval windows or
 subset sums.
 
@@ -7,7 +7,8 @@ distance t form the sphere B_t(u) minus B_{t-1}(u); in-arc k = (w_k, u) may carr
 E_k = sphere intersected with B_{t-1}(w_k) (Definition 15). Sources with the same set of eligible in-arcs
 are interchangeable in LP (1), so the problem is its "types": the classes of the partition of the sphere
 refined by E_1, ..., E_d, each with its in-arc mask and its size. Refinement costs (classes x words) per
-in-arc and never visits sources one by one.
+in-arc and never visits sources one by one. Breadth-first distances and balls on a graph are
+services.synthesis.topology.distances; `warm` (services.synthesis.bfb.warm) loads them all.
 """
 from __future__ import annotations
 
@@ -130,26 +131,6 @@ def _step_types(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, receivers
             total += 1
         offsets[i + 1] = total
     return offsets, masks[:total].copy(), counts[:total].copy()
-
-
-@njit(cache=True, nogil=True)
-def grow_balls(ball: np.ndarray, nxt: np.ndarray):
-    """One breadth-first step for every node at once: row x of the result is ball[x] united with ball[y] for
-    each of x's neighbours y = nxt[x, k] (bitset rows). Returns (grown, whether anything changed)."""
-    n, words = ball.shape
-    grown = ball.copy()
-    changed = False
-    for x in range(n):
-        for k in range(nxt.shape[1]):
-            y = nxt[x, k]
-            for j in range(words):
-                grown[x, j] |= ball[y, j]
-        if not changed:
-            for j in range(words):
-                if grown[x, j] != ball[x, j]:
-                    changed = True
-                    break
-    return grown, changed
 
 
 @njit(cache=True, nogil=True)
@@ -336,30 +317,6 @@ def balanced_upper(offsets: np.ndarray, masks: np.ndarray, counts: np.ndarray, d
 def _grow(a: np.ndarray, cap: int) -> np.ndarray:
     out = np.empty(cap, dtype=a.dtype)
     out[:a.size] = a
-    return out
-
-
-@njit(cache=True, nogil=True)
-def bfs_distances(sources: np.ndarray, nxt: np.ndarray) -> np.ndarray:
-    """dist[i, x] = number of hops from sources[i] to x following nxt (N, d) (-1 if unreachable)."""
-    n, d = nxt.shape
-    out = np.full((sources.size, n), -1, dtype=np.int32)
-    queue = np.empty(n, dtype=np.int64)
-    for i in range(sources.size):
-        dist = out[i]
-        dist[sources[i]] = 0
-        queue[0] = sources[i]
-        head, tail = 0, 1
-        while head < tail:
-            x = queue[head]
-            head += 1
-            step = dist[x] + 1
-            for k in range(d):
-                y = nxt[x, k]
-                if dist[y] < 0:
-                    dist[y] = step
-                    queue[tail] = y
-                    tail += 1
     return out
 
 
@@ -681,40 +638,3 @@ def walk_overlaps(out_arcs: np.ndarray, arc_head: np.ndarray, in_slot: np.ndarra
                     if best > early[m]:
                         early[m] = best
     return heads, late, early
-
-
-def warm() -> float:
-    """Compile (or load from numba's on-disk cache) every kernel on tiny inputs; returns the seconds taken.
-    Run once after installing (`python -m services.synthesis.bfb.kernels`) and before forking workers, so
-    that no process pays the compilation inside a timed or parallel section."""
-    import time
-
-    t0 = time.perf_counter()
-    ring = np.array([[1], [2], [0]], dtype=np.int64)           # the directed 3-cycle, as next-hop rows
-    bfs_distances(np.array([0], dtype=np.int64), ring)
-    prev = np.array([[1], [2], [4]], dtype=np.uint64)           # balls B_0 and B_1 of the 3-cycle's reverse
-    ball = np.array([[5], [3], [6]], dtype=np.uint64)
-    preds = np.array([[2], [0], [1]], dtype=np.int64)
-    offsets, masks, counts = step_types(prev, ball, preds)
-    grow_balls(prev, preds)
-    sphere_sizes(prev, ball)
-    step_u_star_by_runs(prev, ball, preds, np.ones(prev.shape[0], dtype=np.bool_))
-    type_bounds(offsets, masks, counts, 1)
-    balanced_upper(offsets, masks, counts, 1, 1)
-    excluded_u_star(offsets, masks, counts, 1, 1, np.zeros((offsets.size - 1, 1, 1), dtype=np.int64),
-                    np.zeros((offsets.size - 1, 1, 1), dtype=np.int64))
-    interval_u_star(offsets, masks, counts, 1, np.arange(offsets.size - 1))
-    zeta_u_star(offsets, masks, counts, 1)
-    circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64))
-    circulant_eccentricities(5, np.array([[1, 2]], dtype=np.int64), 1)     # the finder passes `keep`
-    cyclic_distances(5, np.array([1, 2], dtype=np.int64))
-    walk_overlaps(np.array([[1], [2], [0]], dtype=np.int64), np.array([1, 2, 0], dtype=np.int64),
-                  np.zeros(3, dtype=np.int64), np.array([0], dtype=np.int64), 2)
-    from services.synthesis.bfb.greedy import warm as warm_greedy     # its matcher uses _ctpop from here
-
-    warm_greedy()
-    return time.perf_counter() - t0
-
-
-if __name__ == "__main__":
-    print(f"fabricplan: compiled kernels ready in {warm():.1f} s")

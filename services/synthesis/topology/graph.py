@@ -27,7 +27,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from services.synthesis.bfb.kernels import bfs_distances, grow_balls
+from services.synthesis.topology.distances import bfs_distances, grow_balls
 
 UNREACHABLE = np.iinfo(np.int32).max
 
