@@ -209,7 +209,7 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
     are used up it fails with the reason."""
     from datetime import datetime, timedelta, timezone
 
-    from services import planner
+    from services.jobs import attempts
     from services.store import jobs
     from services.store.db import migrate
     from services.store.models import Plan
@@ -233,8 +233,8 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
         assert "worker lost" in plan.events[-1].message and "attempt 2 of 2" in plan.events[-1].message
     [(kind, _, reason)] = lose(pid, 2)
     assert kind == "plan" and "worker lost" in reason and "schedule" in reason
-    assert planner.fail_plan(pid, reason, url=settings.sqlalchemy_url)
-    assert not planner.fail_plan(pid, "again", url=settings.sqlalchemy_url)      # failed is final
+    assert attempts.fail_plan(pid, reason, url=settings.sqlalchemy_url)
+    assert not attempts.fail_plan(pid, "again", url=settings.sqlalchemy_url)      # failed is final
     with session_scope(settings.sqlalchemy_url) as s:
         assert s.get(Plan, pid).status == "failed" and "worker lost" in s.get(Plan, pid).reason
 

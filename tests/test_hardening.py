@@ -193,7 +193,8 @@ def test_applied_means_the_acknowledged_versions_connections(client, bound):
 
 # ----- finished jobs are never written again --------------------------------------------------------------
 def test_a_late_delivery_never_writes_to_a_finished_plan(client, settings):
-    from services import planner
+    from services.jobs import attempts
+    from services.jobs.plan import schedules
     from services.store.models import PlanArtifact
 
     p = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"])
@@ -203,9 +204,9 @@ def test_a_late_delivery_never_writes_to_a_finished_plan(client, settings):
         before = sorted((a.name, a.digest) for a in s.query(PlanArtifact).filter_by(plan_id=p["id"]))
         attempt = repo.get_plan(s, p["id"]).attempts
     for late in (attempt, attempt - 1, None):           # the same, an older and an unguarded delivery
-        with planner.attempt_of(late), pytest.raises(planner.Superseded):
-            planner.stage_schedules(state, p["id"])
-    assert not planner.fail_plan(p["id"], "late failure", url=settings.sqlalchemy_url)
+        with attempts.attempt_of(late), pytest.raises(attempts.Superseded):
+            schedules.stage_schedules(state, p["id"])
+    assert not attempts.fail_plan(p["id"], "late failure", url=settings.sqlalchemy_url)
     with session_scope(settings.sqlalchemy_url) as s:
         assert sorted((a.name, a.digest) for a in s.query(PlanArtifact).filter_by(plan_id=p["id"])) == before
     assert client.get(f"/v1/plans/{p['id']}").json()["status"] == "done"

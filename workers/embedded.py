@@ -147,12 +147,12 @@ class EmbeddedWorker:
         code = job.process.exitcode
         if code == 0 and job.killed_for is None:
             return
-        from services import planner
+        from services.jobs import attempts
 
         why = job.killed_for or (f"the worker process running stage '{_stage(job.task)}' died "
                                  f"({_exit(code)})")
         try:
-            planner.fail_job(job.kind, job.job_id, why, job.attempt, self.settings.sqlalchemy_url)
+            attempts.fail(job.kind, job.job_id, why, job.attempt, self.settings.sqlalchemy_url)
         except Exception:
             log.exception("could not record the failure of %s %s", job.kind, job.job_id)
 

@@ -1,5 +1,5 @@
-"""Job tasks: thin wrappers over services.planner (plans) and services.evaluation (evaluations). A chain per
-plan:
+"""Job tasks: thin wrappers over the job kinds of services.jobs (plan stages: services.jobs.plan; evaluations,
+compile jobs, plan revisions). A chain per plan:
 
     frontier -> select (a training job: its iteration on every entry) -> fabric (hosts, ports, panel configs)
              -> schedules (-> chord(group(bfb_block...), merge) for large BFB solves)
@@ -7,7 +7,7 @@ plan:
 
 plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
-and a chain per plan revision (services.revisions: failed links reported on a done plan):
+and a chain per plan revision (services.jobs.revision: failed links reported on a done plan):
 
     repair (re-patch onto spare ports) -> schedules (degraded topology, verified) -> finish
 
@@ -30,7 +30,8 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import OperationalError
 
-from services import alltoall_plans, compiling, evaluation, planner, revisions
+from services.jobs import attempts, compiling, evaluation, revision
+from services.jobs.plan import alltoall, fabric, finish, schedules, select
 from services.config import get_settings
 from services.store import jobs
 from services.store.db import session_scope
@@ -41,7 +42,7 @@ from .app import celery_app
 
 log = logging.getLogger("fabricplan.worker")
 TRANSIENT = (OperationalError, ConnectionError, TimeoutError)
-INPUT_ERRORS = (planner.PlanInputError, ScheduleTooLarge, ValueError)
+INPUT_ERRORS = (attempts.PlanInputError, ScheduleTooLarge, ValueError)
 
 
 class JobTask(celery_app.Task):
@@ -63,22 +64,22 @@ class JobTask(celery_app.Task):
         stage = self.name.rsplit(".", 1)[-1]
         limits.task_started(self.name)
         try:
-            with planner.attempt_of(attempt), HEARTBEATS.running(self.kind, job_id, attempt):
+            with attempts.attempt_of(attempt), HEARTBEATS.running(self.kind, job_id, attempt):
                 return super().__call__(*args, **kwargs)
-        except planner.Superseded:
+        except attempts.Superseded:
             return {"stop": True}
         except (*INPUT_ERRORS, SoftTimeLimitExceeded, MemoryError) as exc:
             failure = reason(stage, exc)      # recorded below, once the task's frames (and memory) are freed
         finally:
             limits.task_finished()
-        with planner.attempt_of(attempt):
-            planner.fail_job(self.kind, job_id, failure)
+        with attempts.attempt_of(attempt):
+            attempts.fail(self.kind, job_id, failure)
         return {"stop": True}
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         job_id = kwargs.get(self.id_kw)
         if isinstance(job_id, str):
-            planner.fail_job(self.kind, job_id, reason(self.name.rsplit(".", 1)[-1], exc), kwargs.get("attempt"))
+            attempts.fail(self.kind, job_id, reason(self.name.rsplit(".", 1)[-1], exc), kwargs.get("attempt"))
 
 
 class EvaluationTask(JobTask):
@@ -176,8 +177,8 @@ def _worker_lost(sender=None, exception=None, kwargs=None, **_):
     if isinstance(exception, WorkerLostError) and isinstance(sender, JobTask) and kwargs:
         job_id = kwargs.get(sender.id_kw)
         if isinstance(job_id, str):
-            planner.fail_job(sender.kind, job_id, reason(sender.name.rsplit(".", 1)[-1], exception),
-                             kwargs.get("attempt"))
+            attempts.fail(sender.kind, job_id, reason(sender.name.rsplit(".", 1)[-1], exception),
+                          kwargs.get("attempt"))
 
 
 @signals.worker_process_init.connect
@@ -188,51 +189,51 @@ def _limit_memory(**_):
 
 @celery_app.task(base=JobTask, name="fabricplan.frontier")
 def plan_frontier(*, plan_id: str) -> dict:
-    return planner.stage_frontier(plan_id)
+    return select.stage_frontier(plan_id)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.select")
 def plan_select(state: dict, *, plan_id: str) -> dict:
-    return planner.stage_select(state, plan_id)
+    return select.stage_select(state, plan_id)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.fabric")
 def plan_fabric(state: dict, *, plan_id: str) -> dict:
-    return planner.stage_fabric(state, plan_id)
+    return fabric.stage_fabric(state, plan_id)
 
 
 @celery_app.task(base=JobTask, bind=True, name="fabricplan.schedules")
 def plan_schedules(self, state: dict, *, plan_id: str) -> dict:
-    blocks = planner.fanout_plan(state, plan_id)
+    blocks = schedules.fanout_plan(state, plan_id)
     if blocks:     # one large BFB solve: fan out receiver blocks over the workers, merge in a chord
         expr = state["selected"]["expr"]
-        attempt = planner.current_attempt()
+        attempt = attempts.current_attempt()
         return self.replace(chord(group(bfb_block.s(plan_id=plan_id, attempt=attempt, expr=expr, transposed=o,
                                                     receivers=r) for o, r in blocks),
                                   merge_blocks.s(state=state, plan_id=plan_id, attempt=attempt)))
-    return planner.stage_schedules(state, plan_id)
+    return schedules.stage_schedules(state, plan_id)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.bfb_block")
 def bfb_block(*, plan_id: str, expr: str, transposed: bool, receivers: list[int]) -> str:
-    return planner.stage_bfb_block(plan_id, expr, transposed, receivers)
+    return schedules.stage_bfb_block(plan_id, expr, transposed, receivers)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.merge_blocks")
 def merge_blocks(digests: list, *, state: dict, plan_id: str) -> dict:
     if any(not isinstance(d, str) for d in digests):           # a block stopped (its plan failed meanwhile)
         return {"stop": True}
-    return planner.stage_schedules(state, plan_id, digests)
+    return schedules.stage_schedules(state, plan_id, digests)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.alltoall")
 def plan_alltoall(state: dict, *, plan_id: str) -> dict:
-    return alltoall_plans.stage_alltoall(state, plan_id)
+    return alltoall.stage_alltoall(state, plan_id)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.compile")
 def plan_compile(state: dict, *, plan_id: str) -> dict:
-    return compiling.stage_compile(state, plan_id, planner.advance_stage)
+    return compiling.stage_compile(state, plan_id, attempts.advance)
 
 
 @celery_app.task(base=CompileTask, name="fabricplan.compile_xml")
@@ -243,7 +244,7 @@ def compile_xml(*, job_id: str) -> dict:
 
 @celery_app.task(base=JobTask, name="fabricplan.finish")
 def plan_finish(state: dict, *, plan_id: str) -> dict:
-    return planner.stage_finish(state, plan_id)
+    return finish.stage_finish(state, plan_id)
 
 
 @celery_app.task(base=EvaluationTask, name="fabricplan.evaluate")
@@ -253,22 +254,22 @@ def evaluate_topology(*, evaluation_id: str) -> dict:
 
 @celery_app.task(base=RevisionTask, name="fabricplan.revision_repair")
 def revision_repair(*, revision_id: str) -> dict:
-    return revisions.stage_repair(revision_id)
+    return revision.stage_repair(revision_id)
 
 
 @celery_app.task(base=RevisionTask, name="fabricplan.revision_schedules")
 def revision_schedules(state: dict, *, revision_id: str) -> dict:
-    return revisions.stage_schedules(state, revision_id)
+    return revision.stage_schedules(state, revision_id)
 
 
 @celery_app.task(base=RevisionTask, name="fabricplan.revision_compile")
 def revision_compile(state: dict, *, revision_id: str) -> dict:
-    return revisions.stage_compile(state, revision_id)
+    return revision.stage_compile(state, revision_id)
 
 
 @celery_app.task(base=RevisionTask, name="fabricplan.revision_finish")
 def revision_finish(state: dict, *, revision_id: str) -> dict:
-    return revisions.stage_finish(state, revision_id)
+    return revision.stage_finish(state, revision_id)
 
 
 def revision_workflow(revision_id: str, attempt: int | None = None):

@@ -34,6 +34,11 @@ class Metrics:
         self.plans_created = Counter("fabricplan_plans_created_total", "plans accepted", registry=self.registry)
         self.plans_by_status = Gauge("fabricplan_plans", "plans by status", ["status"], registry=self.registry)
 
+    def set_plans_by_status(self, counts: dict[str, int]) -> None:
+        """The fabricplan_plans gauge (plans by status), refreshed whenever the counts are read."""
+        for status, n in counts.items():
+            self.plans_by_status.labels(status).set(n)
+
 
 class TimingMiddleware:
     """Request latency histogram as a plain ASGI middleware (BaseHTTPMiddleware costs far more per request)."""

@@ -72,7 +72,7 @@ class Dispatcher:
 
     def sweep(self) -> int:
         """One pass: lost workers, then the outbox. Returns the number of jobs sent."""
-        from services import planner
+        from services.jobs import attempts
 
         st = self.settings
         with session_scope(st.sqlalchemy_url) as s:
@@ -82,7 +82,7 @@ class Dispatcher:
                 log.warning("%s %s: worker lost; delivered again", kind, job_id)
             else:
                 log.warning("%s %s failed: %s", kind, job_id, reason)
-                planner.fail_job(kind, job_id, reason, url=st.sqlalchemy_url)
+                attempts.fail(kind, job_id, reason, url=st.sqlalchemy_url)
         resend = None if self.embedded else st.dispatch_resend_s   # in-process handoffs are not lost
         with session_scope(st.sqlalchemy_url) as s:
             pending = jobs.undispatched(s, resend_after_s=resend)

@@ -4,6 +4,7 @@ A job recorded by the API is queued in the outbox (services.store.jobs sends it,
 like plans and evaluations); a plan's compile stage runs its own jobs inside the plan's task."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 from sqlalchemy.exc import IntegrityError
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from .models import CompileJob, utcnow
 
-__all__ = ["job_id", "get", "record", "start", "finish", "fail"]
+__all__ = ["job_id", "get", "record", "request", "start", "finish", "fail"]
 
 
 def job_id(plan_id: str, collective: str, options: str) -> str:
@@ -39,6 +40,13 @@ def record(s: Session, plan_id: str, collective: str, options: str, spec: dict) 
             raise
         return existing, False
     return job, True
+
+
+def request(s: Session, plan_id: str, collective: str, options, prefix: str = "") -> tuple[CompileJob, bool]:
+    """(job, created) of one schedule compiled for `options` (services.compiler.api.CompileOptions: its key
+    and its fields are the job's spec): `record` of `prefix + collective`, where `prefix` names a plan
+    revision's schedules (`rev{n}:`) and is kept in the spec."""
+    return record(s, plan_id, prefix + collective, options.key(), {**dataclasses.asdict(options), "prefix": prefix})
 
 
 def start(s: Session, job: CompileJob) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query
 
-from services import planner
+from services.jobs.frontiers import frontier_entries
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.finder import bounds
 
@@ -18,7 +18,7 @@ router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses=
 def get_frontier(nodes: int = Query(ge=2, le=4096), degree: int = Query(ge=1, le=16), bidirectional: bool = False,
                  collective: CollectiveName = "allgather"):
     """The Pareto frontier for (N, d) on the collective's exact costs, cached in the database."""
-    entries, cached = planner.frontier_entries(nodes, degree, bidirectional, collective)
+    entries, cached = frontier_entries(nodes, degree, bidirectional, collective)
     b = bounds(nodes, degree, Collective.parse(collective))
     return FrontierOut(nodes=nodes, degree=degree, bidirectional=bidirectional, collective=collective, cached=cached,
                        bound={"steps": b["steps"], "tau": float(b["tau"]), "tau_exact": str(b["tau"])}, entries=entries)

@@ -8,7 +8,6 @@ from services.store import repo
 from services.store.db import ping, session_scope
 
 from ..schemas import HealthOut, ReadyOut
-from .stats import set_plan_gauge
 
 router = APIRouter(tags=["health"])
 
@@ -54,7 +53,7 @@ def metrics(request: Request):
 
     try:
         with session_scope(request.app.state.settings.sqlalchemy_url) as s:
-            set_plan_gauge(request, repo.plans_by_status(s))
+            request.app.state.metrics.set_plans_by_status(repo.plans_by_status(s))
     except SQLAlchemyError:             # the database is down: /readyz says so; serve the other metrics
         pass
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

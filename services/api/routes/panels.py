@@ -5,8 +5,8 @@ A panel agent polls GET /v1/panels/{panel}/config (ETag = the config version; If
 reported) and reports PUT /v1/panels/{panel}/state. A plan becomes fabric_ready when every panel it touches
 has applied the version that carries its connections, and stops being ready when one of them reports a
 failure. A `degraded` report (the version applied, some of its cross-connects dark) gives every plan those
-cross-connects carry a new revision (services.revisions), and an applied report that completes a repair gives
-the plan a revision back on its full topology.
+cross-connects carry a new revision (services.jobs.failure_reports), and an applied report that completes a
+repair gives the plan a revision back on its full topology.
 
 Config views are served from memory (`PanelConfigCache`) and long polls wait on a notification of the panel's
 next change (services.api.notify): neither reads the database while nothing changes.
@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fabric import diff_connections
 from services.fabric.crossconnect import config_digest
-from services import revisions
+from services.jobs import failure_reports
 from services.store import fabrics
 from services.store.db import session_scope
 from services.store.models import PanelConfig, PanelRow, PanelState
@@ -34,9 +34,9 @@ from ..auth import READ, require_panel
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..notify import until
+from ..plan_access import utc
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, PanelOut, PanelStateIn
-from .plans import utc
 
 router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
 LONG_POLL_MAX_S = 60.0
@@ -220,18 +220,18 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
     failed = _failed_items(body, conns or [], panel.ports, v)
     became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns)
     if body.status in fabrics.APPLIED:            # the version's other cross-connects carry light: healthy
-        failing = revisions.failure_matcher(failed)
-        revisions.clear_faults(s, panel_id, [c for c in conns if not failing(c)])
+        failing = failure_reports.failure_matcher(failed)
+        failure_reports.clear_faults(s, panel_id, [c for c in conns if not failing(c)])
     created = []
     if failed:
-        revisions.record_faults(s, panel_id, v, [(side, f[side]) for f in failed for side in ("ingress", "egress")
+        failure_reports.record_faults(s, panel_id, v, [(side, f[side]) for f in failed for side in ("ingress", "egress")
                                                  if f[side] is not None], "panel")
         try:
-            created = revisions.panel_failures(s, panel_id, v, failed, body.message)
-        except revisions.RevisionConflict as exc:          # nothing of this report is stored
+            created = failure_reports.panel_failures(s, panel_id, v, failed, body.message)
+        except failure_reports.RevisionConflict as exc:          # nothing of this report is stored
             s.rollback()
             raise HTTPException(409, str(exc)) from None
-    created += revisions.repairs_applied(s, panel.fabric_id)
+    created += failure_reports.repairs_applied(s, panel.fabric_id)
     for pid in set(changed) | {r.plan_id for r in created}:
         request.app.state.plan_cache.drop(pid)
     s.commit()

@@ -6,38 +6,29 @@ import io
 import json
 import threading
 from collections import OrderedDict
-from datetime import timezone
 from typing import Literal
 
 import numpy as np
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from services import compiling, revisions, workloads
-from services.compiler.api import CompileOptions, check_options
-from services.compiler.errors import CompileError
+from services.jobs import workloads
 from services.store import repo
 from services.store.db import session_scope
-from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.ir import Collective
 
 from ..auth import READ, WRITE
 from ..blobs import blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
+from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
 from ..responses import AUTH, BODY, COMMON
+from ..revision_views import plan_revision_ref
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
                        PlanStatus)
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
-NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
-JSON_MAX_TRANSFERS = 250_000     # format=json lists every transfer: beyond this, use format=npz
-
-
-def utc(dt):
-    """SQLite hands back naive datetimes (stored in UTC); PostgreSQL aware ones: always answer in UTC."""
-    return dt.replace(tzinfo=timezone.utc) if dt is not None and dt.tzinfo is None else dt
 
 
 def plan_out(p, base: str) -> PlanOut:
@@ -74,7 +65,7 @@ def plan_out(p, base: str) -> PlanOut:
                 url = f"{base}/v1/plans/{p.id}/schedules/{c}?{query}"
                 compiled[runtime][c] = {**summary, "url": url}
                 links[f"xml:{runtime}:{c}"] = url
-    revision = revisions.plan_revision_ref(p, base)
+    revision = plan_revision_ref(p, base)
     if revision is not None:
         links["revisions"] = revision["list_url"]
     alltoall = r.get("alltoall")
@@ -108,7 +99,7 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
         except workloads.WorkloadInputError as exc:
             raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.create_plan(s, req, idempotency_key)
+        plan, created = repo.createplan_or_404(s, req, idempotency_key)
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
     s.commit()
@@ -143,13 +134,6 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
 
 
 SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training")
-
-
-def _plan(s: Session, plan_id: str):
-    p = repo.get_plan(s, plan_id)
-    if p is None:
-        raise HTTPException(404, f"plan {plan_id} not found")
-    return p
 
 
 class PlanCache:
@@ -209,7 +193,7 @@ async def get_plan(plan_id: str, request: Request):
 def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
     """(body, cacheable): finished plans never change, except a fabric binding that is not yet ready."""
     with session_scope(url) as s:
-        p = _plan(s, plan_id)
+        p = plan_or_404(s, plan_id)
         settled = p.binding is None or p.binding.fabric_ready or p.binding.released
         return plan_out(p, base).model_dump_json().encode(), p.status in repo.TERMINAL and settled
 
@@ -218,7 +202,7 @@ def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
             dependencies=[Depends(READ)])
 def plan_events(plan_id: str, s: Session = Depends(get_session)):
     return [PlanEventOut(at=utc(e.at), status=e.status, stage=e.stage, progress=e.progress, message=e.message)
-            for e in _plan(s, plan_id).events]
+            for e in plan_or_404(s, plan_id).events]
 
 
 @router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
@@ -232,7 +216,7 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
                   s: Session = Depends(get_session)):
     """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
     Content-addressed, with ETag."""
-    p = _plan(s, plan_id)
+    p = plan_or_404(s, plan_id)
     name = "topology:graphml" if format == "graphml" else "topology"
     link = repo.plan_artifact(s, plan_id, name)
     if link is None:
@@ -242,41 +226,6 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
     if format == "graphml":
         return blob_response(request, s, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-topology.json")
-
-
-def compile_query(
-        runtime: Literal["executor", "rccl", "legacy"] | None = Query(
-            None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
-        proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
-        inplace: Literal["out", "in", "both"] | None = Query(
-            None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
-        min_bytes: int | None = Query(None, ge=0, le=1 << 62, description="smallest selected size"),
-        max_bytes: int | None = Query(None, ge=0, le=1 << 62, description="largest selected size "
-                                      "(executor/RCCL: 0 = unbounded)"),
-        channels: int | None = Query(None, ge=1, le=128, description="channels per link (default: fit)"),
-        instances: int = Query(1, ge=1, le=128, description="program copies on 1/instances of each chunk"),
-        max_chunks: int = Query(64, ge=1, le=4096, description="bound on chunks per shard"),
-        consolidate: Literal["auto", "yes", "no"] = Query("auto", description="scratch consolidation"),
-        max_steps: int | None = Query(None, ge=1, le=65536, description="steps per thread block of a custom "
-                                      "executor build")):
-    """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
-    format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
-    def options(fmt: str) -> CompileOptions:
-        if fmt == "oneccl" and runtime is not None:
-            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
-        return CompileOptions(runtime or ("oneccl" if fmt == "oneccl" else "executor"), proto=proto,
-                              inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
-                              instances=instances, max_chunks=max_chunks,
-                              consolidate={"auto": None, "yes": True, "no": False}[consolidate], max_steps=max_steps)
-    return options
-
-
-_OPTION_FIELD = {"proto": "proto", "inplace": "inplace", "max_bytes": "max_bytes", "instances": "instances",
-                 "max_channels": "channels", "collective": "collective", "runtime": "runtime"}
-
-
-def _unprocessable(field: str, msg: str, kind: str) -> HTTPException:
-    return unprocessable(["query", field], msg, kind)
 
 
 @router.get("/{plan_id}/schedules/{collective}", responses={
@@ -300,42 +249,16 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
         coll = Collective.parse(collective)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
-    p = _plan(s, plan_id)
+    p = plan_or_404(s, plan_id)
     link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}")
     if link is None:
         raise _schedule_missing(p, coll)
     if format in ("msccl", "oneccl"):
-        return _compiled(s, request, plan_id, coll, format, options(format))
+        return compiled_xml(s, request, plan_id, coll, format, options(format))
     if format == "npz":
         return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-{coll.value}.json",
                          render=schedule_json_bytes, etag_suffix="-json")
-
-
-def schedule_json_bytes(npz: bytes) -> bytes:
-    """The JSON view of a stored schedule blob."""
-    return json.dumps(schedule_json(Schedule.from_bytes(npz))).encode()
-
-
-def schedule_json(sched: Schedule) -> dict:
-    """The paper's tuples per step: [shard, sender, receiver, lane, lo, hi] (chunks in 1/grid of a shard);
-    422 beyond JSON_MAX_TRANSFERS transfers (format=npz serves any size)."""
-    if sched.transfers > JSON_MAX_TRANSFERS:
-        raise unprocessable(["query", "format"], f"this schedule has {sched.transfers} transfers; format=json "
-                            f"lists at most {JSON_MAX_TRANSFERS}: use format=npz")
-    steps = []
-    for t in range(1, sched.steps + 1):
-        sl = sched.step_slice(t)
-        steps.append({"step": t, "op": "reduce" if sched.ops[t - 1] else "copy",
-                      "transfers": [[int(v), int(a), int(b), int(l), int(lo), int(hi)] for v, a, b, l, lo, hi in
-                                    zip(sched.source[sl], sched.sender[sl], sched.receiver[sl], sched.lane[sl],
-                                        sched.lo[sl], sched.hi[sl])]})
-    a2a = sched.collective is Collective.ALLTOALL
-    return {"collective": sched.collective.value, "nodes": sched.nodes, "grid": sched.grid,
-            "topology": sched.topology,
-            "columns": ["source" if a2a else "shard", "sender", "receiver", "lane", "lo", "hi"],
-            "chunk_unit": f"1/{sched.grid} of the source's buffer (block j = [j/N, (j+1)/N) goes to node j)"
-                          if a2a else f"1/{sched.grid} of a shard", "steps": steps}
 
 
 def _schedule_missing(p, coll: Collective) -> HTTPException:
@@ -364,7 +287,7 @@ def plan_link_loads(plan_id: str, collective: str, s: Session = Depends(get_sess
         coll = Collective.parse(collective)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
-    p = _plan(s, plan_id)
+    p = plan_or_404(s, plan_id)
     link = repo.plan_artifact(s, plan_id, f"loads:{coll.value}")
     if link is None:
         raise _stored_loads_missing(p, coll)
@@ -419,43 +342,13 @@ def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, m
             "tau": topo["degree"] * float(step_max.sum()) / (topo["nodes"] * grid)}
 
 
-def _compiled(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
-              prefix: str = ""):
-    """The stored XML (200), the stored refusal (422), or 202 while a worker compiles it. Nothing is compiled
-    here: a missing job is recorded in the outbox (services.store.jobs) and the dispatcher sends it to a
-    worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat)."""
-    try:
-        check_options(options, coll.value)
-    except CompileError as exc:
-        field = _OPTION_FIELD.get(exc.limit or "", "runtime")
-        raise _unprocessable(field, str(exc), "value_error") from None
-    key = options.key()
-    job, created = compiling.request_compile(s, plan_id, coll.value, options, prefix)
-    if created:
-        s.commit()
-        request.app.state.dispatcher.wake()
-    if job.status == "done":
-        suffix = options.runtime if fmt == "msccl" else "oneccl"
-        name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
-        return blob_response(request, s, job.digest, "application/xml", f"{name}{coll.value}-{suffix}.xml")
-    if job.status == "failed":
-        limit = (job.meta or {}).get("limit") or "fit"
-        raise _unprocessable("runtime", f"cannot compile the {coll.value} schedule for {options.runtime}: {job.reason}",
-                             f"compile_refused.{limit}")
-    url = str(request.url)
-    body = CompileAccepted(status=job.status, collective=coll.value, format=fmt, runtime=options.runtime,
-                           options=key, url=url)
-    return JSONResponse(body.model_dump(), status_code=202,
-                        headers={"Location": url, "Retry-After": "2", "Cache-Control": "no-store"})
-
-
 @router.delete("/{plan_id}/fabric", responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(WRITE)])
 def release_fabric(plan_id: str, request: Request, s: Session = Depends(get_session)):
     """The job is over: free the plan's hosts and ports; its cross-connects leave the next panel configs."""
     from services.store import fabrics
 
-    _plan(s, plan_id)
-    b = fabrics.release_plan(s, plan_id)
+    plan_or_404(s, plan_id)
+    b = fabrics.releaseplan_or_404(s, plan_id)
     if b is None:
         raise HTTPException(404, f"plan {plan_id} is not bound to a fabric")
     request.app.state.plan_cache.drop(plan_id)

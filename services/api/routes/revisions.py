@@ -1,6 +1,6 @@
 """/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9; issue 14).
 
-A failure report only records a queued revision (202 with its URL); a worker builds it (services.revisions).
+A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.revision).
 Revisions are listed (revision 0 is the plan as made) and each one's topology and schedules are served like
 the plan's own. `activate` flips a look-ahead plan's hosts to its plane (TopoOpt App. C).
 """
@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from services import revisions
+from services.jobs import failure_reports
 from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 
@@ -21,7 +21,8 @@ from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import blob_response
-from .plans import NOT_FOUND, _compiled, _plan, compile_query, schedule_json_bytes, utc
+from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
+from ..revision_views import revision_summary, revision_view
 
 router = APIRouter(prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
 RevisionNumber = Annotated[str, Path(pattern=r"^(\d{1,9}|current)$", description="a revision number, or `current`")]
@@ -43,14 +44,14 @@ def report_failures(plan_id: str, body: FailureReport, request: Request, respons
     with `repair` and spare ports on a panel or OCS, the links are re-patched and the plan returns to its full
     topology once the panels apply the new configs. 422 for an arc the topology lacks or a failure that
     disconnects it."""
-    plan = _plan(s, plan_id)
+    plan = plan_or_404(s, plan_id)
     try:
-        rev, created = revisions.report_failures(s, plan, [x.model_dump() for x in body.links], source="scheduler",
-                                                 repair=body.repair, message=body.message)
-    except revisions.RevisionConflict as exc:
+        rev, created = failure_reports.report_failures(s, plan, [x.model_dump() for x in body.links],
+                                                       source="scheduler", repair=body.repair, message=body.message)
+    except failure_reports.RevisionConflict as exc:
         s.rollback()                                   # nothing of the report is stored
         raise HTTPException(409, str(exc)) from None
-    except revisions.RevisionError as exc:
+    except failure_reports.RevisionError as exc:
         s.rollback()
         raise unprocessable(exc.loc, exc.msg) from None
     s.commit()
@@ -70,11 +71,11 @@ def report_failures(plan_id: str, body: FailureReport, request: Request, respons
 def list_revisions(plan_id: str, request: Request, response: Response, limit: Limit = 100,
                    offset: Offset = 0, s: Session = Depends(get_session)):
     """Every revision of the plan, oldest first (revision 0 is the plan as made); X-Total-Count."""
-    plan = _plan(s, plan_id)
+    plan = plan_or_404(s, plan_id)
     revs = [None, *plan.revisions]
-    cur = revisions.current_number(plan.revisions)
+    cur = failure_reports.current_number(plan.revisions)
     response.headers["X-Total-Count"] = str(len(revs))
-    return [_summary(revisions.revision_summary(plan, r, _base(request), cur)) for r in revs[offset:offset + limit]]
+    return [_summary(revision_summary(plan, r, _base(request), cur)) for r in revs[offset:offset + limit]]
 
 
 def _summary(d: dict) -> dict:
@@ -83,7 +84,7 @@ def _summary(d: dict) -> dict:
 
 def _revision(s: Session, plan, number: str):
     """(revision row or None for 0, its number, the current number): 404 for one that does not exist."""
-    cur = revisions.current_number(plan.revisions)
+    cur = failure_reports.current_number(plan.revisions)
     n = cur if number == "current" else int(number)
     if n == 0:
         return None, 0, cur
@@ -98,9 +99,9 @@ def _revision(s: Session, plan, number: str):
 def get_revision(plan_id: str, number: RevisionNumber, request: Request, s: Session = Depends(get_session)):
     """One revision: status, what caused it, the failed links, the repair, its topology, verified schedules,
     predicted times and the cost of the failure (before/after, and a ring over the surviving links)."""
-    plan = _plan(s, plan_id)
+    plan = plan_or_404(s, plan_id)
     rev, _, cur = _revision(s, plan, number)
-    out = revisions.revision_view(s, plan, rev, _base(request), cur)
+    out = revision_view(s, plan, rev, _base(request), cur)
     return {**out, "created_at": utc(out["created_at"]), "updated_at": utc(out["updated_at"])}
 
 
@@ -108,7 +109,7 @@ def _artifact(s: Session, plan, number: str, name: str):
     rev, n, _ = _revision(s, plan, number)
     if rev is None and plan.status != "done":
         raise HTTPException(409, f"plan {plan.id} is {plan.status}; its artifacts exist once it is done")
-    rev, link = revisions.artifact_link(s, plan, n, name)
+    rev, link = failure_reports.artifact_link(s, plan, n, name)
     if link is None:
         raise HTTPException(409, f"revision {n} of plan {plan.id} is {rev.status if rev else plan.status}; its "
                                  "artifacts exist once it is done")
@@ -123,7 +124,7 @@ def _artifact(s: Session, plan, number: str, name: str):
 def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
                       format: str = Query("json", pattern="^(json|graphml)$"), s: Session = Depends(get_session)):
     """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
-    plan = _plan(s, plan_id)
+    plan = plan_or_404(s, plan_id)
     link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
     media = "application/graphml+xml" if format == "graphml" else "application/json"
     return blob_response(request, s, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
@@ -149,11 +150,11 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
         raise HTTPException(404, str(exc)) from None
     if coll is Collective.ALLTOALL:
         raise HTTPException(404, "revisions rebuild allgather, reduce-scatter and allreduce schedules")
-    plan = _plan(s, plan_id)
+    plan = plan_or_404(s, plan_id)
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
     if format in ("msccl", "oneccl"):
         prefix = link.name.removesuffix(f"schedule:{coll.value}")
-        return _compiled(s, request, plan_id, coll, format, options(format), prefix)
+        return compiled_xml(s, request, plan_id, coll, format, options(format), prefix)
     if format == "npz":
         return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-r{number}-{coll.value}.npz")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-{coll.value}.json",
@@ -169,7 +170,7 @@ def activate(plan_id: str, request: Request, s: Session = Depends(get_session)):
     """Flip the 1x2 switches of a look-ahead plan's hosts (TopoOpt App. C): the plane it was provisioned on
     becomes their active plane. 409 while another plan still holds one of its hosts (release it first) or
     before every panel applied the plan's configuration."""
-    plan = _plan(s, plan_id)
+    plan = plan_or_404(s, plan_id)
     if plan.status != "done":
         raise HTTPException(409, f"plan {plan_id} is {plan.status}; activate it once it is done")
     try:

@@ -16,19 +16,12 @@ from ..schemas import StatsOut
 router = APIRouter(tags=["health"])
 
 
-def set_plan_gauge(request: Request, counts: dict[str, int]) -> None:
-    """The fabricplan_plans gauge (plans by status), refreshed whenever the counts are read."""
-    gauge = request.app.state.metrics.plans_by_status
-    for status, n in counts.items():
-        gauge.labels(status).set(n)
-
-
 @router.get("/v1/stats", response_model=StatsOut, dependencies=[Depends(READ)], responses={**AUTH, **DATABASE})
 def stats(request: Request, s: Session = Depends(get_session)):
     """Plans by status, the queue depth (plans no worker has started), fabrics, panels, and the panels whose
     agent has not applied their latest config version. Counted by the database (one query each)."""
     counts = repo.plans_by_status(s)
-    set_plan_gauge(request, counts)
+    request.app.state.metrics.set_plans_by_status(counts)
     latest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
               .group_by(PanelConfig.panel_id).subquery())
     behind = s.scalar(select(func.count()).select_from(latest)

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from services import evaluation
+from services.jobs import evaluation_request
 from services.store.db import session_scope
 from services.store.models import Evaluation
 
@@ -33,20 +33,20 @@ def _submit(url: str, body: EvaluateRequest) -> tuple[dict, bool]:
     edges = None if body.edges is None else [e.model_dump() for e in body.edges]
     links = {"alpha_us": body.alpha_us, "bandwidth_gbps": body.bandwidth_gbps, "size_bytes": float(body.size_bytes)}
     try:
-        evaluation_id, request = evaluation.prepare(body.expr, body.nodes, edges, body.collective, links)
-    except evaluation.EdgeError as exc:
+        evaluation_id, request = evaluation_request.prepare(body.expr, body.nodes, edges, body.collective, links)
+    except evaluation_request.EdgeError as exc:
         raise unprocessable(["body", *exc.loc], str(exc)) from None
     except ValueError as exc:
         raise unprocessable(["body", "expr" if body.expr is not None else "edges"], str(exc)) from None
     with session_scope(url) as s:
-        ev, created = evaluation.submit(s, evaluation_id, request)
-        return evaluation.as_dict(ev), created
+        ev, created = evaluation_request.submit(s, evaluation_id, request)
+        return evaluation_request.as_dict(ev), created
 
 
 def _load(url: str, evaluation_id: str) -> dict | None:
     with session_scope(url) as s:
         ev = s.get(Evaluation, evaluation_id)
-        return None if ev is None else evaluation.as_dict(ev)
+        return None if ev is None else evaluation_request.as_dict(ev)
 
 
 def _answer(ev: dict, request: Request, with_arcs: bool):

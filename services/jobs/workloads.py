@@ -9,9 +9,11 @@ from __future__ import annotations
 from services.synthesis.evaluate.model_catalog import catalog_model
 from services.synthesis.evaluate.training_job import (DEFAULT_BUCKETS_BYTES, DeviceProfile, ModelSpec,
                                                        ModelSpecError, parse_model_spec)
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.search.finder import WorkloadItem
 
 __all__ = ["MAX_ALLTOALL_SIZES", "TRAINING_MAX_NODES", "WorkloadInputError", "alltoall_sizes", "check_training",
-           "has_alltoall", "is_training", "message_sizes", "training_model"]
+           "has_alltoall", "is_training", "message_sizes", "training_model", "workload_items"]
 
 TRAINING_MAX_NODES = 1024       # the paper's largest; N = 1024 evaluates in about 30 s of CPU and 1.1 GB
 MAX_ALLTOALL_SIZES = 16         # distinct all-to-all sizes a plan reports times for
@@ -109,3 +111,16 @@ def has_alltoall(req: dict) -> bool:
     """True when the plan builds an all-to-all schedule: the sizes form gives alltoall_bytes, or the training
     job's model has MoE layers."""
     return bool(alltoall_sizes(req))
+
+
+def workload_items(req: dict) -> list[WorkloadItem]:
+    """The workload's collectives of the allreduce family with their sizes and weights: the sizes form's, or
+    a training job's DDP allreduces (one per bucket capacity, `message_sizes`); what selection prices and a
+    revision compares."""
+    w = req["workload"]
+    if is_training(req):
+        return [WorkloadItem(Collective.ALLREDUCE, float(b), 1.0) for b in message_sizes(req)]
+    kinds = w.get("collectives") or [w.get("collective", "allreduce")]
+    weights = w.get("weights") or [1.0] * len(w["sizes_bytes"])
+    return [WorkloadItem(Collective.parse(k), float(sz), float(wt))
+            for k in kinds for sz, wt in zip(w["sizes_bytes"], weights)]

@@ -1,25 +1,23 @@
-"""Topology evaluations (POST /v1/topologies/evaluate) as worker jobs: the optimal BFB schedule of one
-topology for one collective, model-checked, with the cost measured from the schedule itself.
+"""The request side of topology evaluations (POST /v1/topologies/evaluate; the job is services.jobs.evaluation:
+the optimal BFB schedule of one topology for one collective, model-checked, with the cost measured from the
+schedule itself).
 
 The request path sizes the expression from its tree (services.synthesis.topology.size) and refuses anything
 beyond EVALUATE_MAX_NODES or BFB's degree limit before building it; it then builds the graph only to check
 that it is a valid topology (regular, strongly connected: linear in its arcs, at most 1024 x 62 of them).
-The BFB solve and the model check run in a worker (`run`) under the task time and memory limits. An
-evaluation's id is the sha256 of its canonical request, so the same request is the same evaluation: its
-stored result or its stored failure.
+The BFB solve and the model check run in a worker (services.jobs.evaluation) under the task time and memory
+limits. An evaluation's id is the sha256 of its canonical request, so the same request is the same
+evaluation: its stored result or its stored failure.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import time
 
-from .config import get_settings
-from .store import jobs, notify
-from .store.db import session_scope
-from .store.models import Evaluation, utcnow
+from ..store.models import Evaluation
 
-__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "EdgeError", "prepare", "submit", "run", "fail", "as_dict"]
+__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "LINK_DEFAULTS", "EdgeError", "prepare", "submit",
+           "as_dict", "link_costs"]
 
 EVALUATE_MAX_NODES = 1024
 WITH_ARCS_MAX_NODES = 256        # the dashboard draws topologies up to this size (EvaluateRequest.with_arcs)
@@ -85,7 +83,7 @@ def _priced_links(edges: list[dict]) -> list[dict]:
     return out
 
 
-def _link_costs(topo, links: dict):
+def link_costs(topo, links: dict):
     """LinkCosts of the priced edges over the request's defaults (B/d per link). The request schema checked
     every value (finite, alpha >= 0, bandwidth > 0) and the arcs are the edges', so the table is valid."""
     from services.synthesis.schedule.cost import LinkModel
@@ -104,71 +102,6 @@ def submit(s, evaluation_id: str, request: dict) -> tuple[Evaluation, bool]:
     s.add(ev)
     s.flush()
     return ev, True
-
-
-def run(evaluation_id: str) -> dict:
-    """The worker's part: BFB schedule, model check, summary, stored with the evaluation."""
-    from services.planner import claim, topology_facts, topology_json
-    from services.synthesis.bfb.lp import bfb_allgather, bfb_schedule
-    from services.synthesis.schedule.ir import Collective
-    from services.synthesis.schedule.report import schedule_summary
-    from services.synthesis.schedule.verify import verify
-    from services.synthesis.topology.catalog import build
-
-    url = get_settings().sqlalchemy_url
-    with session_scope(url) as s:
-        claim(s, evaluation_id, "evaluation")
-        ev = s.get(Evaluation, evaluation_id)
-        ev.status, ev.stage, ev.updated_at = "running", "schedule", utcnow()
-        request = dict(ev.request)
-    topo = build(request["expr"])
-    coll = Collective.parse(request["collective"])
-    t0 = time.perf_counter()
-    extra = {}
-    if request.get("links"):
-        extra, report = _heterogeneous(topo, coll, request["links"])
-    else:
-        ag = bfb_allgather(topo, workers=1)
-        sched = bfb_schedule(topo, coll, allgather=ag.schedule, workers=1)
-        report = verify(sched, topo)
-    seconds = time.perf_counter() - t0
-    if not report.ok:
-        raise RuntimeError(f"the {coll.value} schedule of {topo.expr} failed model checking: "
-                           f"{report.violation.message}")
-    result = {**schedule_summary(topo, report, seconds, coll), **topology_facts(topo), **extra}
-    if topo.nodes <= WITH_ARCS_MAX_NODES:               # small enough to draw: kept for with_arcs requests
-        drawing = topology_json(topo)
-        result.update({k: drawing.get(k) for k in ("arcs", "permutation")})
-    with session_scope(url) as s:
-        claim(s, evaluation_id, "evaluation")
-        ev = s.get(Evaluation, evaluation_id)
-        ev.status, ev.stage, ev.result, ev.reason, ev.updated_at = "done", "done", result, None, utcnow()
-        notify.changed(s, "evaluation", evaluation_id)
-    return {"done": True}
-
-
-def _heterogeneous(topo, coll, links: dict):
-    """Per-link costs: BFB of LP (14), BFB and the greedy scheduler priced on the links, the fastest that passes
-    the model checker served (services.synthesis.bfb.compare). Returns (result fields, its VerificationReport)."""
-    from services.synthesis.bfb.compare import schedule_collectives
-
-    costs = _link_costs(topo, links)
-    schedulers = ("bfb", "greedy") if costs.uniform_model is not None else ("bfb-hetero", "bfb", "greedy")
-    cmp = schedule_collectives(topo, costs, float(links["size_bytes"]), collectives=(coll,),
-                               schedulers=schedulers)[coll]
-    chosen = cmp.chosen
-    return ({"heterogeneous": True, "scheduler": chosen.scheduler, "time_us": chosen.time_s * 1e6,
-             "candidates": [c.as_dict() for c in cmp.candidates]}, chosen.report)
-
-
-def fail(evaluation_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    with session_scope(url or get_settings().sqlalchemy_url) as s:
-        if not jobs.claim(s, "evaluation", evaluation_id, attempt):
-            return False
-        ev = s.get(Evaluation, evaluation_id)
-        ev.status, ev.reason, ev.updated_at = "failed", reason, utcnow()
-        notify.changed(s, "evaluation", evaluation_id)
-        return True
 
 
 def as_dict(ev: Evaluation) -> dict:

@@ -17,7 +17,7 @@ from services.synthesis.evaluate.training_job import ModelSpec
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
-from . import workloads
+from .. import workloads
 
 __all__ = ["allreduce_price", "baselines_time_us", "iteration_with_alltoall", "stage_select", "training_result"]
 

@@ -5,7 +5,6 @@ refusal with the limit it names, so the same request is answered from the store 
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 
@@ -19,13 +18,14 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.catalog import build
 
+from ..config import get_settings
+from ..store import compiles, repo
+from ..store.db import session_scope
+from ..store.models import CompileJob
 from . import workloads
-from .config import get_settings
-from .store import compiles, repo
-from .store.db import session_scope
-from .store.models import CompileJob
+from .attempts import claim
 
-__all__ = ["compile_job", "request_compile", "run", "fail", "stage_compile", "job_summary", "DEFAULT_RUNTIMES"]
+__all__ = ["compile_job", "run", "stage_compile", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
 DEFAULT_RUNTIMES = ("executor",)
@@ -57,12 +57,12 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     """Compile one schedule of a done plan for `options`, check the file, store it (or the refusal).
     Returns the job summary. Idempotent: a finished job is returned as it is. `guard(session)` (an outbox
     job's claim) runs before each write and raises when this delivery may no longer write. `prefix` names a
-    plan revision's schedules (`rev{n}:`, services.revisions): its artifacts and its jobs carry it."""
+    plan revision's schedules (`rev{n}:`, services.jobs.revision): its artifacts and its jobs carry it."""
     key = prefix + collective
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
-        job, _ = compiles.record(s, plan_id, key, options.key(), {**dataclasses.asdict(options), "prefix": prefix})
+        job, _ = compiles.request(s, plan_id, collective, options, prefix)
         if job.status in ("done", "failed"):
             return job_summary(job)
         compiles.start(s, job)
@@ -138,18 +138,8 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         return job_summary(job)
 
 
-def request_compile(s, plan_id: str, collective: str, options: CompileOptions,
-                    prefix: str = "") -> tuple[CompileJob, bool]:
-    """The compile job for these options (the API's on-demand path): the stored one, or a new one queued in
-    the outbox for a worker (the caller wakes the dispatcher when `created`). `prefix`: a revision's."""
-    return compiles.record(s, plan_id, prefix + collective, options.key(), {**dataclasses.asdict(options),
-                                                                             "prefix": prefix})
-
-
 def run(job_id: str) -> dict:
     """The worker's part of an on-demand compile job (services.store.jobs delivers it with an attempt)."""
-    from .planner import claim
-
     def guard(s) -> None:
         claim(s, job_id, "compile")
 
@@ -163,18 +153,6 @@ def run(job_id: str) -> dict:
                        guard=guard, prefix=prefix)
 
 
-def fail(job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    """Fail an on-demand compile job (its worker hit a limit or died) while `attempt` still owns it."""
-    from .store import jobs
-
-    with session_scope(url or _url()) as s:
-        if not jobs.claim(s, "compile", job_id, attempt):
-            return False
-        job = s.get(CompileJob, job_id)
-        compiles.fail(s, job, reason, {**(job.meta or {}), "limit": (job.meta or {}).get("limit") or "worker"})
-        return True
-
-
 def _plain(x):
     return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
 
@@ -183,7 +161,7 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     """The plan's compile stage: every collective (the all-to-all too when the plan has that schedule) for every
     runtime the plan lists, with the runtime's default options (what GET .../schedules/{collective}?format=msccl&
     runtime=R serves). A runtime that cannot take a schedule does not fail the plan: its refusal is reported with
-    the limit. A plan revision's compile stage (services.revisions) is the same with its artifact prefix and
+    the limit. A plan revision's compile stage (services.jobs.revision) is the same with its artifact prefix and
     `advance` of the revision."""
     if state.get("stop"):
         return state
@@ -193,7 +171,7 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     st = get_settings()
     deadline = max(10.0, min(float(st.compile_time_limit_s), st.task_time_limit_s / (4 * max(1, len(runtimes)))))
     collectives = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE]
-    if "alltoall" in (state.get("schedules") or {}):        # the plan built one (services.alltoall_plans)
+    if "alltoall" in (state.get("schedules") or {}):        # the plan built one (plan.alltoall)
         collectives.append(Collective.ALLTOALL)
     compiled: dict = {}
     for i, runtime in enumerate(runtimes):
@@ -242,8 +220,7 @@ def refuse(plan_id: str, collective: str, options: CompileOptions, reason: str, 
     """Record a refusal known without compiling."""
     limit = next((x for x in sorted(_MONOTONE) if x in reason), "fit")
     with session_scope(_url()) as s:
-        job, _ = compiles.record(s, plan_id, prefix + collective, options.key(),
-                                 {**dataclasses.asdict(options), "prefix": prefix})
+        job, _ = compiles.request(s, plan_id, collective, options, prefix)
         if job.status in ("queued", "running"):
             compiles.fail(s, job, reason, {"limit": limit, "implied": True})
         return job_summary(job)

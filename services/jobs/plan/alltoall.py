@@ -21,10 +21,13 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.verify import ScheduleInvalid, verify
 from services.synthesis.topology.catalog import build
 
-from . import planner, training_plans, workloads
-from .config import get_settings
-from .store import repo
-from .store.db import session_scope
+from ...config import get_settings
+from ...store import repo
+from ...store.db import session_scope
+from .. import workloads
+from ..artifacts import link_loads_blob
+from ..attempts import advance, claim, plan_request
+from . import training
 
 __all__ = ["REPORTED", "stage_alltoall"]
 
@@ -37,12 +40,12 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
     """Build, check and store the chosen topology's all-to-all schedule when the workload has an all-to-all."""
     if state.get("stop"):
         return state
-    req = planner.plan_request(plan_id)
+    req = plan_request(plan_id)
     sizes = workloads.alltoall_sizes(req)
     if not sizes:
         return state
     expr = state["selected"]["expr"]
-    planner.advance_stage(plan_id, "alltoall", 0.95, f"all-to-all schedule of {expr} (time-stepped LP)")
+    advance(plan_id, "alltoall", 0.95, f"all-to-all schedule of {expr} (time-stepped LP)")
     topo = build(expr)
     try:
         built = alltoall_schedule(topo)
@@ -59,7 +62,7 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
                                      f"{get_settings().task_memory_limit_mb} MiB (FABRICPLAN_TASK_MEMORY_LIMIT_MB)")
     if not report.ok:
         raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {report.violation.message}")
-    loads = planner.link_loads_blob(built.schedule, topo, report.tau)
+    loads = link_loads_blob(built.schedule, topo, report.tau)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     facts = built.to_dict()
     result = {"status": "built", "reason": None, **{k: facts[k] for k in REPORTED},
@@ -69,12 +72,11 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
                "transfers": report.transfers}
     training = state.get("training")
     if training is not None:
-        training = {**training, "chosen_with_alltoall_schedule": training_plans.iteration_with_alltoall(
+        training = {**training, "chosen_with_alltoall_schedule": training.iteration_with_alltoall(
             req, training, CollectiveCost(report.steps, report.tau))}
-    planner.advance_stage(plan_id, "alltoall", 0.955, f"storing the all-to-all schedule ({report.transfers} "
-                                                      "transfers)")
+    advance(plan_id, "alltoall", 0.955, f"storing the all-to-all schedule ({report.transfers} transfers)")
     with session_scope(get_settings().sqlalchemy_url) as s:
-        planner.claim(s, plan_id)
+        claim(s, plan_id)
         digest = repo.put_blob(s, built.schedule.to_bytes(), "schedule", "application/x-npz", compress=False)
         repo.attach(s, plan_id, "schedule:alltoall", digest, summary)
         repo.attach(s, plan_id, "loads:alltoall",

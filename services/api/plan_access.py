@@ -1,0 +1,113 @@
+"""What the plan routes and the revision routes share (services.api.routes.plans, .revisions; routes do not
+import each other): the plan or 404, UTC timestamps, the compile options of an XML request, the compiled XML
+of a schedule (stored, refused, or queued for a worker), and a stored schedule's JSON view.
+"""
+from __future__ import annotations
+
+from datetime import timezone
+from typing import Literal
+
+from fastapi import HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from services.compiler.api import CompileOptions, check_options
+from services.compiler.errors import CompileError
+from services.jobs import artifacts
+from services.store import compiles, repo
+from services.synthesis.schedule.ir import Collective
+
+from .blobs import blob_response
+from .errors import unprocessable
+from .schemas import CompileAccepted, ErrorOut
+
+__all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "schedule_json_bytes"]
+
+NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
+
+
+def utc(dt):
+    """SQLite hands back naive datetimes (stored in UTC); PostgreSQL aware ones: always answer in UTC."""
+    return dt.replace(tzinfo=timezone.utc) if dt is not None and dt.tzinfo is None else dt
+
+
+def plan_or_404(s: Session, plan_id: str):
+    """The plan, or 404."""
+    p = repo.get_plan(s, plan_id)
+    if p is None:
+        raise HTTPException(404, f"plan {plan_id} not found")
+    return p
+
+
+def compile_query(
+        runtime: Literal["executor", "rccl", "legacy"] | None = Query(
+            None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
+        proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
+        inplace: Literal["out", "in", "both"] | None = Query(
+            None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
+        min_bytes: int | None = Query(None, ge=0, le=1 << 62, description="smallest selected size"),
+        max_bytes: int | None = Query(None, ge=0, le=1 << 62, description="largest selected size "
+                                      "(executor/RCCL: 0 = unbounded)"),
+        channels: int | None = Query(None, ge=1, le=128, description="channels per link (default: fit)"),
+        instances: int = Query(1, ge=1, le=128, description="program copies on 1/instances of each chunk"),
+        max_chunks: int = Query(64, ge=1, le=4096, description="bound on chunks per shard"),
+        consolidate: Literal["auto", "yes", "no"] = Query("auto", description="scratch consolidation"),
+        max_steps: int | None = Query(None, ge=1, le=65536, description="steps per thread block of a custom "
+                                      "executor build")):
+    """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
+    format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
+    def options(fmt: str) -> CompileOptions:
+        if fmt == "oneccl" and runtime is not None:
+            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
+        return CompileOptions(runtime or ("oneccl" if fmt == "oneccl" else "executor"), proto=proto,
+                              inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
+                              instances=instances, max_chunks=max_chunks,
+                              consolidate={"auto": None, "yes": True, "no": False}[consolidate], max_steps=max_steps)
+    return options
+
+
+_OPTION_FIELD = {"proto": "proto", "inplace": "inplace", "max_bytes": "max_bytes", "instances": "instances",
+                 "max_channels": "channels", "collective": "collective", "runtime": "runtime"}
+
+
+def _unprocessable(field: str, msg: str, kind: str) -> HTTPException:
+    return unprocessable(["query", field], msg, kind)
+
+
+def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
+                 prefix: str = ""):
+    """The stored XML (200), the stored refusal (422), or 202 while a worker compiles it. Nothing is compiled
+    here: a missing job is recorded in the outbox (services.store.jobs) and the dispatcher sends it to a
+    worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat)."""
+    try:
+        check_options(options, coll.value)
+    except CompileError as exc:
+        field = _OPTION_FIELD.get(exc.limit or "", "runtime")
+        raise _unprocessable(field, str(exc), "value_error") from None
+    key = options.key()
+    job, created = compiles.request(s, plan_id, coll.value, options, prefix)
+    if created:
+        s.commit()
+        request.app.state.dispatcher.wake()
+    if job.status == "done":
+        suffix = options.runtime if fmt == "msccl" else "oneccl"
+        name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
+        return blob_response(request, s, job.digest, "application/xml", f"{name}{coll.value}-{suffix}.xml")
+    if job.status == "failed":
+        limit = (job.meta or {}).get("limit") or "fit"
+        raise _unprocessable("runtime", f"cannot compile the {coll.value} schedule for {options.runtime}: {job.reason}",
+                             f"compile_refused.{limit}")
+    url = str(request.url)
+    body = CompileAccepted(status=job.status, collective=coll.value, format=fmt, runtime=options.runtime,
+                           options=key, url=url)
+    return JSONResponse(body.model_dump(), status_code=202,
+                        headers={"Location": url, "Retry-After": "2", "Cache-Control": "no-store"})
+
+
+def schedule_json_bytes(npz: bytes) -> bytes:
+    """The JSON view of a stored schedule blob (services.jobs.artifacts.schedule_json_bytes); 422 naming
+    `format` beyond its JSON_MAX_TRANSFERS transfers (format=npz serves any size)."""
+    try:
+        return artifacts.schedule_json_bytes(npz)
+    except artifacts.TooManyTransfers as exc:
+        raise unprocessable(["query", "format"], str(exc)) from None

@@ -1,0 +1,91 @@
+"""How the API shows plan revisions (DESIGN 4.9): the plan's `revision` block, one entry of the revision list,
+and a revision in full with its URLs. Read-only views over the store's rows (services.jobs.failure_reports
+records them; services.jobs.revision builds them).
+"""
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from services.jobs.failure_reports import current_number
+from services.store.models import Plan, PlanRevision, Repair
+
+__all__ = ["plan_revision_ref", "revision_summary", "revision_view"]
+
+
+def plan_revision_ref(plan: Plan, base: str) -> dict | None:
+    """The plan's `revision` block: the current revision and how many there are (done plans only)."""
+    if plan.status != "done":
+        return None
+    revs = list(plan.revisions)
+    n = current_number(revs)
+    cur = next((r for r in revs if r.number == n), None)
+    url = f"{base}/v1/plans/{plan.id}/revisions"
+    return {"current": n, "kind": cur.kind if cur else "original",
+            "expr": (cur.result or {}).get("topology", {}).get("expr") if cur else (plan.result or {}).get(
+                "topology", {}).get("expr"),
+            "failed": [f"{t}>{h}" for t, h, _ in (cur.failed if cur else [])],
+            "revisions": len(revs) + 1, "in_progress": sum(r.status in ("queued", "running") for r in revs),
+            "url": f"{url}/{n}", "list_url": url}
+
+
+def _repair_view(s, plan_id: str, number: int, stored: dict | None) -> dict | None:
+    rep = s.scalar(select(Repair).where(Repair.plan_id == plan_id, Repair.revision_number == number))
+    if rep is None:
+        return stored
+    return {"status": rep.status, "panels": rep.panels, "moves": rep.moves, "ready_estimate_s": rep.ready_estimate_s,
+            "restored_revision": rep.restored_number,
+            "applied_at": rep.applied_at.isoformat() if rep.applied_at else None}
+
+
+def revision_summary(plan: Plan, rev: PlanRevision | None, base: str, cur: int) -> dict:
+    """One entry of the revision list (revision 0 when `rev` is None)."""
+    number = 0 if rev is None else rev.number
+    result = (plan.result if rev is None else rev.result) or {}
+    slow = ((result.get("failure_cost") or {}).get("workload_us") or {}).get("slowdown")
+    return {"number": number, "kind": "original" if rev is None else rev.kind,
+            "status": plan.status if rev is None else rev.status, "current": number == cur,
+            "created_at": plan.created_at if rev is None else rev.created_at,
+            "expr": (result.get("topology") or {}).get("expr"),
+            "failed": [] if rev is None else [f"{t}>{h}" for t, h, _ in rev.failed],
+            "workload_slowdown": slow, "url": f"{base}/v1/plans/{plan.id}/revisions/{number}"}
+
+
+def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) -> dict:
+    """A revision in full: status, cause, failed links, repair, topology, schedules (with URLs), predicted
+    times and the cost of the failure."""
+    number = 0 if rev is None else rev.number
+    result = (plan.result if rev is None else rev.result) or {}
+    url = f"{base}/v1/plans/{plan.id}/revisions/{number}"
+    schedules = None
+    links = {"self": url, "plan": f"{base}/v1/plans/{plan.id}"}
+    if result.get("schedules"):
+        schedules = {}
+        for c, sm in result["schedules"].items():
+            schedules[c] = {**{k: v for k, v in sm.items() if k != "digest"}, "url": f"{url}/schedules/{c}"}
+            links[f"schedule:{c}"] = f"{url}/schedules/{c}"
+        links["topology"] = f"{url}/topology"
+    compiled = None
+    if result.get("compiled"):
+        compiled = {}
+        for runtime, per in result["compiled"].items():
+            query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
+            compiled[runtime] = {c: {**summary, "url": f"{url}/schedules/{c}?{query}"} for c, summary in per.items()}
+            links.update({f"xml:{runtime}:{c}": f"{url}/schedules/{c}?{query}" for c in per})
+    out = revision_summary(plan, rev, base, cur)
+    out.update({
+        "plan_id": plan.id,
+        "progress": {"fraction": plan.progress if rev is None else rev.progress,
+                     "stage": plan.stage if rev is None else rev.stage},
+        "reason": plan.reason if rev is None else rev.reason,
+        "updated_at": plan.updated_at if rev is None else rev.updated_at,
+        "cause": None if rev is None else rev.cause,
+        "failed_links": [] if rev is None else [{"arc": f"{t}>{h}", "lane": lane} for t, h, lane in rev.failed],
+        "repair_requested": False if rev is None else rev.repair,
+        "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
+        "topology": result.get("topology"), "schedules": schedules, "compiled": compiled,
+        "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
+        "failure_cost": result.get("failure_cost"),
+        "build": None if rev is None or rev.kind != "failure" or not result else
+        {"schedules_s": result.get("seconds"), "compile_s": result.get("compile_s"), "cpu_s": result.get("cpu_s")},
+        "links": links})
+    return out

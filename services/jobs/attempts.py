@@ -1,0 +1,127 @@
+"""What every job kind shares (DESIGN 4.2; the outbox and its attempts: services.store.jobs): the delivery
+attempt a task runs, claiming the job's row for it, progress (the plan's stage, fraction and message) and
+failing a job with a reason. It imports no stage: the job kinds (services.jobs.plan, evaluation, compiling,
+revision) import it.
+
+A task runs for one delivery attempt of its job (`attempt_of`); every write first claims the job's row for
+that attempt (services.store.jobs.claim), so a task whose job finished, failed or was delivered again stops
+(`Superseded`) instead of writing.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from ..config import get_settings
+from ..store import compiles, fabrics, jobs, notify, repo
+from ..store.db import session_scope
+from ..store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
+
+__all__ = ["PlanInputError", "Superseded", "attempt_of", "current_attempt", "claim", "plan_request", "advance",
+           "fail", "fail_plan", "fail_compile", "fail_evaluation", "fail_revision"]
+
+
+class PlanInputError(ValueError):
+    """The request cannot be planned (the reason is shown to the user)."""
+
+
+class Superseded(Exception):
+    """The job finished, failed or was delivered again: this task must not write to it."""
+
+
+_ATTEMPT: ContextVar[int | None] = ContextVar("fabricplan_attempt", default=None)
+
+
+@contextmanager
+def attempt_of(attempt: int | None):
+    """Run the enclosed stage as delivery `attempt` of its job (None: unguarded, a direct call)."""
+    token = _ATTEMPT.set(attempt)
+    try:
+        yield
+    finally:
+        _ATTEMPT.reset(token)
+
+
+def current_attempt() -> int | None:
+    return _ATTEMPT.get()
+
+
+def claim(s, job_id: str, kind: str = "plan") -> None:
+    """Hold the job's row for this attempt in the transaction of `s`, or raise Superseded."""
+    if not jobs.claim(s, kind, job_id, _ATTEMPT.get()):
+        raise Superseded(f"{kind} {job_id} is finished or another delivery runs it")
+
+
+def _url() -> str:
+    return get_settings().sqlalchemy_url
+
+
+def plan_request(plan_id: str) -> dict:
+    """The plan's stored request (PlanInputError when the plan does not exist)."""
+    with session_scope(_url()) as s:
+        plan = repo.get_plan(s, plan_id)
+        if plan is None:
+            raise PlanInputError(f"plan {plan_id} does not exist")
+        return dict(plan.request)
+
+
+def advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> None:
+    """The plan's stage, progress and message (its heartbeat too), for this attempt; Superseded otherwise."""
+    with session_scope(_url()) as s:
+        if not repo.advance(s, plan_id, stage=stage, progress=progress, message=message, attempt=_ATTEMPT.get()):
+            raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
+
+
+def fail(kind: str, job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail a plan, an evaluation, a plan revision or a compile job with the reason, only while it runs
+    `attempt` (by default this task's). True when this call failed it."""
+    attempt = _ATTEMPT.get() if attempt is None else attempt
+    return _FAIL[kind](job_id, reason, attempt, url)
+
+
+def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail the plan with the reason (only while it runs `attempt`, by default this task's) and release
+    whatever it reserved on a fabric."""
+    with session_scope(url or _url()) as s:
+        failed = repo.fail(s, plan_id, reason, attempt=_ATTEMPT.get() if attempt is None else attempt)
+        if failed:
+            fabrics.release_plan(s, plan_id)
+        return failed
+
+
+def fail_compile(job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail an on-demand compile job (its worker hit a limit or died) while `attempt` still owns it."""
+    with session_scope(url or _url()) as s:
+        if not jobs.claim(s, "compile", job_id, attempt):
+            return False
+        job = s.get(CompileJob, job_id)
+        compiles.fail(s, job, reason, {**(job.meta or {}), "limit": (job.meta or {}).get("limit") or "worker"})
+        return True
+
+
+def fail_evaluation(evaluation_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail the evaluation with the reason (only while it runs `attempt`)."""
+    with session_scope(url or _url()) as s:
+        if not jobs.claim(s, "evaluation", evaluation_id, attempt):
+            return False
+        ev = s.get(Evaluation, evaluation_id)
+        ev.status, ev.reason, ev.updated_at = "failed", reason, utcnow()
+        notify.changed(s, "evaluation", evaluation_id)
+        return True
+
+
+def fail_revision(revision_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
+    """Fail the plan revision with the reason (only while it runs `attempt`)."""
+    with session_scope(url or _url()) as s:
+        if not jobs.claim(s, "revision", revision_id, attempt):
+            return False
+        rev = s.get(PlanRevision, revision_id)
+        rev.status, rev.reason, rev.updated_at = "failed", reason, utcnow()
+        plan = s.get(Plan, rev.plan_id)
+        s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
+                        message=f"revision {rev.number} failed: {reason}"))
+        notify.changed(s, "plan", plan.id)
+        return True
+
+
+_FAIL = {"plan": fail_plan, "compile": fail_compile, "evaluation": fail_evaluation, "revision": fail_revision}

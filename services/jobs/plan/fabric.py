@@ -1,0 +1,39 @@
+"""The plan's fabric stage (DESIGN 4.8): when the request names a fabric, the selected topology's hosts are
+reserved, its arcs assigned to ports and panels, and new panel configs published (services.store.fabrics).
+"""
+from __future__ import annotations
+
+from sqlalchemy.exc import IntegrityError
+
+from services.fabric import FabricError
+from services.synthesis.topology.catalog import build
+
+from ...config import get_settings
+from ...store import fabrics
+from ...store.db import session_scope
+from ..attempts import PlanInputError, advance, claim, plan_request
+
+__all__ = ["stage_fabric"]
+
+
+# ----- fabric binding -----------------------------------------------------------------------------
+def stage_fabric(state: dict, plan_id: str) -> dict:
+    """When the request names a fabric: reserve its hosts, assign ports, publish new panel configs."""
+    if state.get("stop"):
+        return state
+    req = plan_request(plan_id)
+    if not req.get("fabric_id"):
+        return state
+    advance(plan_id, "fabric", 0.35, f"reserving hosts on {req['fabric_id']}")
+    topo = build(state["selected"]["expr"])
+    try:
+        with session_scope(get_settings().sqlalchemy_url) as s:
+            claim(s, plan_id)
+            b = fabrics.bind_plan(s, plan_id, req["fabric_id"], topo, req.get("hosts"), bool(req.get("lookahead")))
+            summary = {"fabric_id": b.fabric_id, "hosts": b.assignment["hosts"], "panels": b.required_versions,
+                       **fabrics.binding_facts(s, b, req["bandwidth_gbps"] / topo.degree)}
+    except IntegrityError:
+        raise PlanInputError("another plan reserved one of these hosts at the same time; submit again") from None
+    except FabricError as exc:
+        raise PlanInputError(str(exc)) from None
+    return {**state, "fabric": summary}

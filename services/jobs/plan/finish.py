@@ -1,0 +1,63 @@
+"""The plan's finish stage (DESIGN 4.2): predicted times per collective and message size from the verified
+schedules' costs, the workload on today's topologies (baselines), and the plan done with its result
+(atomically: a finished plan is never written again).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
+from services.synthesis.search.finder import baseline_times, candidate_from_entry, frontier_entry
+
+from ...config import get_settings
+from ...store import repo
+from ...store.db import session_scope
+from ..attempts import Superseded, current_attempt, plan_request
+from ..workloads import message_sizes, workload_items
+from . import training
+
+__all__ = ["stage_finish"]
+
+
+def stage_finish(state: dict, plan_id: str) -> dict:
+    if state.get("stop"):
+        return state
+    req = plan_request(plan_id)
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    sel = state["selected"]
+    predicted = {}
+    for size in message_sizes(req):
+        for c in ALLGATHER_FAMILY:
+            sch = state["schedules"][c.value]
+            predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
+    ag = {**sel, **frontier_entry(candidate_from_entry(sel), Collective.ALLGATHER)}   # the allgather's T_L, T_B
+    result = {
+        "topology": {**ag, **state["topology_facts"],
+                     "t_l_us": ag["steps"] * req["alpha_us"],
+                     "t_b_us_per_mib": float(Fraction(ag["tau_exact"])) * (1 << 20) / link.node_bandwidth_Bps * 1e6},
+        "frontier": state["frontier"],
+        "schedules": state["schedules"],
+        "predicted_time_us": predicted,
+        "workload_time_us": sel.get("workload_time_us"),
+        "fabric": state.get("fabric"),
+        "compiled": state.get("compiled"),
+        "baselines_time_us": _baselines_time_us(state, req, link),
+        "training": state.get("training"),
+        "alltoall": state.get("alltoall"),
+    }
+    with session_scope(get_settings().sqlalchemy_url) as s:
+        if not repo.finish(s, plan_id, result, attempt=current_attempt()):
+            raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
+    return {"done": True}
+
+
+def _baselines_time_us(state: dict, req: dict, link: LinkModel) -> dict[str, float]:
+    """The workload on today's topologies: a training job's iteration times (simulated at select), or the
+    sizes form's workload time."""
+    if state.get("training"):
+        return training.baselines_time_us(state["training"])
+    w = req["workload"]
+    return {k: v * 1e6 for k, v in baseline_times(req["nodes"], req["degree"], link, workload_items(req),
+                                                  w.get("alltoall_bytes") or 0.0,
+                                                  w.get("alltoall_weight") or 0.0).items()}

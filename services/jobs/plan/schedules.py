@@ -1,0 +1,127 @@
+"""The plan's schedules stage (DESIGN 4.2): the selected topology's allgather, reduce-scatter and allreduce
+schedules (one BFB solve, or receiver blocks solved in parallel tasks and merged), each model-checked against
+the cost the frontier priced it at and stored with its link loads and the topology (services.jobs.artifacts).
+The all-to-all schedule is the next stage (alltoall).
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+
+from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
+from services.synthesis.schedule.ir import Collective, allreduce
+from services.synthesis.schedule.verify import verify
+from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
+from services.synthesis.topology.catalog import build
+
+from ...config import get_settings
+from ...store import repo
+from ...store.db import session_scope
+from ..artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts, topology_graphml,
+                         topology_json)
+from ..attempts import advance, claim, current_attempt
+
+__all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
+
+
+def _url() -> str:
+    return get_settings().sqlalchemy_url
+
+
+# ----- schedules ------------------------------------------------------------------------------------
+def fanout_plan(state: dict, plan_id: str) -> list[tuple[bool, list[int]]] | None:
+    """Receiver blocks (orientation, receivers) when the selected schedule is one large BFB solve."""
+    if state.get("stop"):
+        return None
+    expr = state["selected"]["expr"]
+    st = get_settings()
+    if not needs_bfb_fanout(expr, st.bfb_fanout_min_nodes):
+        return None
+    topo = build(expr)
+    orientations = [False] if topo.bidirectional else [False, True]
+    return [(o, b.tolist()) for o in orientations for b in receiver_blocks(topo.nodes, st.bfb_fanout_blocks)]
+
+
+def _oriented(expr: str, transposed: bool):
+    t = build(expr)
+    return t.transpose() if transposed else t
+
+
+def stage_bfb_block(plan_id: str, expr: str, transposed: bool, receivers: list[int]) -> str:
+    """One receiver block of LP (1): solved, stored as a blob, its digest returned (the group member)."""
+    ctx = BfbContext.create(_oriented(expr, transposed), shortcut=False)
+    res = solve_block(ctx, np.asarray(receivers))
+    with session_scope(_url()) as s:
+        claim(s, plan_id)
+        digest = repo.put_blob(s, block_npz(res, transposed), "bfb-block", "application/x-npz")
+        plan = repo.get_plan(s, plan_id)
+        repo.advance(s, plan_id, stage="schedule", progress=min(0.75, plan.progress + 0.4 / 16),
+                     message=f"solved receivers {receivers[0]}..{receivers[-1]}"
+                             + (" of the transpose" if transposed else ""), attempt=current_attempt())
+    return digest
+
+
+def _load_block(digest: str) -> tuple[bool, BlockResult]:
+    with session_scope(_url()) as s:
+        data, _ = repo.get_blob(s, digest)
+    return block_from_npz(data)
+
+
+def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None = None) -> dict:
+    """Build (or merge the fanned-out blocks into) allgather, reduce-scatter and allreduce schedules,
+    model-check every one, and store them as artifacts."""
+    if state.get("stop"):
+        return state
+    expr = state["selected"]["expr"]
+    advance(plan_id, "schedule", 0.75 if block_digests else 0.4, "building schedules")
+    topo = build(expr)
+    if block_digests:
+        blocks = {False: [], True: []}
+        for d in block_digests:
+            o, b = _load_block(d)
+            blocks[o].append(b)
+        ag = merge_blocks(BfbContext.create(topo, shortcut=False), blocks[False]).schedule
+        if blocks[True]:
+            rs = merge_blocks(BfbContext.create(topo.transpose(), shortcut=False), blocks[True]).schedule
+            rs = rs.reverse(topology=topo.expr)
+        else:
+            rs = ag.reverse(topology=topo.expr)
+        schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs,
+                     Collective.ALLREDUCE: allreduce(rs, ag)}
+    else:
+        schedules = {c: b.schedule for c, b in construct_collectives(expr).items()}
+    advance(plan_id, "verify", 0.85, "model-checking the schedules")
+    summaries, loads = {}, {}
+    for c, sched in schedules.items():
+        report = verify(sched, topo)
+        if not report.ok:
+            raise RuntimeError(f"the {c.value} schedule of {expr} failed model checking: {report.violation.message}")
+        promised = state["selected"].get("costs", {}).get(c.value)
+        if promised and (report.steps, report.tau) != (promised["steps"], Fraction(promised["tau_exact"])):
+            raise RuntimeError(f"the {c.value} schedule of {expr} costs {report.steps} steps, tau {report.tau}; "
+                               f"the frontier priced it at {promised['steps']} steps, tau {promised['tau_exact']}")
+        loads[c] = link_loads_blob(sched, topo, report.tau)
+        summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
+                              "verified": True, "transfers": report.transfers}
+    advance(plan_id, "store", 0.95, "storing artifacts")
+    # the blobs are content-addressed (a redelivery writes the same ones): stored first, in their own
+    # transaction, so the plan's row is held only while they are attached and the heartbeat is never kept out
+    topology_blob, graphml_blob = json.dumps(topology_json(topo)).encode(), topology_graphml(topo)
+    with session_scope(_url()) as s:
+        digests = {c: (repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False),
+                       repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
+                   for c, sched in schedules.items()}
+        digest = repo.put_blob(s, topology_blob, "topology", "application/json")
+        graphml = repo.put_blob(s, graphml_blob, "topology", "application/graphml+xml")
+    with session_scope(_url()) as s:
+        claim(s, plan_id)
+        for c, (schedule_digest, loads_digest) in digests.items():
+            repo.attach(s, plan_id, f"schedule:{c.value}", schedule_digest, summaries[c.value])
+            summaries[c.value]["digest"] = schedule_digest
+            repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
+        repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
+        repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
+    return {**state, "schedules": summaries, "topology_digest": digest,
+            "topology_facts": topology_facts(topo)}

@@ -1,0 +1,61 @@
+"""The plan's frontier and selection stages (DESIGN 4.2): the Pareto frontier of every collective kind in the
+workload (services.jobs.frontiers, cached), then the entry with the smallest workload time: the sizes form's
+collectives with the all-to-all share priced by MCF throughput, or a training job's iteration (training).
+"""
+from __future__ import annotations
+
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.search.finder import candidate_from_entry, select
+from services.synthesis.topology.catalog import build
+
+from ..attempts import advance, plan_request
+from ..frontiers import frontier_entries
+from ..workloads import is_training, workload_items
+from . import training
+
+__all__ = ["stage_frontier", "stage_select"]
+
+
+def stage_frontier(plan_id: str) -> dict:
+    """The frontier of every collective kind in the workload (their union when there are several: each entry
+    carries all three collectives' costs, so selection prices a mixed workload exactly)."""
+    req = plan_request(plan_id)
+    advance(plan_id, "frontier", 0.05, "searching the Pareto frontier")
+    entries, cached, seen = [], True, set()
+    for kind in dict.fromkeys(i.collective.value for i in workload_items(req)):
+        part, hit = frontier_entries(req["nodes"], req["degree"], req.get("bidirectional_only", False), kind)
+        cached = cached and hit
+        for e in part:
+            if e["expr"] not in seen:
+                seen.add(e["expr"])
+                entries.append(e)
+    advance(plan_id, "frontier", 0.2, f"{len(entries)} Pareto-efficient topologies" + (" (cached)" if cached else ""))
+    return {"frontier": entries}
+
+
+def stage_select(state: dict, plan_id: str) -> dict:
+    if state.get("stop"):
+        return state
+    req = plan_request(plan_id)
+    if is_training(req):
+        return training.stage_select(state, plan_id, req, advance)
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    items = workload_items(req)
+    cands = [candidate_from_entry(e) for e in state["frontier"]]
+    w = req["workload"]
+    a2a_weight, a2a_bytes = w.get("alltoall_weight") or 0.0, w.get("alltoall_bytes") or 0
+    if a2a_weight:
+        from services.synthesis.evaluate.alltoall import alltoall_throughput
+
+        advance(plan_id, "select", 0.25, "all-to-all throughput of every frontier entry (MCF)")
+        for e in state["frontier"]:
+            e.setdefault("alltoall_f", alltoall_throughput(build(e["expr"])).throughput)
+    f_of = {e["expr"]: e.get("alltoall_f") for e in state["frontier"]}
+    sel = select(cands, link, items, alltoall_bytes=a2a_bytes, alltoall_weight=a2a_weight,
+                 alltoall_f=lambda c: f_of[c.expr])
+    times = {c.expr: t for c, t in sel.times_s}
+    for e in state["frontier"]:
+        e["workload_time_us"] = times[e["expr"]] * 1e6
+    best = next(e for e in state["frontier"] if e["expr"] == sel.best.expr)
+    advance(plan_id, "select", 0.3, f"selected {best['expr']}")
+    return {**state, "selected": best}

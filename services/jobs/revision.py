@@ -1,0 +1,210 @@
+"""The plan revision job (DESIGN 4.9; issue 14): a done plan's topology after link failures, built by a worker
+
+    repair -> schedules -> compile -> finish                (workers.tasks.revision_workflow)
+
+- **repair** (first, so a patch panel's robot starts at once): with `repair` requested and the plan bound to
+  a fabric, every arc on a faulty panel port is wired again on spare ports of its hosts (services.fabric.
+  repair): new cross-connects, new panel config versions, a `repairs` row pending until the panels apply them.
+- **schedules**: the degraded topology (the failed arcs removed) and its allgather, reduce-scatter and
+  allreduce schedules from `bfb.degraded.degraded_schedules` (BFB and the greedy scheduler priced at the
+  workload's mean size, the faster verified one served; every served schedule passes the model checker),
+  stored as artifacts under the revision's prefix ("rev{n}:schedule:allreduce", ...), with link loads checked
+  against the measured tau (services.jobs.artifacts.link_loads_blob) and the topology as JSON and GraphML.
+- **compile**: the plan's compile stage (services.jobs.compiling) on the revision's schedules.
+- **finish**: predicted times per collective and size, the workload time, and the cost of the failure
+  against revision 0 and against the naive fallback (services.jobs.revision_cost).
+
+Recording the failure that queues a revision, and the restored revision after a repair, happen on the request
+side (services.jobs.failure_reports). A revision is a job like a plan (outbox, attempts, heartbeats:
+services.store.jobs), and a finished revision is never written again.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from sqlalchemy import select
+
+from services.fabric.repair import RepairError, repatch
+from services.synthesis.bfb.degraded import degraded_schedules
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.topology.catalog import build
+
+from ..config import get_settings
+from ..store import fabrics, notify, repo
+from ..store.db import session_scope
+from ..store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
+from . import compiling
+from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
+from .attempts import claim
+from .revision_cost import failure_cost, predicted, workload_us
+from .workloads import workload_items
+
+__all__ = ["stage_repair", "stage_schedules", "stage_compile", "stage_finish", "mean_size"]
+
+
+def _url() -> str:
+    return get_settings().sqlalchemy_url
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (a BFB pool's workers)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _claim(s, revision_id: str) -> PlanRevision:
+    claim(s, revision_id, "revision")
+    return s.get(PlanRevision, revision_id)
+
+
+def _advance(revision_id: str, stage: str, progress: float) -> None:
+    with session_scope(_url()) as s:
+        rev = _claim(s, revision_id)
+        rev.status, rev.stage, rev.progress, rev.updated_at = "running", stage, progress, utcnow()
+        notify.changed(s, "plan", rev.plan_id)
+
+
+def stage_repair(revision_id: str) -> dict:
+    """Re-patch the plan's arcs that sit on faulty ports onto spare ports (when requested and bound). The
+    state counts the worker's CPU seconds stage by stage (`cpu_s`: the stages may run in different processes)."""
+    c0 = _cpu()
+    state = {"repair": _repair(revision_id)}
+    return {**state, "cpu_s": _cpu() - c0}
+
+
+def _repair(revision_id: str) -> dict:
+    _advance(revision_id, "repair", 0.05)
+    with session_scope(_url()) as s:
+        rev = _claim(s, revision_id)
+        if not rev.repair:
+            return {"status": "not_requested"}
+        b = s.get(PlanBinding, rev.plan_id)
+        if b is None or b.released:
+            return {"status": "unavailable", "reason": "the plan is not bound to a fabric" if b is None
+                    else "the plan released its hosts"}
+        fabrics._lock(s, b.fabric_id)
+        state = fabrics.load_state(s, b.fabric_id)
+        faults = [(f.panel_id, f.side, f.port) for f in s.scalars(
+            select(PortFault).join(PanelRow, PanelRow.id == PortFault.panel_id).where(PanelRow.fabric_id == b.fabric_id))]
+        side = b.assignment.get("side", 0)
+        try:
+            r = repatch(state.fabric.side(side), state.assignment(rev.plan_id), faults)
+        except RepairError as exc:
+            return {"status": "impossible", "reason": str(exc)}
+        if not r.moves:
+            return {"status": "none_needed"}
+        versions = fabrics.replace_assignment(s, rev.plan_id, r.assignment,
+                                              f"revision {rev.number}: {len(r.moves)} failed link(s) re-patched")
+        estimate = fabrics.ready_estimate_s(s, b)
+        rep = Repair(plan_id=rev.plan_id, revision_number=rev.number, status="pending",
+                     panels={p: versions[p] for p in r.panels if p in versions}, moves=r.moves,
+                     ready_estimate_s=estimate)
+        s.add(rep)
+        s.flush()
+        return {"status": "pending", "id": rep.id, "panels": rep.panels, "moves": r.moves,
+                "ready_estimate_s": estimate}
+
+
+def mean_size(req: dict) -> float:
+    """The workload's weighted mean message size: on uniform links a schedule's workload time is
+    W (steps alpha + tau Mbar / B), so the faster schedule at Mbar is the faster for the whole workload."""
+    items = workload_items(req)
+    total = sum(i.weight for i in items)
+    if total > 0:
+        return sum(i.size_bytes * i.weight for i in items) / total
+    return sum(i.size_bytes for i in items) / len(items)
+
+
+def stage_schedules(state: dict, revision_id: str) -> dict:
+    """The degraded topology's verified AG/RS/AR schedules, stored under the revision's artifact prefix."""
+    if state.get("stop"):
+        return state
+    c0 = _cpu()
+    _advance(revision_id, "schedule", 0.15)
+    with session_scope(_url()) as s:
+        rev = _claim(s, revision_id)
+        plan = s.get(Plan, rev.plan_id)
+        req, expr, failed, number = dict(plan.request), plan.result["topology"]["expr"], list(rev.failed), rev.number
+    t0 = time.perf_counter()
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    # one process: a job process may not fork a pool of its own (embedded: a daemonic process; Celery: a
+    # pool child), and a vertex-transitive plan's revision solves only the receivers the failure changed
+    out = degraded_schedules(build(expr), [tuple(f) for f in failed], link, mean_size(req),
+                             bfb_options={"workers": 1})
+    g = out.topology
+    _advance(revision_id, "verify", 0.8)
+    summaries, blobs = {}, {}
+    for c, cmp in out.comparisons.items():
+        chosen = cmp.chosen
+        if not chosen.verified:             # choose() serves only a schedule that passed; never store another
+            raise RuntimeError(f"the {c.value} schedule of {g.expr} is not verified")
+        blobs[c.value] = (chosen.schedule.to_bytes(), link_loads_blob(chosen.schedule, g, chosen.tau))
+        summaries[c.value] = {"steps": chosen.steps, "tau": float(chosen.tau), "tau_exact": str(chosen.tau),
+                              "verified": True, "transfers": chosen.schedule.transfers, "scheduler": chosen.scheduler,
+                              "candidates": [x.as_dict() for x in cmp.candidates]}
+    seconds = time.perf_counter() - t0
+    prefix = f"rev{number}:"
+    with session_scope(_url()) as s:
+        _claim(s, revision_id)
+        for c, (sched, loads) in blobs.items():
+            digest = repo.put_blob(s, sched, "schedule", "application/x-npz", compress=False)
+            repo.attach(s, rev.plan_id, f"{prefix}schedule:{c}", digest, summaries[c])
+            summaries[c]["digest"] = digest
+            repo.attach(s, rev.plan_id, f"{prefix}loads:{c}",
+                        repo.put_blob(s, loads, "link-loads", "application/x-npz", compress=False))
+        meta = {"nodes": g.nodes, "degree": g.degree}
+        topo_digest = repo.put_blob(s, json.dumps(topology_json(g)).encode(), "topology", "application/json")
+        repo.attach(s, rev.plan_id, f"{prefix}topology", topo_digest, meta)
+        repo.attach(s, rev.plan_id, f"{prefix}topology:graphml",
+                    repo.put_blob(s, topology_graphml(g), "topology", "application/graphml+xml"), meta)
+    topology = {"expr": g.expr, "nodes": g.nodes, "degree": g.degree, "regular": g.regular,
+                "removed": [[int(x) for x in f] for f in failed], **topology_facts(g)}
+    return {**state, "schedules": summaries, "topology": topology, "topology_digest": topo_digest,
+            "artifact_prefix": prefix, "seconds": seconds, "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+
+
+def stage_compile(state: dict, revision_id: str) -> dict:
+    """The revision's XML: the plan's compile stage (services.jobs.compiling) on the revision's schedules, for the
+    runtimes the plan lists; refusals are reported, not failures."""
+    if state.get("stop"):
+        return state
+    with session_scope(_url()) as s:
+        plan_id = _claim(s, revision_id).plan_id
+
+    def advance(_plan_id: str, stage: str, progress: float, message: str | None = None) -> None:
+        _advance(revision_id, stage, 0.85 + 0.1 * (progress - 0.96) / 0.04)
+
+    c0, t0 = _cpu(), time.perf_counter()
+    out = compiling.stage_compile(state, plan_id, advance, prefix=state["artifact_prefix"])
+    return {**out, "compile_s": time.perf_counter() - t0, "cpu_s": out.get("cpu_s", 0.0) + _cpu() - c0}
+
+
+def stage_finish(state: dict, revision_id: str) -> dict:
+    """Predicted times and the failure's cost; the revision done (atomically with its result)."""
+    if state.get("stop"):
+        return state
+    c0 = _cpu()
+    with session_scope(_url()) as s:
+        rev = _claim(s, revision_id)
+        plan = s.get(Plan, rev.plan_id)
+        req = dict(plan.request)
+        predicted = predicted(req, state["schedules"])
+        original = plan.result["predicted_time_us"]
+        result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
+                  "workload_time_us": workload_us(req, predicted),
+                  "failure_cost": failure_cost(req, original, predicted, 0),
+                  "repair": state.get("repair"), "artifact_prefix": state["artifact_prefix"],
+                  "compiled": state.get("compiled"),
+                  "seconds": state.get("seconds"), "compile_s": state.get("compile_s"),
+                  "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+        rev.status, rev.stage, rev.progress, rev.result, rev.reason = "done", "done", 1.0, result, None
+        rev.updated_at = rev.heartbeat_at = utcnow()
+        slow = result["failure_cost"]["workload_us"]["slowdown"]
+        s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
+                        message=f"revision {rev.number} done: {state['topology']['expr']}"
+                                + (f", workload {slow:.3f}x the original" if slow else "")))
+        notify.changed(s, "plan", plan.id)
+    return {"done": True}
