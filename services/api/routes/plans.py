@@ -99,7 +99,7 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
         except workloads.WorkloadInputError as exc:
             raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.createplan_or_404(s, req, idempotency_key)
+        plan, created = repo.create_plan(s, req, idempotency_key)
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
     s.commit()
@@ -348,7 +348,7 @@ def release_fabric(plan_id: str, request: Request, s: Session = Depends(get_sess
     from services.store import fabrics
 
     plan_or_404(s, plan_id)
-    b = fabrics.releaseplan_or_404(s, plan_id)
+    b = fabrics.release_plan(s, plan_id)
     if b is None:
         raise HTTPException(404, f"plan {plan_id} is not bound to a fabric")
     request.app.state.plan_cache.drop(plan_id)
