@@ -37,7 +37,7 @@ from ..store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision,
 from . import compiling
 from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from .attempts import claim
-from .revision_cost import failure_cost, predicted, workload_us
+from .revision_cost import failure_cost, predicted_times, workload_us
 from .workloads import workload_items
 
 __all__ = ["stage_repair", "stage_schedules", "stage_compile", "stage_finish", "mean_size"]
@@ -191,7 +191,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
         req = dict(plan.request)
-        predicted = predicted(req, state["schedules"])
+        predicted = predicted_times(req, state["schedules"])
         original = plan.result["predicted_time_us"]
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
                   "workload_time_us": workload_us(req, predicted),

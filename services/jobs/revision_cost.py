@@ -12,10 +12,10 @@ from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
 from .workloads import message_sizes, workload_items
 
-__all__ = ["predicted", "workload_us", "ring_fallback", "failure_cost"]
+__all__ = ["predicted_times", "workload_us", "ring_fallback", "failure_cost"]
 
 
-def predicted(req: dict, schedules: dict) -> dict:
+def predicted_times(req: dict, schedules: dict) -> dict:
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     return {c: {str(m): link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
                 for m in message_sizes(req)} for c, sm in schedules.items()}

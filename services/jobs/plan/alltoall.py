@@ -27,7 +27,7 @@ from ...store.db import session_scope
 from .. import workloads
 from ..artifacts import link_loads_blob
 from ..attempts import advance, claim, plan_request
-from . import training
+from .training import iteration_with_alltoall
 
 __all__ = ["REPORTED", "stage_alltoall"]
 
@@ -72,7 +72,7 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
                "transfers": report.transfers}
     training = state.get("training")
     if training is not None:
-        training = {**training, "chosen_with_alltoall_schedule": training.iteration_with_alltoall(
+        training = {**training, "chosen_with_alltoall_schedule": iteration_with_alltoall(
             req, training, CollectiveCost(report.steps, report.tau))}
     advance(plan_id, "alltoall", 0.955, f"storing the all-to-all schedule ({report.transfers} transfers)")
     with session_scope(get_settings().sqlalchemy_url) as s:

@@ -15,7 +15,7 @@ from ...store import repo
 from ...store.db import session_scope
 from ..attempts import Superseded, current_attempt, plan_request
 from ..workloads import message_sizes, workload_items
-from . import training
+from .training import baselines_time_us
 
 __all__ = ["stage_finish"]
 
@@ -56,7 +56,7 @@ def _baselines_time_us(state: dict, req: dict, link: LinkModel) -> dict[str, flo
     """The workload on today's topologies: a training job's iteration times (simulated at select), or the
     sizes form's workload time."""
     if state.get("training"):
-        return training.baselines_time_us(state["training"])
+        return baselines_time_us(state["training"])
     w = req["workload"]
     return {k: v * 1e6 for k, v in baseline_times(req["nodes"], req["degree"], link, workload_items(req),
                                                   w.get("alltoall_bytes") or 0.0,

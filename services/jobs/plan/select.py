@@ -11,7 +11,7 @@ from services.synthesis.topology.catalog import build
 from ..attempts import advance, plan_request
 from ..frontiers import frontier_entries
 from ..workloads import is_training, workload_items
-from . import training
+from .training import stage_select as select_for_training
 
 __all__ = ["stage_frontier", "stage_select"]
 
@@ -38,7 +38,7 @@ def stage_select(state: dict, plan_id: str) -> dict:
         return state
     req = plan_request(plan_id)
     if is_training(req):
-        return training.stage_select(state, plan_id, req, advance)
+        return select_for_training(state, plan_id, req, advance)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     items = workload_items(req)
     cands = [candidate_from_entry(e) for e in state["frontier"]]
