@@ -18,7 +18,7 @@ from ..store.db import session_scope
 from ..store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
 
 __all__ = ["PlanInputError", "Superseded", "attempt_of", "current_attempt", "claim", "plan_request", "advance",
-           "fail", "fail_plan", "fail_compile", "fail_evaluation", "fail_revision"]
+           "fail", "fail_plan"]
 
 
 class PlanInputError(ValueError):
@@ -76,7 +76,13 @@ def fail(kind: str, job_id: str, reason: str, attempt: int | None = None, url: s
     """Fail a plan, an evaluation, a plan revision or a compile job with the reason, only while it runs
     `attempt` (by default this task's). True when this call failed it."""
     attempt = _ATTEMPT.get() if attempt is None else attempt
-    return _FAIL[kind](job_id, reason, attempt, url)
+    if kind == "plan":
+        return fail_plan(job_id, reason, attempt, url)
+    with session_scope(url or _url()) as s:
+        if not jobs.claim(s, kind, job_id, attempt):
+            return False
+        _RECORD_FAILURE[kind](s, s.get(jobs.KINDS[kind], job_id), reason)
+        return True
 
 
 def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
@@ -89,39 +95,22 @@ def fail_plan(plan_id: str, reason: str, attempt: int | None = None, url: str | 
         return failed
 
 
-def fail_compile(job_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    """Fail an on-demand compile job (its worker hit a limit or died) while `attempt` still owns it."""
-    with session_scope(url or _url()) as s:
-        if not jobs.claim(s, "compile", job_id, attempt):
-            return False
-        job = s.get(CompileJob, job_id)
-        compiles.fail(s, job, reason, {**(job.meta or {}), "limit": (job.meta or {}).get("limit") or "worker"})
-        return True
+def _compile_failed(s, job: CompileJob, reason: str) -> None:
+    """An on-demand compile job failed (its worker hit a limit or died)."""
+    compiles.fail(s, job, reason, {**(job.meta or {}), "limit": (job.meta or {}).get("limit") or "worker"})
 
 
-def fail_evaluation(evaluation_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    """Fail the evaluation with the reason (only while it runs `attempt`)."""
-    with session_scope(url or _url()) as s:
-        if not jobs.claim(s, "evaluation", evaluation_id, attempt):
-            return False
-        ev = s.get(Evaluation, evaluation_id)
-        ev.status, ev.reason, ev.updated_at = "failed", reason, utcnow()
-        notify.changed(s, "evaluation", evaluation_id)
-        return True
+def _evaluation_failed(s, ev: Evaluation, reason: str) -> None:
+    ev.status, ev.reason, ev.updated_at = "failed", reason, utcnow()
+    notify.changed(s, "evaluation", ev.id)
 
 
-def fail_revision(revision_id: str, reason: str, attempt: int | None = None, url: str | None = None) -> bool:
-    """Fail the plan revision with the reason (only while it runs `attempt`)."""
-    with session_scope(url or _url()) as s:
-        if not jobs.claim(s, "revision", revision_id, attempt):
-            return False
-        rev = s.get(PlanRevision, revision_id)
-        rev.status, rev.reason, rev.updated_at = "failed", reason, utcnow()
-        plan = s.get(Plan, rev.plan_id)
-        s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
-                        message=f"revision {rev.number} failed: {reason}"))
-        notify.changed(s, "plan", plan.id)
-        return True
+def _revision_failed(s, rev: PlanRevision, reason: str) -> None:
+    rev.status, rev.reason, rev.updated_at = "failed", reason, utcnow()
+    plan = s.get(Plan, rev.plan_id)
+    s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
+                    message=f"revision {rev.number} failed: {reason}"))
+    notify.changed(s, "plan", plan.id)
 
 
-_FAIL = {"plan": fail_plan, "compile": fail_compile, "evaluation": fail_evaluation, "revision": fail_revision}
+_RECORD_FAILURE = {"compile": _compile_failed, "evaluation": _evaluation_failed, "revision": _revision_failed}
