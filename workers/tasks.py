@@ -9,7 +9,7 @@ plus compile_xml: one schedule compiled for other options on demand (GET .../sch
 
 and a chain per plan revision (services.jobs.revision: failed links reported on a done plan):
 
-    repair (re-patch onto spare ports) -> schedules (degraded topology, verified) -> finish
+    repair (re-patch onto spare ports) -> schedules (degraded topology, verified) -> compile -> finish
 
 Every task runs one delivery attempt of its job (the `attempt` keyword the dispatcher adds) with a heartbeat
 (services.store.jobs.beat) and under the time and memory limits (workers.limits). Input errors, the time
