@@ -15,7 +15,6 @@ from ..store.db import session_scope
 __all__ = ["frontier_entries"]
 
 
-# ----- frontier (cached per N, d, options) -------------------------------------------------------------
 def frontier_entries(nodes: int, degree: int, bidirectional: bool,
                      collective: str = "allgather") -> tuple[list[dict], bool]:
     """(entries, from_cache): the frontier on the collective's exact costs (`frontier_entry`)."""

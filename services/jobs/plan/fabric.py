@@ -16,7 +16,6 @@ from ..attempts import PlanInputError, advance, claim, plan_request
 __all__ = ["stage_fabric"]
 
 
-# ----- fabric binding -----------------------------------------------------------------------------
 def stage_fabric(state: dict, plan_id: str) -> dict:
     """When the request names a fabric: reserve its hosts, assign ports, publish new panel configs."""
     if state.get("stop"):

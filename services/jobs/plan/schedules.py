@@ -30,7 +30,6 @@ def _url() -> str:
     return get_settings().sqlalchemy_url
 
 
-# ----- schedules ------------------------------------------------------------------------------------
 def fanout_plan(state: dict, plan_id: str) -> list[tuple[bool, list[int]]] | None:
     """Receiver blocks (orientation, receivers) when the selected schedule is one large BFB solve."""
     if state.get("stop"):
