@@ -50,7 +50,7 @@ class LiveServer:
 
     def __enter__(self):
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120   # a loaded machine starts the worker pool slowly
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the test server did not start")
