@@ -501,8 +501,14 @@ def test_compare_plans_side_by_side(page, site):
     pg.click("#compare-button")
     pg.wait_for_function("location.hash.startsWith('#/compare') && document.querySelector('#view').dataset.ready === 'true'")
     assert pg.locator("#compare-table thead th[data-plan-id]").evaluate_all("hs => hs.map(h => h.dataset.planId)") == ids
-    plans = [site["bound"], site["revised"], site["small"]]
+    plans = []
+    for p in (site["bound"], site["revised"], site["small"]):      # each as it runs now: its current revision
+        n = p["revision"]["current"]
+        rev = http.get(f"/v1/plans/{p['id']}/revisions/{n}").json() if n else p
+        plans.append({**p, "schedules": rev["schedules"], "predicted_time_us": rev["predicted_time_us"]})
+    assert plans[1]["predicted_time_us"] != site["revised"]["predicted_time_us"]
     show(pg, site, "/compare?plans=" + ",".join(p["id"] for p in plans) + "&collective=allreduce", "compare")
+    assert "2 (2 failed links" in pg.locator("#compare-table tr[data-row^='revision shown'] td").nth(1).inner_text()
     assert pg.locator("#compare-table thead th[data-plan-id]").count() == 3
     row = pg.locator("#compare-table tr[data-row='allreduce at 1 MiB'] td").all_inner_texts()
     want = pg.evaluate("async (xs) => { const u = await import('./dashboard/js/util.js'); return xs.map(x => x === null ? '-' : u.fmtUs(x)); }",
@@ -635,7 +641,7 @@ def test_topology_of_1024_nodes_is_an_adjacency_heat_map(page, site):
     }""", sorted(cells))
     assert painted["unpainted"] == 0 and painted["blank"] > 0
     box = canvas.bounding_box()
-    canvas.hover(position={"x": 5, "y": 5})
+    canvas.hover(position={"x": 1, "y": 1})                                   # cells are 2 px: bin 0
     assert "tail 0-2 → head 0-2" in _text_of(pg, "#adjacency-readout")
     canvas.click(position={"x": 1, "y": 1})
     out0 = sorted({v for u, v, _ in topo["arcs"] if u == 0})

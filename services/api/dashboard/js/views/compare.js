@@ -1,5 +1,5 @@
-// Two to four plans side by side (#/compare?plans=<id>,<id>[,..]&collective=..): their requests, chosen
-// topologies, predicted times and costs in one table (the best of each row marked), and overlaid charts: the
+// Two to four plans side by side (#/compare?plans=<id>,<id>[,..]&collective=..), each as it runs now (its
+// current revision after failures): their requests, topologies, predicted times and costs in one table (the best of each row marked), and overlaid charts: the
 // predicted time of the collective against the message size (each plan at its own alpha and B, from its
 // verified schedule's steps and tau), the workload times, and every plan's frontier in the steps-tau plane.
 import { get } from "../api.js";
@@ -15,6 +15,18 @@ const PALETTE = ["#1f77b4", "#e8590c", "#2b8a3e", "#9c36b5"];
 export function planIds(query) {
   const ids = (query.get("plans") || "").split(",").map((s) => s.trim().toLowerCase()).filter((s) => /^[0-9a-f]{8,64}$/.test(s));
   return [...new Set(ids)];
+}
+
+/** A plan as it runs now: when failures made a later revision current, that revision's topology,
+ * schedules and predicted times replace revision 0's (its frontier stays the plan's). */
+async function current(p) {
+  const n = p.revision?.current ?? 0;
+  if (!n) return p;
+  const rev = await get(`v1/plans/${p.id}/revisions/${n}`);
+  const t = rev.topology || {};
+  return { ...p, planned_expr: p.topology?.expr, schedules: rev.schedules, predicted_time_us: rev.predicted_time_us,
+    topology: { ...p.topology, expr: t.expr, diameter: t.diameter, workload_time_us: rev.workload_time_us,
+      bw_optimal: null, moore_optimal: null } };                  // not reported for a degraded topology
 }
 
 function picker(ids, collective) {
@@ -65,11 +77,11 @@ function compareTable(plans, collective) {
     row("bandwidth B", plans, (p) => `${p.request.bandwidth_gbps} Gbit/s`),
     row("workload", plans, (p) => workloadText(p.request)),
     row("topology", plans, (p) => p.topology?.expr),
-    row("current revision", plans, (p) => (p.revision ? `${p.revision.current}${p.revision.current ? `: ${p.revision.expr}` : " (as planned)"}` : null)),
+    row("revision shown (the current one)", plans, (p) => (p.revision ? (p.revision.current ? `${p.revision.current} (${p.revision.failed.length} failed links; planned: ${p.planned_expr})` : "0 (as planned)") : null)),
     row(`${collective} steps (T_L / alpha)`, plans, (p) => p.schedules?.[collective]?.steps, { number: (p) => p.schedules?.[collective]?.steps }),
     row(`${collective} tau (T_B / (M/B))`, plans, (p) => p.schedules?.[collective]?.tau, { number: (p) => p.schedules?.[collective]?.tau, fmt: (x) => fmtNumber(x) }),
     row("diameter", plans, (p) => p.topology?.diameter, { number: (p) => p.topology?.diameter }),
-    row("BW-optimal / Moore-optimal", plans, (p) => (p.topology ? `${yesNo(p.topology.bw_optimal)} / ${yesNo(p.topology.moore_optimal)}` : null)),
+    row("BW-optimal / Moore-optimal", plans, (p) => (p.topology?.bw_optimal != null ? `${yesNo(p.topology.bw_optimal)} / ${yesNo(p.topology.moore_optimal)}` : null)),
     ...sizes.map((s) => row(`${collective} at ${fmtBytes(Number(s))}`, plans, (p) => p.predicted_time_us?.[collective]?.[s],
       { number: (p) => p.predicted_time_us?.[collective]?.[s], fmt: fmtUs })),
     row(sameWorkload ? "workload time" : "workload time (different workloads)", plans, (p) => p.topology?.workload_time_us,
@@ -139,7 +151,7 @@ function workloadChart(plans) {
 
 function frontierChart(plans) {
   const entries = plans.flatMap((p, i) => (p.frontier || []).map((e) => ({ ...e, plan: i, label: shortId(p.id) })));
-  const chosen = plans.flatMap((p, i) => (p.frontier || []).filter((e) => e.expr === p.topology?.expr).map((e) => ({ ...e, plan: i })));
+  const chosen = plans.flatMap((p, i) => (p.frontier || []).filter((e) => e.expr === (p.planned_expr ?? p.topology?.expr)).map((e) => ({ ...e, plan: i })));
   return Plot.plot({
     style: PLOT_STYLE, width: 640, height: 360, marginLeft: 70, marginBottom: 45,
     x: { label: "steps = T_L / alpha →", grid: true, tickFormat: "d" },
@@ -164,7 +176,7 @@ export async function render(root, { query }) {
       ids.length > MAX_PLANS ? ` (${ids.length} given).` : "."));
     return;
   }
-  const plans = await Promise.all(ids.map((id) => get(`v1/plans/${id}`)));
+  const plans = await Promise.all(ids.map(async (id) => current(await get(`v1/plans/${id}`))));
   const notDone = plans.filter((p) => p.status !== "done");
   root.append(el("div", {},
     el("p", { class: "legend-note" }, plans.map((p, i) => [swatch(i), el("code", {}, shortId(p.id)), ` ${p.topology?.expr ?? p.status}`, "   "])),
@@ -178,6 +190,6 @@ export async function render(root, { query }) {
       el("div", { class: "card" }, el("h2", {}, "Workload time"),
         el("div", { class: "chart", id: "compare-workload-chart" }, workloadChart(plans)),
         el("h2", {}, "Frontiers (steps against tau)"),
-        el("p", { class: "legend-note" }, "Each plan's Pareto frontier; ringed: its choice."),
+        el("p", { class: "legend-note" }, "Each plan's Pareto frontier; ringed: its choice when it was planned."),
         el("div", { class: "chart", id: "compare-frontier-chart" }, frontierChart(plans))))));
 }

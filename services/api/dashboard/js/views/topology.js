@@ -91,7 +91,7 @@ function distanceChart(counts) {
   const rows = counts.map((pairs, i) => ({ distance: i + 1, pairs }));
   return Plot.plot({
     style: PLOT_STYLE, width: 420, height: 240, marginLeft: 80, marginBottom: 45,
-    x: { label: "distance (hops)", type: "band" },
+    x: { label: "distance (hops)", type: "band", tickFormat: (d) => (counts.length <= 12 || d === 1 || d % Math.ceil(counts.length / 10) === 0 ? d : "") },
     y: { label: "↑ ordered node pairs", grid: true },
     marks: [Plot.barY(rows, { x: "distance", y: "pairs", fill: "#1f4e79", title: (r) => `${r.pairs} pairs at distance ${r.distance}` }),
       Plot.ruleY([0])],
