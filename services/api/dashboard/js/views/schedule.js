@@ -198,6 +198,8 @@ function playerCard(sched, data, chart, topo, ctx) {
   const small = topo && topo.nodes <= DRAW_MAX_NODES;
   const drawing = small ? drawTopology(topo.nodes, topo.arcs, topo.permutation || null, topo.degree) : null;
   const paths = drawing ? [...drawing.querySelectorAll("path.arc")] : [];
+  paths.forEach((p) => p.removeAttribute("marker-end"));    // arrowheads in permutation colours would clash
+  drawing?.querySelector("#topology-legend")?.replaceChildren("Link colour: its load in the step (the heat map's scale); grey: idle.");
   const loadOf = (st) => {
     const m = new Map();
     for (const [, u, v, l, lo, hi] of st.transfers) m.set(`${u},${v},${l}`, (m.get(`${u},${v},${l}`) || 0) + hi - lo);
