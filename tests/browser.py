@@ -87,3 +87,43 @@ def insert_plan_copies(url: str, template, count: int) -> None:
                      "reason": "schedule: a copied failure for the list" if failed else None})
     with session_scope(url) as s:
         s.execute(insert(Plan), rows)
+
+
+def insert_topology_plan(url: str, template, expr: str) -> str:
+    """A finished plan whose topology is `expr`, for the topology page at sizes a test cannot afford to plan
+    (a 1024-node plan takes minutes on a loaded machine): the topology built by the library, its BFB
+    allgather schedule model-checked for the topology block's steps and tau (as an evaluation computes
+    them), the stored JSON artifact as the planner writes it (arcs, Konig permutations); the rest of the
+    request copied from `template`, with no schedules. Returns the plan id."""
+    import json
+    import uuid
+
+    from sqlalchemy import insert
+
+    from services.planner import topology_facts, topology_json
+    from services.store import repo
+    from services.store.db import session_scope
+    from services.store.models import Plan
+    from services.synthesis.bfb.lp import bfb_allgather
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.schedule.report import schedule_summary
+    from services.synthesis.schedule.verify import verify
+    from services.synthesis.topology.catalog import build
+
+    t = build(expr)
+    report = verify(bfb_allgather(t, workers=1).schedule, t)
+    assert report.ok, report.violation.message
+    summary = schedule_summary(t, report, 0.0, Collective.ALLGATHER)
+    topology = {**{k: summary[k] for k in ("steps", "tau", "tau_exact", "bw_optimal", "moore_optimal")},
+                "expr": t.expr, "nodes": t.nodes, "degree": t.degree, **topology_facts(t)}
+    pid = uuid.uuid4().hex
+    request = {**template.request, "fabric_id": None, "nodes": t.nodes, "degree": t.degree}
+    result = {**template.result, "fabric": None, "topology": topology, "frontier": None, "schedules": None,
+              "predicted_time_us": None, "baselines_time_us": None, "compiled": None}
+    with session_scope(url) as s:
+        s.execute(insert(Plan), [{"id": pid, "job_id": f"topology-{t.nodes}", "request_hash": "1" * 64,
+                                  "request": request, "status": "done", "stage": "done", "progress": 1.0,
+                                  "result": result, "reason": None}])
+        repo.attach(s, pid, "topology", repo.put_blob(s, json.dumps(topology_json(t)).encode(), "topology",
+                                                      "application/json"), {"nodes": t.nodes, "degree": t.degree})
+    return pid

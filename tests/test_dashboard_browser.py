@@ -9,6 +9,7 @@ one server and one browser (an xdist group: scripts/dev test runs pytest with --
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import socket
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.skipif(SKIP is not None, reason=SKIP or ""), pytest.ma
 
 BULK_PLANS = 1000
 TIMEOUT_MS = 20_000
+BIG_TOPOLOGY = "circulant(1024, 1, 32)"      # the adjacency heat map at 1024 nodes (3 s of BFB, no planning)
 
 
 class LiveServer:
@@ -50,7 +52,7 @@ class LiveServer:
 
     def __enter__(self):
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120   # a loaded machine starts the worker pool slowly
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the test server did not start")
@@ -79,6 +81,19 @@ def _plan(http: httpx.Client, **over) -> dict:
     r = http.post("/v1/plans", json=body)
     assert r.status_code == 202, r.text
     return _wait_done(http, r.json()["id"])
+
+
+def _fail_two_links(http: httpx.Client, pid: str, timeout: float = 120.0) -> None:
+    """Two failure reports (one link each) on a plan without a fabric: revisions 1 and 2, waited for."""
+    arcs = http.get(f"/v1/plans/{pid}/topology").json()["arcs"]
+    for tail, head, _ in arcs[:2]:
+        r = http.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{tail}>{head}"}], "repair": False})
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + timeout
+        while (rev := http.get(r.json()["url"]).json())["status"] not in ("done", "failed"):
+            assert time.monotonic() < deadline, f"revision {rev['number']} still {rev['status']}"
+            time.sleep(0.05)
+        assert rev["status"] == "done", rev["reason"]
 
 
 @pytest.fixture(scope="module")
@@ -111,11 +126,15 @@ def site(tmp_path_factory):
             bound = _plan(http, fabric_id="f1")
             small = _plan(http, nodes=12, degree=3, workload={"collective": "allgather", "sizes_bytes": [4096]})
             moe = _plan(http, workload={"training": {"model": "switch-base-128"}})
+            revised = _plan(http)
+            _fail_two_links(http, revised["id"])
             with session_scope(settings.sqlalchemy_url) as s:
                 template = s.get(Plan, bound["id"])
+                big = browser.insert_topology_plan(settings.sqlalchemy_url, template, BIG_TOPOLOGY)
             browser.insert_plan_copies(settings.sqlalchemy_url, template, BULK_PLANS)
             yield {"server": server, "http": http, "settings": settings, "viewer": viewer, "agent": agent,
-                   "bound": bound, "small": small, "moe": moe}
+                   "bound": bound, "small": small, "moe": moe, "revised": http.get(f"/v1/plans/{revised['id']}").json(),
+                   "big": big}
             http.close()
         get_settings.cache_clear()
 
@@ -179,7 +198,9 @@ def test_key_is_asked_once_and_every_page_loads(chromium, site):
     for hash_, shot in [("/plans", "plans"), (f"/plans/{bound}", "plan"), (f"/plans/{bound}/frontier", "plan-frontier"),
                         (f"/plans/{bound}/topology", "topology"), (f"/plans/{bound}/schedule", "schedule"),
                         ("/frontier?nodes=64&degree=4", "frontier"), ("/topology?expr=ring(6%2C%202)", "evaluate"),
-                        (f"/plans/{small}", "plan-small"), ("/fabrics", "fabrics")]:
+                        (f"/plans/{small}", "plan-small"), ("/fabrics", "fabrics"),
+                        (f"/compare?plans={bound},{small}", "compare-two"), ("/compare", "compare-empty"),
+                        ("/frontier", "frontier-default")]:
         show(pg, site, hash_, shot)
         assert not dialog.is_visible()
     pg.reload()
@@ -383,3 +404,292 @@ def test_lists_paginate_with_a_thousand_plans(page, site):
     assert failed == BULK_PLANS // 10
     assert pg.locator("#plan-table tbody tr[data-status=failed]").count() == 50
     assert shown < 10, f"the plan list took {shown:.1f} s with {total} plans"
+
+
+# ----- revisions, comparison, timeline, downloads, large topologies, the schedule player -------------------
+def _text_of(pg, selector: str) -> str:
+    return pg.locator(selector).inner_text()
+
+
+def test_plan_page_shows_the_current_revision(page, site):
+    """After two failed links the plan page opens on revision 2 (the current one): its topology, predicted
+    times, failure cost and artifacts, not revision 0's; the selector switches to revision 1 and back to 0."""
+    pg, _ = page
+    http = site["http"]
+    pid = site["revised"]["id"]
+    revs = http.get(f"/v1/plans/{pid}/revisions").json()
+    assert [r["number"] for r in revs] == [0, 1, 2] and revs[2]["current"]
+    rev2 = http.get(f"/v1/plans/{pid}/revisions/2").json()
+    show(pg, site, f"/plans/{pid}", "plan-revisions")
+    assert pg.locator("#view").get_attribute("data-revision") == "2"
+    assert pg.locator("#plan-revisions tbody tr").count() == 3
+    assert pg.locator("#revision-select").input_value() == "2"
+    card = pg.locator("#plan-topology[data-revision='2']")
+    assert rev2["topology"]["expr"] in card.inner_text()
+    assert "0→" in card.inner_text()                                       # the removed links are named
+    allreduce = rev2["predicted_time_us"]["allreduce"]
+    predicted = _text_of(pg, "#plan-predicted")
+    from_util = pg.evaluate("async (xs) => { const u = await import('./dashboard/js/util.js'); return xs.map(u.fmtUs); }",
+                            list(allreduce.values()))
+    assert all(t in predicted for t in from_util)
+    slowdown = rev2["failure_cost"]["workload_us"]["slowdown"]
+    assert f"{slowdown:.4g} x" in _text_of(pg, "#plan-failure-cost")
+    hrefs = pg.locator("#plan-artifacts a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    assert all("/revisions/2/" in h or h.startswith(f"#/plans/{pid}") for h in hrefs) and len(hrefs) > 10
+    assert any("revision=2" in h for h in hrefs)                             # its heat maps
+    # the baselines chart adds the revision's bar: one unit on the axis and every bar label
+    chart = pg.locator("#baseline-chart")
+    unit = chart.get_attribute("data-unit")
+    labels = chart.locator("g[aria-label=text] text").all_text_contents()
+    assert len(labels) == 2 + len(site["revised"]["baselines_time_us"]) and all(t.endswith(f" {unit}") for t in labels)
+    assert f"({unit})" in chart.locator("g[aria-label='x-axis label'] text").text_content()
+    assert chart.locator("svg").first.evaluate("s => getComputedStyle(s).fontSize") == "13px"
+    # pick revision 1: a revision that is not current says so; revision 0 is the plan as made
+    pg.select_option("#revision-select", "1")
+    pg.wait_for_function("document.querySelector('#view').dataset.revision === '1'")
+    assert "revision=1" in pg.url
+    assert pg.locator("#revision-not-current").is_visible()
+    assert revs[1]["expr"] in _text_of(pg, "#plan-topology[data-revision='1']")
+    pg.select_option("#revision-select", "0")
+    pg.wait_for_function("document.querySelector('#view').dataset.revision === '0'")
+    assert site["revised"]["topology"]["expr"] in _text_of(pg, "#plan-topology[data-revision='0']")
+    assert pg.locator("#plan-failure-cost").count() == 0
+
+
+def test_revision_topology_and_heat_map(page, site):
+    """A revision's topology page marks its failed arcs; its heat map is computed in the browser from the
+    revision's schedule and topology JSON, which gives the loads the API serves for revision 0 exactly and
+    the tau of revision 2's verified schedule."""
+    pg, _ = page
+    http = site["http"]
+    pid = site["revised"]["id"]
+    rev2 = http.get(f"/v1/plans/{pid}/revisions/2").json()
+    show(pg, site, f"/plans/{pid}/topology?revision=2", "topology-revision")
+    removed = pg.locator("#topology-drawing path.arc.removed").evaluate_all(
+        "ps => ps.map(p => [+p.dataset.tail, +p.dataset.head, +p.dataset.lane])")
+    assert sorted(removed) == sorted(rev2["topology"]["removed"]) and len(removed) == 2
+    assert pg.locator("#topology-drawing path.arc:not(.removed)").count() == 16 * 4 - 2
+    for collective in ("allgather", "allreduce"):
+        api = http.get(f"/v1/plans/{pid}/schedules/{collective}/loads", params={"max_links": 40}).json()
+        got = pg.evaluate("""async ([pid, c]) => {
+            const m = await import('./dashboard/js/views/schedule.js');
+            const api = await import('./dashboard/js/api.js');
+            const [sched, topo] = await Promise.all([api.get(`v1/plans/${pid}/schedules/${c}`), api.get(`v1/plans/${pid}/topology`)]);
+            return m.loadsFromSchedule(sched, topo, 40);
+        }""", [pid, collective])
+        for key in ("steps", "arcs", "arcs_per_column", "unit", "links", "loads", "step_max"):
+            assert got[key] == api[key], key
+        assert got["step_mean"] == pytest.approx(api["step_mean"]) and got["tau"] == pytest.approx(api["tau"])
+    show(pg, site, f"/plans/{pid}/schedule?collective=allreduce&revision=2", "schedule-revision")
+    tau = rev2["schedules"]["allreduce"]["tau"]
+    assert f"tau from these loads\n{tau:.6g}" in _text_of(pg, "#view") or f"tau from these loads\t{tau:.6g}" in _text_of(pg, "#view")
+    assert pg.locator("#heat-map g.load-cell rect").count() == rev2["schedules"]["allreduce"]["steps"] * (16 * 4 - 2)
+
+
+def test_compare_plans_side_by_side(page, site):
+    """Tick two plans in the list and press Compare; a comparison of three plans has a column each, their
+    predicted times from the API (the smallest marked), and one line and bar per plan in the charts."""
+    pg, _ = page
+    http = site["http"]
+    show(pg, site, "/plans")
+    rows = pg.locator("#plan-table tbody tr")
+    ids = [rows.nth(i).get_attribute("data-plan-id") for i in range(2)]
+    assert pg.locator("#compare-button").is_disabled()
+    for i in range(2):
+        rows.nth(i).locator("input.compare-pick").check()
+    pg.wait_for_timeout(2500)                                    # a refresh of the list keeps the ticks
+    assert pg.locator("#plan-table input.compare-pick:checked").count() == 2
+    pg.click("#compare-button")
+    pg.wait_for_function("location.hash.startsWith('#/compare') && document.querySelector('#view').dataset.ready === 'true'")
+    assert pg.locator("#compare-table thead th[data-plan-id]").evaluate_all("hs => hs.map(h => h.dataset.planId)") == ids
+    plans = []
+    for p in (site["bound"], site["revised"], site["small"]):      # each as it runs now: its current revision
+        n = p["revision"]["current"]
+        rev = http.get(f"/v1/plans/{p['id']}/revisions/{n}").json() if n else p
+        plans.append({**p, "schedules": rev["schedules"], "predicted_time_us": rev["predicted_time_us"]})
+    assert plans[1]["predicted_time_us"] != site["revised"]["predicted_time_us"]
+    show(pg, site, "/compare?plans=" + ",".join(p["id"] for p in plans) + "&collective=allreduce", "compare")
+    assert "2 (2 failed links" in pg.locator("#compare-table tr[data-row^='revision shown'] td").nth(1).inner_text()
+    assert pg.locator("#compare-table thead th[data-plan-id]").count() == 3
+    row = pg.locator("#compare-table tr[data-row='allreduce at 1 MiB'] td").all_inner_texts()
+    want = pg.evaluate("async (xs) => { const u = await import('./dashboard/js/util.js'); return xs.map(x => x === null ? '-' : u.fmtUs(x)); }",
+                       [(p["predicted_time_us"].get("allreduce") or {}).get(str(1 << 20)) for p in plans])
+    assert row == want
+    values = [(p["predicted_time_us"].get("allreduce") or {}).get(str(1 << 20)) for p in plans]
+    fastest = min(v for v in values if v is not None)
+    best = pg.locator("#compare-table tr[data-row='allreduce at 1 MiB'] td.best").all_inner_texts()
+    assert best == [want[values.index(fastest)]]
+    with_schedule = [p for p in plans if "allreduce" in (p["schedules"] or {})]
+    assert pg.locator("#compare-time-chart g.compare-line path").count() == len(with_schedule)
+    assert pg.locator("#compare-workload-chart g.compare-bar rect").count() == 3
+    assert pg.locator("#compare-frontier-chart g.compare-chosen circle").count() == 3
+    # the times on the lines are the plan's own T = steps * alpha + tau * M/B at the reported sizes
+    curves = pg.evaluate("""async (plans) => {
+        const m = await import('./dashboard/js/views/compare.js');
+        return m.timeCurves(plans, 'allreduce');
+    }""", plans)
+    for p in with_schedule:
+        for size, us in p["predicted_time_us"]["allreduce"].items():
+            point = [c for c in curves if c["label"] == p["id"][:8] and c["size"] == int(size)]
+            if point:
+                assert point[0]["time_us"] == pytest.approx(us, rel=1e-9)
+    show(pg, site, "/compare?plans=" + site["bound"]["id"])
+    assert "Pick 2 to 4 plans" in _text_of(pg, "#compare-help")
+
+
+def test_stage_timeline_durations_and_eta(page, site):
+    """The plan page's stage timeline: one row per stage of the plan's making, each lasting from its first
+    event to the next stage's (sub-second, from GET /events); while a plan runs, an ETA extrapolated from the
+    progress."""
+    from datetime import datetime
+
+    pg, _ = page
+    pid = site["bound"]["id"]
+    events = site["http"].get(f"/v1/plans/{pid}/events").json()
+    show(pg, site, f"/plans/{pid}", "plan-timeline")
+    making = events[:next(i for i, e in enumerate(events) if e["status"] in ("done", "failed")) + 1]
+    stages, starts = [], []
+    for e in making:
+        if not stages or stages[-1] != e["stage"]:
+            stages.append(e["stage"])
+            starts.append(datetime.fromisoformat(e["at"]).timestamp())
+    want = [b - a for a, b in itertools.pairwise(starts)] + [0.0]
+    rows = pg.locator("#plan-timeline > table tbody tr")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.stage)") == stages
+    got = [float(x) for x in rows.evaluate_all("rs => rs.map(r => r.dataset.durationS)")]
+    assert got == pytest.approx(want, abs=2e-3)
+    assert any(0 < d < 1 for d in got), "expected a sub-second stage"
+    assert pg.locator("#timeline-chart g.stage-bar rect").count() == sum(d > 0 for d in got)
+    # a running plan: 10 s since it was queued, 25 % done -> about 30 s left
+    eta = pg.evaluate("""async () => {
+        const m = await import('./dashboard/js/timeline.js');
+        const t0 = Date.parse('2026-01-01T00:00:00Z');
+        const at = (s) => new Date(t0 + 1000 * s).toISOString();
+        const events = [{at: at(0), status: 'queued', stage: 'queued', progress: 0},
+                        {at: at(1.25), status: 'running', stage: 'frontier', progress: 0.05},
+                        {at: at(4.5), status: 'running', stage: 'schedule', progress: 0.25}];
+        const plan = {status: 'running', progress: {fraction: 0.25, stage: 'schedule'}, created_at: at(0)};
+        const card = m.timelineCard(plan, events, t0 + 10000);
+        document.body.append(card);
+        const segs = m.stageSegments(events, t0 + 10000);
+        const out = {eta: card.querySelector('#plan-eta').dataset.etaS, text: card.querySelector('#plan-eta').textContent,
+                     durations: segs.map(s => s.duration_s), open: segs.map(s => s.open)};
+        card.remove();
+        return out;
+    }""")
+    assert float(eta["eta"]) == pytest.approx(30.0) and "30.00 s" in eta["text"]
+    assert eta["durations"] == pytest.approx([1.25, 3.25, 5.5]) and eta["open"] == [False, False, True]
+
+
+def test_xml_not_compiled_yet_shows_a_spinner_then_downloads(page, site):
+    """Clicking a runtime the plan did not compile: no raw 202 page, a spinner while the worker compiles
+    (the page polls the URL the 202 gave), then the file downloads."""
+    pg, _ = page
+    bound = site["bound"]
+    show(pg, site, f"/plans/{bound['id']}")
+    url = pg.url
+    link = pg.locator("#plan-artifacts a[data-runtime=oneccl][data-collective=allreduce]")
+    with pg.expect_download(timeout=120_000) as dl:
+        link.click()
+        spin = pg.locator("#plan-artifacts [data-compiling]")
+        spin.wait_for()
+        assert "compiling oneccl XML" in spin.inner_text()
+        pg.locator("#plan-artifacts").screenshot(path=str(SHOTS / "plan-compiling.png"))
+    download = dl.value
+    assert download.suggested_filename == f"{bound['id']}-allreduce-oneccl.xml"
+    body = Path(download.path()).read_text()
+    assert body.lstrip().startswith("<") and "</" in body
+    assert pg.url == url and pg.locator("#plan-artifacts [data-compiling]").count() == 0
+    r = site["http"].get(f"/v1/plans/{bound['id']}/schedules/allreduce", params={"format": "oneccl"})
+    assert r.status_code == 200 and r.text == body
+
+
+def test_fabric_card_has_cost_and_ready_estimate(page, site):
+    pg, _ = page
+    http = site["http"]
+    bound = site["bound"]
+    show(pg, site, f"/plans/{bound['id']}")
+    fabric = http.get(f"/v1/plans/{bound['id']}").json()["fabric"]
+    cost = pg.locator("#fabric-cost")
+    assert float(cost.get_attribute("data-plan-usd")) == fabric["cost"]["plan_usd"]
+    assert float(cost.get_attribute("data-fabric-usd")) == fabric["cost"]["fabric_usd"]
+    assert f"${round(fabric['cost']['plan_usd']):,}" in cost.inner_text()
+    assert float(pg.locator("#fabric-ready-estimate").get_attribute("data-seconds")) == fabric["ready_estimate_s"]
+    show(pg, site, "/fabrics")
+    whole = http.get("/v1/fabrics/f1/cost").json()
+    assert float(pg.locator("[data-fabric=f1] .fabric-cost").get_attribute("data-usd")) == whole["total_usd"]
+
+
+def test_topology_of_1024_nodes_is_an_adjacency_heat_map(page, site):
+    """Beyond 64 nodes the topology is a matrix on a canvas: at 1024 nodes 3 nodes a cell, every arc's cell
+    painted and the others white; hovering names a cell, clicking a row lists the node's neighbours."""
+    pg, _ = page
+    pid = site["big"]
+    topo = site["http"].get(f"/v1/plans/{pid}/topology").json()
+    show(pg, site, f"/plans/{pid}/topology", "topology-1024")
+    canvas = pg.locator("#topology-matrix canvas.adjacency")
+    width = int(canvas.get_attribute("data-bin-width"))
+    assert canvas.get_attribute("data-nodes") == "1024" and width == 3
+    cells = {(u // width, v // width) for u, v, _ in topo["arcs"]}
+    assert int(canvas.get_attribute("data-cells")) == len(cells)
+    painted = canvas.evaluate("""(c, cells) => {
+        const ctx = c.getContext('2d');
+        const bins = +c.dataset.bins, px = c.width / bins;
+        const white = ([i, j]) => { const d = ctx.getImageData(j * px + px / 2, i * px + px / 2, 1, 1).data; return d[0] > 250 && d[1] > 250 && d[2] > 250; };
+        let blank = 0;
+        for (let i = 0; i < bins; i += 7) for (let j = 0; j < bins; j += 5) if (i !== j && white([i, j])) blank++;
+        return {unpainted: cells.filter(white).length, blank};
+    }""", sorted(cells))
+    assert painted["unpainted"] == 0 and painted["blank"] > 0
+    box = canvas.bounding_box()
+    canvas.hover(position={"x": 1, "y": 1})                                   # cells are 2 px: bin 0
+    assert "tail 0-2 → head 0-2" in _text_of(pg, "#adjacency-readout")
+    canvas.click(position={"x": 1, "y": 1})
+    out0 = sorted({v for u, v, _ in topo["arcs"] if u == 0})
+    assert all(str(v) in _text_of(pg, "#adjacency-detail") for v in out0)
+    assert box["width"] <= 720
+
+
+def test_schedule_view_labels_plays_and_traces(page, site):
+    """The schedule view: each of the 64 links labelled tail -> head; the player outlines a step and colours
+    the links busy in it; the trace of a chunk lists the links that carry it in each step."""
+    pg, _ = page
+    http = site["http"]
+    bound = site["bound"]
+    pid = bound["id"]
+    sched = http.get(f"/v1/plans/{pid}/schedules/allreduce").json()
+    loads = http.get(f"/v1/plans/{pid}/schedules/allreduce/loads").json()
+    show(pg, site, f"/plans/{pid}/schedule?collective=allreduce")
+    ticks = pg.locator("#heat-map g[aria-label='x-axis tick label'] text").all_text_contents()
+    assert ticks == [f"{l['tail']}→{l['head']}" + (f"'{l['lane']}" if l["lane"] else "") for l in loads["links"]]
+    player = pg.locator("#step-player")
+    assert player.get_attribute("data-step") == "1"
+    pg.click("#step-player button:has-text('step ▶')")
+    assert player.get_attribute("data-step") == "2"
+    busy = {(u, v, l) for _, u, v, l, _, _ in sched["steps"][1]["transfers"]}
+    drawn = pg.locator("#step-drawing path.arc").evaluate_all(
+        "ps => ps.filter(p => +p.dataset.load > 0).map(p => [+p.dataset.tail, +p.dataset.head, +p.dataset.lane])")
+    assert {tuple(x) for x in drawn} == busy
+    assert pg.locator("#heat-map g.step-layer rect").count() == 1
+    pg.click("#step-play")
+    pg.wait_for_function("document.querySelector('#step-player').dataset.step === '3'", timeout=5000)
+    pg.click("#step-play")                                                     # pause
+    shard, chunk = 3, 1
+    pg.fill("#trace-shard", str(shard))
+    pg.fill("#trace-chunk", str(chunk))
+    pg.click("#trace-form button")
+    want = [sum(1 for s, _, _, _, lo, hi in st["transfers"] if s == shard and lo <= chunk < hi) for st in sched["steps"]]
+    rows = pg.locator("#trace-table tbody tr")
+    assert [int(x) for x in rows.evaluate_all("rs => rs.map(r => r.dataset.moves)")] == want
+    assert pg.locator("#heat-map rect.trace-cell").count() == sum(want)
+    assert rows.last.locator("td").last.inner_text() == "16 of 16"              # the allgather phase reaches everyone
+    pg.screenshot(path=str(SHOTS / "schedule-player.png"), full_page=True)
+
+
+def test_frontier_without_parameters_shows_a_default(page, site):
+    pg, _ = page
+    api = site["http"].get("/v1/frontiers", params={"nodes": 64, "degree": 4}).json()
+    show(pg, site, "/frontier")
+    assert "N = 64" in _text_of(pg, "#frontier-default")
+    assert pg.locator("#frontier-chart g.frontier-entry circle").count() == len(api["entries"])
+    assert pg.locator("#frontier-form input[name=nodes]").input_value() == "64"

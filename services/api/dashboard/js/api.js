@@ -117,9 +117,20 @@ export async function post(path, body) {
   return (await send(path, { method: "POST", body })).json();
 }
 
-/** Download an artifact with the key in the header (a plain link could not carry it). */
-export async function download(path, params, filename) {
-  const blob = await (await send(path, { params, accept: "*/*" })).blob();
+/** Download an artifact with the key in the header (a plain link could not carry it). A runtime's XML not
+ * compiled yet answers 202 with a URL: `onWait(accepted)` is called (the caller shows a spinner) and the URL
+ * is polled (its Retry-After apart) until the file is there, then it is downloaded; a refusal (422) throws. */
+export async function download(path, params, filename, onWait = () => {}) {
+  let r = await send(path, { params, accept: "*/*" });
+  if (r.status === 202) {
+    const accepted = await r.json();
+    onWait(accepted);
+    while (r.status === 202) {
+      await new Promise((resolve) => setTimeout(resolve, 1000 * Math.min(10, Number(r.headers.get("Retry-After")) || 2)));
+      r = await send(accepted.url, { accept: "*/*" });
+    }
+  }
+  const blob = await r.blob();
   const a = document.createElement("a");
   a.href = URL.createObjectURL(blob);
   a.download = filename;

@@ -4,6 +4,7 @@
 import { askForKey } from "./api.js";
 import { startHealth } from "./health.js";
 import { errorBox, fill } from "./util.js";
+import * as compare from "./views/compare.js";
 import * as fabrics from "./views/fabrics.js";
 import * as frontier from "./views/frontier.js";
 import * as plan from "./views/plan.js";
@@ -18,6 +19,7 @@ const ROUTES = [
   [/^\/plans\/([0-9a-f]+)\/frontier$/, frontier, "frontier"],
   [/^\/plans\/([0-9a-f]+)\/topology$/, topology, "topology"],
   [/^\/plans\/([0-9a-f]+)\/schedule$/, schedule, "plans"],
+  [/^\/compare$/, compare, "compare"],
   [/^\/frontier$/, frontier, "frontier"],
   [/^\/topology$/, topology, "topology"],
   [/^\/fabrics$/, fabrics, "fabrics"],

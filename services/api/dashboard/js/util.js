@@ -100,3 +100,38 @@ export function intParam(query, name) {
   const v = query.get(name);
   return v !== null && /^\d+$/.test(v) ? Number(v) : null;
 }
+
+/** A duration in seconds with sub-second precision: 0.042 s, 3.18 s, 2 min 05.3 s, 1 h 02 min. */
+export function fmtSeconds(s) {
+  if (s === null || s === undefined || !Number.isFinite(s)) return "-";
+  if (s < 60) return `${s < 10 ? s.toFixed(3) : s.toFixed(2)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${(s % 60).toFixed(1).padStart(4, "0")} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} min`;
+}
+
+/** A timestamp's local time of day with milliseconds: 09:16:12.345. */
+export function fmtClock(iso) {
+  if (!iso) return "-";
+  const d = new Date(iso);
+  const two = (x) => String(x).padStart(2, "0");
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, "0")}`;
+}
+
+/** One unit for a whole chart of durations given in µs (axis and bar labels agree): {unit, per_us, fmt}. */
+export function timeUnit(maxUs) {
+  const [unit, per_us] = maxUs >= 1e6 ? ["s", 1e-6] : maxUs >= 1e3 ? ["ms", 1e-3] : ["µs", 1];
+  return { unit, per_us, fmt: (us) => (us === null || us === undefined ? "-" : `${fmtNumber(us * per_us, 4)} ${unit}`) };
+}
+
+/** Options every Plot chart shares: labels at a readable size (Plot's default is 10 px). */
+export const PLOT_STYLE = { fontSize: "13px", overflow: "visible" };
+
+/** A spinner with a text beside it (role=status, so a screen reader announces it). */
+export function spinner(text, attrs = {}) {
+  return el("span", { class: "spinner-box", role: "status", ...attrs }, el("span", { class: "spinner", "aria-hidden": "true" }), " ", text);
+}
+
+/** Resolve after ms milliseconds. */
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,7 +1,8 @@
-// Fabrics and panels, live (every 3 s): each fabric's hosts and panels; each panel's config version
-// against the version its agent applied, its last report, the pending diff, and the plans bound to it.
+// Fabrics and panels, live (every 3 s): each fabric's hosts, capital cost and panels; each panel's config
+// version against the version its agent applied, its last report, the pending diff, and the plans bound to
+// it (with their ready estimate and capital cost).
 import { get, list } from "../api.js";
-import { age, badge, el, facts, fill, shortId, table, yesNo } from "../util.js";
+import { age, badge, el, facts, fill, fmtSeconds, shortId, table, yesNo } from "../util.js";
 
 export const NAME = "fabrics";
 const REFRESH_MS = 3000;
@@ -36,9 +37,22 @@ function planTable(plans) {
     { label: "job", value: (p) => p.job_id },
     { label: "status", value: (p) => badge(p.status) },
     { label: "hosts", value: (p) => (p.fabric ? `${p.fabric.hosts.length}: ${p.fabric.hosts[0]}..${p.fabric.hosts[p.fabric.hosts.length - 1]}` : "-") },
-    { label: "fabric ready", value: (p) => (p.fabric ? badge(p.fabric.fabric_ready ? "ready" : "pending") : "-") },
+    { label: "fabric ready", value: (p) => (p.fabric ? [badge(p.fabric.fabric_ready ? "ready" : "pending"),
+      !p.fabric.fabric_ready && p.fabric.ready_estimate_s != null ? ` in about ${fmtSeconds(p.fabric.ready_estimate_s)}` : ""] : "-") },
+    { label: "capital cost", class: "num", value: (p) => (p.fabric?.cost ? money(p.fabric.cost.plan_usd) : "-") },
     { label: "released", value: (p) => (p.fabric ? yesNo(p.fabric.released) : "-") },
   ], plans, (p) => ({ "data-plan-id": p.id }));
+}
+
+function money(usd) {
+  return `$${Math.round(usd).toLocaleString("en-US")}`;
+}
+
+const costs = new Map();   // fabric id -> its capital cost (GET /v1/fabrics/<id>/cost): a fabric's hardware does not change
+
+function costOf(f) {
+  if (!costs.has(f.id)) costs.set(f.id, get(`v1/fabrics/${encodeURIComponent(f.id)}/cost`).catch((e) => ({ error: e })));
+  return costs.get(f.id);
 }
 
 function connectionList(conns) {
@@ -62,15 +76,19 @@ async function panelDetail(box, panelId) {
 }
 
 async function fabricCard(f, pick) {
-  const [panels, plans] = await Promise.all([
+  const [panels, plans, cost] = await Promise.all([
     list("v1/panels", { fabric_id: f.id, limit: PANEL_PAGE }),
     list("v1/plans", { fabric_id: f.id, view: "summary", limit: PLAN_PAGE }),
+    costOf(f),
   ]);
   const reserved = Object.keys(f.reserved).length;
   return el("div", { class: "card", "data-fabric": f.id },
     el("h2", {}, `Fabric ${f.id}`),
     facts([["hosts", `${f.hosts} (${reserved} reserved, ${f.hosts - reserved} free)`], ["ports per host", f.ports_per_host],
-      ["panels", panels.total]]),
+      ["panels", panels.total],
+      ["capital cost", cost.error ? el("span", { class: "error" }, cost.error.message)
+        : el("span", { class: "fabric-cost", dataset: { usd: cost.total_usd } }, el("b", {}, money(cost.total_usd)),
+          ` (${money(cost.per_host_usd)} per host, links of ${cost.link_gbps} Gbit/s; a plan's card prices it at its own B/d)`)]]),
     el("h2", {}, "Panels"), panelTable(panels.items, pick),
     panels.total > panels.items.length ? el("p", { class: "muted" }, `first ${panels.items.length} of ${panels.total} panels`) : null,
     el("h2", {}, "Plans bound to it"),

@@ -1,12 +1,15 @@
 // The Pareto frontier (paper section 7): steps (T_L / alpha) against tau (T_B / (M/B)), one point per entry,
 // the selected entry and the lower bounds marked; and the predicted time of every entry from 1 KiB to 1 GiB,
 // where the crossover between latency- and bandwidth-optimal topologies shows. Standalone
-// (#/frontier?nodes=..&degree=..: GET /v1/frontiers) or for a plan (#/plans/<id>/frontier).
+// (#/frontier?nodes=..&degree=..: GET /v1/frontiers; without them N = 64, d = 4) or for a plan
+// (#/plans/<id>/frontier).
 import { get } from "../api.js";
 import { COLLECTIVES, SIZES, entryTime_s, linkModel } from "../cost.js";
-import { el, fmtBytes, fmtNumber, fmtUs, intParam, table, yesNo } from "../util.js";
+import { el, fmtBytes, fmtNumber, fmtUs, intParam, PLOT_STYLE, table, yesNo } from "../util.js";
 
 export const NAME = "frontier";
+/** What #/frontier shows without parameters. */
+export const DEFAULT = { nodes: 64, degree: 4 };
 
 function numberParam(query, name, fallback) {
   const v = Number(query.get(name));
@@ -36,7 +39,7 @@ export function stepsTauChart(entries, bound, selected) {
   const xs = entries.map((e) => e.steps).concat([bound.steps]);
   const ys = entries.map((e) => e.tau).concat([bound.tau]);
   return Plot.plot({
-    width: 620, height: 380, marginLeft: 60, marginRight: 30,
+    style: PLOT_STYLE, width: 620, height: 380, marginLeft: 60, marginRight: 30, marginBottom: 45,
     x: { label: "steps = T_L / alpha →", domain: [Math.min(...xs) - 1, Math.max(...xs) + 1], grid: true,
       ticks: d3.range(Math.min(...xs) - 1, Math.max(...xs) + 2), tickFormat: "d" },
     y: { label: "↑ tau = T_B / (M/B)", domain: [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03], grid: true },
@@ -74,7 +77,7 @@ export function timeChart(entries, model, collective, selected) {
   const color = { domain: entries.map((e) => e.expr), scheme: "tableau10" };
   const width = (r) => (r.expr === selected ? 3.5 : 1.5);
   const absolute = Plot.plot({
-    width: 620, height: 300, marginLeft: 60, x: SIZE_AXIS, color: { ...color, legend: true },
+    style: PLOT_STYLE, width: 620, height: 300, marginLeft: 70, marginBottom: 45, x: SIZE_AXIS, color: { ...color, legend: true },
     y: { type: "log", label: `↑ predicted ${collective} time (µs)`, grid: true },
     marks: [
       Plot.line(rows, { x: "size", y: "time_us", stroke: "expr", strokeWidth: width, className: "time-line" }),
@@ -82,7 +85,7 @@ export function timeChart(entries, model, collective, selected) {
     ],
   });
   const relative = Plot.plot({
-    width: 620, height: 200, marginLeft: 60, x: SIZE_AXIS, color,
+    style: PLOT_STYLE, width: 620, height: 200, marginLeft: 70, marginBottom: 45, x: SIZE_AXIS, color,
     y: { type: "log", label: "↑ time / fastest at that size", grid: true, tickFormat: (v) => `${fmtNumber(v, 3)}x` },
     marks: [
       Plot.ruleY([1]),
@@ -112,6 +115,7 @@ export async function render(root, { id, query }) {
   let bound;
   let selected = null;
   let title;
+  let defaulted = false;
   if (id) {
     const plan = await get(`v1/plans/${id}`);
     if (!plan.frontier) throw new Error(`plan ${id} is ${plan.status}; its frontier exists once it is done`);
@@ -125,17 +129,20 @@ export async function render(root, { id, query }) {
       collective: q.collective })).bound;
     title = [`Frontier of plan `, el("a", { href: `#/plans/${id}` }, el("code", {}, id.slice(0, 8)))];
   } else {
-    q = { nodes: intParam(query, "nodes"), degree: intParam(query, "degree"), bidirectional: query.get("bidirectional") === "true",
+    const given = intParam(query, "nodes") !== null && intParam(query, "degree") !== null;
+    q = { nodes: given ? intParam(query, "nodes") : DEFAULT.nodes, degree: given ? intParam(query, "degree") : DEFAULT.degree,
+      bidirectional: query.get("bidirectional") === "true",
       alpha_us: numberParam(query, "alpha_us", 10), bandwidth_gbps: numberParam(query, "bandwidth_gbps", 100),
       collective: COLLECTIVES.includes(query.get("collective")) ? query.get("collective") : "allgather" };
     title = "Pareto frontier";
+    defaulted = !given;
   }
   root.append(el("h1", {}, title), form(q));
+  if (defaulted) {
+    root.append(el("p", { class: "muted", id: "frontier-default" }, `No N and d given: showing N = ${DEFAULT.nodes}, `
+      + `d = ${DEFAULT.degree} (a rack of ${DEFAULT.nodes} hosts with ${DEFAULT.degree} ports each). Change them above.`));
+  }
   if (!id) {
-    if (q.nodes === null || q.degree === null) {
-      root.append(el("p", { class: "muted" }, "Enter N and d to see the Pareto-efficient topologies (GET /v1/frontiers)."));
-      return;
-    }
     const f = await get("v1/frontiers", { nodes: q.nodes, degree: q.degree, bidirectional: q.bidirectional,
       collective: q.collective });
     entries = f.entries;

@@ -1,14 +1,28 @@
-// One plan: request, status history, chosen topology with T_L/T_B and predicted times, the baselines, a training
-// job's iteration on every entry, the all-to-all schedule, artifact links and the fabric block. Refreshed every
-// 2 s until the plan (and its fabric) settle.
-import { download, get } from "../api.js";
+// One plan: request, stage timeline, the revision selector (revision 0 is the plan as made; failure reports
+// and repairs add revisions: GET /v1/plans/<id>/revisions, and the page shows the current one unless
+// ?revision=n picks another), the selected revision's topology with T_L/T_B, predicted times, the failure's
+// cost, artifacts and heat-map links; the baselines, a training job's iteration on every entry, the
+// all-to-all schedule and the fabric block (capital cost, ready estimate). Refreshed every 2 s until the plan,
+// its revisions and its fabric settle.
+import { get, list } from "../api.js";
+import { downloadLink, runtimeLinks } from "../artifacts.js";
 import { COLLECTIVES } from "../cost.js";
-import { age, badge, el, facts, fill, fmtBytes, fmtNumber, fmtUs, progressBar, table, yesNo } from "../util.js";
+import { timelineCard } from "../timeline.js";
+import { age, badge, el, facts, fill, fmtBytes, fmtNumber, fmtSeconds, fmtUs, intParam, PLOT_STYLE, progressBar, table,
+  timeUnit, yesNo } from "../util.js";
 
 export const NAME = "plan";
 const REFRESH_MS = 2000;
 
-function header(p) {
+/** Where the plan's sub-pages go for revision n (revision 0 needs no parameter). */
+function revQuery(n, extra = {}) {
+  const q = new URLSearchParams(extra);
+  if (n) q.set("revision", n);
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+function header(p, n) {
   return el("div", { class: "card", id: "plan-header" },
     el("h1", {}, "Plan ", el("code", {}, p.id), " ", badge(p.status)),
     facts([
@@ -20,8 +34,9 @@ function header(p) {
     ]),
     p.status === "done" ? el("p", {},
       el("a", { href: `#/plans/${p.id}/frontier` }, "Frontier"), " · ",
-      el("a", { href: `#/plans/${p.id}/topology` }, "Topology"), " · ",
-      el("a", { href: `#/plans/${p.id}/schedule` }, "Schedule link loads")) : null);
+      el("a", { href: `#/plans/${p.id}/topology${revQuery(n)}` }, n ? `Topology (revision ${n})` : "Topology"), " · ",
+      el("a", { href: `#/plans/${p.id}/schedule${revQuery(n)}` }, "Schedule link loads"), " · ",
+      el("a", { href: `#/compare?plans=${p.id}` }, "Compare with other plans")) : null);
 }
 
 function workloadFacts(w) {
@@ -29,7 +44,7 @@ function workloadFacts(w) {
   if (!t) {
     return [["collectives", (w.collectives || [w.collective || "allreduce"]).join(", ")],
       ["sizes", (w.sizes_bytes || []).map(fmtBytes).join(", ")],
-      w.alltoall_bytes && ["all-to-all", `${fmtBytes(w.alltoall_bytes)} x ${w.alltoall_weight}`]];
+      w.alltoall_bytes && ["all-to-all", `${fmtBytes(w.alltoall_bytes)} per node, weight ${w.alltoall_weight}`]];
   }
   const device = t.device && typeof t.device === "object" ? t.device.name : t.device;
   return [["training job", t.model ? t.model : `${t.model_spec.name} (inline, ${t.model_spec.layers.length} layers)`],
@@ -49,48 +64,83 @@ function request(p) {
     el("details", {}, el("summary", {}, "JSON"), el("pre", { class: "json" }, JSON.stringify(r, null, 2))));
 }
 
-function chosen(p) {
-  const t = p.topology;
-  return el("div", { class: "card", id: "plan-topology" }, el("h2", {}, "Chosen topology"),
-    facts([
-      ["expression", el("code", {}, t.expr)],
-      ["T_L", `${t.steps} steps x alpha = ${fmtUs(t.t_l_us)}`],
-      ["T_B", `tau = ${fmtNumber(t.tau)} (${t.tau_exact}) x M/B${t.t_b_us_per_mib != null ? ` = ${fmtUs(t.t_b_us_per_mib)} per MiB` : ""}`],
-      ["diameter", t.diameter], ["BW-optimal", yesNo(t.bw_optimal)], ["Moore-optimal", yesNo(t.moore_optimal)],
-      ["duplex cabling", yesNo(t.bidirectional)],
-      t.workload_time_us != null && [p.training ? "iteration time" : "workload time", fmtUs(t.workload_time_us)],
-    ]));
+/** The selected revision as the page shows it: revision 0 from the plan itself, others from their view. */
+function shown(p, rev) {
+  if (!rev) {
+    return { number: 0, kind: "original", topology: p.topology, schedules: p.schedules, compiled: p.compiled,
+      predicted: p.predicted_time_us, workload_us: p.topology.workload_time_us, base: `v1/plans/${p.id}`, stem: p.id };
+  }
+  return { number: rev.number, kind: rev.kind, topology: rev.topology, schedules: rev.schedules, compiled: rev.compiled,
+    predicted: rev.predicted_time_us, workload_us: rev.workload_time_us, failure_cost: rev.failure_cost, rev,
+    base: `v1/plans/${p.id}/revisions/${rev.number}`, stem: `${p.id}-r${rev.number}` };
 }
 
-function predicted(p) {
-  const pt = p.predicted_time_us || {};
-  const sizes = Object.keys(pt.allgather || pt.allreduce || {}).sort((a, b) => a - b);
+function chosen(p, v) {
+  const t = v.topology;
+  const title = v.number ? `Topology of revision ${v.number} (${v.kind})` : "Chosen topology";
+  if (v.number === 0) {
+    return el("div", { class: "card", id: "plan-topology", "data-revision": 0 }, el("h2", {}, title),
+      facts([
+        ["expression", el("code", {}, t.expr)],
+        ["T_L", `${t.steps} steps x alpha = ${fmtUs(t.t_l_us)}`],
+        ["T_B", `tau = ${fmtNumber(t.tau)} (${t.tau_exact}) x M/B${t.t_b_us_per_mib != null ? ` = ${fmtUs(t.t_b_us_per_mib)} per MiB` : ""}`],
+        ["diameter", t.diameter], ["BW-optimal", yesNo(t.bw_optimal)], ["Moore-optimal", yesNo(t.moore_optimal)],
+        ["duplex cabling", yesNo(t.bidirectional)],
+        t.workload_time_us != null && [p.training ? "iteration time" : "workload time", fmtUs(t.workload_time_us)],
+      ]));
+  }
+  const sched = Object.entries(v.schedules || {});
+  return el("div", { class: "card", id: "plan-topology", "data-revision": v.number }, el("h2", {}, title),
+    facts([
+      ["expression", el("code", {}, t.expr)],
+      ["removed links", (t.removed || []).map(([a, b, l]) => `${a}→${b}${l ? ` lane ${l}` : ""}`).join(", ") || "none"],
+      ["arcs", `${t.nodes * t.degree - (t.removed || []).length} of ${t.nodes * t.degree}`],
+      ["diameter", t.diameter], ["mean distance", t.mean_distance != null ? fmtNumber(t.mean_distance) : "-"],
+      ["duplex cabling", yesNo(t.bidirectional)],
+      v.workload_us != null && ["workload time", fmtUs(v.workload_us)],
+    ]),
+    table([
+      { label: "collective", value: ([c]) => c },
+      { label: "steps (T_L / alpha)", class: "num", value: ([, s]) => s.steps },
+      { label: "tau (T_B / (M/B))", class: "num", value: ([, s]) => `${fmtNumber(s.tau)} (${s.tau_exact})` },
+      { label: "scheduler", value: ([, s]) => s.scheduler || "-" },
+    ], sched));
+}
+
+function predicted(p, v) {
+  const pt = v.predicted || {};
+  const sizes = Object.keys(pt.allgather || pt.allreduce || Object.values(pt)[0] || {}).sort((a, b) => a - b);
   const columns = [{ label: "message size", value: (s) => fmtBytes(Number(s)) },
-    ...COLLECTIVES.map((c) => ({ label: c, class: "num", value: (s) => fmtUs(pt[c]?.[s]) }))];
-  return el("div", { class: "card" }, el("h2", {}, "Predicted time per size and collective"),
+    ...COLLECTIVES.filter((c) => pt[c]).map((c) => ({ label: c, class: "num", value: (s) => fmtUs(pt[c]?.[s]) }))];
+  return el("div", { class: "card", id: "plan-predicted" },
+    el("h2", {}, `Predicted time per size and collective${v.number ? ` (revision ${v.number})` : ""}`),
     el("p", { class: "legend-note" }, "From the verified schedules' measured steps and tau: T = steps x alpha + tau x M/B."
       + (p.training ? " Sizes: the DDP bucket capacities." : "")),
     table(columns, sizes));
 }
 
-function baselines(p) {
-  const rows = [{ name: `fabricplan: ${p.topology.expr}`, time: p.topology.workload_time_us, ours: true },
-    ...Object.entries(p.baselines_time_us || {}).map(([name, time]) => ({ name, time, ours: false }))]
-    .filter((r) => r.time != null);
+function baselines(p, v) {
+  const rows = [{ name: `fabricplan: ${p.topology.expr}`, time: p.topology.workload_time_us, kind: "ours" },
+    v.number ? { name: `revision ${v.number}: ${v.topology.expr}`, time: v.workload_us, kind: "revision" } : null,
+    ...Object.entries(p.baselines_time_us || {}).map(([name, time]) => ({ name, time, kind: "baseline" }))]
+    .filter((r) => r && r.time != null);
+  const unit = timeUnit(Math.max(...rows.map((r) => r.time)));
   const chart = Plot.plot({
-    marginLeft: 230, marginRight: 70, width: 640, height: 40 + 28 * rows.length,
-    x: { label: `${p.training ? "iteration" : "workload"} time (µs)`, grid: true },
+    style: PLOT_STYLE, marginLeft: 260, marginRight: 90, marginBottom: 45, width: 680, height: 70 + 30 * rows.length,
+    x: { label: `${p.training ? "iteration" : "workload"} time (${unit.unit}) →`, grid: true },
     y: { label: null, domain: rows.map((r) => r.name) },
-    color: { domain: [true, false], range: ["#f4a261", "#1f4e79"] },
+    color: { domain: ["ours", "revision", "baseline"], range: ["#f4a261", "#c62828", "#1f4e79"] },
     marks: [
-      Plot.barX(rows, { x: "time", y: "name", fill: "ours", className: "baseline-bar", title: (r) => `${r.name}: ${fmtUs(r.time)}` }),
-      Plot.text(rows, { x: "time", y: "name", text: (r) => fmtUs(r.time), dx: 4, textAnchor: "start" }),
+      Plot.barX(rows, { x: (r) => r.time * unit.per_us, y: "name", fill: "kind", className: "baseline-bar",
+        title: (r) => `${r.name}: ${fmtUs(r.time)}` }),
+      Plot.text(rows, { x: (r) => r.time * unit.per_us, y: "name", text: (r) => unit.fmt(r.time), dx: 4, textAnchor: "start" }),
       Plot.ruleX([0]),
     ],
   });
   return el("div", { class: "card" }, el("h2", {}, "Against today's topologies"),
-    el("p", { class: "legend-note" }, "The workload on the chosen topology and on the baselines (same N, d, alpha, B)."),
-    el("div", { class: "chart", id: "baseline-chart" }, chart));
+    el("p", { class: "legend-note" }, "The workload on the chosen topology and on the baselines (same N, d, alpha, B)"
+      + (v.number ? `; in red, revision ${v.number} after its failed links.` : ".")),
+    el("div", { class: "chart", id: "baseline-chart", "data-unit": unit.unit }, chart));
 }
 
 const PARTS = [["compute_s", "compute"], ["exposed_allreduce_s", "exposed allreduce"], ["alltoall_s", "all-to-all"]];
@@ -103,17 +153,19 @@ function entryLabel(e, best) {
 function training(p) {
   const t = p.training;
   const labels = t.entries.map((e) => entryLabel(e, t.best));
-  const bars = t.entries.flatMap((e, i) => PARTS.map(([key, part]) => ({ label: labels[i], part, ms: e[key] * 1e3 })));
+  const unit = timeUnit(1e6 * Math.max(...t.entries.map((e) => e.iteration_s)));
+  const scale = 1e6 * unit.per_us;                       // seconds -> the chart's unit
+  const bars = t.entries.flatMap((e, i) => PARTS.map(([key, part]) => ({ label: labels[i], part, value: e[key] * scale, s: e[key] })));
   const chart = Plot.plot({
-    marginLeft: 260, marginRight: 80, width: 760, height: 50 + 28 * t.entries.length,
-    x: { label: "iteration time (ms) →", grid: true },
+    style: PLOT_STYLE, marginLeft: 280, marginRight: 90, width: 800, height: 60 + 30 * t.entries.length,
+    x: { label: `iteration time (${unit.unit}) →`, grid: true },
     y: { label: null, domain: labels },
     color: { legend: true, domain: PARTS.map(([, part]) => part), range: ["#1f4e79", "#f4a261", "#c62828"] },
     marks: [
-      Plot.barX(bars, { x: "ms", y: "label", fill: "part", className: "iteration-bar",
-        title: (b) => `${b.label}: ${b.part} ${fmtUs(b.ms * 1e3)}` }),
-      Plot.text(t.entries, { x: (e) => e.iteration_s * 1e3, y: (e, i) => labels[i], text: (e) => fmtUs(e.iteration_s * 1e6), dx: 4, textAnchor: "start" }),
-      Plot.ruleX([t.lower_bound_s * 1e3], { stroke: "#1d2430", strokeDasharray: "4 3" }),
+      Plot.barX(bars, { x: "value", y: "label", fill: "part", className: "iteration-bar",
+        title: (b) => `${b.label}: ${b.part} ${fmtUs(b.s * 1e6)}` }),
+      Plot.text(t.entries, { x: (e) => e.iteration_s * scale, y: (e, i) => labels[i], text: (e) => unit.fmt(e.iteration_s * 1e6), dx: 4, textAnchor: "start" }),
+      Plot.ruleX([t.lower_bound_s * scale], { stroke: "#1d2430", strokeDasharray: "4 3" }),
     ],
   });
   const rows = t.entries.map((e, i) => ({ e, label: labels[i] }));
@@ -121,7 +173,7 @@ function training(p) {
     el("p", { class: "legend-note" }, `${t.layers} layers (${t.moe_layers} MoE), ${fmtBytes(t.gradient_bytes)} of gradients; `
       + `every frontier entry and baseline with its best DDP bucket. Dashed: the lower bound ${fmtUs(t.lower_bound_s * 1e6)} `
       + "(no N-node degree-d topology runs the iteration faster)."),
-    el("div", { class: "chart", id: "training-chart" }, chart),
+    el("div", { class: "chart", id: "training-chart", "data-unit": unit.unit }, chart),
     table([
       { label: "topology", value: (r) => r.label },
       { label: "iteration", class: "num", value: (r) => fmtUs(r.e.iteration_s * 1e6) },
@@ -159,76 +211,160 @@ function alltoall(p) {
     ], sizes));
 }
 
-function artifacts(p) {
-  const link = (label, path, params, filename) => el("a", {
-    href: path + (params ? `?${new URLSearchParams(params)}` : ""),
-    onclick: (e) => { e.preventDefault(); download(path, params, filename).catch((err) => alert(err.message)); },
-  }, label);
-  const base = `v1/plans/${p.id}`;
-  const rows = Object.keys(p.schedules || {}).map((c) => ({ c, s: p.schedules[c] }));
-  return el("div", { class: "card", id: "plan-artifacts" }, el("h2", {}, "Artifacts"),
-    el("p", {}, "Topology: ", link("JSON", `${base}/topology`, null, `${p.id}-topology.json`), " · ",
-      link("GraphML", `${base}/topology`, { format: "graphml" }, `${p.id}.graphml`)),
+function artifacts(p, v) {
+  const rows = Object.keys(v.schedules || {}).map((c) => ({ c, s: v.schedules[c] }));
+  const n = v.number;
+  return el("div", { class: "card", id: "plan-artifacts", "data-revision": n },
+    el("h2", {}, n ? `Artifacts of revision ${n}` : "Artifacts"),
+    el("p", {}, "Topology: ", downloadLink("JSON", `${v.base}/topology`, null, `${v.stem}-topology.json`), " · ",
+      downloadLink("GraphML", `${v.base}/topology`, { format: "graphml" }, `${v.stem}.graphml`), " · ",
+      el("a", { href: `#/plans/${p.id}/topology${revQuery(n)}` }, "view")),
+    el("p", { class: "legend-note" }, "Runtime XML: ✓ compiled with the plan; the others compile on demand in a worker "
+      + "(a spinner shows while it runs, then the file downloads)."),
     table([
       { label: "collective", value: (r) => r.c },
       { label: "steps", class: "num", value: (r) => r.s.steps },
       { label: "tau", class: "num", value: (r) => fmtNumber(r.s.tau) },
       { label: "transfers", class: "num", value: (r) => r.s.transfers },
       { label: "verified", value: (r) => yesNo(r.s.verified) },
-      { label: "schedule", value: (r) => [link("JSON", `${base}/schedules/${r.c}`, null, `${p.id}-${r.c}.json`), " · ",
-        link("npz", `${base}/schedules/${r.c}`, { format: "npz" }, `${p.id}-${r.c}.npz`)] },
-      { label: "runtime XML", value: (r) => [link("MSCCL", `${base}/schedules/${r.c}`, { format: "msccl" }, `${p.id}-${r.c}-msccl.xml`), " · ",
-        link("oneCCL", `${base}/schedules/${r.c}`, { format: "oneccl" }, `${p.id}-${r.c}-oneccl.xml`)] },
-      { label: "link loads", value: (r) => el("a", { href: `#/plans/${p.id}/schedule?collective=${r.c}` }, "heat map") },
-    ], rows));
+      { label: "schedule", value: (r) => [downloadLink("JSON", `${v.base}/schedules/${r.c}`, null, `${v.stem}-${r.c}.json`), " · ",
+        downloadLink("npz", `${v.base}/schedules/${r.c}`, { format: "npz" }, `${v.stem}-${r.c}.npz`)] },
+      { label: "runtime XML", value: (r) => runtimeLinks(v.base, r.c, v.compiled, v.stem) },
+      { label: "link loads", value: (r) => el("a", { href: `#/plans/${p.id}/schedule${revQuery(n, { collective: r.c })}` }, "heat map") },
+    ], rows, (r) => ({ "data-collective": r.c })));
+}
+
+function failureCost(v) {
+  const fc = v.failure_cost;
+  if (!fc) return null;
+  const w = fc.workload_us;
+  const rows = Object.entries(fc.collectives).flatMap(([c, per]) => Object.entries(per)
+    .sort(([a], [b]) => a - b).map(([size, x]) => ({ c, size, ...x })));
+  return el("div", { class: "card", id: "plan-failure-cost" },
+    el("h2", {}, `Cost of the failure: revision ${v.number} against revision ${fc.compared_with_revision}`),
+    facts([
+      ["workload before", fmtUs(w.before)], ["workload after", fmtUs(w.after)],
+      ["slowdown", w.slowdown != null ? el("b", {}, `${fmtNumber(w.slowdown, 4)} x`) : "-"],
+      ["a ring over the surviving links", `${fmtUs(w.ring_fallback)} (${fmtNumber(w.ring_fallback / w.before, 3)} x)`],
+    ]),
+    table([
+      { label: "collective", value: (r) => r.c },
+      { label: "size", value: (r) => fmtBytes(Number(r.size)) },
+      { label: "before", class: "num", value: (r) => fmtUs(r.before_us) },
+      { label: "after", class: "num", value: (r) => fmtUs(r.after_us) },
+      { label: "slowdown", class: "num", value: (r) => (r.slowdown != null ? `${fmtNumber(r.slowdown, 4)} x` : "-") },
+      { label: "ring fallback", class: "num", value: (r) => fmtUs(r.ring_fallback_us) },
+    ], rows),
+    el("p", { class: "legend-note" }, fc.note));
+}
+
+function revisionsCard(p, revs, v, onPick) {
+  const select = el("select", { id: "revision-select", "aria-label": "revision" },
+    revs.map((r) => el("option", { value: r.number, selected: r.number === v.number },
+      `revision ${r.number}: ${r.kind}${r.current ? " (current)" : ""} - ${r.status}${r.expr ? ` - ${r.expr}` : ""}`)));
+  select.addEventListener("change", () => onPick(Number(select.value)));
+  const current = revs.find((r) => r.current);
+  const note = v.number === current?.number ? el("span", {}, badge("current", "ready"), " the revision the scheduler should run")
+    : el("span", { class: "note-warn", id: "revision-not-current" },
+      `Revision ${v.number} is not the current one: revision ${current?.number ?? 0} is what runs now.`);
+  return el("div", { class: "card", id: "plan-revisions" }, el("h2", {}, `Revisions (${revs.length})`),
+    el("div", { class: "revision-bar" }, el("label", {}, "show", select), note),
+    table([
+      { label: "#", class: "num", value: (r) => (r.number === v.number ? el("b", {}, r.number) : el("a", { href: "#", onclick: (e) => { e.preventDefault(); onPick(r.number); } }, r.number)) },
+      { label: "kind", value: (r) => r.kind },
+      { label: "status", value: (r) => badge(r.status) },
+      { label: "current", value: (r) => (r.current ? badge("current", "ready") : "") },
+      { label: "failed links", value: (r) => r.failed.join(", ") || "-" },
+      { label: "topology", value: (r) => (r.expr ? el("code", {}, r.expr) : "-") },
+      { label: "workload slowdown", class: "num", value: (r) => (r.workload_slowdown != null ? `${fmtNumber(r.workload_slowdown, 4)} x` : "-") },
+      { label: "created", value: (r) => `${age(r.created_at)} ago` },
+    ], revs, (r) => ({ "data-revision": r.number, class: r.number === v.number ? "selected" : null })));
+}
+
+function money(usd) {
+  return `$${Number(usd).toLocaleString("en-US", { maximumFractionDigits: 0 })}`;
 }
 
 function fabricBlock(p) {
   const f = p.fabric;
   const panels = Object.entries(f.panels || {});
+  const cost = f.cost;
+  const ready = f.fabric_ready ? "ready now" : f.ready_estimate_s != null ? `in about ${fmtSeconds(f.ready_estimate_s)}` : "-";
   return el("div", { class: "card", id: "plan-fabric" }, el("h2", {}, "Fabric"),
     facts([
       ["fabric", el("a", { href: "#/fabrics" }, f.fabric_id)],
       ["hosts", `${f.hosts.length}: ${f.hosts.slice(0, 4).join(", ")}${f.hosts.length > 4 ? `, ... ${f.hosts[f.hosts.length - 1]}` : ""}`],
-      ["fabric ready", badge(f.fabric_ready ? "ready" : "pending", f.fabric_ready ? "ready" : "pending")],
+      f.plane && ["plane", `${f.plane}${f.side != null ? `, side ${f.side}` : ""}`],
+      ["fabric ready", [badge(f.fabric_ready ? "ready" : "pending", f.fabric_ready ? "ready" : "pending"), " ",
+        el("span", { id: "fabric-ready-estimate", dataset: { seconds: f.ready_estimate_s ?? "" } }, ready)]],
       ["released", yesNo(f.released)],
+      cost && ["capital cost", el("span", { id: "fabric-cost", dataset: { planUsd: cost.plan_usd, fabricUsd: cost.fabric_usd } },
+        el("b", {}, money(cost.plan_usd)), ` for this plan's ${f.hosts.length} hosts, of ${money(cost.fabric_usd)} for the whole fabric`,
+        el("span", { class: "muted" }, ` (links of ${cost.link_gbps} Gbit/s)`))],
     ]),
+    cost ? el("details", {}, el("summary", {}, "cost items (TopoOpt App. G)"),
+      table([
+        { label: "item", value: (i) => i.item + (i.note ? ` (${i.note})` : "") },
+        { label: "count", class: "num", value: (i) => i.count },
+        { label: "unit", class: "num", value: (i) => `$${fmtNumber(i.unit_usd, 5)}` },
+        { label: "total", class: "num", value: (i) => money(i.usd) },
+      ], cost.items),
+      el("p", { class: "legend-note" }, "Prices: ", (cost.sources || []).join("; "))) : null,
     table([{ label: "panel", value: ([id]) => id }, { label: "config version the plan needs", class: "num", value: ([, v]) => v }], panels));
 }
 
-function history(events) {
-  return el("div", { class: "card" }, el("h2", {}, "Status history"),
-    table([
-      { label: "at", value: (e) => new Date(e.at).toLocaleTimeString() },
-      { label: "status", value: (e) => badge(e.status) },
-      { label: "stage", value: (e) => e.stage },
-      { label: "progress", class: "num", value: (e) => `${Math.round(100 * e.progress)} %` },
-      { label: "message", value: (e) => e.message || "" },
-    ], events, (e) => ({ "data-stage": e.stage })));
+function revisionStatus(rev) {
+  return el("div", { class: "card", id: "plan-topology", "data-revision": rev.number },
+    el("h2", {}, `Revision ${rev.number} (${rev.kind}) is ${rev.status}`),
+    facts([
+      ["progress", [progressBar(rev.progress.fraction, rev.status), ` ${Math.round(100 * rev.progress.fraction)} % - ${rev.progress.stage}`]],
+      rev.reason && ["reason", el("span", { class: "error" }, rev.reason)],
+      ["failed links", rev.failed_links.map((l) => l.arc).join(", ") || "-"],
+    ]));
 }
 
-export async function render(root, { id }, ctx) {
+export async function render(root, { id, query }, ctx) {
+  let picked = intParam(query, "revision");
+  const pick = (n) => {
+    const q = new URLSearchParams(query);
+    q.set("revision", n);
+    history.replaceState(null, "", `#/plans/${id}?${q}`);    // shareable, without re-routing
+    picked = n;
+    draw().catch((err) => console.warn(err));
+  };
   const draw = async () => {
     const [p, events] = await Promise.all([get(`v1/plans/${id}`), get(`v1/plans/${id}/events`)]);
-    if (!ctx.alive) return null;
     const done = p.status === "done" && p.topology;
-    fill(root, header(p),
-      el("div", { class: "grid2" }, request(p), done ? chosen(p) : null),
-      done ? el("div", { class: "grid2" }, predicted(p), baselines(p)) : null,
+    let revs = null;
+    let rev = null;
+    if (done && p.revision) {
+      revs = (await list(`v1/plans/${id}/revisions`, { limit: 1000 })).items;
+      const n = picked ?? p.revision.current;
+      if (n !== 0) rev = await get(`v1/plans/${id}/revisions/${n}`);
+    }
+    if (!ctx.alive) return null;
+    const v = done ? shown(p, rev) : null;
+    const revDone = !rev || rev.status === "done";
+    fill(root, header(p, v?.number ?? 0),
+      revs && revs.length > 1 ? revisionsCard(p, revs, v, pick) : null,
+      el("div", { class: "grid2" }, request(p), done ? (revDone ? chosen(p, v) : revisionStatus(rev)) : null),
+      done && revDone ? el("div", { class: "grid2" }, predicted(p, v), baselines(p, v)) : null,
+      done && revDone ? failureCost(v) : null,
+      done && v.number && (p.training || p.alltoall)
+        ? el("p", { class: "muted" }, "The training iteration and the all-to-all schedule below are revision 0's: revisions re-plan allgather, reduce-scatter and allreduce.") : null,
       done && p.training ? training(p) : null,
       done && p.alltoall ? alltoall(p) : null,
-      done ? artifacts(p) : null,
+      done && revDone ? artifacts(p, v) : null,
       p.fabric ? fabricBlock(p) : null,
-      history(events));
+      timelineCard(p, events));
     root.dataset.status = p.status;
-    return p;
+    root.dataset.revision = v ? v.number : "";
+    return { p, revs };
   };
-  const p = await draw();
-  const settled = (q) => q && ["done", "failed"].includes(q.status) && (!q.fabric || q.fabric.fabric_ready || q.fabric.released);
-  if (!settled(p)) {
-    let last = p;
-    ctx.every(REFRESH_MS, async () => {
-      if (!settled(last)) last = (await draw()) || last;
-    });
-  }
+  const settled = (x) => x && ["done", "failed"].includes(x.p.status) && (!x.p.fabric || x.p.fabric.fabric_ready || x.p.fabric.released)
+    && !(x.p.revision?.in_progress > 0);
+  let last = await draw();
+  ctx.every(REFRESH_MS, async () => {
+    if (!settled(last)) last = (await draw()) || last;
+  });
 }

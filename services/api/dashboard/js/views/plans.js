@@ -1,5 +1,7 @@
-// Plans: a live list (GET /v1/plans?view=summary, paginated, filtered), refreshed every 2 s.
+// Plans: a live list (GET /v1/plans?view=summary, paginated, filtered), refreshed every 2 s. Ticking 2 to 4
+// plans and pressing Compare opens them side by side (#/compare).
 import { list } from "../api.js";
+import { MAX_PLANS, MIN_PLANS } from "./compare.js";
 import { age, badge, el, fill, intParam, progressBar, shortId, table } from "../util.js";
 
 export const NAME = "plans";
@@ -21,7 +23,7 @@ function filterForm(query) {
     el("a", { href: "#/plans" }, "clear"));
 }
 
-const COLUMNS = [
+const BASE_COLUMNS = [
   { label: "status", value: (p) => badge(p.status) },
   { label: "stage", value: (p) => p.progress.stage },
   { label: "progress", value: (p) => progressBar(p.progress.fraction, p.status) },
@@ -32,6 +34,23 @@ const COLUMNS = [
   { label: "topology", value: (p) => (p.topology ? el("code", {}, p.topology.expr) : p.reason ? el("span", { class: "error" }, p.reason.slice(0, 80)) : "-") },
   { label: "age", class: "num", value: (p) => age(p.created_at) },
 ];
+
+/** The compare bar and the tick column; the ticked ids survive the list's refreshes. */
+function comparing() {
+  const picked = new Set();
+  const button = el("button", { type: "button", id: "compare-button", disabled: true,
+    onclick: () => { location.hash = `#/compare?plans=${[...picked].join(",")}`; } }, "Compare");
+  const note = el("span", { class: "muted" });
+  const sync = () => {
+    button.disabled = picked.size < MIN_PLANS || picked.size > MAX_PLANS;
+    button.textContent = `Compare ${picked.size ? `${picked.size} ` : ""}plans`;
+    note.textContent = picked.size > MAX_PLANS ? ` at most ${MAX_PLANS}` : ` tick ${MIN_PLANS} to ${MAX_PLANS} plans`;
+  };
+  sync();
+  const column = { label: "", value: (p) => el("input", { type: "checkbox", class: "compare-pick", "aria-label": `compare ${p.id}`,
+    checked: picked.has(p.id), onchange: (e) => { if (e.target.checked) picked.add(p.id); else picked.delete(p.id); sync(); } }) };
+  return { bar: el("div", { class: "pager", id: "compare-bar" }, button, note), column };
+}
 
 export async function render(root, { query }, ctx) {
   const page = Math.max(0, intParam(query, "page") ?? 0);
@@ -47,7 +66,9 @@ export async function render(root, { query }, ctx) {
   });
   const pager = el("div", { class: "pager" });
   const body = el("div", { id: "plan-table" });
-  root.append(el("h1", {}, "Plans"), form, pager, body);
+  const pick = comparing();
+  const COLUMNS = [pick.column, ...BASE_COLUMNS];
+  root.append(el("h1", {}, "Plans"), form, pick.bar, pager, body);
 
   const pageLink = (p, text) => {
     const q = new URLSearchParams(query);
@@ -63,7 +84,7 @@ export async function render(root, { query }, ctx) {
       (page + 1) * PAGE < total ? pageLink(page + 1, "older →") : null);
     fill(body, items.length ? table(COLUMNS, items, (p) => ({
       class: "clickable", "data-plan-id": p.id, "data-status": p.status,
-      onclick: (e) => { if (e.target.tagName !== "A") location.hash = `#/plans/${p.id}`; },
+      onclick: (e) => { if (!["A", "INPUT"].includes(e.target.tagName)) location.hash = `#/plans/${p.id}`; },
     })) : el("p", { class: "muted" }, "No plans match."));
   };
   await draw();

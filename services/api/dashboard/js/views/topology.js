@@ -1,21 +1,25 @@
-// A topology: summary (degree, diameter, distance distribution) and, up to 256 nodes, a drawing with every
+// A topology: summary (degree, diameter, distance distribution) and, up to 64 nodes, a drawing with every
 // arc (parallel arcs bent apart, self-loops as loops) coloured by the permutation of a Konig split it
-// belongs to (the panel plane, i.e. host port, in the planes cabling). A plan's chosen topology
-// (#/plans/<id>/topology) or any expression (#/topology?expr=..: POST /v1/topologies/evaluate).
+// belongs to (the panel plane, i.e. host port, in the planes cabling); beyond 64 nodes, where such a drawing
+// is a hairball, the adjacency heat map (adjacency.js). A plan's chosen topology (#/plans/<id>/topology), one
+// of its revisions with the failed arcs marked (#/plans/<id>/topology?revision=n), or any expression
+// (#/topology?expr=..: POST /v1/topologies/evaluate).
 import { get, post } from "../api.js";
+import { adjacencyView } from "../adjacency.js";
 import { COLLECTIVES } from "../cost.js";
-import { el, facts, fmtNumber, yesNo } from "../util.js";
+import { el, facts, fmtNumber, intParam, PLOT_STYLE, yesNo } from "../util.js";
 
 export const NAME = "topology";
-export const DRAW_MAX_NODES = 256;
+export const DRAW_MAX_NODES = 64;
+const EVALUATE_ARCS_MAX_NODES = 256;     // services.evaluation.WITH_ARCS_MAX_NODES
 const SVG = "http://www.w3.org/2000/svg";
 
 function colours(d) {
   return d <= 10 ? d3.schemeTableau10.slice(0, d) : d3.quantize(d3.interpolateRainbow, d + 1).slice(0, d);
 }
 
-/** The drawing: nodes on a circle (class node), one path per arc (class arc). */
-export function drawTopology(nodes, arcs, permutation, degree) {
+/** The drawing: nodes on a circle (class node), one path per arc (class arc); removed arcs dashed red. */
+export function drawTopology(nodes, arcs, permutation, degree, removed = []) {
   const size = 700;
   const r = size / 2 - 40;
   const c = size / 2;
@@ -57,6 +61,13 @@ export function drawTopology(nodes, arcs, permutation, degree) {
       dataset: { tail: u, head: v, lane, permutation: k },
     }, el("title", { xmlns: SVG }, `${u} → ${v}${lane ? ` (lane ${lane})` : ""}, permutation ${k}`)));
   });
+  removed.forEach(([u, v, lane]) => {
+    const [x1, y1] = pos(u);
+    const [x2, y2] = pos(v);
+    arcLayer.append(el("path", { xmlns: SVG, class: "arc removed", d: `M${x1},${y1} L${x2},${y2}`, stroke: "#d00000",
+      "stroke-dasharray": "5 4", "stroke-width": 2.5, dataset: { tail: u, head: v, lane } },
+    el("title", { xmlns: SVG }, `${u} → ${v}${lane ? ` (lane ${lane})` : ""}: failed, removed`)));
+  });
   const nodeLayer = el("g", { xmlns: SVG, class: "nodes" });
   for (let i = 0; i < nodes; i++) {
     const [x, y, ang] = pos(i);
@@ -71,15 +82,16 @@ export function drawTopology(nodes, arcs, permutation, degree) {
   const legend = el("p", { class: "legend-note", id: "topology-legend" },
     permutation ? "Arc colour: permutation of a Konig split (panel plane / host port in the planes cabling): "
       : "Arc colour: lane among parallel arcs: ",
-    palette.map((col, k) => el("span", { style: `color:${col}; margin-right:.6rem` }, `■ ${k}`)));
+    palette.map((col, k) => el("span", { style: `color:${col}; margin-right:.6rem` }, `■ ${k}`)),
+    removed.length ? el("span", { style: "color:#d00000" }, `- - removed (${removed.length})`) : "");
   return el("div", {}, legend, svg);
 }
 
 function distanceChart(counts) {
   const rows = counts.map((pairs, i) => ({ distance: i + 1, pairs }));
   return Plot.plot({
-    width: 420, height: 220, marginLeft: 70,
-    x: { label: "distance (hops)", type: "band" },
+    style: PLOT_STYLE, width: 420, height: 240, marginLeft: 80, marginBottom: 45,
+    x: { label: "distance (hops)", type: "band", tickFormat: (d) => (counts.length <= 12 || d === 1 || d % Math.ceil(counts.length / 10) === 0 ? d : "") },
     y: { label: "↑ ordered node pairs", grid: true },
     marks: [Plot.barY(rows, { x: "distance", y: "pairs", fill: "#1f4e79", title: (r) => `${r.pairs} pairs at distance ${r.distance}` }),
       Plot.ruleY([0])],
@@ -90,7 +102,7 @@ function summary(t, extra = []) {
   return el("div", { class: "card", id: "topology-summary" }, el("h2", {}, el("code", {}, t.expr)),
     el("div", {},
       facts([
-        ["nodes N", t.nodes], ["degree d", t.degree], ["arcs", t.nodes * t.degree], ["diameter", t.diameter],
+        ["nodes N", t.nodes], ["degree d", t.degree], ["arcs", Number.isInteger(t.arcs) ? t.arcs : t.nodes * t.degree], ["diameter", t.diameter],
         ["mean distance", t.mean_distance != null ? fmtNumber(t.mean_distance) : "-"],
         ["duplex cabling", yesNo(t.bidirectional)], ...extra,
       ]),
@@ -98,12 +110,13 @@ function summary(t, extra = []) {
         : el("p", { class: "muted" }, "This plan predates the stored distance distribution.")));
 }
 
-function drawingOrNote(nodes, draw) {
+/** The circle drawing up to DRAW_MAX_NODES nodes, the adjacency heat map beyond. */
+function drawing(nodes, arcs, permutation, degree, removed = []) {
   if (nodes > DRAW_MAX_NODES) {
-    return el("p", { class: "muted", id: "topology-no-drawing" },
-      `${nodes} nodes: the drawing is shown up to ${DRAW_MAX_NODES} nodes; the summary above describes this one.`);
+    return el("div", { class: "card chart", id: "topology-matrix" },
+      adjacencyView(nodes, arcs, permutation, degree, colours(degree), removed));
   }
-  return el("div", { class: "card chart", id: "topology-drawing" }, draw());
+  return el("div", { class: "card chart", id: "topology-drawing" }, drawTopology(nodes, arcs, permutation, degree, removed));
 }
 
 function layout(summaryCard, drawing) {
@@ -127,11 +140,25 @@ export async function render(root, { id, query }) {
   if (id) {
     const plan = await get(`v1/plans/${id}`);
     if (!plan.topology) throw new Error(`plan ${id} is ${plan.status}; its topology exists once it is done`);
+    const n = intParam(query, "revision") ?? 0;
+    const link = el("a", { href: `#/plans/${id}${n ? `?revision=${n}` : ""}` }, el("code", {}, id.slice(0, 8)));
+    if (n) {
+      const [rev, topo] = await Promise.all([get(`v1/plans/${id}/revisions/${n}`), get(`v1/plans/${id}/revisions/${n}/topology`)]);
+      const t = rev.topology;
+      const removed = t.removed || [];
+      const steps = Object.entries(rev.schedules || {}).map(([c, s]) => [`steps, tau (${c})`, `${s.steps}, ${fmtNumber(s.tau)}`]);
+      root.append(el("h1", {}, `Topology of revision ${n} of plan `, link),
+        el("p", { class: "legend-note" }, `Revision ${n} (${rev.kind}${rev.current ? ", current" : ""}): `,
+          `${plan.topology.expr} without ${removed.map(([a, b]) => `${a}→${b}`).join(", ") || "nothing"}.`),
+        layout(summary({ ...t, arcs: topo.arcs.length }, [["removed arcs", removed.length], ...steps]),
+          drawing(t.nodes, topo.arcs, topo.permutation || null, t.degree, removed)));
+      return;
+    }
     const t = plan.topology;
-    const drawing = t.nodes <= DRAW_MAX_NODES ? await get(`v1/plans/${id}/topology`) : null;
-    root.append(el("h1", {}, "Topology of plan ", el("a", { href: `#/plans/${id}` }, el("code", {}, id.slice(0, 8)))),
+    const topo = await get(`v1/plans/${id}/topology`);
+    root.append(el("h1", {}, "Topology of plan ", link),
       layout(summary(t, [["steps (allgather)", t.steps], ["tau (allgather)", fmtNumber(t.tau)]]),
-        drawingOrNote(t.nodes, () => drawTopology(t.nodes, drawing.arcs, drawing.permutation || null, t.degree))));
+        drawing(t.nodes, topo.arcs, topo.permutation || null, t.degree)));
     root.append(el("h2", {}, "Evaluate another expression"), evaluateForm("", "allgather"));
     return;
   }
@@ -146,5 +173,7 @@ export async function render(root, { id, query }) {
     ["collective", t.collective], ["steps", t.steps], ["tau", `${fmtNumber(t.tau)} (${t.tau_exact})`],
     ["BW-optimal", yesNo(t.bw_optimal)], ["Moore-optimal", yesNo(t.moore_optimal)], ["verified", yesNo(t.verified)],
     ["transfers", t.transfers], ["solved in", `${fmtNumber(t.seconds, 3)} s`],
-  ]), drawingOrNote(t.nodes, () => drawTopology(t.nodes, t.arcs, t.permutation, t.degree))));
+  ]), t.arcs ? drawing(t.nodes, t.arcs, t.permutation, t.degree)
+    : el("p", { class: "muted", id: "topology-no-drawing" }, `An evaluation returns its arcs up to ${EVALUATE_ARCS_MAX_NODES} `
+      + `nodes (with_arcs); a plan's topology page shows the adjacency heat map of any size.`)));
 }
