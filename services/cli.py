@@ -342,11 +342,18 @@ def _hybrid_job(args):
 
     from services.synthesis.evaluate.devices import gpu_profile
     from services.synthesis.evaluate.parallelism import Job
-    from services.synthesis.evaluate.transformer import TransformerModelFile, is_transformer_file, llm_entry
+    from services.synthesis.evaluate.transformer import (LLM_CATALOG, TransformerModelFile, is_transformer_file,
+                                                        llm_entry)
+
+    from services.synthesis.evaluate.model_catalog import CATALOG
 
     entry = llm_entry(args.model)
     if entry is not None:
         name, model, batch = entry.name, entry.model, entry.global_batch
+    elif args.model.lower() in CATALOG:
+        raise UsageError(f"--model {args.model}: hosts of several GPUs and strategies need a transformer described "
+                         "by its hyperparameters (catalogued: " + ", ".join(LLM_CATALOG) + "); the per-layer "
+                         "models run with --gpus-per-host 1")
     else:
         data = _model_file(args)
         if not is_transformer_file(data):
