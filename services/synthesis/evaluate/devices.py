@@ -56,7 +56,7 @@ class GpuProfile(BaseModel):
 
 GPU_PROFILES: dict[str, GpuProfile] = {p.name: p for p in [
     GpuProfile(name="a100", hbm_bytes=80 * GB, hbm_Bps=2039 * GB,
-               peak_flops={"tf32": 156e12, "bf16": 312e12}, nvlink_Bps=300 * GB, efficiency=0.62,
+               peak_flops={"tf32": 156e12, "bf16": 312e12}, nvlink_Bps=300 * GB, efficiency=0.586,
                source="NVIDIA A100 SXM4 80GB datasheet; efficiency " + A100_EFFICIENCY_SOURCE),
     GpuProfile(name="h100", hbm_bytes=80 * GB, hbm_Bps=3350 * GB,
                peak_flops={"tf32": 494.5e12, "bf16": 989.5e12, "fp8": 1979e12}, nvlink_Bps=450 * GB,
