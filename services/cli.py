@@ -638,6 +638,11 @@ def cmd_compile(args) -> int:
             raise UsageError("give both --alpha-us (>= 0) and --bandwidth-gbps (> 0) for predicted times")
         link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
     options = _compile_options(args)
+    if not 1 <= args.gpus_per_host <= 64:
+        raise UsageError(f"--gpus-per-host must be in 1..64, got {args.gpus_per_host}")
+    if args.gpus_per_host != 1 and collective is Collective.ALLTOALL:
+        raise UsageError("--gpus-per-host builds hierarchical allgather, reducescatter and allreduce schedules, "
+                         "not alltoall")
     extra = {}
     try:
         if collective is Collective.ALLTOALL:
@@ -647,6 +652,17 @@ def cmd_compile(args) -> int:
             a2a = alltoall_schedule(topology)
             schedule, topology = a2a.schedule, a2a.topology
             extra = {"schedule_tau": float(a2a.tau), "mcf_tau": a2a.mcf_tau}
+        elif args.gpus_per_host > 1:
+            from services.synthesis.schedule.hierarchical import hierarchical, phase_cost
+            from services.synthesis.schedule.verify import verify
+
+            if topology.nodes * args.gpus_per_host > 4096:
+                raise UsageError(f"hierarchical schedules are limited to 4096 ranks, got {args.gpus_per_host} x "
+                                 f"{topology.nodes}")
+            schedule, topology = hierarchical(topology, args.gpus_per_host, collective)
+            verify(schedule, topology).raise_if_invalid()
+            extra = {"hierarchical": {"gpus_per_host": args.gpus_per_host, "hosts": topology.nodes // args.gpus_per_host,
+                                      **phase_cost(schedule, args.gpus_per_host).to_dict()}}
         else:
             built = construct(args.expr, collective)
             schedule, topology = built.schedule, built.topology
@@ -807,6 +823,9 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--bandwidth-gbps", type=float, default=None, help="node bandwidth for predicted times")
     co.add_argument("--size", type=float, nargs="+", default=None, help="message sizes in bytes for predicted times")
     co.add_argument("--timeout", type=float, default=None, help="give up the fit search after this many seconds")
+    co.add_argument("--gpus-per-host", type=int, default=1,
+                    help="hosts of G GPUs (scale-up domain; NIC k on GPU k mod G): a hierarchical schedule over "
+                         "G x N ranks (allgather, reducescatter, allreduce)")
     co.add_argument("-o", "--output", help="write the XML here (default: stdout, summary on stderr)")
     co.add_argument("--check", action="store_true", help="validate and simulate the XML on CPU")
     co.add_argument("--json", action="store_true")

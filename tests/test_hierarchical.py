@@ -75,3 +75,21 @@ def test_refuses_one_gpu_and_alltoall():
     with pytest.raises(ValueError, match="not alltoall"):
         hierarchical(build("hypercube(2)"), 2, Collective.ALLTOALL)
     assert np.all(step_kinds(hierarchical(build("hypercube(2)"), 2, Collective.ALLGATHER)[0], 2)[[0, 2, 4]])
+
+
+def test_cli_compile_hierarchical(capsys, tmp_path):
+    import json
+
+    from services.cli import main
+
+    out_file = tmp_path / "h.xml"
+    code = main(["compile", "hypercube(2)", "--gpus-per-host", "2", "--runtime", "rccl", "--check", "--json",
+                 "-o", str(out_file)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["check"]["ok"] and data["nodes"] == 8
+    assert data["hierarchical"] == {"gpus_per_host": 2, "hosts": 4, "scaleup_steps": 6, "scaleup_shards": 8.0,
+                                    "network_steps": 4, "network_shards": 6.0}
+    assert check_xml(out_file.read_text(), "msccl", runtime="rccl").ok
+    for argv, msg in [(["--collective", "alltoall"], "not alltoall"), (["--gpus-per-host", "0"], "1..64")]:
+        code = main(["compile", "hypercube(2)", "--gpus-per-host", "2", *argv])
+        assert code == 2 and msg in capsys.readouterr().err
