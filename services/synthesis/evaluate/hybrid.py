@@ -140,10 +140,12 @@ def _why(best: HybridEntry | None, entries: list[HybridEntry]) -> str:
 
 def evaluate_hybrid(job: Job, nics: int, link: LinkModel, *, topologies: list | None = None,
                     fixed: dict | None = None, baselines=HYBRID_BASELINES, bidirectional: bool = False,
-                    progress: Callable[[int, int, str], None] | None = None) -> HybridEvaluation:
+                    progress: Callable[[int, int, str], None] | None = None,
+                    fabric: Callable[[Topology], Fabric] | None = None) -> HybridEvaluation:
     """The job on every frontier topology of (job.hosts, nics) (or on `topologies`: Topology objects or
     switched-baseline names) and on the baselines that exist for (hosts, nics), each with its fastest strategy
-    (or `fixed`); `best` the fastest non-baseline entry (ties: the earlier)."""
+    (or `fixed`); `best` the fastest non-baseline entry (ties: the earlier). `fabric(topology)` prices a given
+    topology (default `expr_fabric`: built and model-checked)."""
     moe = job.model.experts is not None
     fabrics: list = []
     if topologies is None:
@@ -161,7 +163,7 @@ def evaluate_hybrid(job: Job, nics: int, link: LinkModel, *, topologies: list | 
                 if (t.nodes, t.degree) != (job.hosts, nics):
                     raise ValueError(f"{t.expr} has {t.nodes} nodes of degree {t.degree}, not {job.hosts} hosts "
                                      f"with {nics} NICs")
-                fabrics.append(lambda t=t: expr_fabric(t, link, moe=moe))
+                fabrics.append(lambda t=t: fabric(t) if fabric is not None else expr_fabric(t, link, moe=moe))
     given = {t.lower() for t in topologies or () if isinstance(t, str)}
     names = [b for b in baselines if b not in given]
     candidates = feasible(job, fixed)
