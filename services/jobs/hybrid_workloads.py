@@ -1,25 +1,18 @@
-"""A hybrid-parallel training plan (issue 27; docs/training.md): the plan's nodes are hosts of
-`gpus_per_host` GPUs and its degree their NICs; the select stage runs `evaluate_hybrid` (every frontier entry
-and baseline, each with its fastest strategy, or the request's fixed one) and chooses the frontier entry with
-the smallest iteration time: topology and strategy together.
-
-The request's training block takes the options `fabricplan train` does: `model` (a catalogued transformer)
-or `transformer_spec` (the file form), `gpus_per_host`, `global_batch`, `strategy` ("auto" or
-"tp=..,pp=..,dp=.."), `device`. The plan's `training_hybrid` block is `HybridEvaluation.to_dict()`, frontier
-entries labelled `frontier`; `workload_time_us` of every frontier entry and baseline is its iteration time.
+"""What a hybrid-parallel training workload asks for (issue 27; docs/training.md): the plan's nodes are hosts of
+`gpus_per_host` GPUs and its degree their NICs. The request's training block takes the options `fabricplan
+train` does: `model` (a catalogued transformer) or `transformer_spec` (the file form), `gpus_per_host`,
+`global_batch`, `strategy` ("auto" or "tp=..,pp=..,dp=.."), `device`. Plain functions over the stored request,
+used by the API's check before accepting a plan and by the worker's stages (`plan.hybrid` selects).
 """
 from __future__ import annotations
 
 from services.synthesis.evaluate.devices import gpu_profile
-from services.synthesis.evaluate.hybrid import expr_fabric, evaluate_hybrid
-from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.evaluate.model_catalog import CATALOG
 from services.synthesis.evaluate.parallelism import Job, feasible, parse_parallelism
 from services.synthesis.evaluate.transformer import LLM_CATALOG, Transformer, TransformerModelFile
-from services.synthesis.schedule.cost import LinkModel
 
-__all__ = ["HYBRID_MAX_GPUS", "check_hybrid", "hybrid_alltoall_sizes", "hybrid_baselines_time_us", "hybrid_job",
-           "hybrid_message_sizes", "is_hybrid", "stage_select_hybrid"]
+__all__ = ["HYBRID_MAX_GPUS", "HybridInputError", "check_hybrid", "hybrid_alltoall_sizes", "hybrid_job",
+           "hybrid_message_sizes", "is_hybrid"]
 
 HYBRID_MAX_GPUS = 1 << 17
 
@@ -109,49 +102,3 @@ def hybrid_alltoall_sizes(req: dict) -> list[int]:
     if m.experts is None:
         return []
     return [job.gpus_per_host * 2 * m.seq_len * m.hidden * m.k]
-
-
-def _link(req: dict) -> LinkModel:
-    return LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-
-
-def stage_select_hybrid(state: dict, plan_id: str, req: dict, advance) -> dict:
-    """Every frontier entry (priced by the frontier's exact reduce-scatter and allgather costs) and baseline with
-    its fastest strategy; the frontier entry with the smallest iteration time is selected."""
-    from fractions import Fraction
-
-    from services.synthesis.topology.catalog import build
-
-    job, fixed = hybrid_job(req)
-    moe = job.model.experts is not None
-    link = _link(req)
-    topologies = [build(e["expr"]) for e in state["frontier"]]
-
-    def progress(done: int, total: int, name: str) -> None:
-        advance(plan_id, "select", 0.2 + 0.1 * done / max(1, total),
-                f"searching strategies of {job.name} on {name} ({done + 1} of at most {total})")
-
-    prices = {}
-    for e in state["frontier"]:
-        c = e.get("costs") or {}
-        if "reducescatter" in c and "allgather" in c:
-            prices[e["expr"]] = tuple(CollectiveCost(c[k]["steps"], Fraction(c[k]["tau_exact"]))
-                                      for k in ("reducescatter", "allgather"))
-    ev = evaluate_hybrid(job, req["degree"], link, topologies=topologies, fixed=fixed, progress=progress,
-                         fabric=lambda t: expr_fabric(t, link, moe=moe, kind="frontier", prices=prices.get(t.expr)))
-    out = ev.to_dict()
-    by_expr = {e["expr"]: e for e in out["entries"] if e["kind"] == "frontier"}
-    frontier = [{**entry, "workload_time_us": by_expr[entry["expr"]]["iteration_s"] * 1e6}
-                if by_expr.get(entry["expr"], {}).get("iteration_s") is not None else entry
-                for entry in state["frontier"]]
-    if ev.best is None:
-        raise ValueError(out["why"])
-    selected = next(e for e in frontier if e["expr"] == out["best"])
-    advance(plan_id, "select", 0.3, f"selected {selected['expr']}: iteration {out['best_iteration_s']:.4g} s")
-    return {**state, "frontier": frontier, "selected": selected, "training_hybrid": out}
-
-
-def hybrid_baselines_time_us(training_hybrid: dict) -> dict[str, float]:
-    return {e["name"]: e["iteration_s"] * 1e6 for e in training_hybrid["entries"]
-            if e["kind"] == "baseline" and e.get("iteration_s") is not None}
-
