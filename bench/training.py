@@ -176,6 +176,38 @@ def megatron_validation() -> None:
           f"recomputed forward); 'model TF/s' and MFU count model FLOPs only (3 x forward), as `train` reports.")
 
 
+def cluster_timing(hosts: int = 128, nics: int = 8, model: str = "gpt3-175b") -> None:
+    """`train HOSTS NICS --model M --gpus-per-host 8 --parallelism auto` as the CLI runs it (the frontier from
+    the pricing cache, every frontier topology and baseline with its strategy search); target 30 s."""
+    from services.synthesis.evaluate.devices import gpu_profile
+    from services.synthesis.evaluate.hybrid import evaluate_hybrid
+    from services.synthesis.evaluate.parallelism import Job
+    from services.synthesis.evaluate.transformer import LLM_CATALOG
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.search.pricing import CACHE, default_cache_dir
+
+    if CACHE.path is None:
+        CACHE.attach(default_cache_dir())
+    e = LLM_CATALOG[model]
+    job = Job(e.model, e.name, e.global_batch, gpu_profile("a100"), hosts, 8)
+    t0, c0 = time.perf_counter(), cpu_s()
+    ev = evaluate_hybrid(job, nics, LinkModel.from_units(5, 200 * nics))
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    print(f"\n{model} on {hosts} hosts x 8 A100, {nics} NICs of 200 Gb/s, --parallelism auto: "
+          f"{len(ev.entries)} topologies in {wall:.1f} s wall, {cpu:.1f} s CPU (target 30 s)")
+    for entry in ev.entries:
+        r = entry.result
+        if r is None:
+            print(f"  {entry.fabric.name:<40} refused: {entry.refused}")
+            continue
+        s = r.strategy
+        print(f"  {('* ' if entry is ev.best else '  ') + entry.fabric.name:<40} {r.iteration_s:8.3f} s "
+              f"{r.achieved_tflops_per_gpu:6.1f} TFLOP/s  tp {s.tp} pp {s.pp} dp {s.dp} zero {s.zero} "
+              f"mb {s.micro_batch} vp {s.interleave} {s.recompute}")
+    print(ev.why)
+
+
 if __name__ == "__main__":
     main()
     megatron_validation()
+    cluster_timing()
