@@ -157,7 +157,7 @@ def megatron_validation() -> None:
     t0 = time.perf_counter()
     fitted = calibrate_a100()
     used = gpu_profile("a100").efficiency
-    print(f"\nMegatron-LM weak scaling (Narayanan et al. SC'21, Table 1) on 8 x A100 hosts, 8 x 200 Gb/s, ideal fat-tree")
+    print("\nMegatron-LM weak scaling (Narayanan et al. SC'21, Table 1) on 8 x A100 hosts, 8 x 200 Gb/s, ideal fat-tree")
     print(f"calibration: A100 efficiency {used} in the device profile ({A100_EFFICIENCY_SOURCE}); "
           f"the fit gives {fitted:.4f}")
     print(f"{'params':>8} {'tp':>3} {'pp':>3} {'dp':>4} {'GPUs':>5} {'batch':>5} {'measured':>8} {'predicted':>9} "

@@ -249,3 +249,18 @@ def test_cli_train_hybrid_bad_input(capsys, tmp_path, argv, message):
     argv = [str(bad) if a == "BAD_FILE" else a for a in argv]
     code, out, err = run(capsys, "train", "8", "3", "--topology", "hypercube(3)", *argv)
     assert code == 2 and message in err + out
+
+
+def test_leanest_probe_decides_existence():
+    """feasible(job, leanest(fixed)) is empty exactly when feasible(job, fixed) is."""
+    from services.synthesis.evaluate.parallelism import feasible, leanest
+
+    cases = [(LLM_CATALOG["llama3-70b"], 1, 8, 16), (LLM_CATALOG["llama3-70b"], 2, 8, 32),
+             (LLM_CATALOG["mixtral-8x7b"], 1, 8, 16), (LLM_CATALOG["llama3-8b"], 1, 4, 8)]
+    for entry, hosts, gpus, batch in cases:
+        j = Job(entry.model, entry.name, batch, A100, hosts, gpus)
+        for fixed in ({}, {"tp": 8}, {"zero": 0}, {"interleave": 2}, {"recompute": "none"}):
+            full = feasible(j, fixed)[0]
+            lean = feasible(j, leanest(fixed))[0]
+            assert bool(full) == bool(lean), (entry.name, hosts, fixed)
+            assert set(lean) <= set(full)

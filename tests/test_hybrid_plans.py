@@ -37,7 +37,7 @@ def test_hybrid_plan_chooses_topology_and_strategy(client):
         assert f["workload_time_us"] == pytest.approx(e["iteration_s"] * 1e6)
     # the same numbers as the library, on the frontier's topologies
     req = {**body, "workload": {"training": training}}
-    job, fixed = hybrid_job(req)
+    job, _ = hybrid_job(req)
     ev = evaluate_hybrid(job, 3, LinkModel.from_units(5, 600), topologies=[build(e["expr"]) for e in p["frontier"]])
     assert ev.best.iteration_s == pytest.approx(t["best_iteration_s"])
     assert ev.best.result.strategy.to_dict() == next(e for e in ours if e["expr"] == t["best"])["parallelism"]

@@ -6,9 +6,9 @@ used by the API's check before accepting a plan and by the worker's stages (`pla
 """
 from __future__ import annotations
 
-from services.synthesis.evaluate.devices import gpu_profile
+from services.synthesis.evaluate.devices import GPU_PROFILES, gpu_profile
 from services.synthesis.evaluate.model_catalog import CATALOG
-from services.synthesis.evaluate.parallelism import Job, feasible, parse_parallelism
+from services.synthesis.evaluate.parallelism import Job, feasible, leanest, parse_parallelism
 from services.synthesis.evaluate.transformer import LLM_CATALOG, Transformer, TransformerModelFile
 
 __all__ = ["HYBRID_MAX_GPUS", "HybridInputError", "check_hybrid", "hybrid_alltoall_sizes", "hybrid_job",
@@ -62,8 +62,7 @@ def hybrid_job(req: dict, error=HybridInputError) -> tuple[Job, dict | None]:
         raise error((*loc, "global_batch"), f"{name}: give global_batch (sequences per iteration)")
     device = t.get("device") or "a100"
     if not isinstance(device, str):
-        raise error((*loc, "device"), "hybrid plans take a named GPU profile (" + ", ".join(
-            ["a100", "h100", "h200", "b200"]) + ")")
+        raise error((*loc, "device"), f"hybrid plans take a named GPU profile ({', '.join(GPU_PROFILES)})")
     try:
         dev = gpu_profile(device)
     except ValueError as exc:
@@ -78,9 +77,9 @@ def hybrid_job(req: dict, error=HybridInputError) -> tuple[Job, dict | None]:
 
 def check_hybrid(req: dict, error=HybridInputError) -> Job:
     """What the API checks before accepting a hybrid plan: the job builds and some strategy fits its GPUs
-    (shapes, batch, memory: none of them depend on the topology)."""
+    (shapes, batch, memory: none of them depend on the topology; `parallelism.leanest` keeps it quick)."""
     job, fixed = hybrid_job(req, error)
-    ok, _, tried, last = feasible(job, fixed)
+    ok, _, tried, last = feasible(job, leanest(fixed))
     if not ok:
         raise error(("workload", "training", "strategy"),
                     f"no strategy of {job.gpus} GPUs matches {fixed}" if not tried else

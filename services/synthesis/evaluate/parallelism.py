@@ -49,7 +49,8 @@ from services.synthesis.evaluate.fabrics import Fabric
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
-           "check", "evaluate", "feasible", "memory", "parse_parallelism", "search", "strategies", "traffic"]
+           "breakdown", "check", "evaluate", "feasible", "leanest", "memory", "parse_parallelism", "search",
+           "strategies", "traffic"]
 
 RECOMPUTE = ("none", "selective", "full")
 MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -296,6 +297,16 @@ def evaluate(job: Job, s: Strategy, fabric: Fabric, *, checked: bool = False) ->
     (unless the caller has `checked` it)."""
     if not checked:
         check(job, s)
+    br = breakdown(job, s, fabric)
+    it = br.total
+    achieved = job.model_flops() / it / job.gpus
+    return StrategyResult(s, it, br, memory(job, s), traffic(job, s), achieved / 1e12,
+                          achieved / job.device.peak(job.precision))
+
+
+def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
+    """The iteration's parts for a checked strategy (`evaluate` without memory and traffic: what the search
+    compares)."""
     m, dev, g = job.model, job.device, job.gpus_per_host
     lay = _layout(job, s)
     mb = lay["m"]
@@ -338,11 +349,7 @@ def evaluate(job: Job, s: Strategy, fabric: Fabric, *, checked: bool = False) ->
         exposed_dp = max(0.0, rs + ag - (t_b + t_r))
     else:
         exposed_dp = max(0.0, rs - (t_b + t_r)) + max(0.0, ag - t_f)
-    br = Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, exposed_dp, mb * t_ep)
-    it = br.total
-    achieved = job.model_flops() / it / job.gpus
-    return StrategyResult(s, it, br, memory(job, s), traffic(job, s), achieved / 1e12,
-                          achieved / dev.peak(job.precision))
+    return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, exposed_dp, mb * t_ep)
 
 
 # ----- search ---------------------------------------------------------------------------------------------
@@ -416,6 +423,19 @@ def feasible(job: Job, fixed: dict | None = None) -> tuple[list[Strategy], dict,
     return ok, refused, tried, last
 
 
+def leanest(fixed: dict | None = None) -> dict:
+    """`fixed` completed with the memory-leanest choice of every knob it leaves free (ZeRO 3, micro-batch 1, no
+    interleaving, full recomputation): memory only grows with the others and the batch rules they must meet
+    hold for these, so `feasible(job, leanest(fixed))` is empty exactly when `feasible(job, fixed)` is (a quick
+    existence check). With a fixed interleave > 1 the micro-batch stays free (the rule m % pp == 0 is not
+    monotone in it)."""
+    fixed = dict(fixed or {})
+    probe = {"zero": 3, "interleave": 1, "recompute": "full"}
+    if fixed.get("interleave", 1) == 1:
+        probe["micro_batch"] = 1
+    return {**probe, **fixed}
+
+
 def search(job: Job, fabric: Fabric, fixed: dict | None = None, candidates=None) -> StrategyResult:
     """The fastest feasible strategy on `fabric` (ties: less memory); Infeasible with a reason when none fits.
     `fixed` keys are not searched (`parse_parallelism`); `candidates` is `feasible(job, fixed)` when the
@@ -425,9 +445,9 @@ def search(job: Job, fabric: Fabric, fixed: dict | None = None, candidates=None)
         if tried == 0:
             raise Infeasible(f"no strategy of {job.gpus} GPUs matches {fixed}")
         raise Infeasible(f"no feasible strategy among {tried} tried; e.g. {last}")
-    best = None
+    best, best_key = None, None
     for s in ok:
-        r = evaluate(job, s, fabric, checked=True)
-        if best is None or (r.iteration_s, r.memory.total) < (best.iteration_s, best.memory.total):
-            best = r
-    return replace(best, searched=tried, refused=refused)
+        t = breakdown(job, s, fabric).total
+        if best_key is None or t < best_key[0] or (t == best_key[0] and memory(job, s).total < best_key[1]):
+            best, best_key = s, (t, memory(job, s).total)
+    return replace(evaluate(job, best, fabric, checked=True), searched=tried, refused=refused)
