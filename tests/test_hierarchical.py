@@ -58,7 +58,7 @@ def test_verified_and_priced_per_phase(expr, gpus, collective):
 
 
 @pytest.mark.parametrize("collective", [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE])
-@pytest.mark.parametrize("runtime", ["executor", "rccl", "oneccl"])
+@pytest.mark.parametrize("runtime", ["executor", "rccl", "legacy", "oneccl"])
 def test_compiled_xml_accepted(collective, runtime):
     s, topo = hierarchical(build("hypercube(2)"), 2, collective)
     fmt = "oneccl" if runtime == "oneccl" else "msccl"
