@@ -295,15 +295,167 @@ def _training_model(args):
         raise UsageError(f"{path}: {exc}") from None
 
 
+def _hybrid_wanted(args) -> bool:
+    """The multi-GPU hybrid-parallel model (issue 27) runs when asked for (hosts of several GPUs, a strategy,
+    a global batch, a switched topology) or when the model exists only as a transformer description; otherwise
+    `train` keeps the one-accelerator-per-node model of the paper's section 8.3."""
+    from services.synthesis.evaluate.fabrics import SWITCHED
+    from services.synthesis.evaluate.model_catalog import CATALOG
+    from services.synthesis.evaluate.transformer import LLM_CATALOG
+
+    if args.gpus_per_host != 1 or args.parallelism or args.global_batch is not None:
+        return True
+    if args.topology and args.topology.lower().replace("_", "-").replace("optimized", "optimised") in SWITCHED:
+        return True
+    key = args.model.lower()
+    if key in LLM_CATALOG and key not in CATALOG:
+        return True
+    if key not in CATALOG:
+        data = _model_file(args)
+        from services.synthesis.evaluate.transformer import is_transformer_file
+
+        return is_transformer_file(data)
+    return False
+
+
+def _model_file(args):
+    from pathlib import Path
+
+    path = Path(args.model)
+    if not path.is_file():
+        from services.synthesis.evaluate.model_catalog import CATALOG
+        from services.synthesis.evaluate.transformer import LLM_CATALOG
+
+        names = sorted(set(CATALOG) | set(LLM_CATALOG))
+        raise UsageError(f"--model {args.model!r} is neither a catalogued model ({', '.join(names)}) nor a file")
+    if path.stat().st_size > MAX_MODEL_FILE_BYTES:
+        raise UsageError(f"{path}: model files are limited to {MAX_MODEL_FILE_BYTES >> 20} MB")
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a readable JSON model description ({exc})") from None
+
+
+def _hybrid_job(args):
+    """(Job, nics) of a hybrid-parallel `train` (catalogued transformer or a `{"transformer": ...}` file)."""
+    from pydantic import ValidationError
+
+    from services.synthesis.evaluate.devices import gpu_profile
+    from services.synthesis.evaluate.parallelism import Job
+    from services.synthesis.evaluate.transformer import (LLM_CATALOG, TransformerModelFile, is_transformer_file,
+                                                        llm_entry)
+
+    from services.synthesis.evaluate.model_catalog import CATALOG
+
+    entry = llm_entry(args.model)
+    if entry is not None:
+        name, model, batch = entry.name, entry.model, entry.global_batch
+    elif args.model.lower() in CATALOG:
+        raise UsageError(f"--model {args.model}: hosts of several GPUs and strategies need a transformer described "
+                         "by its hyperparameters (catalogued: " + ", ".join(LLM_CATALOG) + "); the per-layer "
+                         "models run with --gpus-per-host 1")
+    else:
+        data = _model_file(args)
+        if not is_transformer_file(data):
+            raise UsageError(f"--model {args.model}: hosts of several GPUs and strategies need a transformer "
+                             "(a catalogued one or a file {\"name\", \"transformer\": {...}}); per-layer models "
+                             "run with --gpus-per-host 1")
+        try:
+            f = TransformerModelFile.model_validate(data)
+        except ValidationError as exc:
+            raise UsageError(f"{args.model}: " + "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors())) from None
+        name, model, batch = f.name, f.transformer, f.global_batch
+    if args.batch is not None:
+        raise UsageError("--batch is per node of the one-GPU model; give --global-batch (sequences per iteration)")
+    batch = args.global_batch if args.global_batch is not None else batch
+    if batch is None:
+        raise UsageError(f"{name}: give --global-batch (the model file has no global_batch)")
+    if not 1 <= batch <= 1 << 24:
+        raise UsageError(f"--global-batch must be in 1..{1 << 24}, got {batch}")
+    if not 1 <= args.gpus_per_host <= 64:
+        raise UsageError(f"--gpus-per-host must be in 1..64, got {args.gpus_per_host}")
+    try:
+        device = gpu_profile(args.device or "a100")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return Job(model, name, batch, device, args.nodes, args.gpus_per_host)
+
+
+def cmd_train_hybrid(args) -> int:
+    from services.synthesis.evaluate.fabrics import SWITCHED
+    from services.synthesis.evaluate.hybrid import evaluate_hybrid
+    from services.synthesis.evaluate.parallelism import parse_parallelism
+    from services.synthesis.schedule.cost import LinkModel
+
+    job = _hybrid_job(args)
+    fixed = None
+    if args.parallelism and args.parallelism.lower() != "auto":
+        try:
+            fixed = parse_parallelism(args.parallelism)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if args.alltoall_cost != "mcf":
+        raise UsageError("--alltoall-cost applies to the one-GPU-per-node model; hybrid jobs use the MCF throughput")
+    topologies = None
+    if args.topology:
+        key = args.topology.lower().replace("_", "-").replace("optimized", "optimised")
+        if key in SWITCHED:
+            topologies = [key]
+        else:
+            topo = _topology(args.topology)
+            if (topo.nodes, topo.degree) != (args.nodes, args.degree):
+                raise UsageError(f"{topo.expr} has {topo.nodes} nodes of degree {topo.degree}, not {args.nodes} "
+                                 f"and {args.degree}")
+            topologies = [topo]
+    else:
+        _frontier(args, "allreduce")
+    alpha = 5.0 if args.alpha_us is None else args.alpha_us
+    gbps = 200.0 * args.degree if args.bandwidth_gbps is None else args.bandwidth_gbps
+    link = LinkModel.from_units(alpha, gbps)
+    t0 = time.perf_counter()
+    try:
+        ev = evaluate_hybrid(job, args.degree, link, topologies=topologies, fixed=fixed,
+                             bidirectional=args.bidirectional)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = {**ev.to_dict(), "alpha_us": alpha, "bandwidth_gbps": gbps, "seconds": round(time.perf_counter() - t0, 3)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0 if ev.best is not None else 2
+    print(f"{job.name} on {job.hosts} hosts x {job.gpus_per_host} {job.device.name} ({args.degree} NICs, "
+          f"{gbps:g} Gbps per host, alpha {alpha:g} us), global batch {job.global_batch}")
+    print(f"{'iteration s':>11} {'TFLOP/s':>7} {'MFU':>5} {'tp':>3} {'pp':>3} {'dp':>4} {'ep':>3} {'z':>1} {'mb':>2} "
+          f"{'vp':>2} {'rc':>4} {'bubble':>7} {'TP':>6} {'PP':>6} {'DP':>6} {'EP':>6} {'GB/GPU':>6}  topology")
+    for e in ev.entries:
+        label = e.fabric.expr if e.fabric.kind != "baseline" else f"{e.fabric.name}: {e.fabric.expr}"
+        mark = "*" if e is ev.best else " "
+        if e.result is None:
+            print(f"{'-':>11} refused: {e.refused}  {mark}{label}")
+            continue
+        r, s, b = e.result, e.result.strategy, e.result.breakdown
+        print(f"{r.iteration_s:>11.4f} {r.achieved_tflops_per_gpu:>7.1f} {r.mfu:>5.2f} {s.tp:>3} {s.pp:>3} {s.dp:>4} "
+              f"{s.ep:>3} {s.zero:>1} {s.micro_batch:>2} {s.interleave:>2} {s.recompute[:4]:>4} {b.bubble:>7.3f} "
+              f"{b.tp:>6.3f} {b.pp:>6.3f} {b.dp:>6.3f} {b.ep:>6.3f} {r.memory.total / 1e9:>6.1f} {mark}{label}")
+    print(ev.why)
+    return 0 if ev.best is not None else 2
+
+
 def cmd_train(args) -> int:
     from services.synthesis.evaluate.training import evaluate_training
     from services.synthesis.schedule.cost import LinkModel
     from services.synthesis.search.finder import MAX_DEGREE, MAX_NODES
 
-    if args.alpha_us < 0 or args.bandwidth_gbps <= 0:
+    if (args.alpha_us is not None and args.alpha_us < 0) or (args.bandwidth_gbps is not None and
+                                                             args.bandwidth_gbps <= 0):
         raise UsageError("--alpha-us must be >= 0 and --bandwidth-gbps > 0")
     if not (2 <= args.nodes <= MAX_NODES and 1 <= args.degree <= MAX_DEGREE):
         raise UsageError(f"N must be in 2..{MAX_NODES} and D in 1..{MAX_DEGREE}, got {args.nodes} and {args.degree}")
+    if _hybrid_wanted(args):
+        return cmd_train_hybrid(args)
+    if args.alpha_us is None or args.bandwidth_gbps is None:
+        raise UsageError("--alpha-us and --bandwidth-gbps are required (defaults apply to hosts of several GPUs)")
     model = _training_model(args)
     topologies = None
     if args.topology:
@@ -486,6 +638,11 @@ def cmd_compile(args) -> int:
             raise UsageError("give both --alpha-us (>= 0) and --bandwidth-gbps (> 0) for predicted times")
         link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
     options = _compile_options(args)
+    if not 1 <= args.gpus_per_host <= 64:
+        raise UsageError(f"--gpus-per-host must be in 1..64, got {args.gpus_per_host}")
+    if args.gpus_per_host != 1 and collective is Collective.ALLTOALL:
+        raise UsageError("--gpus-per-host builds hierarchical allgather, reducescatter and allreduce schedules, "
+                         "not alltoall")
     extra = {}
     try:
         if collective is Collective.ALLTOALL:
@@ -495,6 +652,17 @@ def cmd_compile(args) -> int:
             a2a = alltoall_schedule(topology)
             schedule, topology = a2a.schedule, a2a.topology
             extra = {"schedule_tau": float(a2a.tau), "mcf_tau": a2a.mcf_tau}
+        elif args.gpus_per_host > 1:
+            from services.synthesis.schedule.hierarchical import hierarchical, phase_cost
+            from services.synthesis.schedule.verify import verify
+
+            if topology.nodes * args.gpus_per_host > 4096:
+                raise UsageError(f"hierarchical schedules are limited to 4096 ranks, got {args.gpus_per_host} x "
+                                 f"{topology.nodes}")
+            schedule, topology = hierarchical(topology, args.gpus_per_host, collective)
+            verify(schedule, topology).raise_if_invalid()
+            extra = {"hierarchical": {"gpus_per_host": args.gpus_per_host, "hosts": topology.nodes // args.gpus_per_host,
+                                      **phase_cost(schedule, args.gpus_per_host).to_dict()}}
         else:
             built = construct(args.expr, collective)
             schedule, topology = built.schedule, built.topology
@@ -605,10 +773,21 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("degree", type=int)
     tr.add_argument("--model", required=True, help="a catalogued model (e.g. resnet50, gpt2-small, switch-c-2048) "
                                                     "or a JSON model description file")
-    tr.add_argument("--alpha-us", type=float, required=True)
-    tr.add_argument("--bandwidth-gbps", type=float, required=True, help="node egress bandwidth B")
-    tr.add_argument("--topology", help="simulate this expression instead of the frontier")
-    tr.add_argument("--device", default=None, help="device profile for layers given in FLOPs: a100 (default), h100")
+    tr.add_argument("--alpha-us", type=float, default=None,
+                    help="per-step latency (required with one GPU per node; default 5 with --gpus-per-host)")
+    tr.add_argument("--bandwidth-gbps", type=float, default=None,
+                    help="node (host) egress bandwidth B over its DEGREE NICs (required with one GPU per node; "
+                         "default DEGREE x 200 with --gpus-per-host)")
+    tr.add_argument("--topology", help="simulate this expression instead of the frontier, or a switched network: "
+                                       "fat-tree, fat-tree-2to1, fat-tree-4to1, rail-optimised")
+    tr.add_argument("--device", default=None, help="device profile: a100 (default), h100; with several GPUs per "
+                                                   "host also h200, b200")
+    tr.add_argument("--gpus-per-host", type=int, default=1,
+                    help="GPUs per host joined by a scale-up domain (default 1: the paper's one accelerator per node)")
+    tr.add_argument("--global-batch", type=int, default=None, help="sequences per iteration (hybrid parallelism)")
+    tr.add_argument("--parallelism", default=None,
+                    help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..]: "
+                         "given keys are fixed, the others searched")
     tr.add_argument("--batch", type=int, default=None, help="samples per node (catalogued models)")
     tr.add_argument("--alltoall-cost", choices=["mcf", "schedule"], default="mcf",
                     help="all-to-all time from the MCF throughput (default) or a verified all-to-all schedule")
@@ -644,6 +823,9 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--bandwidth-gbps", type=float, default=None, help="node bandwidth for predicted times")
     co.add_argument("--size", type=float, nargs="+", default=None, help="message sizes in bytes for predicted times")
     co.add_argument("--timeout", type=float, default=None, help="give up the fit search after this many seconds")
+    co.add_argument("--gpus-per-host", type=int, default=1,
+                    help="hosts of G GPUs (scale-up domain; NIC k on GPU k mod G): a hierarchical schedule over "
+                         "G x N ranks (allgather, reducescatter, allreduce)")
     co.add_argument("-o", "--output", help="write the XML here (default: stdout, summary on stderr)")
     co.add_argument("--check", action="store_true", help="validate and simulate the XML on CPU")
     co.add_argument("--json", action="store_true")

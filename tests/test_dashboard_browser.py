@@ -343,6 +343,23 @@ def test_training_plan_shows_every_entry_and_its_alltoall_schedule(page, site):
     assert "block (D/N bytes)" in pg.locator("#view").inner_text()
 
 
+def test_hybrid_training_plan_shows_strategy_and_breakdown(page, site):
+    """A hybrid-parallel training plan (8 GPUs a host): one stacked bar per entry and part (compute, bubble,
+    exposed TP / PP / DP / EP), a table row per entry with its strategy, the chosen one marked."""
+    pg, _ = page
+    p = _plan(site["http"], nodes=8, degree=3, alpha_us=5, bandwidth_gbps=600, workload={"training": {
+        "gpus_per_host": 8, "transformer_spec": {"name": "tiny", "global_batch": 64, "transformer": {
+            "hidden": 1024, "layers": 8, "heads": 16, "seq_len": 512, "vocab": 32000}}}})
+    t = p["training_hybrid"]
+    show(pg, site, f"/plans/{p['id']}")
+    assert pg.locator("#training-hybrid-chart g.iteration-bar rect").count() == 6 * len(t["entries"])
+    assert pg.locator("#plan-training-hybrid tbody tr").count() == len(t["entries"])
+    chosen = pg.locator(f"#plan-training-hybrid tr[data-kind=frontier][data-expr='{t['best']}']")
+    s = next(e for e in t["entries"] if e["expr"] == t["best"] and e["kind"] == "frontier")["parallelism"]
+    assert "(chosen)" in chosen.inner_text() and f"{s['tp']} / {s['pp']} / {s['dp']} / {s['ep']}" in chosen.inner_text()
+    assert "GPUs per host" in pg.locator("#view").inner_text()
+
+
 def test_panel_table_shows_the_api_versions_and_updates(page, site):
     pg, _ = page
     http = site["http"]

@@ -6,13 +6,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.synthesis.evaluate.devices import GPU_PROFILES
 from services.synthesis.evaluate.model_catalog import catalog_names
 from services.synthesis.evaluate.training_job import DEVICES, MAX_BUCKETS, DeviceProfile, ModelSpec
+from services.synthesis.evaluate.transformer import LLM_CATALOG, TransformerModelFile
 
 CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
 ScheduleCollective = Literal["allgather", "reducescatter", "allreduce", "alltoall"]
-CatalogModelName = Literal[tuple(catalog_names())]
-DeviceName = Literal[tuple(DEVICES)]
+CatalogModelName = Literal[tuple(dict.fromkeys([*catalog_names(), *LLM_CATALOG]))]
+DeviceName = Literal[tuple(dict.fromkeys([*DEVICES, *GPU_PROFILES]))]
 MAX_PLAN_LAYERS = 10_000            # layers of an inline model: the simulation is O(layers x buckets x topologies)
 PlanStatus = Literal["queued", "running", "done", "failed"]
 MAX_BYTES = 1 << 50                 # 1 PiB: every time computed from it stays a finite float
@@ -70,11 +72,35 @@ class TrainingWorkload(Input):
     alltoall_cost: Literal["mcf", "schedule"] = Field(default="mcf", description="how an MoE all-to-all is "
                                                       "priced on every entry: the MCF throughput (LP (3)), or a "
                                                       "verified all-to-all schedule of each topology (slower)")
+    # hybrid parallelism on multi-GPU hosts (docs/training.md; `fabricplan train --gpus-per-host`)
+    gpus_per_host: int = Field(default=1, strict=True, ge=1, le=64, description="GPUs per host (the plan's nodes "
+                               "are hosts, its degree their NICs); above 1, or with strategy, global_batch or a "
+                               "transformer model, the plan runs the hybrid-parallel model (TP, PP, DP with ZeRO, "
+                               "EP) and chooses topology and strategy together")
+    global_batch: int | None = Field(default=None, strict=True, ge=1, le=1 << 24, description="sequences per "
+                                     "iteration (hybrid; default the catalogued model's)")
+    strategy: str | None = Field(default=None, min_length=1, max_length=200, description="'auto' (default: "
+                                 "searched) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..] "
+                                 "(given keys fixed, the rest searched); hybrid")
+    transformer_spec: TransformerModelFile | None = Field(default=None, description="an inline transformer by "
+                                                          "its hyperparameters, the file form of `fabricplan "
+                                                          "train --model FILE` {name, transformer, global_batch?}")
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, v):
+        if v is not None and v.lower() != "auto":
+            from services.synthesis.evaluate.parallelism import parse_parallelism
+
+            parse_parallelism(v)
+        return v
 
     @model_validator(mode="after")
     def _one_model(self):
-        if (self.model is None) == (self.model_spec is None):
-            raise ValueError("give either model (a catalogued name) or model_spec (an inline description)")
+        given = [self.model is not None, self.model_spec is not None, self.transformer_spec is not None]
+        if sum(given) != 1:
+            raise ValueError("give one of model (a catalogued name), model_spec (an inline per-layer description) "
+                             "or transformer_spec (an inline transformer)")
         if self.model_spec is not None:
             if len(self.model_spec.layers) > MAX_PLAN_LAYERS:
                 raise ValueError(f"model_spec has {len(self.model_spec.layers)} layers; a plan takes at most "
@@ -262,6 +288,49 @@ class IterationOut(BaseModel):
     alltoalls: int
 
 
+class HybridEntryOut(BaseModel):
+    """One topology with its fastest strategy (`fabricplan train --gpus-per-host G --json`'s entries)."""
+
+    kind: Literal["frontier", "topology", "baseline"]
+    name: str
+    expr: str
+    iteration_s: float | None = Field(description="null when no strategy fits (see refused)")
+    refused: str | None = None
+    achieved_tflops_per_gpu: float | None = Field(default=None, description="model FLOPs per iteration / "
+                                                  "iteration time / GPUs (as Megatron-LM reports it)")
+    mfu: float | None = None
+    parallelism: dict | None = Field(default=None, description="tp, pp, dp, ep, zero, micro_batch, interleave, "
+                                     "recompute")
+    breakdown: dict | None = Field(default=None, description="compute_s, bubble_s, exposed_tp_s, exposed_pp_s, "
+                                   "exposed_dp_s, exposed_ep_s")
+    memory_per_gpu_bytes: dict | None = None
+    traffic_per_gpu_bytes: dict | None = None
+    strategies_searched: int | None = None
+    strategies_refused: dict | None = None
+
+    model_config = ConfigDict(extra="allow")
+
+
+class HybridTrainingOut(BaseModel):
+    """The hybrid-parallel training job on every frontier topology and baseline (docs/training.md)."""
+
+    model: str
+    hosts: int
+    gpus_per_host: int
+    gpus: int
+    nics_per_host: int
+    device: str
+    precision: str
+    global_batch: int
+    parameters: int
+    model_flops_per_iteration: float
+    device_efficiency: float
+    entries: list[HybridEntryOut]
+    best: str | None
+    best_iteration_s: float | None
+    why: str
+
+
 class TrainingOut(BaseModel):
     """The training job on every frontier topology and baseline (`fabricplan train --json`'s shape)."""
 
@@ -339,6 +408,9 @@ class PlanOut(BaseModel):
                                                        "a training workload: their iteration times)")
     training: TrainingOut | None = Field(default=None, description="a training workload's iteration on every "
                                          "frontier entry and baseline")
+    training_hybrid: HybridTrainingOut | None = Field(default=None, description="a hybrid-parallel training "
+                                                      "workload (multi-GPU hosts): every frontier entry and "
+                                                      "baseline with its fastest strategy")
     alltoall: AllToAllOut | None = Field(default=None, description="the all-to-all schedule, when the workload "
                                          "has an all-to-all (alltoall_bytes, or MoE layers)")
     fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "

@@ -12,6 +12,8 @@ from services.synthesis.evaluate.training_job import (DEFAULT_BUCKETS_BYTES, Dev
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.finder import WorkloadItem
 
+from .hybrid_workloads import check_hybrid, hybrid_alltoall_sizes, hybrid_message_sizes, is_hybrid
+
 __all__ = ["MAX_ALLTOALL_SIZES", "TRAINING_MAX_NODES", "WorkloadInputError", "alltoall_sizes", "check_training",
            "has_alltoall", "is_training", "message_sizes", "training_model", "workload_items"]
 
@@ -68,6 +70,8 @@ def check_training(req: dict) -> ModelSpec:
     if nodes > TRAINING_MAX_NODES:
         raise WorkloadInputError(("nodes",), f"training plans simulate the job on every frontier topology's "
                                  f"verified schedules: at most {TRAINING_MAX_NODES} nodes, got {nodes}")
+    if is_hybrid(req):                        # multi-GPU hosts, hybrid parallelism (hybrid_workloads)
+        return check_hybrid(req, WorkloadInputError)
     model = training_model(req)
     par = _training(req).get("parallelism") or {}
     moe = any(layer.is_moe for layer in model.layers)
@@ -90,6 +94,8 @@ def message_sizes(req: dict) -> list[int]:
     """The allreduce family's message sizes the plan predicts times for: the sizes form's sizes, or a training
     job's DDP bucket capacities (a bucket's allreduce carries at least its capacity, the last one less)."""
     w = req["workload"]
+    if is_hybrid(req):
+        return hybrid_message_sizes(req)
     if is_training(req):
         return list(training_model(req).buckets_bytes)
     return list(w["sizes_bytes"])
@@ -98,7 +104,9 @@ def message_sizes(req: dict) -> list[int]:
 def alltoall_sizes(req: dict, model: ModelSpec | None = None) -> list[int]:
     """Bytes per node of the workload's all-to-alls (sorted, distinct, at most `MAX_ALLTOALL_SIZES`: the
     largest kept): the sizes form's alltoall_bytes, or the MoE layers' moe_tokens_bytes."""
-    if is_training(req):
+    if is_hybrid(req):
+        sizes = hybrid_alltoall_sizes(req)
+    elif is_training(req):
         model = model or training_model(req)
         sizes = sorted({layer.moe_tokens_bytes for layer in model.layers if layer.is_moe})
     else:

@@ -76,7 +76,7 @@ def plan_out(p, base: str) -> PlanOut:
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
                    fabric=fabric, compiled=compiled, revision=revision, training=r.get("training"), alltoall=alltoall,
-                   links=links)
+                   training_hybrid=r.get("training_hybrid"), links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
@@ -133,7 +133,7 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
     return out
 
 
-SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training")
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid")
 
 
 class PlanCache:

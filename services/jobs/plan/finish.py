@@ -15,6 +15,7 @@ from ...store import repo
 from ...store.db import session_scope
 from ..attempts import Superseded, current_attempt, plan_request
 from ..workloads import message_sizes, workload_items
+from .hybrid import hybrid_baselines_time_us
 from .training import baselines_time_us
 
 __all__ = ["stage_finish"]
@@ -44,6 +45,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "compiled": state.get("compiled"),
         "baselines_time_us": _baselines_time_us(state, req, link),
         "training": state.get("training"),
+        "training_hybrid": state.get("training_hybrid"),
         "alltoall": state.get("alltoall"),
     }
     with session_scope(get_settings().sqlalchemy_url) as s:
@@ -57,6 +59,8 @@ def _baselines_time_us(state: dict, req: dict, link: LinkModel) -> dict[str, flo
     sizes form's workload time."""
     if state.get("training"):
         return baselines_time_us(state["training"])
+    if state.get("training_hybrid"):
+        return hybrid_baselines_time_us(state["training_hybrid"])
     w = req["workload"]
     return {k: v * 1e6 for k, v in baseline_times(req["nodes"], req["degree"], link, workload_items(req),
                                                   w.get("alltoall_bytes") or 0.0,

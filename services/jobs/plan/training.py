@@ -18,6 +18,8 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
 from .. import workloads
+from ..hybrid_workloads import is_hybrid
+from .hybrid import stage_select_hybrid
 
 __all__ = ["allreduce_price", "baselines_time_us", "iteration_with_alltoall", "stage_select", "training_result"]
 
@@ -49,7 +51,10 @@ def training_result(ev, model: ModelSpec, alltoall_cost: str) -> dict:
 
 def stage_select(state: dict, plan_id: str, req: dict, advance) -> dict:
     """Simulate the training job on the frontier's topologies and the baselines; choose the frontier entry with
-    the smallest iteration time (ties: fewer allreduce steps)."""
+    the smallest iteration time (ties: fewer allreduce steps); a hybrid-parallel job (multi-GPU hosts) chooses
+    topology and strategy together (`hybrid`)."""
+    if is_hybrid(req):
+        return stage_select_hybrid(state, plan_id, req, advance)
     model = workloads.training_model(req)
     cost = req["workload"]["training"].get("alltoall_cost") or "mcf"
 

@@ -47,6 +47,11 @@ function workloadFacts(w) {
       w.alltoall_bytes && ["all-to-all", `${fmtBytes(w.alltoall_bytes)} per node, weight ${w.alltoall_weight}`]];
   }
   const device = t.device && typeof t.device === "object" ? t.device.name : t.device;
+  if (t.transformer_spec || (t.gpus_per_host || 1) > 1 || t.strategy || t.global_batch) {   // hybrid parallelism
+    return [["training job", t.model || `${t.transformer_spec.name} (inline transformer)`],
+      ["GPUs per host", t.gpus_per_host || 1], ["device", device || "a100"],
+      t.global_batch && ["global batch", t.global_batch], ["strategy", t.strategy || "auto"]];
+  }
   return [["training job", t.model ? t.model : `${t.model_spec.name} (inline, ${t.model_spec.layers.length} layers)`],
     t.model && ["device", device || "a100"], t.batch && ["batch per node", t.batch],
     t.buckets_bytes && ["DDP buckets", t.buckets_bytes.map(fmtBytes).join(", ")],
@@ -86,7 +91,7 @@ function chosen(p, v) {
         ["T_B", `tau = ${fmtNumber(t.tau)} (${t.tau_exact}) x M/B${t.t_b_us_per_mib != null ? ` = ${fmtUs(t.t_b_us_per_mib)} per MiB` : ""}`],
         ["diameter", t.diameter], ["BW-optimal", yesNo(t.bw_optimal)], ["Moore-optimal", yesNo(t.moore_optimal)],
         ["duplex cabling", yesNo(t.bidirectional)],
-        t.workload_time_us != null && [p.training ? "iteration time" : "workload time", fmtUs(t.workload_time_us)],
+        t.workload_time_us != null && [p.training || p.training_hybrid ? "iteration time" : "workload time", fmtUs(t.workload_time_us)],
       ]));
   }
   const sched = Object.entries(v.schedules || {});
@@ -127,7 +132,7 @@ function baselines(p, v) {
   const unit = timeUnit(Math.max(...rows.map((r) => r.time)));
   const chart = Plot.plot({
     style: PLOT_STYLE, marginLeft: 260, marginRight: 90, marginBottom: 45, width: 680, height: 70 + 30 * rows.length,
-    x: { label: `${p.training ? "iteration" : "workload"} time (${unit.unit}) →`, grid: true },
+    x: { label: `${p.training || p.training_hybrid ? "iteration" : "workload"} time (${unit.unit}) →`, grid: true },
     y: { label: null, domain: rows.map((r) => r.name) },
     color: { domain: ["ours", "revision", "baseline"], range: ["#f4a261", "#c62828", "#1f4e79"] },
     marks: [
@@ -184,6 +189,47 @@ function training(p) {
       { label: "allreduce steps", class: "num", value: (r) => r.e.allreduce.steps },
       { label: "allreduce tau", class: "num", value: (r) => fmtNumber(r.e.allreduce.tau) },
       { label: "all-to-all f", class: "num", value: (r) => fmtNumber(r.e.alltoall.throughput) },
+    ], rows, (r) => ({ "data-kind": r.e.kind, "data-expr": r.e.expr })));
+}
+
+const HYBRID_PARTS = [["compute_s", "compute"], ["bubble_s", "pipeline bubble"], ["exposed_tp_s", "exposed TP"],
+  ["exposed_pp_s", "exposed PP"], ["exposed_dp_s", "exposed DP"], ["exposed_ep_s", "exposed EP"]];
+
+/** A hybrid-parallel training job (multi-GPU hosts): every entry's strategy and iteration breakdown. */
+function trainingHybrid(p) {
+  const t = p.training_hybrid;
+  const ran = t.entries.filter((e) => e.iteration_s != null);
+  const labels = ran.map((e) => entryLabel(e, t.best));
+  const unit = timeUnit(1e6 * Math.max(...ran.map((e) => e.iteration_s)));
+  const scale = 1e6 * unit.per_us;
+  const bars = ran.flatMap((e, i) => HYBRID_PARTS.map(([key, part]) => ({ label: labels[i], part, value: e.breakdown[key] * scale, s: e.breakdown[key] })));
+  const chart = Plot.plot({
+    style: PLOT_STYLE, marginLeft: 280, marginRight: 90, width: 800, height: 60 + 30 * ran.length,
+    x: { label: `iteration time (${unit.unit}) →`, grid: true },
+    y: { label: null, domain: labels },
+    color: { legend: true, domain: HYBRID_PARTS.map(([, part]) => part) },
+    marks: [
+      Plot.barX(bars, { x: "value", y: "label", fill: "part", className: "iteration-bar",
+        title: (b) => `${b.label}: ${b.part} ${fmtUs(b.s * 1e6)}` }),
+      Plot.text(ran, { x: (e) => e.iteration_s * scale, y: (e, i) => labels[i], text: (e) => unit.fmt(e.iteration_s * 1e6), dx: 4, textAnchor: "start" }),
+    ],
+  });
+  const rows = t.entries.map((e) => ({ e, label: entryLabel(e, t.best), s: e.parallelism || {} }));
+  return el("div", { class: "card", id: "plan-training-hybrid" }, el("h2", {}, `Training iteration: ${t.model}`),
+    el("p", { class: "legend-note" }, `${t.hosts} hosts x ${t.gpus_per_host} ${t.device} (${t.gpus} GPUs), global batch `
+      + `${t.global_batch}; every frontier entry and baseline with its fastest strategy. ${t.why}`),
+    el("div", { class: "chart", id: "training-hybrid-chart", "data-unit": unit.unit }, chart),
+    table([
+      { label: "topology", value: (r) => r.label },
+      { label: "iteration", class: "num", value: (r) => r.e.iteration_s == null ? r.e.refused : fmtUs(r.e.iteration_s * 1e6) },
+      { label: "TFLOP/s per GPU", class: "num", value: (r) => r.e.achieved_tflops_per_gpu == null ? "" : fmtNumber(r.e.achieved_tflops_per_gpu) },
+      { label: "MFU", class: "num", value: (r) => r.e.mfu == null ? "" : fmtNumber(r.e.mfu) },
+      { label: "tp / pp / dp / ep", class: "num", value: (r) => r.e.parallelism ? `${r.s.tp} / ${r.s.pp} / ${r.s.dp} / ${r.s.ep}` : "" },
+      { label: "ZeRO", class: "num", value: (r) => r.s.zero ?? "" },
+      { label: "micro-batch", class: "num", value: (r) => r.s.micro_batch ?? "" },
+      { label: "interleave", class: "num", value: (r) => r.s.interleave ?? "" },
+      { label: "recompute", value: (r) => r.s.recompute ?? "" },
+      { label: "memory per GPU", class: "num", value: (r) => r.e.memory_per_gpu_bytes ? fmtBytes(r.e.memory_per_gpu_bytes.total) : "" },
     ], rows, (r) => ({ "data-kind": r.e.kind, "data-expr": r.e.expr })));
 }
 
@@ -350,9 +396,10 @@ export async function render(root, { id, query }, ctx) {
       el("div", { class: "grid2" }, request(p), done ? (revDone ? chosen(p, v) : revisionStatus(rev)) : null),
       done && revDone ? el("div", { class: "grid2" }, predicted(p, v), baselines(p, v)) : null,
       done && revDone ? failureCost(v) : null,
-      done && v.number && (p.training || p.alltoall)
+      done && v.number && (p.training || p.training_hybrid || p.alltoall)
         ? el("p", { class: "muted" }, "The training iteration and the all-to-all schedule below are revision 0's: revisions re-plan allgather, reduce-scatter and allreduce.") : null,
       done && p.training ? training(p) : null,
+      done && p.training_hybrid ? trainingHybrid(p) : null,
       done && p.alltoall ? alltoall(p) : null,
       done && revDone ? artifacts(p, v) : null,
       p.fabric ? fabricBlock(p) : null,

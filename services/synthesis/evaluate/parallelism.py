@@ -1,0 +1,453 @@
+"""Hybrid-parallel training on hosts of G GPUs (issue 27): tensor (TP), pipeline (PP: 1F1B or interleaved),
+data (DP, ZeRO stages 0-3) and expert (EP, with expert-data parallelism) parallelism; per-iteration traffic,
+memory per GPU, iteration time on a `fabrics.Fabric`, and the strategy search. Pure arithmetic.
+
+Placement (Megatron-LM's rank order: TP innermost, then DP, then PP): TP groups are inside a host (tp | G,
+the scale-up domain); a host holds G/tp consecutive DP ranks of one stage (dp_local = min(dp, G/tp)), so a
+DP group spans h_dp = dp tp / G hosts (all hosts of its stage), or stays inside a host; an EP group is ep
+consecutive DP ranks (experts % ep == 0 and ep | dp; expert weights are replicated over edp = dp/ep ranks,
+expert-data parallelism, when there are fewer experts than DP ranks).
+
+Traffic per GPU (16-bit activations A = 2 s b h bytes per micro-batch of b sequences; Psi_d, Psi_e the dense
+and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = experts / (tp pp ep)):
+- TP (Shoeybi et al. 2019; sequence parallelism keeps the volume): 4 allreduces of A per layer and
+  micro-batch (2 forward, 2 backward; 6 with full recomputation), ring on the scale-up domain:
+  2 (tp-1) alpha_nv + 2 (tp-1)/tp A / nvlink.
+- PP: per micro-batch and stage boundary a forward activation and a backward gradient of A/tp per GPU (the
+  scatter/gather optimisation of Narayanan et al.), v times with v interleaved chunks; from a host G A/tp.
+- DP, 16-bit gradients and parameters (Rajbhandari et al. SC'20, "ZeRO", sections 5 and 7): stage 0
+  allreduces 2 Psi bytes; stages 1 and 2 reduce-scatter the gradients and allgather the updated parameters
+  (the same volume); stage 3 also allgathers the parameters before each micro-batch's forward and backward.
+  Concurrent DP groups: one hierarchical collective: a scale-up reduce-scatter among the group's dp_local GPUs
+  of a host, then one inter-host collective over the h_dp hosts carrying all G GPUs' shares (G X / dp_local
+  bytes per host: the host's tp groups run identical schedules on the same hosts, so they load each link with
+  the sum of their bytes), then the scale-up allgather. Expert gradients go the same way over edp ranks.
+- EP: 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward and backward; 6 with full
+  recomputation) of D = 2 (s/tp) b h top_k bytes per GPU; the share for GPUs on other hosts goes between hosts
+  (G D (ep - ep_local)/ep per host), the rest over the scale-up domain, both at once.
+
+Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp peak efficiency),
+backward 2 t_f, full recomputation + t_f, selective + the attention scores' FLOPs):
+    t_mb = t_f + t_b + t_r + t_TP + t_PP + t_EP          (TP, PP and EP communication is blocking)
+    pipeline = m t_mb + (pp - 1)/v t_mb                    (bubble: Narayanan et al. SC'21 section 2.2)
+DP: the gradient reduce-scatter/allreduce overlaps the last micro-batch's backward (Megatron's
+--overlap-grad-reduce) and the parameter allgather of ZeRO 1-2 the first forward (--overlap-param-gather);
+ZeRO 3's allgathers overlap each micro-batch's forward and backward; exposed DP = what does not fit.
+Memory per GPU (ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter; stage 1 shards the 12,
+stage 2 also the gradients' 2, stage 3 also the parameters' 2, over dp, or edp for experts) plus activations
+(`Transformer.activation_bytes_per_layer` for the first stage's in-flight micro-batches: min(m, pp) x
+ceil(L/pp) layers, x (1 + (pp-1)/(pp v)) interleaved; Korthikanti et al. 2022 section 4.2.3) plus the fp32
+logits of one micro-batch (4 s b V / tp); refused when above the HBM.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field, replace
+
+from services.synthesis.evaluate.devices import GpuProfile
+from services.synthesis.evaluate.fabrics import Fabric
+from services.synthesis.evaluate.transformer import Transformer
+
+__all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
+           "breakdown", "check", "evaluate", "feasible", "leanest", "memory", "parse_parallelism", "search",
+           "strategies", "traffic"]
+
+RECOMPUTE = ("none", "selective", "full")
+MICRO_BATCHES = (1, 2, 4, 8, 16)
+INTERLEAVE = (1, 2, 4)
+GRAD_BYTES = PARAM_BYTES = 2
+OPTIMIZER_BYTES = 12
+
+
+@dataclass(frozen=True)
+class Job:
+    model: Transformer
+    name: str
+    global_batch: int             # sequences per iteration
+    device: GpuProfile
+    hosts: int
+    gpus_per_host: int
+    precision: str = "bf16"
+
+    @property
+    def gpus(self) -> int:
+        return self.hosts * self.gpus_per_host
+
+    def model_flops(self) -> float:
+        """Model FLOPs of one iteration: forward + backward (3 x forward), no recomputation."""
+        return 3.0 * self.model.forward_flops_per_token() * self.model.seq_len * self.global_batch
+
+
+@dataclass(frozen=True)
+class Strategy:
+    tp: int
+    pp: int
+    dp: int
+    ep: int = 1
+    zero: int = 0
+    micro_batch: int = 1
+    interleave: int = 1
+    recompute: str = "none"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Infeasible(ValueError):
+    """A strategy that cannot run, with the reason; `kind` groups reasons: "shape" (degrees, placement),
+    "batch" (global batch, micro-batches) or "memory" (above the HBM)."""
+
+    def __init__(self, message: str, kind: str = "shape"):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Memory:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes one GPU sends per iteration, per kind (module docstring), and the collectives' shapes."""
+
+    tp: float
+    pp: float
+    dp: float
+    ep: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    compute: float
+    bubble: float
+    tp: float
+    pp: float
+    dp: float
+    ep: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.bubble + self.tp + self.pp + self.dp + self.ep
+
+    def to_dict(self) -> dict:
+        return {"compute_s": self.compute, "bubble_s": self.bubble, "exposed_tp_s": self.tp,
+                "exposed_pp_s": self.pp, "exposed_dp_s": self.dp, "exposed_ep_s": self.ep}
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    strategy: Strategy
+    iteration_s: float
+    breakdown: Breakdown
+    memory: Memory
+    traffic: Traffic
+    achieved_tflops_per_gpu: float
+    mfu: float
+    searched: int = 0
+    refused: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"iteration_s": self.iteration_s, "achieved_tflops_per_gpu": self.achieved_tflops_per_gpu,
+                "mfu": self.mfu, "parallelism": self.strategy.to_dict(), "breakdown": self.breakdown.to_dict(),
+                "memory_per_gpu_bytes": self.memory.to_dict(), "traffic_per_gpu_bytes": self.traffic.to_dict(),
+                "strategies_searched": self.searched, "strategies_refused": self.refused}
+
+
+# ----- layout ---------------------------------------------------------------------------------------------
+
+def _layout(job: Job, s: Strategy) -> dict:
+    g = job.gpus_per_host
+    dp_local = min(s.dp, g // s.tp)
+    ep_local = min(s.ep, dp_local)
+    edp = s.dp // s.ep
+    edp_local = max(1, dp_local // s.ep)
+    return {"dp_local": dp_local, "h_dp": max(1, s.dp * s.tp // g), "ep_local": ep_local,
+            "h_ep": max(1, s.ep // dp_local), "edp": edp, "edp_local": edp_local,
+            "h_edp": max(1, edp // edp_local), "stages_per_host": max(1, g // (s.tp * s.dp)),
+            "m": job.global_batch // (s.dp * s.micro_batch), "stage_layers": -(-job.model.layers // s.pp),
+            "stage_moe": -(-job.model.moe_layers // s.pp)}
+
+
+def check(job: Job, s: Strategy) -> None:
+    """Raise Infeasible with the reason when `s` cannot run `job` (shapes, placement, batch, memory)."""
+    m, g = job.model, job.gpus_per_host
+    if min(s.tp, s.pp, s.dp, s.ep, s.micro_batch, s.interleave) < 1:
+        raise Infeasible("every degree must be at least 1")
+    if s.tp * s.pp * s.dp != job.gpus:
+        raise Infeasible(f"tp x pp x dp = {s.tp * s.pp * s.dp}, not the {job.gpus} GPUs")
+    if g % s.tp:
+        raise Infeasible(f"tp={s.tp} does not divide the {g} GPUs of a host (TP stays in the scale-up domain)")
+    if m.heads % s.tp:
+        raise Infeasible(f"tp={s.tp} does not divide the {m.heads} attention heads")
+    dp_host = g // s.tp
+    if s.dp % dp_host and dp_host % s.dp:
+        raise Infeasible(f"dp={s.dp} neither fills nor divides the {dp_host} DP ranks a host holds at tp={s.tp}")
+    if s.pp * s.interleave > m.layers:
+        raise Infeasible(f"pp x interleave = {s.pp * s.interleave} exceeds the {m.layers} layers")
+    if s.interleave > 1 and s.pp == 1:
+        raise Infeasible("interleaving needs pp > 1")
+    if s.recompute not in RECOMPUTE:
+        raise Infeasible(f"recompute must be one of {', '.join(RECOMPUTE)}")
+    if s.zero not in (0, 1, 2, 3):
+        raise Infeasible("zero must be 0, 1, 2 or 3")
+    if job.global_batch % (s.dp * s.micro_batch):
+        raise Infeasible(f"global batch {job.global_batch} is not a multiple of dp x micro_batch = "
+                         f"{s.dp * s.micro_batch}", "batch")
+    mb = job.global_batch // (s.dp * s.micro_batch)
+    if s.interleave > 1 and mb % s.pp:
+        raise Infeasible(f"interleaved 1F1B needs the {mb} micro-batches to be a multiple of pp={s.pp}", "batch")
+    if m.experts is None:
+        if s.ep != 1:
+            raise Infeasible(f"ep={s.ep} needs a mixture-of-experts model")
+    else:
+        if m.experts % s.ep or s.dp % s.ep:
+            raise Infeasible(f"ep={s.ep} must divide the {m.experts} experts and dp={s.dp}")
+        dp_local = min(s.dp, dp_host)
+        if s.ep % dp_local and dp_local % s.ep:
+            raise Infeasible(f"ep={s.ep} neither fills nor divides the {dp_local} DP ranks of a host")
+    mem = memory(job, s)
+    if mem.total > job.device.hbm_bytes:
+        raise Infeasible(f"needs {mem.total / 1e9:.1f} GB per GPU (weights {mem.weights / 1e9:.1f}, gradients "
+                         f"{mem.gradients / 1e9:.1f}, optimizer {mem.optimizer / 1e9:.1f}, activations "
+                         f"{mem.activations / 1e9:.1f}), above the {job.device.hbm_bytes / 1e9:.0f} GB of "
+                         f"{job.device.name} HBM", "memory")
+
+
+def memory(job: Job, s: Strategy) -> Memory:
+    """Bytes per GPU (module docstring)."""
+    m = job.model
+    lay = _layout(job, s)
+    psi_d = m.dense_params / (s.tp * s.pp)
+    psi_e = m.expert_params / (s.tp * s.pp * s.ep)
+    shard_d, shard_e = s.dp, lay["edp"]
+
+    def part(nbytes: float, stage: int) -> float:
+        return nbytes * psi_d / (shard_d if s.zero >= stage else 1) + nbytes * psi_e / (shard_e if s.zero >= stage else 1)
+
+    in_flight = min(lay["m"], s.pp)
+    act = m.activation_bytes_per_layer(s.micro_batch, s.tp, s.recompute) * lay["stage_layers"] * in_flight
+    if s.interleave > 1:
+        act *= 1 + (s.pp - 1) / (s.pp * s.interleave)
+    act += 4.0 * m.seq_len * s.micro_batch * m.vocab / s.tp
+    return Memory(part(PARAM_BYTES, 3), part(GRAD_BYTES, 2), part(OPTIMIZER_BYTES, 1), act)
+
+
+def _dp_volume(s: Strategy, psi: float, m: int) -> tuple[float, float]:
+    """(reduce-scatter or allreduce-RS-half bytes, allgather bytes) a DP group moves per GPU share, before
+    the ring factor: stage 0 = allreduce = RS + AG of 2 Psi; 1-2 the same; 3 + 2 m allgathers."""
+    rs = GRAD_BYTES * psi
+    ag = PARAM_BYTES * psi * (1 + (2 * m if s.zero == 3 else 0))
+    return rs, ag
+
+
+def traffic(job: Job, s: Strategy) -> Traffic:
+    """Bytes one GPU sends per iteration per kind (ring collectives: (n-1)/n of the buffer per RS or AG;
+    all-to-all: the share for the other ranks)."""
+    m = job.model
+    lay = _layout(job, s)
+    a = m.activation_message_bytes(s.micro_batch)
+    n_tp = 6 if s.recompute == "full" else 4
+    tp = lay["m"] * lay["stage_layers"] * n_tp * 2 * (s.tp - 1) / s.tp * a if s.tp > 1 else 0.0
+    pp = lay["m"] * 2 * s.interleave * a / s.tp if s.pp > 1 else 0.0
+    dp = 0.0
+    for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp), (m.expert_params / (s.tp * s.pp * s.ep), lay["edp"])):
+        if n > 1:
+            rs, ag = _dp_volume(s, psi, lay["m"])
+            dp += (rs + ag) * (n - 1) / n
+    ep = 0.0
+    if m.experts is not None and s.ep > 1:
+        d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
+        ep = lay["m"] * lay["stage_moe"] * (6 if s.recompute == "full" else 4) * d * (s.ep - 1) / s.ep
+    return Traffic(tp, pp, dp, ep)
+
+
+def _ring_nv(job: Job, n: int, size: float) -> float:
+    """A ring reduce-scatter (or allgather) of `size` bytes per GPU over n GPUs of the scale-up domain."""
+    if n <= 1 or size <= 0:
+        return 0.0
+    dev = job.device
+    return (n - 1) * dev.nvlink_alpha_s + (n - 1) / n * size / dev.nvlink_Bps
+
+
+def _hier(job: Job, fabric: Fabric, local: int, hosts: int, size: float, kind: str) -> float:
+    """One hierarchical reduce-scatter ("rs") or allgather ("ag") of `size` bytes per GPU over a group with
+    `local` GPUs on each of `hosts` hosts: the scale-up phase and the inter-host phase of G size/local bytes
+    per host (module docstring)."""
+    inter = job.gpus_per_host * size / local
+    between = (fabric.reduce_scatter_s if kind == "rs" else fabric.allgather_s)(hosts, inter) if hosts > 1 else 0.0
+    return _ring_nv(job, local, size) + between
+
+
+def evaluate(job: Job, s: Strategy, fabric: Fabric, *, checked: bool = False) -> StrategyResult:
+    """Iteration time, breakdown, memory and traffic of `s` (module docstring); Infeasible with the reason
+    (unless the caller has `checked` it)."""
+    if not checked:
+        check(job, s)
+    br = breakdown(job, s, fabric)
+    it = br.total
+    achieved = job.model_flops() / it / job.gpus
+    return StrategyResult(s, it, br, memory(job, s), traffic(job, s), achieved / 1e12,
+                          achieved / job.device.peak(job.precision))
+
+
+def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
+    """The iteration's parts for a checked strategy (`evaluate` without memory and traffic: what the search
+    compares)."""
+    m, dev, g = job.model, job.device, job.gpus_per_host
+    lay = _layout(job, s)
+    mb = lay["m"]
+    tokens = m.seq_len * s.micro_batch
+    frac = lay["stage_layers"] / m.layers
+    t_f = dev.seconds(m.forward_flops_per_token() * tokens * frac / s.tp, job.precision)
+    t_b = 2 * t_f
+    t_r = {"none": 0.0, "full": t_f,
+           "selective": dev.seconds(4.0 * m.seq_len * m.hidden * tokens * lay["stage_layers"] / s.tp, job.precision)
+           }[s.recompute]
+    a = m.activation_message_bytes(s.micro_batch)
+    n_coll = 6 if s.recompute == "full" else 4
+    t_tp = lay["stage_layers"] * n_coll * 2 * _ring_nv(job, s.tp, a) if s.tp > 1 else 0.0
+    t_pp = 0.0
+    if s.pp > 1:
+        per_host = g * a / s.tp
+        if s.pp > lay["stages_per_host"]:
+            cross = fabric.p2p_s(per_host, g)
+        else:
+            cross = dev.nvlink_alpha_s + (a / s.tp) / dev.nvlink_Bps
+        t_pp = 2 * s.interleave * cross
+    t_ep = 0.0
+    if m.experts is not None and s.ep > 1:
+        d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
+        intra = dev.nvlink_alpha_s + d * (lay["ep_local"] - 1) / s.ep / dev.nvlink_Bps if lay["ep_local"] > 1 else 0.0
+        inter = fabric.alltoall_s(lay["h_ep"], g * d * (s.ep - lay["ep_local"]) / s.ep, g, dev.nvlink_Bps)
+        t_ep = lay["stage_moe"] * n_coll * max(intra, inter)
+    t_mb = t_f + t_b + t_r + t_tp + t_pp + t_ep
+    bubble = (s.pp - 1) / s.interleave * t_mb
+    # data parallelism: dense gradients over dp, expert gradients over edp
+    rs = ag = 0.0
+    for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dp_local"], lay["h_dp"], s.dp),
+                                 (m.expert_params / (s.tp * s.pp * s.ep), lay["edp_local"], lay["h_edp"], lay["edp"])):
+        if n > 1 and psi > 0:
+            rs += _hier(job, fabric, local, hosts, GRAD_BYTES * psi, "rs")
+            ag += _hier(job, fabric, local, hosts, PARAM_BYTES * psi, "ag")
+    if s.zero == 3:
+        exposed_dp = max(0.0, rs - (t_b + t_r)) + mb * (max(0.0, ag - t_f) + max(0.0, ag - t_b))
+    elif s.zero == 0:
+        exposed_dp = max(0.0, rs + ag - (t_b + t_r))
+    else:
+        exposed_dp = max(0.0, rs - (t_b + t_r)) + max(0.0, ag - t_f)
+    return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, exposed_dp, mb * t_ep)
+
+
+# ----- search ---------------------------------------------------------------------------------------------
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def parse_parallelism(text: str) -> dict:
+    """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]` -> fixed keys."""
+    keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "zero": "zero", "mb": "micro_batch",
+            "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave", "recompute": "recompute"}
+    out: dict = {}
+    for part in text.split(","):
+        if "=" not in part:
+            raise ValueError(f"--parallelism: {part!r} is not key=value (keys: {', '.join(keys)})")
+        k, v = (x.strip().lower() for x in part.split("=", 1))
+        if k not in keys:
+            raise ValueError(f"--parallelism: unknown key {k!r} (keys: {', '.join(keys)})")
+        if keys[k] in out:
+            raise ValueError(f"--parallelism: {k} given twice")
+        if keys[k] == "recompute":
+            if v not in RECOMPUTE:
+                raise ValueError(f"--parallelism: recompute must be one of {', '.join(RECOMPUTE)}")
+            out["recompute"] = v
+            continue
+        if not v.isdigit() or not 0 <= int(v) <= 1 << 20:
+            raise ValueError(f"--parallelism: {k} must be a non-negative integer, got {v!r}")
+        out[keys[k]] = int(v)
+    return out
+
+
+def strategies(job: Job, fixed: dict | None = None):
+    """Every strategy shape the search tries, honouring the `fixed` keys (the rest are searched)."""
+    fixed = fixed or {}
+    m, g = job.model, job.gpus_per_host
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in _divisors(g) if m.heads % t == 0]
+    for tp in tps:
+        if tp < 1 or job.gpus % tp:
+            continue
+        pps = [fixed["pp"]] if "pp" in fixed else [p for p in _divisors(job.gpus // tp) if p <= m.layers]
+        for pp in pps:
+            if pp < 1 or job.gpus % (tp * pp):
+                continue
+            dp = job.gpus // (tp * pp)
+            if "dp" in fixed and fixed["dp"] != dp:
+                continue
+            eps = [fixed["ep"]] if "ep" in fixed else (
+                [1] if m.experts is None else [e for e in _divisors(dp) if m.experts % e == 0])
+            vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
+            for ep, zero, b, v, rc in itertools.product(
+                    eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
+                    [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
+                    [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE):
+                yield Strategy(tp, pp, dp, ep, zero, b, v, rc)
+
+
+def feasible(job: Job, fixed: dict | None = None) -> tuple[list[Strategy], dict, int, str]:
+    """(strategies that fit, refusals counted by kind, strategies tried, one refusal's reason): the checks do
+    not depend on the network, so a search over several topologies runs them once."""
+    ok, refused, tried, last = [], {}, 0, ""
+    for s in strategies(job, fixed):
+        tried += 1
+        try:
+            check(job, s)
+        except Infeasible as exc:
+            refused[exc.kind] = refused.get(exc.kind, 0) + 1
+            last = str(exc)
+            continue
+        ok.append(s)
+    return ok, refused, tried, last
+
+
+def leanest(fixed: dict | None = None) -> dict:
+    """`fixed` completed with the memory-leanest choice of every knob it leaves free (ZeRO 3, micro-batch 1, no
+    interleaving, full recomputation): memory only grows with the others and the batch rules they must meet
+    hold for these, so `feasible(job, leanest(fixed))` is empty exactly when `feasible(job, fixed)` is (a quick
+    existence check). With a fixed interleave > 1 the micro-batch stays free (the rule m % pp == 0 is not
+    monotone in it)."""
+    fixed = dict(fixed or {})
+    probe = {"zero": 3, "interleave": 1, "recompute": "full"}
+    if fixed.get("interleave", 1) == 1:
+        probe["micro_batch"] = 1
+    return {**probe, **fixed}
+
+
+def search(job: Job, fabric: Fabric, fixed: dict | None = None, candidates=None) -> StrategyResult:
+    """The fastest feasible strategy on `fabric` (ties: less memory); Infeasible with a reason when none fits.
+    `fixed` keys are not searched (`parse_parallelism`); `candidates` is `feasible(job, fixed)` when the
+    caller has it."""
+    ok, refused, tried, last = candidates if candidates is not None else feasible(job, fixed)
+    if not ok:
+        if tried == 0:
+            raise Infeasible(f"no strategy of {job.gpus} GPUs matches {fixed}")
+        raise Infeasible(f"no feasible strategy among {tried} tried; e.g. {last}")
+    best, best_key = None, None
+    for s in ok:
+        t = breakdown(job, s, fabric).total
+        if best_key is None or t < best_key[0] or (t == best_key[0] and memory(job, s).total < best_key[1]):
+            best, best_key = s, (t, memory(job, s).total)
+    return replace(evaluate(job, best, fabric, checked=True), searched=tried, refused=refused)
