@@ -254,12 +254,14 @@ export async function render(root, { id, query }, ctx) {
   const n = intParam(query, "revision") ?? 0;
   const plan = await get(`v1/plans/${id}`);
   const rev = n ? await get(`v1/plans/${id}/revisions/${n}`) : null;
-  const base = n ? `v1/plans/${id}/revisions/${n}` : `v1/plans/${id}`;
   const summaries = (n ? rev.schedules : plan.schedules) || {};
   const reported = summaries[collective];
   const traceable = reported && reported.transfers <= TRACE_MAX_TRANSFERS;
-  const [sched, topo] = await Promise.all([traceable ? get(`${base}/schedules/${collective}`) : null,
-    traceable || n ? get(`${base}/topology`) : null]);
+  // each URL written out whole, so the dashboard's API test can match it against the OpenAPI paths
+  const schedOf = () => (n ? get(`v1/plans/${id}/revisions/${n}/schedules/${collective}`)
+    : get(`v1/plans/${id}/schedules/${collective}`));
+  const topoOf = () => (n ? get(`v1/plans/${id}/revisions/${n}/topology`) : get(`v1/plans/${id}/topology`));
+  const [sched, topo] = await Promise.all([traceable ? schedOf() : null, traceable || n ? topoOf() : null]);
   let data;
   if (n) {
     if (!sched) throw new Error(`revision ${n}'s ${collective} schedule has ${reported?.transfers ?? "no"} transfers: the page computes a revision's link loads from its JSON up to ${TRACE_MAX_TRANSFERS}`);
