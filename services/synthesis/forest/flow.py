@@ -116,7 +116,7 @@ def max_flow(n: int, tail: np.ndarray, head: np.ndarray, cap: np.ndarray, s: int
     >>> import numpy as np
     >>> f, side = max_flow(4, np.array([0, 0, 1, 2, 1]), np.array([1, 2, 3, 3, 2]), np.array([3, 2, 1, 5, 4]), 0, 3)
     >>> f, side.tolist()
-    (5, [True, True, False, False])
+    (5, [True, False, False, False])
     """
     if s == t:
         raise ValueError("source and sink must differ")
