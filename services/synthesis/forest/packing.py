@@ -46,13 +46,15 @@ import numpy as np
 
 from numba import njit
 
+from services.synthesis.bfb.lp import ScheduleTooLarge
 from services.synthesis.forest.flow import INF, _max_flow, max_flow
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees", "cut_bound_seconds",
            "MAX_PACKING_NODES"]
 
-MAX_PACKING_NODES = 1024
+MAX_PACKING_NODES = 128
+"""Largest topology packed: the max flows grow with N^2 (trees x arcs per tree), about 1 s at 64 nodes."""
 _FINE = 1 << 20
 
 
@@ -210,7 +212,7 @@ def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES
     if n < 2:
         raise ValueError("an allgather needs at least 2 nodes")
     if n > max_nodes:
-        raise ValueError(f"{g.expr}: tree packing handles at most {max_nodes} nodes, got {n}")
+        raise ScheduleTooLarge(f"{g.expr}: tree packing handles at most {max_nodes} nodes, got {n}")
     b = np.asarray(bandwidth_Bps, dtype=float)
     if b.shape != (g.arcs,) or not (np.isfinite(b).all() and (b > 0).all()):
         raise ValueError(f"need one finite positive bandwidth per arc ({g.arcs} arcs)")
