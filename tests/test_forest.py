@@ -139,3 +139,21 @@ def test_doctests():
     for name in ("flow", "packing", "pipeline"):
         result = doctest.testmod(importlib.import_module(f"services.synthesis.forest.{name}"))
         assert result.failed == 0 and result.attempted > 0
+
+
+def test_fast_links_keeps_a_node_whose_in_links_are_all_slow():
+    """torus(6, 7) with three 5 Gbps links and node 30's in-links at 12.5 Gbps: the 5 Gbps links go, node 30's
+    stay (removing them would cut it off); the schedule never uses a 5 Gbps link and is verified."""
+    from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+
+    g = build("torus(6, 7)")
+    bw = np.full(g.arcs, 25 * GBPS)
+    slowest = g.arc_index([0, 8, 20], [1, 9, 27], [0, 0, 0])
+    bw[slowest] = 5 * GBPS
+    bw[g.heads == 30] = 12.5 * GBPS
+    s = bfb_fast_links(LinkCosts(g, np.zeros(g.arcs), bw))
+    used = np.unique(g.arc_index(s.sender, s.receiver, s.lane))
+    assert not np.isin(slowest, used).any() and np.isin(np.flatnonzero(g.heads == 30), used).any()
+    assert verify(s, g).ok
+    with pytest.raises(FastLinksUnavailable):
+        bfb_fast_links(LinkCosts(g, np.zeros(g.arcs), np.full(g.arcs, GBPS)))

@@ -4,8 +4,10 @@ paper section 6) on what is left, as a schedule of the whole topology (it leaves
 On links of two speeds it is the natural comparator of a heterogeneous scheduler ("as good as not having the
 slow links"), and a candidate in its own right: when the slow links add little bandwidth, a schedule of
 D(G') steps on the fast ones can beat a pipelined tree packing whose steps fill and drain. The removed
-links are every arc slower than the fastest; when that leaves the topology not strongly connected there is
-no such schedule (`FastLinksUnavailable`).
+links are every arc slower than a threshold: the fastest bandwidth if the rest stays strongly connected,
+else the next slower one, and so on (on a node whose in-links are all slow, those stay and only the slowest
+go); when no threshold above the slowest bandwidth keeps the topology connected there is no such schedule
+(`FastLinksUnavailable`).
 """
 from __future__ import annotations
 
@@ -37,13 +39,19 @@ def bfb_fast_links(costs: LinkCosts, **bfb_options) -> Schedule:
     (True, 2)
     """
     g = costs.topology
-    slow = np.flatnonzero(costs.bandwidth_Bps < costs.bandwidth_Bps.max())
-    if slow.size == 0:
+    levels = np.unique(costs.bandwidth_Bps)[::-1]
+    if levels.size == 1:
         raise FastLinksUnavailable("every link is as fast as the fastest")
-    try:
-        cut = remove_arcs(g, [(int(g.tails[a]), int(g.heads[a]), int(g.lanes[a])) for a in slow])
-    except TopologyError as exc:
-        raise FastLinksUnavailable(f"without its {slow.size} slower links: {exc}") from None
+    cut = None
+    for level in levels[:-1]:
+        slow = np.flatnonzero(costs.bandwidth_Bps < level)
+        try:
+            cut = remove_arcs(g, [(int(g.tails[a]), int(g.heads[a]), int(g.lanes[a])) for a in slow])
+            break
+        except TopologyError:
+            continue
+    if cut is None:
+        raise FastLinksUnavailable("removing the slowest links leaves the topology not strongly connected")
     s = bfb_allgather(cut.topology, **bfb_options).schedule
     sub = cut.topology
     arc = cut.kept[sub.arc_index(s.sender, s.receiver, s.lane)]
