@@ -14,7 +14,7 @@ from services.synthesis.bfb.lp import bfb_allgather
 from services.synthesis.bfb.schedule_sets import schedule_sets
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
-from services.synthesis.schedule.ir import Collective, allreduce
+from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
@@ -95,3 +95,27 @@ def test_sets_tile_verify_and_beat_independent_schedules(expr, hetero):
             assert served.time_s(m) == pytest.approx(t, rel=1e-12)          # reported = measured
             for s in others[c]:
                 assert t <= costs.time(s, m) * (1 + 1e-12)
+
+
+def test_sets_from_candidates_built_elsewhere():
+    """`built` candidates (as a revision's comparison has them) join as they are; with no scheduler of its
+    own the set is their lower envelope, and a candidate that fails the model checker is never served."""
+    g = build("remove(torus(4, 4), 0>1)")
+    costs = LinkCosts.uniform(g, LinkModel.from_units(10, 100))
+    gt = g.transpose()
+    ag = [("bfb", bfb_allgather(g).schedule), ("greedy", greedy_allgather(g, chunks=4).schedule)]
+    rs = [("bfb", bfb_allgather(gt).schedule.reverse(topology=g.expr))]
+    full = ag[1][1]                                   # the greedy schedule without its last step: incomplete
+    keep = full.step_of < full.steps
+    bad = Schedule.from_arrays(Collective.ALLGATHER, g.nodes, full.grid, full.step_of[keep], full.ops[:-1], g.expr,
+                               **{k: v[keep] for k, v in full.columns().items()})
+    sets = schedule_sets(g, costs, schedulers=(), built={Collective.ALLGATHER: ag + [("broken", bad)],
+                                                         Collective.REDUCESCATTER: rs})
+    ar = sets[Collective.ALLREDUCE]
+    assert {r.scheduler for r in sets[Collective.REDUCESCATTER].ranges} == {"bfb"}
+    assert "broken" not in {r.scheduler for r in sets[Collective.ALLGATHER].ranges}
+    for m in SAMPLES:
+        best = min(costs.time(s, m) for _, s in ag)
+        assert sets[Collective.ALLGATHER].time_s(m) == pytest.approx(best, rel=1e-12)
+        assert ar.time_s(m) == pytest.approx(best + costs.time(rs[0][1], m), rel=1e-12)
+        assert verify(ar.at(m).schedule, g, Collective.ALLREDUCE).ok

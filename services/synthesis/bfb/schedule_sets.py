@@ -167,14 +167,13 @@ def _size_name(size: int) -> str:
     return str(size)
 
 
-def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, cands: list[tuple[str, Make]],
-               transform: Callable[[Schedule], Schedule]) -> tuple[list[SizeRange], list[str]]:
-    """The ranges of an allgather (transform: identity) or reduce-scatter (transform: reverse on G)."""
+def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, cands: list[tuple[str, Make]]
+               ) -> tuple[list[SizeRange], list[str]]:
+    """The ranges of an allgather or a reduce-scatter from (name, maker of a schedule of it) candidates."""
     curves, makers, names = [], [], []
     for name, make in cands:
-        s = transform(make())
-        curves.append(curve(s, costs))
-        makers.append(lambda make=make: transform(make()))
+        curves.append(curve(make(), costs))
+        makers.append(make)
         names.append(name)
     alive = list(range(len(names)))
     while True:
@@ -198,7 +197,7 @@ def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, can
 def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.ALLGATHER,
                   Collective.REDUCESCATTER, Collective.ALLREDUCE), *, schedulers=SET_SCHEDULERS,
                   greedy_chunks=(1, 4), bfb_options: dict | None = None, reference: Topology | None = None,
-                  prebuilt: dict | None = None) -> dict[Collective, ScheduleSet]:
+                  prebuilt: dict | None = None, built: dict | None = None) -> dict[Collective, ScheduleSet]:
     """The schedule set of every collective wanted (see the module docstring).
 
     Parameters
@@ -218,6 +217,9 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
         A vertex-transitive topology `topology` differs from in a few arcs (BFB solves the changed receivers).
     prebuilt : dict
         name -> allgather schedule on `topology` (e.g. an expression's construction), a candidate too.
+    built : dict
+        Collective.ALLGATHER / REDUCESCATTER -> [(name, schedule of that collective on `topology`)]: candidates
+        built elsewhere (e.g. `compare`'s), added as they are.
 
     Examples
     --------
@@ -246,18 +248,21 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
     pre = [(name, lambda s=s: s) for name, s in (prebuilt or {}).items()]
     phase: dict[Collective, list[SizeRange]] = {}
     names: dict[Collective, list[str]] = {}
+    ready = {c: [(name, lambda s=s: s) for name, s in lst] for c, lst in (built or {}).items()}
     if want_ag:
-        cands = pre + _allgathers(topology, costs, schedulers, greedy_chunks, opts, reference, skipped)
+        cands = ready.get(Collective.ALLGATHER, []) + pre + _allgathers(
+            topology, costs, schedulers, greedy_chunks, opts, reference, skipped)
         phase[Collective.ALLGATHER], names[Collective.ALLGATHER] = _phase_set(
-            topology, costs, Collective.ALLGATHER, cands, lambda s: s)
+            topology, costs, Collective.ALLGATHER, cands)
     if want_rs:
         gt = topology.transpose()
         ref_t = reference.transpose() if reference is not None else None
         cands = _allgathers(gt, costs.transposed(gt), schedulers, greedy_chunks, opts, ref_t, skipped)
         if gt is topology:
             cands = pre + cands
+        rev = [(name, lambda make=make: make().reverse(topology=topology.expr)) for name, make in cands]
         phase[Collective.REDUCESCATTER], names[Collective.REDUCESCATTER] = _phase_set(
-            topology, costs, Collective.REDUCESCATTER, cands, lambda s: s.reverse(topology=topology.expr))
+            topology, costs, Collective.REDUCESCATTER, ready.get(Collective.REDUCESCATTER, []) + rev)
     out: dict[Collective, ScheduleSet] = {}
     for c in collectives:
         ranges = _pairs(phase[Collective.REDUCESCATTER], phase[Collective.ALLGATHER]) \

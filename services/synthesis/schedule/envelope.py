@@ -87,6 +87,8 @@ def curve(schedule: Schedule, costs: LinkCosts) -> Curve:
             continue
         load = np.bincount(arc[s], weights=(schedule.hi[s] - schedule.lo[s]).astype(float), minlength=g.arcs)
         used = np.flatnonzero(load > 0)
+        if used.size == 0:                            # only empty chunks: nothing crosses a link
+            continue
         alpha = costs.alpha_s[used]
         slope = load[used] / costs.bandwidth_Bps[used]
         if (alpha == alpha[0]).all():                 # one line: alpha + max slope
