@@ -50,3 +50,25 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
     assert missing.status_code == 404
     xml = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl"})
     assert xml.status_code == 422
+
+
+def test_plan_lists_its_sets(client):
+    """A plan's schedules carry their sets too (the construction alone when it has D(G) steps and Theorem 4's
+    tau: nothing is faster at any size), each range served, verified, and the predicted times from them."""
+    p = plan(client)
+    g = build(p["topology"]["expr"])
+    req = client.get(f"/v1/plans/{p['id']}").json()["request"]
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    for c in ("allgather", "reducescatter", "allreduce"):
+        rows = p["schedules"][c]["by_size"]
+        assert rows[0]["min_bytes"] == 0 and rows[-1]["max_bytes"] is None
+        for i, row in enumerate(rows):
+            r = client.get(row["url"].replace("http://testserver", ""), params={"format": "npz"})
+            assert r.status_code == 200
+            sched = Schedule.from_bytes(r.content)
+            assert verify(sched, g, Collective.parse(c)).ok
+            assert str(measured_tau(sched, g.degree)) == row["tau_exact"]
+        for size, us in p["predicted_time_us"][c].items():
+            row = next(r for r in rows if r["max_bytes"] is None or int(size) < r["max_bytes"])
+            assert us == pytest.approx(link.time(row["steps"], Fraction(row["tau_exact"]), int(size)) * 1e6)
+    assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"range": 50}).status_code == 404

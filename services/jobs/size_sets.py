@@ -1,5 +1,11 @@
-"""Schedule sets by size in a plan revision (issue 26): per collective, the size ranges a revision serves, each
-with its verified schedule stored as an artifact, and the predicted times they give.
+"""Schedule sets by size in plans and revisions (issue 26): per collective, the size ranges served, each with
+its verified schedule stored as an artifact, and the predicted times they give.
+
+A plan's schedules are its topology's construction. When the allgather and the reduce-scatter have D(G)
+steps (no allgather has fewer: a shard crosses one link per step) and Theorem 4's tau (no schedule has a
+smaller one: `cost.tau_lower_bound`), nothing is faster at any size and the set is that one range; otherwise,
+on topologies up to MAX_PACKING_NODES nodes, the greedy scheduler (1 and 4 chunks) and the tree packing are
+candidates too (larger plans keep the construction's one range).
 
 A revision's comparison (`bfb.degraded`) builds BFB and the greedy scheduler at one size; the set adds the
 greedy scheduler at 4 chunks per shard and the pipelined tree packing (topologies up to
@@ -12,13 +18,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from services.store import repo
 from services.synthesis.bfb.schedule_sets import ScheduleSet, schedule_sets
 from services.synthesis.forest.packing import MAX_PACKING_NODES
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective
 
-__all__ = ["revision_sets", "store_sets", "set_time_us", "range_name"]
+__all__ = ["revision_sets", "plan_sets", "store_sets", "set_time_us", "range_name"]
 
 
 def range_name(prefix: str, collective: str, index: int) -> str:
@@ -36,6 +44,24 @@ def revision_sets(degraded, reference=None) -> dict[Collective, ScheduleSet]:
     return schedule_sets(g, degraded.costs, schedulers=("greedy", "trees") if small else (),
                          greedy_chunks=(4,) if small else (), built=built, bfb_options={"workers": 1},
                          reference=reference)
+
+
+def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, ScheduleSet]:
+    """The schedule sets of a plan whose verified schedules are `schedules` (Collective -> Schedule)."""
+    from services.synthesis.schedule.cost import measured_tau, tau_lower_bound
+    from services.synthesis.schedule.links import LinkCosts
+
+    costs = LinkCosts.uniform(topology, link)
+    ag, rs = schedules[Collective.ALLGATHER], schedules[Collective.REDUCESCATTER]
+    bound = tau_lower_bound(topology.nodes, topology.degree, topology.min_in_links)
+    bound_t = tau_lower_bound(topology.nodes, topology.degree, topology.transpose().min_in_links)
+    optimal = all(int(np.count_nonzero(np.diff(s.step_ptr))) == topology.diameter for s in (ag, rs)) \
+        and measured_tau(ag, topology.degree) == bound and measured_tau(rs, topology.degree) == bound_t
+    small = topology.nodes <= MAX_PACKING_NODES and not optimal
+    return schedule_sets(topology, costs, schedulers=("greedy", "trees") if small else (),
+                         greedy_chunks=(1, 4) if small else (), bfb_options={"workers": 1},
+                         built={Collective.ALLGATHER: [("construction", ag)],
+                                Collective.REDUCESCATTER: [("construction", rs)]})
 
 
 def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]) -> dict[str, list[dict]]:
