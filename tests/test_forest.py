@@ -136,9 +136,10 @@ def test_doctests():
     import doctest
     import importlib
 
-    for name in ("flow", "packing", "pipeline"):
-        result = doctest.testmod(importlib.import_module(f"services.synthesis.forest.{name}"))
-        assert result.failed == 0 and result.attempted > 0
+    for name in ("synthesis.forest.flow", "synthesis.forest.packing", "synthesis.forest.pipeline",
+                 "synthesis.forest.fast_links", "synthesis.bfb.schedule_sets", "compiler.size_sets"):
+        result = doctest.testmod(importlib.import_module(f"services.{name}"))
+        assert result.failed == 0 and result.attempted > 0, name
 
 
 def test_fast_links_keeps_a_node_whose_in_links_are_all_slow():
