@@ -54,7 +54,7 @@ def hetero_digraphs(draw):
     return g, bw
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hetero_digraphs())
 def test_cut_bound_and_packing_match_brute_force(case):
     g, bw = case

@@ -557,7 +557,8 @@ class EvaluateOut(BaseModel):
                                           "split into d permutations (with_arcs)")
     heterogeneous: bool = Field(default=False, description="the edges priced links differently")
     scheduler: str | None = Field(default=None, description="heterogeneous: the scheduler served (bfb-hetero, "
-                                  "bfb or greedy), the fastest whose schedule passed the model checker")
+                                  "bfb, greedy, trees or bfb-fast), the fastest whose schedule passed the model "
+                                  "checker")
     time_us: float | None = Field(default=None, description="heterogeneous: the served schedule's time for "
                                   "size_bytes on these links, measured from the schedule")
     candidates: list[dict] | None = Field(default=None, description="heterogeneous: every scheduler's steps, tau, "
