@@ -126,9 +126,13 @@ def cmd_schedule(args) -> int:
     topo = _topology(args.expr)               # validates the expression with a clear message
     collective = Collective.parse(args.collective)
     if collective is Collective.ALLTOALL:
+        if args.by_size or args.links:
+            raise UsageError("--by-size and --links cover allgather, reducescatter and allreduce")
         return _schedule_alltoall(args, topo)
     if args.steps is not None or args.chunks is not None:
         raise UsageError("--steps and --chunks apply to --collective alltoall")
+    if args.by_size:
+        return _schedule_by_size(args, collective)
     try:
         built = construct(args.expr, collective)
     except (ScheduleTooLarge, ValueError) as exc:
@@ -136,7 +140,9 @@ def cmd_schedule(args) -> int:
     costs = _link_costs(args, built.topology)
     prebuilt = {"construction": {collective: (built.schedule, built.seconds, built.prediction.tau)}}
     t0 = time.perf_counter()
-    comparison = _compare(built.topology, collective, costs, args, ("greedy",), prebuilt=prebuilt)
+    # on per-link costs the heterogeneous schedulers compete too (LP (14), trees, BFB without slow links)
+    schedulers = ("greedy",) if not args.links else ("greedy", "bfb-hetero", "trees", "bfb-fast")
+    comparison = _compare(built.topology, collective, costs, args, schedulers, prebuilt=prebuilt)
     if comparison is None:
         return 1
     summary = _comparison_summary(built.topology, collective, comparison,
@@ -149,6 +155,38 @@ def cmd_schedule(args) -> int:
     summary["prediction_matches"] = report.ok and (report.steps, report.tau) == (built.prediction.steps,
                                                                                 built.prediction.tau)
     _emit(summary, args.json)
+    return 0
+
+
+def _schedule_set(args, collective):
+    """The expression's schedule set of `collective` (its construction among the candidates) and its costs."""
+    from services.synthesis.bfb.lp import ScheduleTooLarge
+    from services.synthesis.bfb.schedule_sets import schedule_sets
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.schedule.verify import ScheduleInvalid
+    from services.synthesis.search.construct import construct
+
+    if collective is Collective.ALLTOALL:
+        raise UsageError("--by-size covers allgather, reducescatter and allreduce")
+    try:
+        built = construct(args.expr, Collective.ALLGATHER)
+    except (ScheduleTooLarge, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    costs = _link_costs(args, built.topology)
+    try:
+        sets = schedule_sets(built.topology, costs, [collective], prebuilt={"construction": built.schedule})
+    except ScheduleInvalid as exc:
+        raise UsageError(f"no schedule passed the model checker: {exc}") from None
+    except (ScheduleTooLarge, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    return built.topology, sets[collective]
+
+
+def _schedule_by_size(args, collective) -> int:
+    if args.output:
+        raise UsageError("-o writes one schedule; with --by-size use `fabricplan compile EXPR --by-size -o DIR`")
+    topo, sset = _schedule_set(args, collective)
+    _emit({"expr": topo.expr, "nodes": topo.nodes, **sset.as_dict()}, args.json)
     return 0
 
 
@@ -637,6 +675,10 @@ def cmd_compile(args) -> int:
         if args.alpha_us is None or args.bandwidth_gbps is None or args.alpha_us < 0 or args.bandwidth_gbps <= 0:
             raise UsageError("give both --alpha-us (>= 0) and --bandwidth-gbps (> 0) for predicted times")
         link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
+    if args.by_size:
+        return _compile_set(args, collective, link)
+    if args.links:
+        raise UsageError("--links applies to --by-size")
     options = _compile_options(args)
     if not 1 <= args.gpus_per_host <= 64:
         raise UsageError(f"--gpus-per-host must be in 1..64, got {args.gpus_per_host}")
@@ -693,6 +735,61 @@ def cmd_compile(args) -> int:
     return code
 
 
+def _compile_set(args, collective, link) -> int:
+    """One XML per range of the schedule set, minBytes/maxBytes set so the runtime selects it by size."""
+    import dataclasses
+    import os
+
+    from .compiler.api import check_xml, compile_schedule
+    from .compiler.errors import CompileError
+    from .compiler.size_sets import size_windows
+
+    if not args.output:
+        raise UsageError("--by-size writes one file per size range: give the directory with -o")
+    if args.min_bytes is not None:
+        raise UsageError("--by-size sets minBytes from the ranges; --max-bytes bounds the last legacy file only")
+    args.alpha_us = 10.0 if args.alpha_us is None else args.alpha_us
+    args.bandwidth_gbps = 100.0 if args.bandwidth_gbps is None else args.bandwidth_gbps
+    args.size = 1.0
+    topo, sset = _schedule_set(args, collective)
+    base = _compile_options(args)
+    try:
+        windows = size_windows(base.runtime, [(r.min_bytes, r.max_bytes) for r in sset.ranges], args.max_bytes)
+    except CompileError as exc:
+        raise UsageError(str(exc)) from None
+    os.makedirs(args.output, exist_ok=True)
+    files, code = [], 0
+    for i, (r, (lo, hi)) in enumerate(zip(sset.ranges, windows)):
+        options = dataclasses.replace(base, min_bytes=lo, max_bytes=hi)
+        try:
+            art = compile_schedule(r.schedule, topo, options=options, link=link, deadline_s=args.timeout)
+        except (CompileError, ValueError) as exc:
+            raise UsageError(f"range [{r.min_bytes}, {r.max_bytes}) ({r.scheduler}): {exc}") from None
+        ext = "xml"
+        path = os.path.join(args.output, f"{collective.value}-{i:02d}-{r.min_bytes}-"
+                                         f"{'inf' if r.max_bytes is None else r.max_bytes}.{ext}")
+        with open(path, "wb") as fh:
+            fh.write(art.xml_data)
+        entry = {**r.as_dict(topo.degree), "file": path, "minBytes": lo, "maxBytes": hi, "lowering": art.lowering,
+                 "xml_steps": art.xml_steps, "warnings": art.warnings}
+        if args.check:
+            report = check_xml(art.xml, art.fmt, runtime=art.runtime, max_steps=args.max_steps)
+            entry["check"] = {"ok": report.ok, "simulated": report.simulated,
+                              "errors": [str(e) for e in report.errors[:5]]}
+            code = code or (0 if report.ok else 1)
+        files.append(entry)
+    if len(windows) < len(sset.ranges):
+        first = sset.ranges[len(windows)].min_bytes
+        skipped = {"min_bytes": first, "reason": f"the {base.runtime} runtime's files end at maxBytes {windows[-1][1]}"}
+    else:
+        skipped = None
+    summary = {"expr": topo.expr, "collective": collective.value, "runtime": base.runtime, "files": files}
+    if skipped:
+        summary["not_written"] = skipped
+    _emit(summary, args.json)
+    return code
+
+
 def _emit(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -742,6 +839,9 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--chunks", type=int, default=None, help="all-to-all: chunks per destination block")
     sc.add_argument("--json", action="store_true")
     sc.add_argument("-o", "--output", help="write the served schedule as one compressed blob (.npz)")
+    sc.add_argument("--links", help="JSON file of per-arc alpha_us / bandwidth_gbps (the `bfb --links` format)")
+    sc.add_argument("--by-size", action="store_true",
+                    help="the schedule set: size ranges, each with the schedule fastest over it")
     _add_cost_arguments(sc)
     sc.set_defaults(func=cmd_schedule)
 
@@ -828,6 +928,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "G x N ranks (allgather, reducescatter, allreduce)")
     co.add_argument("-o", "--output", help="write the XML here (default: stdout, summary on stderr)")
     co.add_argument("--check", action="store_true", help="validate and simulate the XML on CPU")
+    co.add_argument("--by-size", action="store_true",
+                    help="compile the schedule set: one XML per size range into the directory -o names")
+    co.add_argument("--links", help="with --by-size: JSON file of per-arc alpha_us / bandwidth_gbps")
     co.add_argument("--json", action="store_true")
     co.set_defaults(func=cmd_compile)
 

@@ -294,9 +294,9 @@ def test_evaluate_with_per_link_costs(client):
                                                      "size_bytes": 1 << 24, "collective": "allgather"})
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["heterogeneous"] and out["verified"] and out["scheduler"] in ("bfb-hetero", "bfb", "greedy")
+    assert out["heterogeneous"] and out["verified"] and out["scheduler"] in ("bfb-hetero", "bfb", "greedy", "trees", "bfb-fast")
     names = {c["scheduler"] for c in out["candidates"]}
-    assert {"bfb-hetero", "bfb"} <= names
+    assert {"bfb-hetero", "bfb", "trees", "bfb-fast"} <= names
     served = next(c for c in out["candidates"] if c["scheduler"] == out["scheduler"])
     assert served["verified"] and served["time_us"] == pytest.approx(out["time_us"])
     assert out["time_us"] == pytest.approx(min(c["time_us"] for c in out["candidates"] if "time_us" in c))

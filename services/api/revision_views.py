@@ -62,6 +62,9 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         schedules = {}
         for c, sm in result["schedules"].items():
             schedules[c] = {**{k: v for k, v in sm.items() if k != "digest"}, "url": f"{url}/schedules/{c}"}
+            if sm.get("by_size"):
+                schedules[c]["by_size"] = [{**row, "url": f"{url}/schedules/{c}?range={i}"}
+                                           for i, row in enumerate(sm["by_size"])]
             links[f"schedule:{c}"] = f"{url}/schedules/{c}"
         links["topology"] = f"{url}/topology"
     compiled = None

@@ -237,6 +237,20 @@ class FrontierEntry(CandidateOut):
                                                                "the workload has an all-to-all share")
 
 
+class SizeRangeOut(BaseModel):
+    """One range of a schedule set: sizes [min_bytes, max_bytes) (max_bytes null: unbounded) served by the
+    verified schedule of `scheduler` (issue 26), fetched at `url`."""
+
+    min_bytes: int
+    max_bytes: int | None
+    scheduler: str
+    steps: int
+    tau: float
+    tau_exact: str
+    verified: bool
+    url: str
+
+
 class ScheduleSummary(BaseModel):
     steps: int
     tau: float
@@ -244,6 +258,8 @@ class ScheduleSummary(BaseModel):
     verified: bool
     transfers: int
     url: str
+    by_size: list[SizeRangeOut] | None = Field(default=None, description="the schedule set: size ranges tiling "
+                                               "[0, inf), each with the schedule fastest over it")
 
 
 class CollectiveCostOut(BaseModel):
@@ -541,7 +557,8 @@ class EvaluateOut(BaseModel):
                                           "split into d permutations (with_arcs)")
     heterogeneous: bool = Field(default=False, description="the edges priced links differently")
     scheduler: str | None = Field(default=None, description="heterogeneous: the scheduler served (bfb-hetero, "
-                                  "bfb or greedy), the fastest whose schedule passed the model checker")
+                                  "bfb, greedy, trees or bfb-fast), the fastest whose schedule passed the model "
+                                  "checker")
     time_us: float | None = Field(default=None, description="heterogeneous: the served schedule's time for "
                                   "size_bytes on these links, measured from the schedule")
     candidates: list[dict] | None = Field(default=None, description="heterogeneous: every scheduler's steps, tau, "

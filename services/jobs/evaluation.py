@@ -60,10 +60,12 @@ def run(evaluation_id: str) -> dict:
 
 
 def _heterogeneous(topo, coll, links: dict):
-    """Per-link costs: BFB of LP (14), BFB and the greedy scheduler priced on the links, the fastest that passes
-    the model checker served (services.synthesis.bfb.compare). Returns (result fields, its VerificationReport)."""
+    """Per-link costs: BFB of LP (14), BFB, the greedy scheduler, the tree packing (up to 128 nodes) and BFB
+    without the slower links priced on the links, the fastest that passes the model checker served
+    (services.synthesis.bfb.compare). Returns (result fields, its VerificationReport)."""
     costs = link_costs(topo, links)
-    schedulers = ("bfb", "greedy") if costs.uniform_model is not None else ("bfb-hetero", "bfb", "greedy")
+    schedulers = ("bfb", "greedy") if costs.uniform_model is not None else \
+        ("bfb-hetero", "bfb", "greedy", "trees", "bfb-fast")
     cmp = schedule_collectives(topo, costs, float(links["size_bytes"]), collectives=(coll,),
                                schedulers=schedulers)[coll]
     chosen = cmp.chosen

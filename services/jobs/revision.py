@@ -9,9 +9,10 @@
   allreduce schedules from `bfb.degraded.degraded_schedules` (BFB and the greedy scheduler priced at the
   workload's mean size, the faster verified one served; every served schedule passes the model checker),
   stored as artifacts under the revision's prefix ("rev{n}:schedule:allreduce", ...), with link loads checked
-  against the measured tau (services.jobs.artifacts.link_loads_blob) and the topology as JSON and GraphML.
+  against the measured tau (services.jobs.artifacts.link_loads_blob) and the topology as JSON and GraphML;
+  and per collective a schedule set by size (services.jobs.size_sets: "rev{n}:schedule:allreduce@0", ...).
 - **compile**: the plan's compile stage (services.jobs.compiling) on the revision's schedules.
-- **finish**: predicted times per collective and size, the workload time, and the cost of the failure
+- **finish**: predicted times per collective and size (from the sets), the workload time, and the cost of the failure
   against revision 0 and against the naive fallback (services.jobs.revision_cost).
 
 Recording the failure that queues a revision, and the restored revision after a repair, happen on the request
@@ -34,7 +35,7 @@ from ..config import get_settings
 from ..store import fabrics, notify, repo
 from ..store.db import session_scope
 from ..store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
-from . import compiling
+from . import compiling, size_sets
 from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from .attempts import claim
 from .revision_cost import failure_cost, predicted_times, workload_us
@@ -132,9 +133,11 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     # one process: a job process may not fork a pool of its own (embedded: a daemonic process; Celery: a
     # pool child), and a vertex-transitive plan's revision solves only the receivers the failure changed
-    out = degraded_schedules(build(expr), [tuple(f) for f in failed], link, mean_size(req),
+    original = build(expr)
+    out = degraded_schedules(original, [tuple(f) for f in failed], link, mean_size(req),
                              bfb_options={"workers": 1})
     g = out.topology
+    sets = size_sets.revision_sets(out, original if original.translation is not None else None)
     _advance(revision_id, "verify", 0.8)
     summaries, blobs = {}, {}
     for c, cmp in out.comparisons.items():
@@ -155,6 +158,8 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
             summaries[c]["digest"] = digest
             repo.attach(s, rev.plan_id, f"{prefix}loads:{c}",
                         repo.put_blob(s, loads, "link-loads", "application/x-npz", compress=False))
+        for c, rows in size_sets.store_sets(s, rev.plan_id, prefix, sets).items():
+            summaries[c]["by_size"] = rows
         meta = {"nodes": g.nodes, "degree": g.degree}
         topo_digest = repo.put_blob(s, json.dumps(topology_json(g)).encode(), "topology", "application/json")
         repo.attach(s, rev.plan_id, f"{prefix}topology", topo_digest, meta)

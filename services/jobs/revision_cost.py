@@ -10,14 +10,19 @@ from fractions import Fraction
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
+from .size_sets import set_time_us
 from .workloads import message_sizes, workload_items
 
 __all__ = ["predicted_times", "workload_us", "ring_fallback", "failure_cost"]
 
 
 def predicted_times(req: dict, schedules: dict) -> dict:
+    """Per collective and workload size, the time (us) of the schedule served at that size: the range of the
+    collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.size_sets), else its one
+    schedule."""
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    return {c: {str(m): link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
+    return {c: {str(m): set_time_us(link, sm["by_size"], m) if sm.get("by_size")
+                else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
                 for m in message_sizes(req)} for c, sm in schedules.items()}
 
 

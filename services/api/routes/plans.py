@@ -40,6 +40,8 @@ def plan_out(p, base: str) -> PlanOut:
         for c, sm in r["schedules"].items():
             url = f"{base}/v1/plans/{p.id}/schedules/{c}"
             schedules[c] = {**sm, "url": url}
+            if sm.get("by_size"):
+                schedules[c]["by_size"] = [{**row, "url": f"{url}?range={i}"} for i, row in enumerate(sm["by_size"])]
             links[f"schedule:{c}"] = url
         links["topology"] = f"{base}/v1/plans/{p.id}/topology"
     fabric = None
@@ -239,12 +241,15 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
             dependencies=[Depends(READ)])
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
+                  range_: int | None = Query(None, alias="range", ge=0, le=1 << 20,
+                                             description="a size range of the schedule set (by_size[range])"),
                   options=Depends(compile_query), s: Session = Depends(get_session)):
     """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl` and
     `oneccl` are the runtimes' XML, compiled in a worker (at plan time for the plan's runtimes with default
     options) and checked before it is stored. For options not compiled yet the answer is 202 with a URL to
     poll; a compile that finds nothing fitting the runtime answers 422 naming the limit (kept, like files).
-    `alltoall` exists for plans whose workload has an all-to-all (alltoall_bytes, or MoE layers)."""
+    `alltoall` exists for plans whose workload has an all-to-all (alltoall_bytes, or MoE layers). `range=i`
+    serves size range i of the collective's schedule set (`schedules.<collective>.by_size[i]`; json or npz)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -253,6 +258,18 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}")
     if link is None:
         raise _schedule_missing(p, coll)
+    if range_ is not None:
+        if format in ("msccl", "oneccl"):
+            raise unprocessable(["query", "range"], "a size range's schedule is served as json or npz; compile a "
+                                "set with `fabricplan compile EXPR --by-size`")
+        link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}@{range_}")
+        if link is None:
+            raise HTTPException(404, f"plan {plan_id} has no size range {range_} of its {coll.value} set")
+        name = f"{plan_id}-{coll.value}-range{range_}"
+        if format == "npz":
+            return blob_response(request, s, link.digest, "application/x-npz", f"{name}.npz")
+        return blob_response(request, s, link.digest, "application/json", f"{name}.json",
+                             render=schedule_json_bytes, etag_suffix="-json")
     if format in ("msccl", "oneccl"):
         return compiled_xml(s, request, plan_id, coll, format, options(format))
     if format == "npz":

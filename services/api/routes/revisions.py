@@ -140,10 +140,13 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
     422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}})
 def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, request: Request,
                       format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
+                      range_: int | None = Query(None, alias="range", ge=0, le=1 << 20,
+                                                 description="a size range of the schedule set (by_size[range])"),
                       options=Depends(compile_query), s: Session = Depends(get_session)):
     """A verified schedule of the revision: `npz` is the IR blob, `json` the paper's tuples per step, `msccl`
     and `oneccl` the runtimes' XML (compiled by the revision's worker for the plan's runtimes, otherwise on
-    demand in a worker: 202 and a URL to poll, as for the plan's schedules)."""
+    demand in a worker: 202 and a URL to poll, as for the plan's schedules). `range=i` serves the schedule of
+    size range i of the revision's schedule set (`schedules.<collective>.by_size[i]`; json or npz)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -151,6 +154,21 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
     if coll is Collective.ALLTOALL:
         raise HTTPException(404, "revisions rebuild allgather, reduce-scatter and allreduce schedules")
     plan = plan_or_404(s, plan_id)
+    if range_ is not None:
+        if format in ("msccl", "oneccl"):
+            raise unprocessable(["query", "range"], "a size range's schedule is served as json or npz; compile a "
+                                "set with `fabricplan compile EXPR --by-size`")
+        _artifact(s, plan, number, f"schedule:{coll.value}")          # 409 until the revision is done
+        _, n, _ = _revision(s, plan, number)
+        _, link = failure_reports.artifact_link(s, plan, n, f"schedule:{coll.value}@{range_}")
+        if link is None:
+            raise HTTPException(404, f"revision {n} of plan {plan_id} has no size range {range_} of its "
+                                     f"{coll.value} set")
+        name = f"{plan_id}-r{n}-{coll.value}-range{range_}"
+        if format == "npz":
+            return blob_response(request, s, link.digest, "application/x-npz", f"{name}.npz")
+        return blob_response(request, s, link.digest, "application/json", f"{name}.json",
+                             render=schedule_json_bytes, etag_suffix="-json")
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
     if format in ("msccl", "oneccl"):
         prefix = link.name.removesuffix(f"schedule:{coll.value}")

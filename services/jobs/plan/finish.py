@@ -14,6 +14,7 @@ from ...config import get_settings
 from ...store import repo
 from ...store.db import session_scope
 from ..attempts import Superseded, current_attempt, plan_request
+from ..size_sets import set_time_us
 from ..workloads import message_sizes, workload_items
 from .hybrid import hybrid_baselines_time_us
 from .training import baselines_time_us
@@ -31,7 +32,9 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     for size in message_sizes(req):
         for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
-            predicted.setdefault(c.value, {})[str(size)] = link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6
+            predicted.setdefault(c.value, {})[str(size)] = (
+                set_time_us(link, sch["by_size"], size) if sch.get("by_size")
+                else link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6)
     ag = {**sel, **frontier_entry(candidate_from_entry(sel), Collective.ALLGATHER)}   # the allgather's T_L, T_B
     result = {
         "topology": {**ag, **state["topology_facts"],

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
+from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, allreduce
 from services.synthesis.schedule.verify import verify
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
@@ -21,7 +22,8 @@ from ...store import repo
 from ...store.db import session_scope
 from ..artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts, topology_graphml,
                          topology_json)
-from ..attempts import advance, claim, current_attempt
+from .. import size_sets
+from ..attempts import advance, claim, current_attempt, plan_request
 
 __all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
 
@@ -104,6 +106,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         loads[c] = link_loads_blob(sched, topo, report.tau)
         summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
                               "verified": True, "transfers": report.transfers}
+    req = plan_request(plan_id)
+    sets = size_sets.plan_sets(topo, LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"]), schedules)
     advance(plan_id, "store", 0.95, "storing artifacts")
     # the blobs are content-addressed (a redelivery writes the same ones): stored first, in their own
     # transaction, so the plan's row is held only while they are attached and the heartbeat is never kept out
@@ -120,6 +124,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
             repo.attach(s, plan_id, f"schedule:{c.value}", schedule_digest, summaries[c.value])
             summaries[c.value]["digest"] = schedule_digest
             repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
+        for c, rows in size_sets.store_sets(s, plan_id, "", sets).items():
+            summaries[c]["by_size"] = rows
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
         repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
     return {**state, "schedules": summaries, "topology_digest": digest,

@@ -5,7 +5,10 @@ Candidates per collective:
 - ``bfb``: LP (1), the optimal BFB schedule (D(G) steps; paper section 6), or the schedule an expression's
   own construction gives (`fabricplan schedule`, passed in as a prebuilt candidate);
 - ``bfb-hetero``: LP (14) when the links differ (App. E.3);
-- ``greedy``: TACOS-style matching on the time-expanded network (`greedy`), cheapest links first.
+- ``greedy``: TACOS-style matching on the time-expanded network (`greedy`), cheapest links first;
+- ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths, pipelined with the chunk
+  count best at the size (`forest`);
+- ``bfb-fast``: LP (1) on the topology without its slower links (`forest.fast_links`), when it stays connected.
 
 Every candidate is priced from its own schedule: sum over steps of the slowest used link's
 alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B). Candidates
@@ -26,6 +29,9 @@ from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
+from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+from services.synthesis.forest.packing import pack_trees
+from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
@@ -35,6 +41,7 @@ from services.synthesis.topology.graph import Topology
 __all__ = ["Candidate", "Comparison", "build_candidates", "choose", "priced", "schedule_collectives"]
 
 COLLECTIVES = (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)
+SCHEDULERS = ("bfb", "bfb-hetero", "greedy", "trees", "bfb-fast")
 
 
 @dataclass
@@ -147,16 +154,16 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
     bidirectional (or the links are not uniform), on G^T: reduce-scatter = that allgather reversed
     (Cor. 1.1, Def. 5), allreduce = reduce-scatter then allgather. `prebuilt` maps a scheduler name to
     {collective: (schedule, seconds, predicted_tau)} built elsewhere (e.g. an expression's construction).
-    `schedulers` may name "bfb", "bfb-hetero" and "greedy"; `bfb_options` go to `bfb_allgather` (workers,
+    `schedulers` may name any of SCHEDULERS; `bfb_options` go to `bfb_allgather` (workers,
     shortcut, chunks). With a vertex-transitive `reference` that `topology` differs from in a few arcs, BFB
     solves only the receivers whose problems changed (`incremental`). With `prune`, the greedy scheduler is
     not built when its lower bound (at least max(D, (N-1)P/delta) steps, each at least the cheapest link's
     alpha + chunk time) is already slower than a candidate built before it for every collective wanted."""
     if isinstance(greedy_chunks, bool) or not isinstance(greedy_chunks, int) or greedy_chunks < 1:
         raise ValueError(f"greedy chunks must be a positive integer, got {greedy_chunks!r}")
-    unknown = set(schedulers) - {"bfb", "bfb-hetero", "greedy"}
+    unknown = set(schedulers) - set(SCHEDULERS)
     if unknown:
-        raise ValueError(f"unknown scheduler {sorted(unknown)[0]!r}; known: bfb, bfb-hetero, greedy")
+        raise ValueError(f"unknown scheduler {sorted(unknown)[0]!r}; known: {', '.join(SCHEDULERS)}")
     out: dict[Collective, list[Candidate]] = {c: [] for c in collectives}
     for name, built in (prebuilt or {}).items():
         for c in collectives:
@@ -183,6 +190,10 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
             build = _greedy_builder(costs, size_bytes, greedy_chunks, seed)
         elif name == "bfb":
             build = _bfb_builder(bfb_options or {}, reference)
+        elif name == "trees":
+            build = _trees_builder(size_bytes)
+        elif name == "bfb-fast":
+            build = _fast_links_builder()
         else:
             build = _hetero_builder(size_bytes)
         if name == "bfb":
@@ -190,7 +201,7 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
             continue
         try:                                  # the comparators' own limits skip them, never the command
             _by_orientation(out, name, topology, costs, size_bytes, build)
-        except ScheduleTooLarge as exc:
+        except (ScheduleTooLarge, FastLinksUnavailable) as exc:
             for c in collectives:
                 out[c] = [x for x in out[c] if x.scheduler != name] + [Candidate(name, None, skipped=str(exc))]
     return out
@@ -255,6 +266,19 @@ def _hetero_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
         r = bfb_heterogeneous(g, c.alpha_s, c.bandwidth_Bps, size_bytes)
         return r.schedule, None, r.predicted_time_s
+    return build
+
+
+def _trees_builder(size_bytes: float) -> Builder:
+    def build(g: Topology, c: LinkCosts, _transposed: bool):
+        pk = pack_trees(g, c.bandwidth_Bps)
+        return pipelined_allgather(pk, best_chunks(pk, float(c.alpha_s.max()), size_bytes)), None, None
+    return build
+
+
+def _fast_links_builder() -> Builder:
+    def build(_g: Topology, c: LinkCosts, _transposed: bool):
+        return bfb_fast_links(c), None, None
     return build
 
 

@@ -1,0 +1,89 @@
+"""Schedule sets by size in plans and revisions (issue 26): per collective, the size ranges served, each with
+its verified schedule stored as an artifact, and the predicted times they give.
+
+A plan's schedules are its topology's construction. When the allgather and the reduce-scatter have D(G)
+steps (no allgather has fewer: a shard crosses one link per step) and Theorem 4's tau (no schedule has a
+smaller one: `cost.tau_lower_bound`), nothing is faster at any size and the set is that one range; otherwise,
+on topologies up to MAX_PACKING_NODES nodes, the greedy scheduler (1 and 4 chunks) and the tree packing are
+candidates too (larger plans keep the construction's one range).
+
+A revision's comparison (`bfb.degraded`) builds BFB and the greedy scheduler at one size; the set adds the
+greedy scheduler at 4 chunks per shard and the pipelined tree packing (topologies up to
+MAX_PACKING_NODES nodes) and keeps, on every size range, the fastest verified schedule among all of them
+(`bfb.schedule_sets`; exact crossovers on the plan's uniform links). Range i of collective c is stored as the
+artifact `<prefix>schedule:<c>@<i>` and listed as `schedules.<c>.by_size[i]` = {min_bytes, max_bytes (None
+for the last), scheduler, steps, tau, tau_exact, verified}; the revision view adds each range's `url`.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from services.store import repo
+from services.synthesis.bfb.schedule_sets import ScheduleSet, schedule_sets
+from services.synthesis.forest.packing import MAX_PACKING_NODES
+from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.ir import Collective
+
+__all__ = ["revision_sets", "plan_sets", "store_sets", "set_time_us", "range_name"]
+
+
+def range_name(prefix: str, collective: str, index: int) -> str:
+    """The artifact name of range `index` of `collective`'s set."""
+    return f"{prefix}schedule:{collective}@{index}"
+
+
+def revision_sets(degraded, reference=None) -> dict[Collective, ScheduleSet]:
+    """The schedule sets of a degraded topology from its comparison (`bfb.degraded.DegradedSchedules`), with
+    the greedy scheduler at 4 chunks and the tree packing added on topologies up to MAX_PACKING_NODES nodes."""
+    g = degraded.topology
+    built = {c: [(x.scheduler, x.schedule) for x in degraded.comparisons[c].candidates if x.schedule is not None]
+             for c in (Collective.ALLGATHER, Collective.REDUCESCATTER)}
+    small = g.nodes <= MAX_PACKING_NODES
+    return schedule_sets(g, degraded.costs, schedulers=("greedy", "trees") if small else (),
+                         greedy_chunks=(4,) if small else (), built=built, bfb_options={"workers": 1},
+                         reference=reference)
+
+
+def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, ScheduleSet]:
+    """The schedule sets of a plan whose verified schedules are `schedules` (Collective -> Schedule)."""
+    from services.synthesis.schedule.cost import measured_tau, tau_lower_bound
+    from services.synthesis.schedule.links import LinkCosts
+
+    costs = LinkCosts.uniform(topology, link)
+    ag, rs = schedules[Collective.ALLGATHER], schedules[Collective.REDUCESCATTER]
+    bound = tau_lower_bound(topology.nodes, topology.degree, topology.min_in_links)
+    bound_t = tau_lower_bound(topology.nodes, topology.degree, topology.transpose().min_in_links)
+    optimal = all(int(np.count_nonzero(np.diff(s.step_ptr))) == topology.diameter for s in (ag, rs)) \
+        and measured_tau(ag, topology.degree) == bound and measured_tau(rs, topology.degree) == bound_t
+    small = topology.nodes <= MAX_PACKING_NODES and not optimal
+    return schedule_sets(topology, costs, schedulers=("greedy", "trees") if small else (),
+                         greedy_chunks=(1, 4) if small else (), bfb_options={"workers": 1},
+                         built={Collective.ALLGATHER: [("construction", ag)],
+                                Collective.REDUCESCATTER: [("construction", rs)]})
+
+
+def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]) -> dict[str, list[dict]]:
+    """Store every range's schedule (content-addressed) and attach it; returns the `by_size` lists."""
+    out = {}
+    for c, ss in sets.items():
+        rows = []
+        for i, r in enumerate(ss.ranges):
+            tau = r.tau(ss.topology.degree)
+            row = {"min_bytes": r.min_bytes, "max_bytes": r.max_bytes, "scheduler": r.scheduler, "steps": r.steps,
+                   "tau": float(tau), "tau_exact": str(tau), "verified": r.verified}
+            digest = repo.put_blob(s, r.schedule.to_bytes(), "schedule", "application/x-npz", compress=False)
+            repo.attach(s, plan_id, range_name(prefix, c.value, i), digest, row)
+            rows.append(row)
+        out[c.value] = rows
+    return out
+
+
+def set_time_us(link: LinkModel, by_size: list[dict], size_bytes: float) -> float:
+    """The predicted time (us) of the range holding `size_bytes`: steps alpha + tau M/B (uniform links: the
+    schedule's time exactly)."""
+    for row in by_size:
+        if row["max_bytes"] is None or size_bytes < row["max_bytes"]:
+            return link.time(row["steps"], Fraction(row["tau_exact"]), size_bytes) * 1e6
+    raise ValueError("the ranges do not cover the size")

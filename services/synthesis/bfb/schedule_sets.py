@@ -1,0 +1,292 @@
+"""Schedule sets by size (issue 26): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
+served by the verified schedule fastest over the whole range among the candidates.
+
+Candidates (each a schedule; its time T(M) on the links is convex piecewise linear in the size M, one line
+a + b M on uniform latencies: `schedule.envelope.curve`):
+
+- ``bfb``: LP (1) (paper section 6); or a prebuilt schedule such as an expression's own construction;
+- ``bfb-hetero@SIZE``: LP (14) solved at 1 MiB and at 1 GiB, when the links differ (App. E.3);
+- ``bfb-fast``: LP (1) without the slower links, when they differ and the rest stays connected;
+- ``greedy/P``: the TACOS-style matcher with P chunks per shard (P in `greedy_chunks`);
+- ``trees/P``: the tree packing (`forest`) pipelined over P chunks, P = 1, 2, 4, ... while the schedule
+  stays within its transfer limit: every P is a different trade of steps against pipeline fill.
+
+Discrete BFB (App. E.2, BFB's chunks rounded to P per shard) is not a candidate: it has BFB's steps and a
+tau no smaller than LP (1)'s, so it is never faster than ``bfb`` at any size.
+
+Reduce-scatters are the candidates' allgathers on G^T reversed (Theorem 1); the set of an allreduce is the
+pointwise sum of its reduce-scatter set and its allgather set: min over pairs (i, j) of RS_i(M) + AG_j(M) is
+min_i RS_i(M) + min_j AG_j(M), so its ranges are the union of both sets' boundaries and its phases may come
+from different schedulers (named ``rs+ag``). The fastest candidate per interval is the lower envelope of
+the curves, with crossovers exact (`envelope.lower_envelope`); every schedule a range serves is
+model-checked, and a candidate that fails is dropped and the envelope recomputed (a scheduler bug is never
+served).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
+from services.synthesis.bfb.hetero import bfb_heterogeneous
+from services.synthesis.bfb.incremental import bfb_allgather_near
+from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
+from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+from services.synthesis.forest.packing import pack_trees
+from services.synthesis.forest.pipeline import max_chunks, pipelined_allgather
+from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
+from services.synthesis.schedule.ir import Collective, Schedule, allreduce
+from services.synthesis.schedule.links import LinkCosts
+from services.synthesis.schedule.verify import verify
+from services.synthesis.topology.graph import Topology
+
+__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS"]
+
+SET_SCHEDULERS = ("bfb", "bfb-hetero", "bfb-fast", "greedy", "trees")
+MAX_TREE_CHUNKS = 512
+HETERO_SIZES = (1 << 20, 1 << 30)
+
+
+@dataclass
+class SizeRange:
+    """Sizes [min_bytes, max_bytes) (max None: unbounded) served by `schedule` of `scheduler`."""
+
+    min_bytes: int
+    max_bytes: int | None
+    scheduler: str
+    schedule: Schedule
+    curve: Curve
+    verified: bool
+    phases: tuple["SizeRange", "SizeRange"] | None = field(default=None, repr=False)
+
+    @property
+    def steps(self) -> int:
+        return int(np.count_nonzero(np.diff(self.schedule.step_ptr)))
+
+    def tau(self, degree: int) -> Fraction:
+        return measured_tau(self.schedule, degree)
+
+    def time_s(self, size_bytes: float) -> float:
+        """The schedule's time at this size (its curve: `LinkCosts.time` of the schedule, exactly)."""
+        return float(self.curve(Fraction(size_bytes)))
+
+    def as_dict(self, degree: int) -> dict:
+        tau = self.tau(degree)
+        out = {"min_bytes": self.min_bytes, "max_bytes": self.max_bytes, "scheduler": self.scheduler,
+               "steps": self.steps, "tau": float(tau), "tau_exact": str(tau), "verified": self.verified,
+               "time_us_at_min_bytes": self.time_s(self.min_bytes) * 1e6,
+               "time_us_at_max_bytes": None if self.max_bytes is None else self.time_s(self.max_bytes - 1) * 1e6}
+        if self.phases is not None:
+            out["phases"] = [self.phases[0].scheduler, self.phases[1].scheduler]
+        return out
+
+
+@dataclass
+class ScheduleSet:
+    """One collective's ranges, in order, tiling [0, inf)."""
+
+    topology: Topology
+    collective: Collective
+    ranges: list[SizeRange]
+    candidates: list[str]
+    seconds: float = 0.0
+
+    def at(self, size_bytes: float) -> SizeRange:
+        """The range holding `size_bytes`."""
+        for r in self.ranges:
+            if r.max_bytes is None or size_bytes < r.max_bytes:
+                return r
+        raise AssertionError("ranges tile [0, inf)")
+
+    def time_s(self, size_bytes: float) -> float:
+        return self.at(size_bytes).time_s(size_bytes)
+
+    def as_dict(self) -> dict:
+        d = self.topology.degree
+        return {"collective": self.collective.value, "candidates": self.candidates,
+                "by_size": [r.as_dict(d) for r in self.ranges], "seconds": round(self.seconds, 6)}
+
+
+Make = Callable[[], Schedule]
+
+
+def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_options, reference,
+                skipped: dict) -> list[tuple[str, Make]]:
+    """(name, schedule maker) of every candidate allgather on g; a maker may be called more than once."""
+    out: list[tuple[str, Make]] = []
+    uniform = costs.uniform_model is not None
+
+    def keep(name: str, make: Make) -> None:
+        try:
+            s = make()
+        except (ScheduleTooLarge, FastLinksUnavailable) as exc:
+            skipped[name] = str(exc)
+            return
+        out.append((name, lambda s=s: s))
+
+    if "bfb" in schedulers:
+        if reference is not None and reference.translation is not None:
+            keep("bfb", lambda: bfb_allgather_near(g, reference, **bfb_options).schedule)
+        else:
+            keep("bfb", lambda: bfb_allgather(g, **bfb_options).schedule)
+    if "bfb-hetero" in schedulers and not uniform:
+        for size in HETERO_SIZES:
+            keep(f"bfb-hetero@{_size_name(size)}",
+                 lambda size=size: bfb_heterogeneous(g, costs.alpha_s, costs.bandwidth_Bps, size).schedule)
+    if "bfb-fast" in schedulers and not uniform:
+        keep("bfb-fast", lambda: bfb_fast_links(costs, **bfb_options))
+    if "greedy" in schedulers:
+        for p in greedy_chunks:
+            if g.nodes * (g.nodes - 1) * p > MAX_GREEDY_TRANSFERS:
+                skipped[f"greedy/{p}"] = f"more than {MAX_GREEDY_TRANSFERS} transfers"
+                continue
+            cost = None if uniform else costs.chunk_cost(1 << 20, p)
+            keep(f"greedy/{p}", lambda p=p, cost=cost: greedy_allgather(g, chunks=p, link_cost=cost).schedule)
+    if "trees" in schedulers:
+        try:
+            pk = pack_trees(g, costs.bandwidth_Bps)
+        except ScheduleTooLarge as exc:
+            skipped["trees"] = str(exc)
+        else:
+            p = 1
+            while p <= min(max_chunks(pk), MAX_TREE_CHUNKS):
+                out.append((f"trees/{p}", lambda p=p: pipelined_allgather(pk, p)))     # rebuilt when served
+                p *= 2
+    return out
+
+
+def _size_name(size: int) -> str:
+    for unit, name in ((1 << 30, "1GiB"), (1 << 20, "1MiB"), (1 << 10, "1KiB")):
+        if size == unit:
+            return name
+    return str(size)
+
+
+def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, cands: list[tuple[str, Make]]
+               ) -> tuple[list[SizeRange], list[str]]:
+    """The ranges of an allgather or a reduce-scatter from (name, maker of a schedule of it) candidates."""
+    curves, makers, names = [], [], []
+    for name, make in cands:
+        curves.append(curve(make(), costs))
+        makers.append(make)
+        names.append(name)
+    alive = list(range(len(names)))
+    while True:
+        if not alive:
+            raise ValueError(f"{topology.expr}: no {collective.value} candidate passed the model checker")
+        spans = lower_envelope([curves[i] for i in alive])
+        ranges, failed = [], None
+        for lo, hi, k in integer_ranges(spans):
+            i = alive[k]
+            s = makers[i]()
+            report = verify(s, topology, collective)
+            if not report.ok:
+                failed = i
+                break
+            ranges.append(SizeRange(lo, hi, names[i], s, curves[i], True))
+        if failed is None:
+            return ranges, names
+        alive.remove(failed)
+
+
+def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.ALLGATHER,
+                  Collective.REDUCESCATTER, Collective.ALLREDUCE), *, schedulers=SET_SCHEDULERS,
+                  greedy_chunks=(1, 4), bfb_options: dict | None = None, reference: Topology | None = None,
+                  prebuilt: dict | None = None, built: dict | None = None) -> dict[Collective, ScheduleSet]:
+    """The schedule set of every collective wanted (see the module docstring).
+
+    Parameters
+    ----------
+    topology : Topology
+    costs : LinkCosts
+        Per-arc latency and bandwidth (`LinkCosts.uniform` for the alpha-beta model).
+    collectives : iterable of Collective
+        Allgather, reduce-scatter and/or allreduce.
+    schedulers : iterable of str
+        Any of SET_SCHEDULERS.
+    greedy_chunks : iterable of int
+        Chunk counts of the greedy candidates.
+    bfb_options : dict
+        Passed to LP (1) (workers, shortcut).
+    reference : Topology
+        A vertex-transitive topology `topology` differs from in a few arcs (BFB solves the changed receivers).
+    prebuilt : dict
+        name -> allgather schedule on `topology` (e.g. an expression's construction), a candidate too.
+    built : dict
+        Collective.ALLGATHER / REDUCESCATTER -> [(name, schedule of that collective on `topology`)]: candidates
+        built elsewhere (e.g. `compare`'s), added as they are.
+
+    Examples
+    --------
+    >>> from services.synthesis.schedule.cost import LinkModel
+    >>> from services.synthesis.topology.catalog import build
+    >>> g = build("torus(3, 4)")
+    >>> sets = schedule_sets(g, LinkCosts.uniform(g, LinkModel.from_units(10, 100)), [Collective.ALLGATHER],
+    ...                      schedulers=("bfb", "trees"))
+    >>> [(r.min_bytes, r.max_bytes, r.scheduler) for r in sets[Collective.ALLGATHER].ranges]
+    [(0, None, 'bfb')]
+    """
+    t0 = time.perf_counter()
+    collectives = tuple(collectives)
+    unknown = set(schedulers) - set(SET_SCHEDULERS)
+    if unknown:
+        raise ValueError(f"unknown scheduler {sorted(unknown)[0]!r}; known: {', '.join(SET_SCHEDULERS)}")
+    if Collective.ALLTOALL in collectives:
+        raise ValueError("schedule sets cover allgather, reduce-scatter and allreduce")
+    for p in greedy_chunks:
+        if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+            raise ValueError(f"greedy chunks must be positive integers, got {p!r}")
+    opts = bfb_options or {}
+    skipped: dict[str, str] = {}
+    want_ag = Collective.ALLGATHER in collectives or Collective.ALLREDUCE in collectives
+    want_rs = Collective.REDUCESCATTER in collectives or Collective.ALLREDUCE in collectives
+    pre = [(name, lambda s=s: s) for name, s in (prebuilt or {}).items()]
+    phase: dict[Collective, list[SizeRange]] = {}
+    names: dict[Collective, list[str]] = {}
+    ready = {c: [(name, lambda s=s: s) for name, s in lst] for c, lst in (built or {}).items()}
+    if want_ag:
+        cands = ready.get(Collective.ALLGATHER, []) + pre + _allgathers(
+            topology, costs, schedulers, greedy_chunks, opts, reference, skipped)
+        phase[Collective.ALLGATHER], names[Collective.ALLGATHER] = _phase_set(
+            topology, costs, Collective.ALLGATHER, cands)
+    if want_rs:
+        gt = topology.transpose()
+        ref_t = reference.transpose() if reference is not None else None
+        cands = _allgathers(gt, costs.transposed(gt), schedulers, greedy_chunks, opts, ref_t, skipped)
+        if gt is topology:
+            cands = pre + cands
+        rev = [(name, lambda make=make: make().reverse(topology=topology.expr)) for name, make in cands]
+        phase[Collective.REDUCESCATTER], names[Collective.REDUCESCATTER] = _phase_set(
+            topology, costs, Collective.REDUCESCATTER, ready.get(Collective.REDUCESCATTER, []) + rev)
+    out: dict[Collective, ScheduleSet] = {}
+    for c in collectives:
+        ranges = _pairs(phase[Collective.REDUCESCATTER], phase[Collective.ALLGATHER]) \
+            if c is Collective.ALLREDUCE else phase[c]
+        listed = names[Collective.ALLGATHER] if c is Collective.ALLREDUCE else names[c]
+        out[c] = ScheduleSet(topology, c, ranges, listed + [f"{k} (skipped: {v})" for k, v in skipped.items()])
+    for s in out.values():
+        s.seconds = time.perf_counter() - t0
+    return out
+
+
+def _pairs(rs: list[SizeRange], ag: list[SizeRange]) -> list[SizeRange]:
+    """Allreduce ranges: on every range of both boundaries, the fastest reduce-scatter then the fastest
+    allgather (min_i RS_i + min_j AG_j)."""
+    bounds = sorted({r.min_bytes for r in rs} | {r.min_bytes for r in ag})
+    out: list[SizeRange] = []
+    for k, lo in enumerate(bounds):
+        hi = bounds[k + 1] if k + 1 < len(bounds) else None
+        a = next(r for r in rs if r.max_bytes is None or lo < r.max_bytes)
+        b = next(r for r in ag if r.max_bytes is None or lo < r.max_bytes)
+        if out and out[-1].phases[0] is a and out[-1].phases[1] is b:
+            out[-1].max_bytes = hi
+            continue
+        name = a.scheduler if a.scheduler == b.scheduler else f"{a.scheduler}+{b.scheduler}"
+        out.append(SizeRange(lo, hi, name, allreduce(a.schedule, b.schedule), a.curve + b.curve,
+                             a.verified and b.verified, (a, b)))
+    return out

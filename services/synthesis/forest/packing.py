@@ -1,0 +1,315 @@
+"""Throughput-optimal allgather on heterogeneous links: spanning out-tree (arborescence) packing.
+
+Cut bound. In an allgather every node v holds a shard of M/N bytes that every other node must receive. For
+any nonempty node set S != V, the N - |S| shards held outside S must each cross into S at least once, over
+the arcs entering S, whose bandwidths sum to b(delta_in(S)). So the bandwidth term is at least
+
+    T_B* = (M/N) * max_S (N - |S|) / b(delta_in(S))                                   (cut bound)
+
+Reaching it (ForestColl, Zhao et al. 2024). Give every root r a set of spanning out-arborescences with
+integer multiplicities mu summing to p, each arc e used by trees of total multiplicity at most q c_e (c_e the
+arc's bandwidth in integer units); send fraction mu/p of r's shard down each of its trees. Every arc then
+carries at most q c_e / p shards, i.e. the time (M/N) q / (p * unit) on every arc, which is T_B* when
+p/q = x* = min_S c(delta_in S) / (N - |S|). Such trees exist by Edmonds' branching theorem: arc-disjoint
+spanning arborescences with root sets R_j (using arc e at most its capacity times) exist iff for every
+nonempty S, cap(delta_in S) >= #{j : R_j disjoint from S}; with p trees rooted at each node and capacities
+q c_e this is exactly p (N - |S|) <= q c(delta_in S).
+
+Construction (both steps use only max flows, no LP):
+
+1. x* exactly, by Dinkelbach's iteration on the ratio: with a super source s and arcs s -> v of capacity p
+   (and q c_e on the arcs of G), every minimum s-v cut is at least p N iff the condition holds for p/q; a
+   smaller cut's sink side S is a set of smaller ratio, which becomes the next p/q (`optimal_rate`).
+2. The trees, grown one arc at a time in the constructive proof of Edmonds' theorem (Lovasz 1976): a
+   partial tree of multiplicity mu with vertex set U (its root set) may take the arc (u, w), u in U, w not
+   in U, with multiplicity mu' when no set S with w in S, u not in S, S meeting U has slack
+   cap(delta_in S) - #{j : R_j disjoint from S} below mu'. The largest such mu' is one max flow in the
+   auxiliary graph of the branching theorem (node a_j per partial tree, s -> a_j of capacity mu_j,
+   a_j -> v for v in R_j) from {s, u} to {w, a_g}, minus the total multiplicity K; when it is below mu the
+   tree is split (the rest continues from the same partial tree later), so multiplicities stay integral
+   and few distinct trees are made. A blocked arc's tight set blocks every arc entering it from U for good
+   (slacks only shrink while a tree grows), so those are skipped without another flow. Arcs are tried
+   shallowest tail first, widest first, which keeps the trees shallow (the pipeline's depth, `pipeline`).
+
+Bandwidths are put on an integer grid first: exactly when they are small rational multiples of the
+largest (e.g. 25, 12.5 and 5 Gbps), otherwise rounded down to 2^-20 of the largest (the trees then use at
+most the real bandwidth; the schedule is priced with the real one).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from numba import njit
+
+from services.synthesis.bfb.lp import ScheduleTooLarge
+from services.synthesis.forest.flow import INF, _max_flow, max_flow
+from services.synthesis.topology.graph import Topology
+
+__all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees", "cut_bound_seconds",
+           "MAX_PACKING_NODES"]
+
+MAX_PACKING_NODES = 128
+"""Largest topology packed: the max flows grow with N^2 (trees x arcs per tree), about 1 s at 64 nodes."""
+_FINE = 1 << 20
+
+
+@dataclass
+class Tree:
+    """A spanning out-arborescence of `root` taken `weight` times: parent_arc[v] is the arc into v (-1 at
+    the root), depth[v] its depth."""
+
+    root: int
+    weight: int
+    parent_arc: np.ndarray
+    depth: np.ndarray
+
+    @property
+    def height(self) -> int:
+        return int(self.depth.max())
+
+
+@dataclass
+class Packing:
+    """Trees of every root: each root's weights sum to `per_root` (p); arc e is used by trees of total weight
+    at most `scale` * capacity[e] (q c_e); `unit` is the bandwidth (bytes/s) of one capacity unit."""
+
+    topology: Topology
+    capacity: np.ndarray
+    unit: float
+    rate: Fraction
+    trees: list[Tree]
+    flows: int = 0
+    seconds: float = 0.0
+    critical_set: np.ndarray = field(default=None, repr=False)
+
+    @property
+    def per_root(self) -> int:
+        return self.rate.numerator
+
+    @property
+    def scale(self) -> int:
+        return self.rate.denominator
+
+    @property
+    def height(self) -> int:
+        return max(t.height for t in self.trees)
+
+    def arc_weights(self) -> np.ndarray:
+        """Per arc, the total weight of the trees that use it."""
+        used = np.zeros(self.topology.arcs, np.int64)
+        for t in self.trees:
+            a = t.parent_arc[t.parent_arc >= 0]
+            np.add.at(used, a, t.weight)
+        return used
+
+    def bandwidth_seconds(self, size_bytes: float) -> float:
+        """The bandwidth term the trees reach: (M/N) / (x* unit), the cut bound on the integer capacities."""
+        return size_bytes / self.topology.nodes / (float(self.rate) * self.unit)
+
+
+def integer_capacities(bandwidth_Bps) -> tuple[np.ndarray, float]:
+    """(c, unit) with c_e = b_e / unit integral: exact when every b_e / max b is a fraction of denominator at
+    most 1024 (and c stays below 2^20), else c_e = floor(b_e / unit) with unit = max b / 2^20."""
+    b = np.asarray(bandwidth_Bps, dtype=float)
+    top = float(b.max())
+    fracs = [Fraction(float(x) / top).limit_denominator(1024) for x in b]
+    if all(abs(float(f) - float(x) / top) <= 1e-12 * float(x) / top for f, x in zip(fracs, b)):
+        lcm = math.lcm(*{f.denominator for f in fracs})
+        if lcm <= _FINE:
+            return np.array([f.numerator * (lcm // f.denominator) for f in fracs], np.int64), top / lcm
+    return np.floor(b / top * _FINE).astype(np.int64), top / _FINE
+
+
+def _arcs(g: Topology, capacity: np.ndarray):
+    keep = (g.tails != g.heads) & (capacity > 0)
+    return g.tails[keep].astype(np.int64), g.heads[keep].astype(np.int64), capacity[keep].astype(np.int64)
+
+
+def optimal_rate(g: Topology, capacity: np.ndarray) -> tuple[Fraction, np.ndarray, int]:
+    """x* = min over nonempty S != V of c(delta_in S) / (N - |S|), exactly (Dinkelbach's iteration on max
+    flows); returns (x*, a set S reaching it as a boolean mask, max flows computed)."""
+    n = g.nodes
+    tails, heads, caps = _arcs(g, capacity)
+    inflow = np.bincount(heads, weights=caps, minlength=n).astype(np.int64)
+    v0 = int(np.argmin(inflow))
+    best = np.zeros(n, bool)
+    best[v0] = True
+    x = Fraction(int(inflow[v0]), n - 1)
+    if x == 0:
+        raise ValueError(f"{g.expr}: node {v0} has no usable in-link")
+    src = np.full(n, n, np.int64)
+    dst = np.arange(n, dtype=np.int64)
+    flows = 0
+    while True:
+        p, q = x.numerator, x.denominator
+        t = np.concatenate([tails, src])
+        h = np.concatenate([heads, dst])
+        c = np.concatenate([caps * q, np.full(n, p, np.int64)])
+        low, low_set = p * n, None
+        for v in range(n):
+            f, side = max_flow(n + 1, t, h, c, n, v, p * n)
+            flows += 1
+            if f < low:
+                low, low_set = f, ~side[:n]
+        if low_set is None:
+            return x, best, flows
+        best = low_set
+        cut = int(caps[best[heads] & ~best[tails]].sum())
+        x = Fraction(cut, n - int(best.sum()))
+
+
+def cut_bound_seconds(g: Topology, bandwidth_Bps, size_bytes: float) -> float:
+    """The cut bound T_B* = (M/N) max_S (N - |S|) / b(delta_in S) of an allgather (seconds), evaluated at
+    the set the exact optimisation on the integer capacities finds (equal to the bound itself whenever the
+    bandwidths are exact rational multiples of each other, see `integer_capacities`)."""
+    cap, _unit = integer_capacities(bandwidth_Bps)
+    _x, s, _ = optimal_rate(g, cap)
+    b = np.asarray(bandwidth_Bps, dtype=float)
+    entering = s[g.heads] & ~s[g.tails]
+    return size_bytes / g.nodes * (g.nodes - int(s.sum())) / float(b[entering].sum())
+
+
+class _Partial:
+    """A tree being grown: multiplicity, vertex set, parent arcs, depths, arcs known to be blocked."""
+
+    __slots__ = ("root", "mu", "inside", "parent", "depth", "blocked", "size")
+
+    def __init__(self, root: int, mu: int, n: int, arcs: int):
+        self.root, self.mu = root, mu
+        self.inside = np.zeros(n, bool)
+        self.inside[root] = True
+        self.parent = np.full(n, -1, np.int64)
+        self.depth = np.zeros(n, np.int64)
+        self.blocked = np.zeros(arcs, bool)
+        self.size = 1
+
+    def split(self, mu: int) -> "_Partial":
+        other = _Partial.__new__(_Partial)
+        other.root, other.mu, other.size = self.root, mu, self.size
+        other.inside, other.parent = self.inside.copy(), self.parent.copy()
+        other.depth, other.blocked = self.depth.copy(), self.blocked.copy()
+        self.mu -= mu
+        return other
+
+
+def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES) -> Packing:
+    """Spanning out-trees of every root reaching the cut bound on arcs of the given bandwidths (bytes/s, one
+    per arc of g, in arc order); see the module docstring.
+
+    >>> from services.synthesis.topology.catalog import build
+    >>> g = build("ring(4)")
+    >>> pk = pack_trees(g, np.ones(g.arcs))
+    >>> pk.rate, len(pk.trees), [t.height for t in pk.trees]
+    (Fraction(1, 3), 4, [3, 3, 3, 3])
+    """
+    t0 = time.perf_counter()
+    n = g.nodes
+    if n < 2:
+        raise ValueError("an allgather needs at least 2 nodes")
+    if n > max_nodes:
+        raise ScheduleTooLarge(f"{g.expr}: tree packing handles at most {max_nodes} nodes, got {n}")
+    b = np.asarray(bandwidth_Bps, dtype=float)
+    if b.shape != (g.arcs,) or not (np.isfinite(b).all() and (b > 0).all()):
+        raise ValueError(f"need one finite positive bandwidth per arc ({g.arcs} arcs)")
+    capacity, unit = integer_capacities(b)
+    rate, critical, flows = optimal_rate(g, capacity)
+    p, q = rate.numerator, rate.denominator
+    usable = (g.tails != g.heads) & (capacity > 0)
+    tails = g.tails.astype(np.int64)
+    heads = g.heads.astype(np.int64)
+    cap = np.where(usable, capacity, 0).astype(np.int64) * q     # residual capacity of every arc
+    unstarted = np.full(n, p, np.int64)                 # weight of trees of each root not begun yet
+    active: list[_Partial] = []                         # trees begun and not finished (the stack)
+    done: list[Tree] = []
+    total = n * p                                       # weight of unfinished trees (K)
+    for r in range(n):
+        unstarted[r] = 0
+        active.append(_Partial(r, p, n, g.arcs))
+        while active:
+            tree = active[-1]
+            while tree.size < n:
+                e = _next_arc(tails, heads, cap, tree.inside, tree.depth, tree.blocked)
+                if e < 0:
+                    raise RuntimeError(f"{g.expr}: no arc can extend a tree of root {tree.root} (a bug)")
+                u, w = int(tails[e]), int(heads[e])
+                want = min(tree.mu, int(cap[e]))
+                inside = np.array([x.inside for x in active])
+                mus = np.array([x.mu for x in active], np.int64)
+                f, side = _check(n, tails, heads, cap, unstarted, inside, mus, u, w, total + want)
+                flows += 1
+                slack = f - total
+                if slack <= 0:
+                    _block(tails, heads, tree.inside, side, tree.blocked)   # sink side: a tight set
+                    tree.blocked[e] = True
+                    continue
+                take = min(want, slack)
+                if take < tree.mu:
+                    active.insert(len(active) - 1, tree.split(tree.mu - take))
+                cap[e] -= take
+                tree.inside[w] = True
+                tree.parent[w] = e
+                tree.depth[w] = tree.depth[u] + 1
+                tree.size += 1
+            active.pop()
+            total -= tree.mu
+            done.append(Tree(tree.root, tree.mu, tree.parent, tree.depth))
+    pk = Packing(g, capacity, unit, rate, done, flows, time.perf_counter() - t0, critical)
+    return pk
+
+
+@njit(cache=True, nogil=True)
+def _next_arc(tails, heads, cap, inside, depth, blocked):
+    """The arc leaving the tree with the shallowest tail, widest residual capacity first; -1 if none."""
+    best, bd, bc = -1, 0, 0
+    for e in range(tails.size):
+        if cap[e] > 0 and inside[tails[e]] and not inside[heads[e]] and not blocked[e]:
+            d = depth[tails[e]]
+            if best < 0 or d < bd or (d == bd and cap[e] > bc):
+                best, bd, bc = e, d, cap[e]
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _block(tails, heads, inside, source_side, blocked):
+    """Arcs from the tree outside the tight set S (the sink side) into S outside the tree can never be taken."""
+    for e in range(tails.size):
+        if inside[tails[e]] and source_side[tails[e]] and not source_side[heads[e]] and not inside[heads[e]]:
+            blocked[e] = True
+
+
+@njit(cache=True, nogil=True)
+def _check(n, tails, heads, cap, unstarted, inside, mu, u, w, limit):
+    """Max flow (up to `limit`) from {s, u} to {w, a_g} in the branching theorem's auxiliary graph: G with
+    the residual capacities, s -> r for trees of root r not begun, s -> a_j -> R_j for trees begun (row j of
+    `inside` is R_j, mu[j] its weight; the last row is g, the tree taking the arc u -> w); s = n, a_j = n+1+j."""
+    k = mu.size
+    m = tails.size + 2 * n + k + k * n + 2
+    t = np.empty(m, np.int64)
+    h = np.empty(m, np.int64)
+    c = np.empty(m, np.int64)
+    i = 0
+    for e in range(tails.size):
+        if cap[e] > 0:
+            t[i], h[i], c[i] = tails[e], heads[e], cap[e]
+            i += 1
+    for r in range(n):
+        if unstarted[r] > 0:
+            t[i], h[i], c[i] = n, r, unstarted[r]
+            i += 1
+    for j in range(k):
+        t[i], h[i], c[i] = n, n + 1 + j, mu[j]
+        i += 1
+        for v in range(n):
+            if inside[j, v]:
+                t[i], h[i], c[i] = n + 1 + j, v, INF
+                i += 1
+    t[i], h[i], c[i] = n, u, INF
+    i += 1
+    t[i], h[i], c[i] = n + k, w, INF
+    i += 1
+    return _max_flow(n + 1 + k, t[:i], h[:i], c[:i], n, w, limit)

@@ -1,0 +1,74 @@
+"""A failure revision serves a schedule set per collective (issue 26): ranges tiling the sizes, each range's
+schedule stored, model-checked and costing what the revision reports; predicted times use the set."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from services.synthesis.schedule.cost import LinkModel, measured_tau
+from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.verify import verify
+from services.synthesis.topology.catalog import build
+
+from .test_revisions import plan, wait_revision
+
+
+def test_revision_lists_verified_sets_and_predicts_with_them(client):
+    p = plan(client)
+    base = f"/v1/plans/{p['id']}"
+    arcs = client.get(f"{base}/topology").json()["arcs"]
+    t, h, _ = next(a for a in arcs if a[0] != a[1])
+    r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}]})
+    rev = wait_revision(client, r.json()["url"], timeout=120)
+    assert rev["status"] == "done", rev["reason"]
+    g = build(rev["expr"])
+    req = client.get(base).json()["request"]
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    for c in ("allgather", "reducescatter", "allreduce"):
+        rows = rev["schedules"][c]["by_size"]
+        assert rows[0]["min_bytes"] == 0 and rows[-1]["max_bytes"] is None
+        assert all(a["max_bytes"] == b["min_bytes"] for a, b in zip(rows, rows[1:]))
+        times = []
+        for i, row in enumerate(rows):
+            assert row["url"].endswith(f"/schedules/{c}?range={i}")
+            blob = client.get(f"{r.json()['url']}/schedules/{c}", params={"range": i, "format": "npz"})
+            assert blob.status_code == 200
+            sched = Schedule.from_bytes(blob.content)
+            assert verify(sched, g, Collective.parse(c)).ok
+            assert str(measured_tau(sched, g.degree)) == row["tau_exact"]
+            times.append(lambda m, row=row: link.time(row["steps"], Fraction(row["tau_exact"]), m) * 1e6)
+        # the set's time at every workload size is the revision's prediction, and no slower than the
+        # schedule served at the mean size
+        single = rev["schedules"][c]
+        for size, us in rev["predicted_time_us"][c].items():
+            m = int(size)
+            k = next(i for i, row in enumerate(rows) if row["max_bytes"] is None or m < row["max_bytes"])
+            assert us == pytest.approx(times[k](m), rel=1e-12)
+            assert us <= link.time(single["steps"], Fraction(single["tau_exact"]), m) * 1e6 * (1 + 1e-12)
+    missing = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 99})
+    assert missing.status_code == 404
+    xml = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl"})
+    assert xml.status_code == 422
+
+
+def test_plan_lists_its_sets(client):
+    """A plan's schedules carry their sets too (the construction alone when it has D(G) steps and Theorem 4's
+    tau: nothing is faster at any size), each range served, verified, and the predicted times from them."""
+    p = plan(client)
+    g = build(p["topology"]["expr"])
+    req = client.get(f"/v1/plans/{p['id']}").json()["request"]
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    for c in ("allgather", "reducescatter", "allreduce"):
+        rows = p["schedules"][c]["by_size"]
+        assert rows[0]["min_bytes"] == 0 and rows[-1]["max_bytes"] is None
+        for i, row in enumerate(rows):
+            r = client.get(row["url"].replace("http://testserver", ""), params={"format": "npz"})
+            assert r.status_code == 200
+            sched = Schedule.from_bytes(r.content)
+            assert verify(sched, g, Collective.parse(c)).ok
+            assert str(measured_tau(sched, g.degree)) == row["tau_exact"]
+        for size, us in p["predicted_time_us"][c].items():
+            row = next(r for r in rows if r["max_bytes"] is None or int(size) < r["max_bytes"])
+            assert us == pytest.approx(link.time(row["steps"], Fraction(row["tau_exact"]), int(size)) * 1e6)
+    assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"range": 50}).status_code == 404
