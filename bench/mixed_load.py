@@ -205,7 +205,7 @@ def run(args) -> bool:
             admin = {"Authorization": f"Bearer {keys['scheduler'][0]}"}
             rec = Recorder()
             with httpx.Client(base_url=base, headers=admin, timeout=30, trust_env=False) as client:
-                print(f"backend {args.backend}: ready in {wait_ready(client, server):.1f} s at {base}", flush=True)
+                print(f"backend {args.backend}: ready in {wait_ready(client, server, 300):.1f} s at {base}", flush=True)
                 r = client.post("/v1/fabrics", json={"id": "mx", "layout": "planes", "hosts": 16 * args.schedulers,
                                                      "ports_per_host": PANELS, "panel_prefix": "mx-plane"})
                 assert r.status_code == 201, r.text
