@@ -1,6 +1,6 @@
-"""Dashboard benchmark: do the pages stay responsive with 1,000 plans in the database and a 4096-node plan?
+"""Dashboard benchmark: do the pages stay responsive with 1,000 plans in the database and a 2048-node plan?
 
-    python -m bench.dashboard                    # N = 4096, d = 4 (about 1.5 min of planning on 2 cores)
+    python -m bench.dashboard                    # N = 2048 (the largest plan the API takes), d = 4
     python -m bench.dashboard --nodes 1024       # a smaller big plan
 
 Starts the service (embedded: SQLite in a temp dir + in-process worker, `python -m services.cli serve`),
@@ -81,7 +81,7 @@ def measure_pages(base: str, pages: list[tuple[str, str]], server_pid: int) -> l
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.dashboard", description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=4096)
+    ap.add_argument("--nodes", type=int, default=2048)
     ap.add_argument("--degree", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds for the big plan")
     args = ap.parse_args(argv)

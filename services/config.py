@@ -42,6 +42,14 @@ class Settings(BaseSettings):
         "CPU simulator is pure Python: about 6 s per 100,000 steps); larger files are held to the runtime's limits "
         "and tokenizer, use combined thread blocks only where the buffering bound allows them, and are proved "
         "deadlock-free by the cycle test of their waits (services.compiler.deadlock)")
+    max_jobs_per_key: int = Field(default=32, ge=1, description="unfinished jobs (plans, evaluations, compiles, "
+                                  "revisions: queued or running) one API key may have; a request that would queue "
+                                  "one more answers 429 with Retry-After")
+    viewer_max_jobs: int = Field(default=2, ge=0, description="the same bound for a viewer key (viewers queue "
+                                 "evaluations and on-demand compiles only; 0: viewers read stored results only)")
+    viewer_job_slots: int = Field(default=1, ge=1, description="viewer jobs the workers hold at once, all viewer "
+                                  "keys together (the rest wait in the outbox), so schedulers' plans always find "
+                                  "a free worker slot")
     api_keys_required: bool = False
     cors_origins: list[str] = []
 

@@ -15,6 +15,7 @@ from services.store import notify
 from services.store.db import migrate
 
 from . import errors
+from .allow import AllowedMethods
 from .auth import KeyCache
 from .dispatch import Dispatcher
 from .guard import InputGuard
@@ -33,11 +34,19 @@ class Metrics:
                                   ["method", "route", "status"], registry=self.registry)
         self.plans_created = Counter("fabricplan_plans_created_total", "plans accepted", registry=self.registry)
         self.plans_by_status = Gauge("fabricplan_plans", "plans by status", ["status"], registry=self.registry)
+        self.jobs = Gauge("fabricplan_jobs", "unfinished jobs (plan, evaluation, compile, revision) by status",
+                          ["kind", "status"], registry=self.registry)
 
     def set_plans_by_status(self, counts: dict[str, int]) -> None:
         """The fabricplan_plans gauge (plans by status), refreshed whenever the counts are read."""
         for status, n in counts.items():
             self.plans_by_status.labels(status).set(n)
+
+    def set_jobs(self, counts: dict[str, dict[str, int]]) -> None:
+        """The fabricplan_jobs gauge (unfinished jobs by kind and status: queued, running)."""
+        for kind, per in counts.items():
+            for status, n in per.items():
+                self.jobs.labels(kind, status).set(n)
 
 
 class TimingMiddleware:
@@ -98,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.panel_cache = PanelConfigCache()
     hub.on_change(app.state.panel_cache.changed)
     hub.on_change(app.state.plan_cache.changed)        # a revision or a fabric change of a finished plan
+    app.add_middleware(AllowedMethods)                 # inside CORS: a preflight is CORS's to answer
     if st.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=st.cors_origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(InputGuard)

@@ -30,6 +30,7 @@ class Principal:
     role: str
     name: str
     panel_id: str | None = None
+    key_id: str | None = None           # None: no key (FABRICPLAN_API_KEYS_REQUIRED false)
 
 
 def create_key(s: Session, name: str, role: str, panel_id: str | None = None) -> tuple[str, ApiKey]:
@@ -74,7 +75,7 @@ class KeyCache:
 def _lookup(url: str, secret: str) -> Principal | None:
     with session_scope(url) as s:
         key = repo.find_key(s, secret)
-        return None if key is None else Principal(key.role, key.name, key.panel_id)
+        return None if key is None else Principal(key.role, key.name, key.panel_id, key.id)
 
 
 async def principal(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer),

@@ -7,7 +7,9 @@ source of truth. Every `sweep_s` (and at once when woken) the thread
    worker's job processes (workers.embedded). Scaled, a job sent `dispatch_resend_s` ago that no worker has
    started (its message lost: Redis restarted without persistence) is sent again with a new attempt. A job whose send fails (the broker is down) stays in the
    outbox and is sent by a later sweep once the broker answers; the request that queued it got its 202.
-Several API processes may sweep the same database: each send is a new attempt, and a worker writes only for
+Viewers' jobs take at most `viewer_job_slots` workers at once (all viewer keys together; the rest wait in the
+outbox, oldest first), so a viewer flooding on-demand compiles never holds every worker while a scheduler's
+plan waits. Several API processes may sweep the same database: each send is a new attempt, and a worker writes only for
 the job's current attempt, so a duplicate delivery stops at its first write.
 """
 from __future__ import annotations
@@ -86,7 +88,17 @@ class Dispatcher:
         resend = None if self.embedded else st.dispatch_resend_s   # in-process handoffs are not lost
         with session_scope(st.sqlalchemy_url) as s:
             pending = jobs.undispatched(s, resend_after_s=resend)
-        return sum(self._send(kind, job_id, resend) for kind, job_id in pending)
+            owners = jobs.owners(s, pending)
+            viewer_busy = jobs.in_flight_by(s, jobs.VIEWER)
+        sent = 0
+        for kind, job_id in pending:
+            viewer = (owners.get((kind, job_id)) or "").startswith(jobs.VIEWER)
+            if viewer and viewer_busy >= st.viewer_job_slots:
+                continue                          # waits in the outbox: schedulers keep a worker slot
+            if self._send(kind, job_id, resend):
+                sent += 1
+                viewer_busy += viewer
+        return sent
 
     def _send(self, kind: str, job_id: str, resend_after_s: float | None = None) -> bool:
         url = self.settings.sqlalchemy_url

@@ -1,8 +1,11 @@
 """Checks every request before routing (a plain ASGI middleware):
 
-- a body larger than MAX_BODY_BYTES: 413 (read no further);  these two and the NUL scan of the body apply
+- a body larger than MAX_BODY_BYTES: 413 (read no further);  these three and the NUL scan of the body apply
   to POST, PUT and PATCH, the methods whose bodies the API reads;
 - a body that is not JSON (a Content-Type other than application/json or +json): 415, "send JSON";
+- a JSON body nested deeper than MAX_JSON_DEPTH arrays and objects: 422 naming the limit, found by one
+  vectorised scan of the raw bytes (`json_depth`) before anything parses it (a parser recursing 1000 levels
+  deep is a RecursionError, a 500, not an answer); no body the API takes is nested more than 8 deep;
 - a NUL character anywhere - the path, the query string, a header, a JSON string or key: 422. PostgreSQL
   text cannot hold NUL, so it is refused here, the same on every backend, before any field reaches a query.
 
@@ -14,9 +17,14 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+
 from .errors import error_response
 
+__all__ = ["InputGuard", "MAX_BODY_BYTES", "MAX_JSON_DEPTH", "json_depth"]
+
 MAX_BODY_BYTES = 8 << 20
+MAX_JSON_DEPTH = 32                              # arrays and objects inside one another
 BODY_METHODS = ("POST", "PUT", "PATCH")          # the only requests whose body is read (and refused)
 _NUL_ESCAPE = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
 
@@ -24,6 +32,29 @@ _NUL_ESCAPE = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def json_depth(body: bytes) -> int:
+    """How deeply arrays and objects nest in the JSON text `body` (brackets inside strings do not count; an
+    escaped quote does not end a string). Vectorised: O(len(body)) with no recursion, on any bytes, valid
+    JSON or not.
+
+    >>> json_depth(b'{"a": [[1], "[[[", {"b": "\\\\"}]}')
+    3
+    """
+    a = np.frombuffer(body, dtype=np.uint8)
+    idx = np.arange(a.size, dtype=np.int64)
+    last_plain = np.maximum.accumulate(np.where(a != 0x5C, idx, -1))     # the last byte that is not a backslash
+    quotes = np.flatnonzero(a == 0x22)
+    before = quotes - 1
+    run = np.where(before >= 0, before - last_plain[np.maximum(before, 0)], 0)   # backslashes just before it
+    real = quotes[run % 2 == 0]                                          # quotes that open or close a string
+    toggles = np.zeros(a.size, dtype=np.int8)
+    toggles[real] = 1
+    inside = (np.cumsum(toggles, dtype=np.int64) & 1).astype(bool)
+    inside[real] = True
+    step = (((a == 0x5B) | (a == 0x7B)) & ~inside).astype(np.int64) - (((a == 0x5D) | (a == 0x7D)) & ~inside)
+    return int(np.cumsum(step).max(initial=0))
 
 
 def _nul_path(value, path: list):
@@ -101,6 +132,9 @@ class InputGuard:
         if ctype is not None and not _is_json(ctype):
             return error_response(415, ["header", "content-type"], f"send JSON: the body must be "
                                   f"application/json, not {ctype[:100]!r}", "unsupported_media_type")
+        if json_depth(body) > MAX_JSON_DEPTH:
+            return error_response(422, ["body"], f"the body nests arrays and objects more than {MAX_JSON_DEPTH} "
+                                  "deep", "too_deep")
         if _NUL_ESCAPE.search(body):
             try:
                 where = _nul_path(json.loads(body), ["body"]) or ["body"]

@@ -11,12 +11,16 @@ from fastapi import HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
+from services.compiler.api import PROFILES as RUNTIME_PROFILES
 from services.compiler.api import CompileOptions, check_options
+from services.compiler.canonical import canonical_options
 from services.compiler.errors import CompileError
 from services.jobs import artifacts
 from services.store import compiles, repo
 from services.synthesis.schedule.ir import Collective
 
+from . import budget
+from .auth import Principal
 from .blobs import blob_response
 from .errors import unprocessable
 from .schemas import CompileAccepted, ErrorOut
@@ -24,6 +28,8 @@ from .schemas import CompileAccepted, ErrorOut
 __all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "schedule_json_bytes"]
 
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
+RUNTIME_CHANNELS = ", ".join(f"{name} {p.max_channels}" for name, p in RUNTIME_PROFILES.items())
+MAX_RUNTIME_CHANNELS = max(p.max_channels for p in RUNTIME_PROFILES.values())
 
 
 def utc(dt):
@@ -48,8 +54,12 @@ def compile_query(
         min_bytes: int | None = Query(None, ge=0, le=1 << 62, description="smallest selected size"),
         max_bytes: int | None = Query(None, ge=0, le=1 << 62, description="largest selected size "
                                       "(executor/RCCL: 0 = unbounded)"),
-        channels: int | None = Query(None, ge=1, le=128, description="channels per link (default: fit)"),
-        instances: int = Query(1, ge=1, le=128, description="program copies on 1/instances of each chunk"),
+        channels: int | None = Query(None, ge=1, le=MAX_RUNTIME_CHANNELS, description=(
+            f"channels per link (default: fit); channels x instances at most the runtime's channels: "
+            f"{RUNTIME_CHANNELS} (422 naming the limit beyond it)")),
+        instances: int = Query(1, ge=1, le=MAX_RUNTIME_CHANNELS, description=(
+            f"program copies on 1/instances of each chunk; at most the runtime's channels: {RUNTIME_CHANNELS} "
+            "(the oneccl format has none: ignored)")),
         max_chunks: int = Query(64, ge=1, le=4096, description="bound on chunks per shard"),
         consolidate: Literal["auto", "yes", "no"] = Query("auto", description="scratch consolidation"),
         max_steps: int | None = Query(None, ge=1, le=65536, description="steps per thread block of a custom "
@@ -75,17 +85,23 @@ def _unprocessable(field: str, msg: str, kind: str) -> HTTPException:
 
 
 def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
-                 prefix: str = ""):
+                 prefix: str = "", *, principal: Principal):
     """The stored XML (200), the stored refusal (422), or 202 while a worker compiles it. Nothing is compiled
     here: a missing job is recorded in the outbox (services.store.jobs) and the dispatcher sends it to a
-    worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat)."""
+    worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat). Every
+    spelling of the same options is one job (services.compiler.canonical), so identical requests share it;
+    a new job counts against the caller's bound (services.api.budget: 429 beyond it)."""
     try:
         check_options(options, coll.value)
     except CompileError as exc:
         field = _OPTION_FIELD.get(exc.limit or "", "runtime")
         raise _unprocessable(field, str(exc), "value_error") from None
+    options = canonical_options(options, coll.value)     # one job for every spelling of the same file
     key = options.key()
-    job, created = compiles.request(s, plan_id, coll.value, options, prefix)
+    owner = None
+    if compiles.get(s, plan_id, prefix + coll.value, key) is None:
+        owner = budget.room(s, principal, request.app.state.settings)      # 429 at the key's bound
+    job, created = compiles.request(s, plan_id, coll.value, options, prefix, owner=owner)
     if created:
         s.commit()
         request.app.state.dispatcher.wake()

@@ -14,6 +14,10 @@ DATABASE = {503: {"model": ErrorOut, "description": "the database is not answeri
 BODY = {400: {"model": ValidationErrorOut, "description": "the body is not valid JSON"},
         413: {"model": ValidationErrorOut, "description": "the body is too large"},
         415: {"model": ValidationErrorOut, "description": "the body is not JSON: send JSON"}}
+TOO_MANY = {429: {"model": ErrorOut, "description": "the API key already has its bound of unfinished jobs (plans, "
+                                                    "evaluations, compiles, revisions; services.api.budget): retry "
+                                                    "once some finish",
+                  "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}}}
 COMMON = {**INVALID, **DATABASE}
 
 

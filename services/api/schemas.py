@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.jobs.evaluation_request import EVALUATE_MAX_NODES
+from services.synthesis.bfb.lp import BFB_MAX_DEGREE
 from services.synthesis.evaluate.devices import GPU_PROFILES
 from services.synthesis.evaluate.model_catalog import catalog_names
 from services.synthesis.evaluate.training_job import DEVICES, MAX_BUCKETS, DeviceProfile, ModelSpec
@@ -15,12 +17,18 @@ CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
 ScheduleCollective = Literal["allgather", "reducescatter", "allreduce", "alltoall"]
 CatalogModelName = Literal[tuple(dict.fromkeys([*catalog_names(), *LLM_CATALOG]))]
 DeviceName = Literal[tuple(dict.fromkeys([*DEVICES, *GPU_PROFILES]))]
+MAX_PLAN_NODES = 2048              # the largest plan that fits the default task limits (4096 MiB, 1800 s): see
+                                  # README "Limits" (N = 4096 at d = 4, 8, 16 ran out of memory in 'schedules')
 MAX_PLAN_LAYERS = 10_000            # layers of an inline model: the simulation is O(layers x buckets x topologies)
 PlanStatus = Literal["queued", "running", "done", "failed"]
 MAX_BYTES = 1 << 50                 # 1 PiB: every time computed from it stays a finite float
 MAX_WEIGHT = 1e6
 INT32_MAX = (1 << 31) - 1           # integer columns
 MAX_PANEL_PORTS = 1 << 17
+MIN_GBPS = 1e-3                     # 1 Mbit/s: a host's egress or one link; below it no time is a finite float
+MIN_LINK_GBPS = MIN_GBPS            # one link's own bandwidth (an edge that prices its link)
+MAX_GBPS = 1e6                      # 1 Pbit/s
+MAX_ALPHA_US = 1e6                  # 1 s per step
 Bytes = Annotated[int, Field(ge=1, le=MAX_BYTES)]
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT)]
 HostId = Annotated[str, Field(min_length=1, max_length=100)]
@@ -28,9 +36,10 @@ RuntimeName = Literal["executor", "rccl", "legacy", "oneccl"]
 
 
 class Input(BaseModel):
-    """A request body: unknown fields are errors, numbers are finite (no NaN or Infinity)."""
+    """A request body: unknown fields are errors, numbers are finite (no NaN or Infinity), and types are strict
+    (pydantic strict mode): `true` is not the number 1, "16" is not 16, 1.0 is not an integer."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class Parallelism(Input):
@@ -38,10 +47,10 @@ class Parallelism(Input):
     data-parallel replica and allreduces its gradients, and MoE layers shard their experts over all nodes
     (an all-to-all of every node); other degrees are refused rather than simulated wrongly."""
 
-    data: int | None = Field(default=None, strict=True, ge=1, le=4096, description="data-parallel degree: the "
-                             "plan's nodes")
-    expert: int | None = Field(default=None, strict=True, ge=1, le=4096, description="expert-parallel degree of "
-                               "the MoE layers: the plan's nodes (models with MoE layers only)")
+    data: int | None = Field(default=None, strict=True, ge=1, le=MAX_PLAN_NODES, description="data-parallel "
+                             "degree: the plan's nodes")
+    expert: int | None = Field(default=None, strict=True, ge=1, le=MAX_PLAN_NODES, description="expert-parallel "
+                               "degree of the MoE layers: the plan's nodes (models with MoE layers only)")
 
 
 class TrainingWorkload(Input):
@@ -127,13 +136,6 @@ class Workload(Input):
     training: TrainingWorkload | None = Field(default=None, description="a training job instead of message "
                                               "sizes (the training form: give sizes_bytes or training)")
 
-    @field_validator("sizes_bytes")
-    @classmethod
-    def _positive(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and any(isinstance(x, bool) for x in v):
-            raise ValueError("every size must be a positive number of bytes")
-        return v
-
     @model_validator(mode="after")
     def _consistent(self):
         if self.training is not None:
@@ -160,15 +162,17 @@ class PlanRequest(Input):
         "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}]})
 
     job_id: str = Field(min_length=1, max_length=200)
-    nodes: int = Field(strict=True, ge=2, le=4096, description="number of hosts N")
+    nodes: int = Field(strict=True, ge=2, le=MAX_PLAN_NODES, description=f"number of hosts N (at most "
+                       f"{MAX_PLAN_NODES}: the largest plan measured to fit the default task memory and time limits)")
     degree: int = Field(strict=True, ge=1, le=16, description="ports per host d")
-    alpha_us: float = Field(ge=0, le=1e6, description="per-step latency alpha in microseconds")
-    bandwidth_gbps: float = Field(ge=1e-3, le=1e6, description="a host's total egress bandwidth B in Gbit/s")
+    alpha_us: float = Field(ge=0, le=MAX_ALPHA_US, description="per-step latency alpha in microseconds")
+    bandwidth_gbps: float = Field(ge=MIN_GBPS, le=MAX_GBPS, description="a host's total egress bandwidth B in "
+                                  "Gbit/s")
     bidirectional_only: bool = Field(default=False, description="only topologies duplex cables can realise")
     workload: Workload
     fabric_id: str | None = Field(default=None, min_length=1, max_length=100,
                                   description="bind the plan to this fabric")
-    hosts: list[HostId] | None = Field(default=None, max_length=4096, description="the fabric hosts to use "
+    hosts: list[HostId] | None = Field(default=None, max_length=MAX_PLAN_NODES, description="the fabric hosts to use "
                                        "(default: the first free ones); one per node")
     runtimes: list[RuntimeName] | None = Field(default=None, min_length=1, max_length=4, description=(
         "runtimes whose XML the plan compiles with their default options (docs/runtimes.md): executor "
@@ -484,12 +488,12 @@ class EdgeIn(Input):
 
     model_config = ConfigDict(json_schema_extra=lambda schema, _: _pair_or_object(schema))
 
-    tail: int = Field(strict=True, ge=0, le=1 << 20)
-    head: int = Field(strict=True, ge=0, le=1 << 20)
-    alpha_us: float | None = Field(default=None, ge=0, le=1e6, description="this link's latency (default: the "
-                                   "request's alpha_us)")
-    bandwidth_gbps: float | None = Field(default=None, gt=0, le=1e6, description="this link's own bandwidth "
-                                         "(default: the request's bandwidth_gbps / d)")
+    tail: int = Field(strict=True, ge=0, lt=EVALUATE_MAX_NODES)
+    head: int = Field(strict=True, ge=0, lt=EVALUATE_MAX_NODES)
+    alpha_us: float | None = Field(default=None, ge=0, le=MAX_ALPHA_US, description="this link's latency (default: "
+                                   "the request's alpha_us)")
+    bandwidth_gbps: float | None = Field(default=None, ge=MIN_LINK_GBPS, le=MAX_GBPS, description="this link's own "
+                                         "bandwidth (default: the request's bandwidth_gbps / d)")
 
     @model_validator(mode="before")
     @classmethod
@@ -502,15 +506,18 @@ class EdgeIn(Input):
 
 
 class EvaluateRequest(Input):
-    expr: str | None = Field(default=None, max_length=2000, description="a topology expression")
-    nodes: int | None = Field(default=None, strict=True, ge=2, le=1024)
+    expr: str | None = Field(default=None, max_length=2000, description="a topology expression (ASCII: names, "
+                             "decimal digits 0-9, ( ) , >)")
+    nodes: int | None = Field(default=None, strict=True, ge=2, le=EVALUATE_MAX_NODES)
     edges: list[EdgeIn] | None = Field(default=None, max_length=16384, description="explicit arcs, each [tail, head] "
                                        "or {tail, head, alpha_us, bandwidth_gbps} (per-link costs: heterogeneous "
                                        "BFB, LP (14), joins BFB and the greedy scheduler; the faster verified "
-                                       "schedule is served)")
-    alpha_us: float = Field(default=10.0, ge=0, le=1e6, description="latency of links an edge does not price")
-    bandwidth_gbps: float = Field(default=100.0, ge=1e-3, le=1e6, description="a node's egress bandwidth B: a "
-                                  "link an edge does not price carries B/d")
+                                       f"schedule is served); no self-loops, every node's in- and out-degree at "
+                                       f"most {BFB_MAX_DEGREE}")
+    alpha_us: float = Field(default=10.0, ge=0, le=MAX_ALPHA_US, description="latency of links an edge does not "
+                            "price")
+    bandwidth_gbps: float = Field(default=100.0, ge=MIN_GBPS, le=MAX_GBPS, description="a node's egress bandwidth "
+                                  "B: a link an edge does not price carries B/d")
     size_bytes: Bytes = Field(default=1 << 20, description="M: decides which schedule is faster when links differ")
     collective: CollectiveName = "allgather"
     with_arcs: bool = Field(default=False, description="also return the arcs with their Konig permutation "
@@ -524,6 +531,20 @@ class EvaluateRequest(Input):
         if self.edges is not None and self.nodes is None:
             raise ValueError("an edge list needs nodes")
         return self
+        out_deg: dict[int, int] = {}
+        in_deg: dict[int, int] = {}
+        for i, e in enumerate(edges):
+            if e.tail == e.head:
+                raise PydanticCustomError("self_loop", "edge {i} [{node}, {node}] is a self-loop: it takes one of "
+                                          "the node's ports and carries nothing; leave it out",
+                                          {"i": i, "node": e.tail})
+            for deg, node, which in ((out_deg, e.tail, "out"), (in_deg, e.head, "in")):
+                deg[node] = deg.get(node, 0) + 1
+                if deg[node] > BFB_MAX_DEGREE:
+                    raise PydanticCustomError("degree", "node {node} has more than {limit} {which}-arcs (edge {i} is "
+                                              "one too many): BFB schedules take nodes of degree at most {limit}",
+                                              {"node": node, "limit": BFB_MAX_DEGREE, "which": which, "i": i})
+        return edges
 
 
 class EvaluationAccepted(BaseModel):
@@ -626,7 +647,10 @@ class ReadyOut(BaseModel):
 
 class StatsOut(BaseModel):
     plans: dict[str, int] = Field(description="plans by status (also the fabricplan_plans gauge)")
-    queue_depth: int = Field(description="plans accepted and not yet started by a worker (status queued)")
+    jobs: dict[str, dict[str, int]] = Field(description="unfinished jobs by kind (plan, evaluation, revision, "
+                                            "compile) and status (queued, running); also the fabricplan_jobs gauge")
+    queue_depth: int = Field(description="jobs of every kind accepted and not yet started by a worker (status "
+                             "queued)")
     fabrics: int
     panels: int
     panels_out_of_sync: int = Field(description="panels whose agent has not applied the latest version")
@@ -663,6 +687,20 @@ MAX_FABRIC_HOSTS = 16384
 MAX_FABRIC_HOST_PORTS = 1 << 16
 
 
+class PanelProfileIn(Input):
+    """Overrides of the kind's device profile (services.fabric.devices; defaults from TopoOpt Table 1)."""
+
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_ports: int | None = Field(default=None, strict=True, ge=1, le=1 << 20)
+    reconfiguration_s: float | None = Field(default=None, ge=0, le=7 * 86400, description="one reconfiguration "
+                                            "(a robot batch on a patch panel)")
+    robot_batch_size: int | None = Field(default=None, strict=True, ge=1, le=1 << 20, description="patch panels: "
+                                         "cross-connect changes per reconfiguration_s")
+    insertion_loss_db: float | None = Field(default=None, ge=0, le=100)
+    insertion_loss_max_db: float | None = Field(default=None, ge=0, le=100)
+    cost_per_port_usd: float | None = Field(default=None, ge=0, le=1e9)
+
+
 class FabricLayout(Input):
     """Shortcut for the common cablings: `planes` (host port k on panel plane{k}, port = host index) or
     `shared` (every host port on one panel); `lookahead` adds the second side of a 1x2 switch per host port
@@ -677,6 +715,9 @@ class FabricLayout(Input):
     kind: Literal["patch_panel", "ocs"] = "patch_panel"
     panel_prefix: str | None = Field(default=None, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
     lookahead: bool = Field(default=False, description="active and look-ahead planes (TopoOpt App. C)")
+    profile: PanelProfileIn | None = Field(default=None, description="overrides of every panel's device profile "
+                                           "(a panel may have at most the profile's max_ports ports: a planes "
+                                           "panel has one per host, the shared panel one per host port)")
 
     @model_validator(mode="after")
     def _bounded(self):
@@ -711,24 +752,11 @@ class HostIn(Input):
     ports: list[HostPortIn] = Field(min_length=1, max_length=64)
 
 
-class PanelProfileIn(Input):
-    """Overrides of the kind's device profile (services.fabric.devices; defaults from TopoOpt Table 1)."""
-
-    model: str | None = Field(default=None, min_length=1, max_length=200)
-    max_ports: int | None = Field(default=None, strict=True, ge=1, le=1 << 20)
-    reconfiguration_s: float | None = Field(default=None, ge=0, le=7 * 86400, description="one reconfiguration "
-                                            "(a robot batch on a patch panel)")
-    robot_batch_size: int | None = Field(default=None, strict=True, ge=1, le=1 << 20, description="patch panels: "
-                                         "cross-connect changes per reconfiguration_s")
-    insertion_loss_db: float | None = Field(default=None, ge=0, le=100)
-    insertion_loss_max_db: float | None = Field(default=None, ge=0, le=100)
-    cost_per_port_usd: float | None = Field(default=None, ge=0, le=1e9)
-
-
 class PanelIn(Input):
     id: Ident
     kind: Literal["patch_panel", "ocs"]
-    ports: int = Field(strict=True, ge=1, le=MAX_PANEL_PORTS)
+    ports: int = Field(strict=True, ge=1, le=MAX_PANEL_PORTS, description="at most its device profile's max_ports "
+                       "(patch_panel 1008, ocs 384, or the profile override's)")
     profile: PanelProfileIn | None = None
 
 

@@ -16,8 +16,8 @@ import json
 
 from ..store.models import Evaluation
 
-__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "LINK_DEFAULTS", "EdgeError", "prepare", "submit",
-           "as_dict", "link_costs"]
+__all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "LINK_DEFAULTS", "EdgeError", "check_edges", "prepare",
+           "submit", "as_dict", "link_costs"]
 
 EVALUATE_MAX_NODES = 1024
 WITH_ARCS_MAX_NODES = 256        # the dashboard draws topologies up to this size (EvaluateRequest.with_arcs)
@@ -43,11 +43,7 @@ def prepare(expr: str | None, nodes: int | None, edges: list[dict] | None, colle
 
     priced = []
     if expr is None:
-        for i, e in enumerate(edges):
-            for end in ("tail", "head"):
-                if not 0 <= e[end] < nodes:
-                    raise EdgeError(("edges", i, end), f"edge [{e['tail']}, {e['head']}] names a node outside "
-                                                       f"0..{nodes - 1}")
+        check_edges(nodes, edges, BFB_MAX_DEGREE)
         arcs = ", ".join(f"{e['tail']}>{e['head']}" for e in edges)
         expr = f"edges({nodes}, {arcs})"
         priced = _priced_links(edges)
@@ -63,6 +59,28 @@ def prepare(expr: str | None, nodes: int | None, edges: list[dict] | None, colle
     if priced:
         request["links"] = {**{k: (links or {}).get(k, v) for k, v in LINK_DEFAULTS.items()}, "links": priced}
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest(), request
+
+
+def check_edges(nodes: int, edges: list[dict], max_degree: int) -> None:
+    """What the worker would refuse, refused in the request (EdgeError naming the edge): a node outside
+    0..nodes-1, a self-loop (it takes one of the node's ports and carries nothing), and a node with more than
+    `max_degree` out-arcs or in-arcs - each node's own count, not the average the expression's size gives."""
+    out_deg: dict[int, int] = {}
+    in_deg: dict[int, int] = {}
+    for i, e in enumerate(edges):
+        for end in ("tail", "head"):
+            if not 0 <= e[end] < nodes:
+                raise EdgeError(("edges", i, end), f"edge [{e['tail']}, {e['head']}] names a node outside "
+                                                   f"0..{nodes - 1}")
+        if e["tail"] == e["head"]:
+            raise EdgeError(("edges", i), f"edge [{e['tail']}, {e['head']}] is a self-loop: it takes one of the "
+                                          "node's ports and carries nothing; leave it out")
+        for deg, node, which in ((out_deg, e["tail"], "out"), (in_deg, e["head"], "in")):
+            deg[node] = deg.get(node, 0) + 1
+            if deg[node] > max_degree:
+                raise EdgeError(("edges", i), f"node {node} has more than {max_degree} {which}-arcs (this edge is "
+                                              f"one too many): BFB schedules take nodes of degree at most "
+                                              f"{max_degree}")
 
 
 LINK_DEFAULTS = {"alpha_us": 10.0, "bandwidth_gbps": 100.0, "size_bytes": float(1 << 20)}

@@ -24,13 +24,15 @@ def get(s: Session, plan_id: str, collective: str, options: str) -> CompileJob |
     return s.get(CompileJob, job_id(plan_id, collective, options))
 
 
-def record(s: Session, plan_id: str, collective: str, options: str, spec: dict) -> tuple[CompileJob, bool]:
-    """(job, created): the existing job, or a new queued one (a concurrent request may have created it)."""
+def record(s: Session, plan_id: str, collective: str, options: str, spec: dict,
+           owner: str | None = None) -> tuple[CompileJob, bool]:
+    """(job, created): the existing job, or a new queued one owned by `owner` (a concurrent request may have
+    created it)."""
     job = get(s, plan_id, collective, options)
     if job is not None:
         return job, False
     job = CompileJob(id=job_id(plan_id, collective, options), plan_id=plan_id, collective=collective,
-                     options=options, spec=spec, status="queued", stage="queued", attempts=0)
+                     options=options, spec=spec, status="queued", stage="queued", attempts=0, owner=owner)
     try:
         with s.begin_nested():
             s.add(job)
@@ -42,11 +44,13 @@ def record(s: Session, plan_id: str, collective: str, options: str, spec: dict) 
     return job, True
 
 
-def request(s: Session, plan_id: str, collective: str, options, prefix: str = "") -> tuple[CompileJob, bool]:
+def request(s: Session, plan_id: str, collective: str, options, prefix: str = "",
+            owner: str | None = None) -> tuple[CompileJob, bool]:
     """(job, created) of one schedule compiled for `options` (services.compiler.api.CompileOptions: its key
     and its fields are the job's spec): `record` of `prefix + collective`, where `prefix` names a plan
-    revision's schedules (`rev{n}:`) and is kept in the spec."""
-    return record(s, plan_id, prefix + collective, options.key(), {**dataclasses.asdict(options), "prefix": prefix})
+    revision's schedules (`rev{n}:`) and is kept in the spec; `owner`: the API key asking (jobs.owner_name)."""
+    return record(s, plan_id, prefix + collective, options.key(), {**dataclasses.asdict(options), "prefix": prefix},
+                  owner=owner)
 
 
 def start(s: Session, job: CompileJob) -> None:

@@ -11,21 +11,29 @@ older than the lost-worker limit is redelivered with the next attempt, or failed
 (`lost`). A job sent but still `queued` after the resend delay was lost on its way (a broker restarted
 without its messages): `undispatched` lists it again and it is sent with a new attempt number, so the first
 message, should it still arrive, stops at its first write.
+
+Worker time is a budget: a job queued by the API carries its `owner`, the API key that asked for it
+(`owner_name`: role and key id). The API bounds each owner's unfinished jobs (`unfinished_by`), and the
+dispatcher keeps viewers' jobs to a few worker slots (`in_flight_by`), so a viewer flooding downloads never
+holds every worker while a scheduler's plan waits.
 """
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from .models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
 
-__all__ = ["KINDS", "TERMINAL", "undispatched", "begin_dispatch", "undo_dispatch", "mark_dispatched", "claim", "beat", "lost",
-           "requeue_all"]
+__all__ = ["KINDS", "TERMINAL", "UNFINISHED", "VIEWER", "undispatched", "begin_dispatch", "undo_dispatch",
+           "mark_dispatched", "claim", "beat", "lost", "requeue_all", "owner_name", "owners", "unfinished_by",
+           "in_flight_by", "counts"]
 
 KINDS = {"plan": Plan, "evaluation": Evaluation, "revision": PlanRevision, "compile": CompileJob}
 TERMINAL = ("done", "failed")
+UNFINISHED = ("queued", "running")
+VIEWER = "viewer:"                      # owner_name prefix of jobs a viewer key queued
 
 
 def _waiting(model, resend_after_s: float | None):
@@ -130,3 +138,43 @@ def requeue_all(s: Session) -> int:
         n += s.execute(update(model).where(model.status.not_in(TERMINAL))
                        .values(status="queued", dispatched_at=None)).rowcount
     return n
+
+
+def owner_name(role: str, key_id: str | None) -> str:
+    """What a job's `owner` says: the role and the id of the key that queued it ("scheduler:anonymous"
+    without keys)."""
+    return f"{role}:{key_id or 'anonymous'}"
+
+
+def owners(s: Session, pending: list[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+    """(kind, id) -> owner of each pending job."""
+    out: dict[tuple[str, str], str | None] = {}
+    for kind, model in KINDS.items():
+        ids = [job_id for k, job_id in pending if k == kind]
+        if ids:
+            out.update({(kind, job_id): owner for job_id, owner in
+                        s.execute(select(model.id, model.owner).where(model.id.in_(ids)))})
+    return out
+
+
+def unfinished_by(s: Session, owner: str) -> int:
+    """Jobs of every kind `owner` queued that are not finished (queued or running)."""
+    return sum(s.scalar(select(func.count()).select_from(model)
+                        .where(model.owner == owner, model.status.in_(UNFINISHED))) for model in KINDS.values())
+
+
+def in_flight_by(s: Session, prefix: str) -> int:
+    """Jobs whose owner starts with `prefix` that a worker has: running, or sent and not started yet."""
+    return sum(s.scalar(select(func.count()).select_from(model).where(
+        model.owner.startswith(prefix, autoescape=True),
+        (model.status == "running") | ((model.status == "queued") & model.dispatched_at.is_not(None))))
+        for model in KINDS.values())
+
+
+def counts(s: Session) -> dict[str, dict[str, int]]:
+    """kind -> {queued, running}: unfinished jobs of every kind (plans, evaluations, revisions, compiles)."""
+    out = {kind: dict.fromkeys(UNFINISHED, 0) for kind in KINDS}
+    for kind, model in KINDS.items():
+        out[kind].update({st: n for st, n in s.execute(select(model.status, func.count())
+                                                       .where(model.status.in_(UNFINISHED)).group_by(model.status))})
+    return out

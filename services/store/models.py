@@ -40,6 +40,7 @@ class Plan(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
 
     events: Mapped[list["PlanEvent"]] = relationship(back_populates="plan", order_by="PlanEvent.id",
                                                      cascade="all, delete-orphan")
@@ -121,6 +122,7 @@ class Evaluation(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
 
 
 class ApiKey(Base):
@@ -235,6 +237,7 @@ class CompileJob(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
 
 
 class PlanRevision(Base):
@@ -263,6 +266,7 @@ class PlanRevision(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
 
 
 class Repair(Base):

@@ -5,6 +5,7 @@ MAX_FABRIC_HOSTS hosts and MAX_FABRIC_HOST_PORTS host ports, ids of at most 100 
 is paginated (limit/offset, X-Total-Count) with summaries; GET /v1/fabrics/{id} has the full document."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, Response
@@ -15,7 +16,7 @@ from sqlalchemy.orm import Session
 from services.fabric import Fabric, FabricError, planes_fabric, shared_panel_fabric
 from services.store import fabrics
 from services.fabric.cost import FIBER_MEAN_M, fabric_cost
-from services.fabric.devices import profile_for
+from services.fabric.devices import ProfileError, profile_for
 from services.store.models import FabricRow, HostPlane, HostReservation, PanelRow
 
 from ..auth import READ, WRITE
@@ -68,9 +69,19 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
             kw = {"panel_prefix": spec.panel_prefix} if spec.panel_prefix and spec.layout == "planes" else {}
             fab = make(spec.hosts, spec.ports_per_host, kind=spec.kind, fabric_id=spec.id, lookahead=spec.lookahead,
                        **kw)
+            if spec.profile is not None:
+                profile = spec.profile.model_dump(exclude_none=True)
+                fab = Fabric([replace(p, profile=profile) for p in fab.panels], fab.hosts, fab.id)
         else:
             fab = Fabric.from_dict(spec.model_dump(exclude_none=True))
-    except FabricError as exc:
+        for i, panel in enumerate(fab.panels):
+            device = panel.device()
+            if panel.ports > device.max_ports:
+                loc = ["body", "hosts"] if isinstance(spec, FabricLayout) else ["body", "panels", i, "ports"]
+                raise unprocessable(loc, f"panel {panel.id!r} has {panel.ports} ports but its device profile "
+                                    f"({device.model}) has {device.max_ports}: use more panels, or give the "
+                                    "profile's max_ports of the device you have", "too_many_ports")
+    except (FabricError, ProfileError) as exc:
         raise unprocessable(["body"], str(exc)) from None
     try:
         row = fabrics.register(s, fab)

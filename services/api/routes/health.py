@@ -4,7 +4,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.store import repo
+from services.store import jobs, repo
 from services.store.db import ping, session_scope
 
 from ..schemas import HealthOut, ReadyOut
@@ -48,12 +48,14 @@ def readyz(request: Request, response: Response):
 @router.get("/metrics", response_class=Response, responses={200: {
     "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
 def metrics(request: Request):
-    """Prometheus metrics; the fabricplan_plans gauge (plans by status) is counted at each scrape."""
+    """Prometheus metrics; the fabricplan_plans gauge (plans by status) and the fabricplan_jobs gauge (unfinished
+    jobs by kind and status) are counted at each scrape."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     try:
         with session_scope(request.app.state.settings.sqlalchemy_url) as s:
             request.app.state.metrics.set_plans_by_status(repo.plans_by_status(s))
+            request.app.state.metrics.set_jobs(jobs.counts(s))
     except SQLAlchemyError:             # the database is down: /readyz says so; serve the other metrics
         pass
     return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

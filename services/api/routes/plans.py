@@ -18,12 +18,13 @@ from services.store import repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
 
-from ..auth import READ, WRITE
+from .. import budget
+from ..auth import READ, WRITE, Principal
 from ..blobs import blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
-from ..responses import AUTH, BODY, COMMON
+from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..revision_views import plan_revision_ref
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
                        PlanStatus)
@@ -81,14 +82,15 @@ def plan_out(p, base: str) -> PlanOut:
                    training_hybrid=r.get("training_hybrid"), links=links)
 
 
-@router.post("", status_code=202, response_model=PlanAccepted, dependencies=[Depends(WRITE)],
-             responses={**AUTH, **BODY,
+@router.post("", status_code=202, response_model=PlanAccepted,
+             responses={**AUTH, **BODY, **TOO_MANY,
                         200: {"model": PlanAccepted, "description": "a replay: this Idempotency-Key and body "
                                                                     "already made this plan"},
                         202: {"model": PlanAccepted, "description": "accepted: the plan is queued"},
                         409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
-                idempotency_key: str | None = Header(default=None, min_length=1, max_length=200)):
+                idempotency_key: str | None = Header(default=None, min_length=1, max_length=200),
+                principal: Principal = Depends(WRITE)):
     """Plan a job: frontier, selection for the workload (message sizes, or a training job: the topology with the
     smallest simulated iteration time), verified schedules (an all-to-all schedule too when the workload has
     one). Returns at once (202) with the plan recorded; a worker takes it from there (when the broker is down,
@@ -104,6 +106,8 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
         plan, created = repo.create_plan(s, req, idempotency_key)
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
+    if created:
+        budget.admit(s, plan, principal, request.app.state.settings)
     s.commit()
     if created:
         request.app.state.metrics.plans_created.inc()
@@ -237,13 +241,13 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
                       "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
                       "application/xml": {"schema": {"type": "string"}}}},
     202: {"model": CompileAccepted, "description": "the XML is being compiled in a worker: poll the url"},
-    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}},
-            dependencies=[Depends(READ)])
+    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}, **TOO_MANY})
 def plan_schedule(plan_id: str, collective: str, request: Request,
                   format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
                   range_: int | None = Query(None, alias="range", ge=0, le=1 << 20,
                                              description="a size range of the schedule set (by_size[range])"),
-                  options=Depends(compile_query), s: Session = Depends(get_session)):
+                  options=Depends(compile_query), s: Session = Depends(get_session),
+                  principal: Principal = Depends(READ)):
     """A verified schedule: `npz` is the compact IR blob; `json` lists the paper's tuples per step; `msccl` and
     `oneccl` are the runtimes' XML, compiled in a worker (at plan time for the plan's runtimes with default
     options) and checked before it is stored. For options not compiled yet the answer is 202 with a URL to
@@ -271,7 +275,7 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
     if format in ("msccl", "oneccl"):
-        return compiled_xml(s, request, plan_id, coll, format, options(format))
+        return compiled_xml(s, request, plan_id, coll, format, options(format), principal=principal)
     if format == "npz":
         return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-{coll.value}.json",

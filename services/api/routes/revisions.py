@@ -15,10 +15,11 @@ from services.jobs import failure_reports
 from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 
-from ..auth import READ, WRITE
+from .. import budget
+from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
-from ..responses import AUTH, BODY, COMMON
+from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import blob_response
 from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
@@ -32,19 +33,21 @@ def _base(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-@router.post("/{plan_id}/failures", status_code=202, response_model=RevisionAccepted, dependencies=[Depends(WRITE)],
-             responses={**NOT_FOUND, **BODY, 202: {"model": RevisionAccepted, "description": "a revision is queued"},
+@router.post("/{plan_id}/failures", status_code=202, response_model=RevisionAccepted,
+             responses={**NOT_FOUND, **BODY, **TOO_MANY,
+                        202: {"model": RevisionAccepted, "description": "a revision is queued"},
                         200: {"model": RevisionAccepted, "description": "every link named had failed already: the "
                                                                         "latest revision"},
                         409: {"model": ErrorOut, "description": "the plan is not done"}})
 def report_failures(plan_id: str, body: FailureReport, request: Request, response: Response,
-                    s: Session = Depends(get_session)):
+                    s: Session = Depends(get_session), principal: Principal = Depends(WRITE)):
     """The scheduler reports failed links of a done plan. The plan gets a new revision, built by a worker:
     the failed arcs removed, schedules rebuilt and model-checked, predicted times and the cost of the failure;
     with `repair` and spare ports on a panel or OCS, the links are re-patched and the plan returns to its full
     topology once the panels apply the new configs. 422 for an arc the topology lacks or a failure that
     disconnects it."""
     plan = plan_or_404(s, plan_id)
+    owner = budget.room(s, principal, request.app.state.settings)        # 429 at the key's bound
     try:
         rev, created = failure_reports.report_failures(s, plan, [x.model_dump() for x in body.links],
                                                        source="scheduler", repair=body.repair, message=body.message)
@@ -54,6 +57,8 @@ def report_failures(plan_id: str, body: FailureReport, request: Request, respons
     except failure_reports.RevisionError as exc:
         s.rollback()
         raise unprocessable(exc.loc, exc.msg) from None
+    if created and rev is not None:
+        rev.owner = owner
     s.commit()
     request.app.state.plan_cache.drop(plan_id)
     if created:
@@ -137,12 +142,13 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
                       "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
                       "application/xml": {"schema": {"type": "string"}}}},
     202: {"model": CompileAccepted, "description": "the XML is being compiled in a worker: poll the url"},
-    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}})
+    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}, **TOO_MANY})
 def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, request: Request,
                       format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
                       range_: int | None = Query(None, alias="range", ge=0, le=1 << 20,
                                                  description="a size range of the schedule set (by_size[range])"),
-                      options=Depends(compile_query), s: Session = Depends(get_session)):
+                      options=Depends(compile_query), s: Session = Depends(get_session),
+                      principal: Principal = Depends(READ)):
     """A verified schedule of the revision: `npz` is the IR blob, `json` the paper's tuples per step, `msccl`
     and `oneccl` the runtimes' XML (compiled by the revision's worker for the plan's runtimes, otherwise on
     demand in a worker: 202 and a URL to poll, as for the plan's schedules). `range=i` serves the schedule of
@@ -172,7 +178,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
     if format in ("msccl", "oneccl"):
         prefix = link.name.removesuffix(f"schedule:{coll.value}")
-        return compiled_xml(s, request, plan_id, coll, format, options(format), prefix)
+        return compiled_xml(s, request, plan_id, coll, format, options(format), prefix, principal=principal)
     if format == "npz":
         return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-r{number}-{coll.value}.npz")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-{coll.value}.json",

@@ -1,11 +1,12 @@
-"""/v1/stats: what the dashboard's health strip shows - plans by status, the queue, panels out of sync."""
+"""/v1/stats: what the dashboard's health strip shows - plans by status, the queue of every kind of job, panels
+out of sync."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.store import repo
+from services.store import jobs, repo
 from services.store.models import FabricRow, PanelConfig, PanelRow, PanelState
 
 from ..auth import READ
@@ -18,15 +19,18 @@ router = APIRouter(tags=["health"])
 
 @router.get("/v1/stats", response_model=StatsOut, dependencies=[Depends(READ)], responses={**AUTH, **DATABASE})
 def stats(request: Request, s: Session = Depends(get_session)):
-    """Plans by status, the queue depth (plans no worker has started), fabrics, panels, and the panels whose
-    agent has not applied their latest config version. Counted by the database (one query each)."""
+    """Plans by status, unfinished jobs of every kind (plans, evaluations, compiles, revisions), the queue depth
+    (jobs of any kind no worker has started), fabrics, panels, and the panels whose agent has not applied
+    their latest config version. Counted by the database."""
     counts = repo.plans_by_status(s)
     request.app.state.metrics.set_plans_by_status(counts)
+    queued = jobs.counts(s)
+    request.app.state.metrics.set_jobs(queued)
     latest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
               .group_by(PanelConfig.panel_id).subquery())
     behind = s.scalar(select(func.count()).select_from(latest)
                       .outerjoin(PanelState, PanelState.panel_id == latest.c.panel_id)
                       .where(func.coalesce(PanelState.applied_version, 0) < latest.c.version))
-    return StatsOut(plans=counts, queue_depth=counts["queued"],
+    return StatsOut(plans=counts, jobs=queued, queue_depth=sum(per["queued"] for per in queued.values()),
                     fabrics=s.scalar(select(func.count()).select_from(FabricRow)),
                     panels=s.scalar(select(func.count()).select_from(PanelRow)), panels_out_of_sync=behind)

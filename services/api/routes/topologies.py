@@ -19,17 +19,18 @@ from services.jobs import evaluation_request
 from services.store.db import session_scope
 from services.store.models import Evaluation
 
-from ..auth import READ
+from .. import budget
+from ..auth import READ, Principal
 from ..errors import unprocessable
 from ..notify import until
-from ..responses import AUTH, BODY, COMMON
+from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..schemas import ErrorOut, EvaluateOut, EvaluateRequest, EvaluationAccepted, EvaluationOut
 
 router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 EVALUATE_WAIT_MAX_S = 60.0
 
 
-def _submit(url: str, body: EvaluateRequest) -> tuple[dict, bool]:
+def _submit(settings, body: EvaluateRequest, principal: Principal) -> tuple[dict, bool]:
     edges = None if body.edges is None else [e.model_dump() for e in body.edges]
     links = {"alpha_us": body.alpha_us, "bandwidth_gbps": body.bandwidth_gbps, "size_bytes": float(body.size_bytes)}
     try:
@@ -38,8 +39,10 @@ def _submit(url: str, body: EvaluateRequest) -> tuple[dict, bool]:
         raise unprocessable(["body", *exc.loc], str(exc)) from None
     except ValueError as exc:
         raise unprocessable(["body", "expr" if body.expr is not None else "edges"], str(exc)) from None
-    with session_scope(url) as s:
+    with session_scope(settings.sqlalchemy_url) as s:
         ev, created = evaluation_request.submit(s, evaluation_id, request)
+        if created:
+            budget.admit(s, ev, principal, settings)
         return evaluation_request.as_dict(ev), created
 
 
@@ -62,15 +65,16 @@ def _answer(ev: dict, request: Request, with_arcs: bool):
 
 
 @router.post("/v1/topologies/evaluate", response_model=EvaluateOut,
-             responses={**AUTH, **BODY, 202: {"model": EvaluationAccepted, "description": "still running: poll "
-                                                                                           "the evaluation's URL"}})
+             responses={**AUTH, **BODY, **TOO_MANY, 202: {"model": EvaluationAccepted, "description": "still "
+                                                                         "running: poll the evaluation's URL"}})
 async def evaluate(body: EvaluateRequest, request: Request,
                    wait: float = Query(10.0, ge=0, le=EVALUATE_WAIT_MAX_S, allow_inf_nan=False,
-                                       description="seconds to wait for the result before answering 202")):
+                                       description="seconds to wait for the result before answering 202"),
+                   principal: Principal = Depends(READ)):
     """BFB schedule and costs of a topology given as an expression or an explicit edge list (model-checked)."""
     url = request.app.state.settings.sqlalchemy_url
     hub = request.app.state.hub
-    ev, created = await run_in_threadpool(_submit, url, body)
+    ev, created = await run_in_threadpool(_submit, request.app.state.settings, body, principal)
     if created:
         request.app.state.dispatcher.wake()
     deadline = time.monotonic() + wait

@@ -45,17 +45,19 @@ def _format_arg(arg: Arg) -> str:
     return str(arg)
 
 
-_TOKEN = re.compile(r"\s*(?:(?P<int>-?\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),>]))")
+# ASCII only: `\d` would take any Unicode decimal digit (int("４") is 4), `\s` any Unicode space
+_TOKEN = re.compile(r"\s*(?:(?P<int>-?[0-9]+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),>]))", re.ASCII)
+_SPACE = re.compile(r"\s*", re.ASCII)
 
 
 def _tokenize(text: str) -> list[tuple[str, str, int]]:
     tokens, pos = [], 0
     while pos < len(text):
-        if text[pos:].strip() == "":
+        start = _SPACE.match(text, pos).end()
+        if start == len(text):
             break
         m = _TOKEN.match(text, pos)
         if not m:
-            start = len(text) - len(text[pos:].lstrip())
             raise ExprError(text, start, "a name, an integer or one of ( ) , >", repr(text[start]))
         kind = m.lastgroup
         tokens.append((kind, m.group(kind), m.start(kind)))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -171,8 +172,13 @@ def _distreg(name):
 
 
 def _edges(n, *arcs):
+    """edges(n, a>b, ...): the nominal degree is the largest out- or in-degree of any node (what the builder
+    gives the topology), not the average; a self-loop takes a port like any arc."""
     n = _int("edges: n", n)
-    return n, -(-len(arcs) // max(n, 1))
+    if not all(isinstance(a, tuple) and len(a) == 2 for a in arcs):
+        return n, -(-len(arcs) // max(n, 1))              # the builder refuses these with its own message
+    out_deg, in_deg = Counter(a for a, _ in arcs), Counter(b for _, b in arcs)
+    return n, max(max(out_deg.values(), default=0), max(in_deg.values(), default=0))
 
 
 # ----- operators: the first argument is a Size ----------------------------------------------------------
