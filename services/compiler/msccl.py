@@ -41,6 +41,7 @@ import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
+from .dep_kernels import dense_keys, prune as dep_prune, sweep as dep_sweep
 from .errors import CompileError
 from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
@@ -687,70 +688,34 @@ def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLay
     Ops run in phase groups (comm step, phase, contribution rank) in order; within a group the writes take
     effect before the reads are recorded. Every chunk access waits for the last write of its location in an
     earlier group (RAW, WAW), and every write for the reads of its location since the last write in an earlier
-    group (WAR): one sort of the accesses by (location, group) answers both for all groups at once."""
+    group (WAR); of an op's waits on another tb only the latest is kept, and of a tb's waits on another tb only
+    those no earlier op of it already implies (services.compiler.dep_kernels: one sweep per gpu)."""
     kind = ops["kind"]
-    ra, rk = _access_keys(ops, np.flatnonzero(_READS_SRC[kind]), "sbuf", "soff", layout, both)
-    rb, rk2 = _access_keys(ops, np.flatnonzero(_READS_DST[kind]), "dbuf", "doff", layout, both)
-    wa, wk = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
-    read_op = np.concatenate([ra, rb])
-    read_key = np.concatenate([rk, rk2])
-    _, inv = unique_inverse(np.concatenate([read_key, wk]))
-    read_ki, write_ki = inv[:read_key.size], inv[read_key.size:]
-    grp_key = (ops["t"].astype(np.int64) << 40 | ops["phase"].astype(np.int64) << 36 | ops["sub"].astype(np.int64))
-    groups, grp_of = unique_inverse(grp_key)
-    span = int(groups.size) + 1
-    r_comp = read_ki * span + grp_of[read_op]
-    w_comp = write_ki * span + grp_of[wa]
-    # writes by (location, group), a group's writes in op-table order (the last of them is the location's);
-    # reads by (location, group). Every search below looks up sorted keys, which keeps it sequential in memory.
-    wo = lexorder((np.arange(wa.size), w_comp))
-    w_sorted, w_op = w_comp[wo], wa[wo]
-    ro = lexorder((r_comp,))
-    r_sorted, r_op = r_comp[ro], read_op[ro]
+    n = kind.size
+    gpu = ops["gpu"].astype(np.int64)
+    cnt = ops["cnt"].astype(np.int64)
 
-    def earlier(j: np.ndarray, ki: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mask, position) for w_sorted[j] where j = position of the first write at or after the key, minus
-        one: the last write of the same location in an earlier group."""
-        j = j - 1
-        jj = np.maximum(j, 0)
-        has = (j >= 0) & (w_sorted[jj] // span == ki) if w_sorted.size else np.zeros(j.size, bool)
-        return has, jj
+    def start(flag: np.ndarray, bufcol: str, offcol: str) -> np.ndarray:
+        """The location key of the first chunk of the range each op accesses so (-1: none); keys are affine
+        in the offset within one buffer."""
+        rows = np.flatnonzero(flag[kind])
+        s = np.full(n, -1, np.int64)
+        if rows.size:
+            b, off = ops[bufcol][rows], ops[offcol][rows]
+            s[rows] = layout.alias_key(gpu[rows], b, off) if both else layout.plain_key(b, off)
+        return s
 
-    # RAW and WAW: every access waits for the last earlier write of its location
-    r_has, r_j = earlier(np.searchsorted(w_sorted, r_sorted, "left"), r_sorted // span)
-    run_start = np.r_[True, w_sorted[1:] != w_sorted[:-1]] if w_sorted.size else np.zeros(0, bool)
-    w_first = np.maximum.accumulate(np.where(run_start, np.arange(w_sorted.size), 0))
-    w_has, w_j = earlier(w_first, w_sorted // span)
-    cand_op = [r_op[r_has], w_op[w_has]]
-    deps = [w_op[r_j[r_has]], w_op[w_j[w_has]]]
-    cand_tb, cand_idx = [tb[d] for d in deps], [idx[d] for d in deps]
-    # WAR: every write waits for the reads of its location in groups [last earlier write's group, its own)
-    if wa.size and read_op.size:
-        start = np.where(w_has, w_sorted[w_j], (w_sorted // span) * span)
-        lo = np.searchsorted(r_sorted, start, "left")
-        c = np.searchsorted(r_sorted, w_sorted, "left") - lo
-        readers = r_op[ranges(lo, c)]
-        cand_op.append(np.repeat(w_op, c))
-        cand_tb.append(tb[readers])
-        cand_idx.append(idx[readers])
-    co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
-    other = ct != tb[co]
-    co, ct, ci = co[other], ct[other], ci[other]
-    if co.size == 0:
-        return (np.zeros(0, np.int64),) * 3
-    # the latest per (instruction, other tb)
-    o = lexorder((ci, ct, co))
-    co, ct, ci = co[o], ct[o], ci[o]
-    last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
-    co, ct, ci = co[last], ct[last], ci[last]
-    # drop waits implied by an earlier wait of the same tb on the same tb (in program order)
-    me = tb[co]
-    o = lexorder((idx[co], ct, me))
-    co, ct, ci, me = co[o], ct[o], ci[o], me[o]
-    first = np.r_[True, (me[1:] != me[:-1]) | (ct[1:] != ct[:-1])]
-    gid = np.cumsum(first) - 1
-    prev = np.maximum.accumulate(np.where(first, -1, np.r_[-1, ci[:-1]]) + gid * (1 << 40)) - gid * (1 << 40)
-    keep = ci > prev
+    (src, rdst, wdst), space = dense_keys([start(_READS_SRC, "sbuf", "soff"), start(_READS_DST, "dbuf", "doff"),
+                                          start(_WRITES_DST, "dbuf", "doff")], cnt)
+    t, phase, sub = (ops[c].astype(np.int64) for c in ("t", "phase", "sub"))
+    order = lexorder((sub, phase, t, gpu))              # stable: the table's order within a group
+    grp = t << 40 | phase << 36 | sub
+    reads = cnt * ((src >= 0).astype(np.int64) + (rdst >= 0))
+    pool = int(np.bincount(gpu, weights=reads).max()) if n else 0
+    n_tbs = int(tb.max()) + 1 if n else 0
+    co, ct, ci = dep_sweep(order, grp, gpu, tb.astype(np.int64), idx.astype(np.int64), cnt, src, rdst, wdst,
+                           max(space, 1), n_tbs, max(pool, 1))
+    keep = dep_prune(co, ct, ci, n, tb.astype(np.int64), n_tbs)
     return co[keep], ct[keep], ci[keep]
 
 
