@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from services.compiler import CompileError, compile_schedule
 from services.compiler.msccl import MscclOptions, build_program, to_xml
@@ -35,12 +35,12 @@ RUNTIMES = ("executor", "rccl", "legacy")
 LAYOUTS = ((True, True), (True, False), (False, False))          # (combined, fuse)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _built(expr: str):
     return construct_collectives(expr)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _a2a(expr: str):
     topology = build(expr)
     return alltoall_schedule(topology).schedule, topology

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["dense_keys", "sweep", "prune"]
+__all__ = ["dense_keys", "prune", "sweep"]
 
 
 def dense_keys(starts: list[np.ndarray], cnt: np.ndarray) -> tuple[list[np.ndarray], int]:
@@ -87,8 +87,7 @@ def sweep(order, grp, gpu, tb, idx, cnt, src, rdst, wdst, space, n_tbs, pool_siz
                         if best[t] < 0:
                             touched[nt] = t
                             nt += 1
-                        if idx[w] > best[t]:
-                            best[t] = idx[w]
+                        best[t] = max(best[t], idx[w])
                     if which == 2:
                         e = head[loc]
                         while e >= 0:
@@ -98,8 +97,7 @@ def sweep(order, grp, gpu, tb, idx, cnt, src, rdst, wdst, space, n_tbs, pool_siz
                                 if best[t] < 0:
                                     touched[nt] = t
                                     nt += 1
-                                if idx[x] > best[t]:
-                                    best[t] = idx[x]
+                                best[t] = max(best[t], idx[x])
                             e = nxt[e]
             if m + nt > cap:
                 cap = 2 * cap + nt

@@ -41,15 +41,19 @@ import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-from .dep_kernels import dense_keys, prune as dep_prune, sweep as dep_sweep
-from .errors import CompileError
 from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
+from .dep_kernels import dense_keys
+from .dep_kernels import prune as dep_prune
+from .dep_kernels import sweep as dep_sweep
+from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
-from .xmltext import MSCCL as MSCCL_TEXT, block_bounds, fill_blocks, line_bound, msccl_gpus
+from .xmltext import MSCCL as MSCCL_TEXT
+from .xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
 
-__all__ = ["MscclOptions", "MscclProgram", "Messages", "build_messages", "build_program", "to_xml", "xml_chunks", "XmlStep", "runs"]
+__all__ = ["Messages", "MscclOptions", "MscclProgram", "XmlStep", "build_messages", "build_program", "runs", "to_xml",
+           "xml_chunks"]
 
 BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s", NONE: "i"}
 S, R, RRC, CPY, RE, RCS, RRCS, RRS = range(8)

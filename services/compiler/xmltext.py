@@ -176,3 +176,65 @@ def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_
             p = _put(buf, p, frag, off, 9)
         p = _put(buf, p, frag, off, 10)
     return p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# oneCCL: <rank> elements and their instruction lines (services.compiler.oneccl writes the root element)
+# ---------------------------------------------------------------------------------------------------------
+ONECCL_TEMPLATES = (                  # by kind; buffer fields (named, not numbered) listed after the template
+    ('<recv peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
+    ('<send peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
+    ('<sync step="{}"/>', ()),
+    ('<reduce srcbuf="tmp" srcoff="{}" accbuf="{}" accoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>', (1, 3)),
+    ('<copy srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>', (0, 2)),
+)
+ONECCL_BUFFERS = ("in", "out", "tmp")
+
+
+def _oneccl_tables():
+    texts = ['  <rank id="', '" in_chunks="', '" out_chunks="', '" tmp_chunks="', '">\n', '  </rank>\n',
+             *ONECCL_BUFFERS]
+    first = np.zeros(len(ONECCL_TEMPLATES), np.int64)
+    width = np.zeros(len(ONECCL_TEMPLATES), np.int64)
+    named = np.zeros((len(ONECCL_TEMPLATES), 6), np.bool_)
+    for k, (tmpl, bufs) in enumerate(ONECCL_TEMPLATES):
+        pieces = tmpl.split("{}")
+        pieces[0], pieces[-1] = "    " + pieces[0], pieces[-1] + "\n"
+        first[k], width[k] = len(texts), len(pieces) - 1
+        named[k, list(bufs)] = True
+        texts.extend(pieces)
+    return Fragments(*texts), first, width, named
+
+
+ONECCL, ONECCL_FIRST, ONECCL_WIDTH, ONECCL_NAMED = _oneccl_tables()
+_O_BUF0 = 6
+
+
+@njit(cache=True, nogil=True)
+def oneccl_ranks(buf, frag, off, first, width, named, r0, r1, bounds, in_chunks, out_chunks, tmp, kind, vals):
+    """The <rank> elements of ranks [r0, r1): rank r's instructions are rows bounds[r - r0]:bounds[r - r0 + 1]
+    of kind / vals (vals[i, row]: field i; named fields hold 0/1/2 for in/out/tmp, -1 reading as tmp)."""
+    p = 0
+    for r in range(r0, r1):
+        p = _put(buf, p, frag, off, 0)
+        p = _int(buf, p, r)
+        p = _put(buf, p, frag, off, 1)
+        p = _int(buf, p, in_chunks)
+        p = _put(buf, p, frag, off, 2)
+        p = _int(buf, p, out_chunks)
+        p = _put(buf, p, frag, off, 3)
+        p = _int(buf, p, tmp[r])
+        p = _put(buf, p, frag, off, 4)
+        for row in range(bounds[r - r0], bounds[r - r0 + 1]):
+            k = kind[row]
+            f = first[k]
+            for i in range(width[k]):
+                p = _put(buf, p, frag, off, f + i)
+                v = vals[i, row]
+                if named[k, i]:
+                    p = _put(buf, p, frag, off, _O_BUF0 + (v + 3 if v < 0 else v))
+                else:
+                    p = _int(buf, p, v)
+            p = _put(buf, p, frag, off, f + width[k])
+        p = _put(buf, p, frag, off, 5)
+    return p
