@@ -35,20 +35,25 @@ Everything is numpy over the whole instruction table: time and memory grow with 
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-from .errors import CompileError
 from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
+from .dep_kernels import dense_keys
+from .dep_kernels import prune as dep_prune
+from .dep_kernels import sweep as dep_sweep
+from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .runtimes import RuntimeProfile
+from .xmltext import MSCCL as MSCCL_TEXT
+from .xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
 
-__all__ = ["MscclOptions", "MscclProgram", "Messages", "build_messages", "build_program", "to_xml", "XmlStep", "runs"]
+__all__ = ["Messages", "MscclOptions", "MscclProgram", "XmlStep", "build_messages", "build_program", "runs", "to_xml",
+           "xml_chunks"]
 
 BUF_NAME = {IBUF: "i", OBUF: "o", SBUF: "s", NONE: "i"}
 S, R, RRC, CPY, RE, RCS, RRCS, RRS = range(8)
@@ -687,70 +692,34 @@ def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLay
     Ops run in phase groups (comm step, phase, contribution rank) in order; within a group the writes take
     effect before the reads are recorded. Every chunk access waits for the last write of its location in an
     earlier group (RAW, WAW), and every write for the reads of its location since the last write in an earlier
-    group (WAR): one sort of the accesses by (location, group) answers both for all groups at once."""
+    group (WAR); of an op's waits on another tb only the latest is kept, and of a tb's waits on another tb only
+    those no earlier op of it already implies (services.compiler.dep_kernels: one sweep per gpu)."""
     kind = ops["kind"]
-    ra, rk = _access_keys(ops, np.flatnonzero(_READS_SRC[kind]), "sbuf", "soff", layout, both)
-    rb, rk2 = _access_keys(ops, np.flatnonzero(_READS_DST[kind]), "dbuf", "doff", layout, both)
-    wa, wk = _access_keys(ops, np.flatnonzero(_WRITES_DST[kind]), "dbuf", "doff", layout, both)
-    read_op = np.concatenate([ra, rb])
-    read_key = np.concatenate([rk, rk2])
-    _, inv = unique_inverse(np.concatenate([read_key, wk]))
-    read_ki, write_ki = inv[:read_key.size], inv[read_key.size:]
-    grp_key = (ops["t"].astype(np.int64) << 40 | ops["phase"].astype(np.int64) << 36 | ops["sub"].astype(np.int64))
-    groups, grp_of = unique_inverse(grp_key)
-    span = int(groups.size) + 1
-    r_comp = read_ki * span + grp_of[read_op]
-    w_comp = write_ki * span + grp_of[wa]
-    # writes by (location, group), a group's writes in op-table order (the last of them is the location's);
-    # reads by (location, group). Every search below looks up sorted keys, which keeps it sequential in memory.
-    wo = lexorder((np.arange(wa.size), w_comp))
-    w_sorted, w_op = w_comp[wo], wa[wo]
-    ro = lexorder((r_comp,))
-    r_sorted, r_op = r_comp[ro], read_op[ro]
+    n = kind.size
+    gpu = ops["gpu"].astype(np.int64)
+    cnt = ops["cnt"].astype(np.int64)
 
-    def earlier(j: np.ndarray, ki: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mask, position) for w_sorted[j] where j = position of the first write at or after the key, minus
-        one: the last write of the same location in an earlier group."""
-        j = j - 1
-        jj = np.maximum(j, 0)
-        has = (j >= 0) & (w_sorted[jj] // span == ki) if w_sorted.size else np.zeros(j.size, bool)
-        return has, jj
+    def start(flag: np.ndarray, bufcol: str, offcol: str) -> np.ndarray:
+        """The location key of the first chunk of the range each op accesses so (-1: none); keys are affine
+        in the offset within one buffer."""
+        rows = np.flatnonzero(flag[kind])
+        s = np.full(n, -1, np.int64)
+        if rows.size:
+            b, off = ops[bufcol][rows], ops[offcol][rows]
+            s[rows] = layout.alias_key(gpu[rows], b, off) if both else layout.plain_key(b, off)
+        return s
 
-    # RAW and WAW: every access waits for the last earlier write of its location
-    r_has, r_j = earlier(np.searchsorted(w_sorted, r_sorted, "left"), r_sorted // span)
-    run_start = np.r_[True, w_sorted[1:] != w_sorted[:-1]] if w_sorted.size else np.zeros(0, bool)
-    w_first = np.maximum.accumulate(np.where(run_start, np.arange(w_sorted.size), 0))
-    w_has, w_j = earlier(w_first, w_sorted // span)
-    cand_op = [r_op[r_has], w_op[w_has]]
-    deps = [w_op[r_j[r_has]], w_op[w_j[w_has]]]
-    cand_tb, cand_idx = [tb[d] for d in deps], [idx[d] for d in deps]
-    # WAR: every write waits for the reads of its location in groups [last earlier write's group, its own)
-    if wa.size and read_op.size:
-        start = np.where(w_has, w_sorted[w_j], (w_sorted // span) * span)
-        lo = np.searchsorted(r_sorted, start, "left")
-        c = np.searchsorted(r_sorted, w_sorted, "left") - lo
-        readers = r_op[ranges(lo, c)]
-        cand_op.append(np.repeat(w_op, c))
-        cand_tb.append(tb[readers])
-        cand_idx.append(idx[readers])
-    co, ct, ci = np.concatenate(cand_op), np.concatenate(cand_tb), np.concatenate(cand_idx)
-    other = ct != tb[co]
-    co, ct, ci = co[other], ct[other], ci[other]
-    if co.size == 0:
-        return (np.zeros(0, np.int64),) * 3
-    # the latest per (instruction, other tb)
-    o = lexorder((ci, ct, co))
-    co, ct, ci = co[o], ct[o], ci[o]
-    last = np.r_[(co[1:] != co[:-1]) | (ct[1:] != ct[:-1]), True]
-    co, ct, ci = co[last], ct[last], ci[last]
-    # drop waits implied by an earlier wait of the same tb on the same tb (in program order)
-    me = tb[co]
-    o = lexorder((idx[co], ct, me))
-    co, ct, ci, me = co[o], ct[o], ci[o], me[o]
-    first = np.r_[True, (me[1:] != me[:-1]) | (ct[1:] != ct[:-1])]
-    gid = np.cumsum(first) - 1
-    prev = np.maximum.accumulate(np.where(first, -1, np.r_[-1, ci[:-1]]) + gid * (1 << 40)) - gid * (1 << 40)
-    keep = ci > prev
+    (src, rdst, wdst), space = dense_keys([start(_READS_SRC, "sbuf", "soff"), start(_READS_DST, "dbuf", "doff"),
+                                          start(_WRITES_DST, "dbuf", "doff")], cnt)
+    t, phase, sub = (ops[c].astype(np.int64) for c in ("t", "phase", "sub"))
+    order = lexorder((sub, phase, t, gpu))              # stable: the table's order within a group
+    grp = t << 40 | phase << 36 | sub
+    reads = cnt * ((src >= 0).astype(np.int64) + (rdst >= 0))
+    pool = int(np.bincount(gpu, weights=reads).max()) if n else 0
+    n_tbs = int(tb.max()) + 1 if n else 0
+    co, ct, ci = dep_sweep(order, grp, gpu, tb.astype(np.int64), idx.astype(np.int64), cnt, src, rdst, wdst,
+                           max(space, 1), n_tbs, max(pool, 1))
+    keep = dep_prune(co, ct, ci, n, tb.astype(np.int64), n_tbs)
     return co[keep], ct[keep], ci[keep]
 
 
@@ -1040,53 +1009,57 @@ def _attr_text(x: str) -> str:
 def to_xml(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: RuntimeProfile, inplace: bool,
            outofplace: bool, min_bytes: int, max_bytes: int, header: str = "") -> bytes:
     """XML file (ASCII bytes) in the form the runtimes' tokenizer accepts: no declaration, one element per line,
-    attributes on one line separated by single spaces, double quotes, space indentation. Written gpu by gpu
-    into one growing buffer, so memory is the file's size plus one gpu's text."""
+    attributes on one line separated by single spaces, double quotes, space indentation. The pieces of
+    `xml_chunks` joined: memory is the file's size plus one block's text."""
+    return b"".join(xml_chunks(prog, name=name, coll=coll, proto=proto, profile=profile, inplace=inplace,
+                               outofplace=outofplace, min_bytes=min_bytes, max_bytes=max_bytes, header=header))
+
+
+XML_BLOCK_OPS = 1 << 18               # instructions whose text one block holds (whole gpus, at least one)
+
+
+def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile: RuntimeProfile, inplace: bool,
+               outofplace: bool, min_bytes: int, max_bytes: int, header: str = ""):
+    """The file of `to_xml` as consecutive bytes-like pieces (write each to a file or store as it comes): the
+    header and <algo> line, then the text of blocks of whole gpus, each written by a compiled kernel into a
+    buffer of its exact size (services.compiler.xmltext.msccl_gpus), then </algo>."""
     values = {"name": _attr_text(name), "proto": proto, "nchannels": prog.nchannels,
               "nchunksperloop": prog.nodes * prog.units_per_shard, "ngpus": prog.nodes, "coll": coll,
               "inplace": int(inplace), "outofplace": int(outofplace), "minBytes": min_bytes, "maxBytes": max_bytes}
     attrs = " ".join(f'{a}="{values[a]}"' for a in profile.algo_written)
-    out = io.BytesIO()
     if header:
-        out.write(f"<!-- fabricplan {header.replace('--', '- -')} -->\n".encode())
-    out.write(f"<algo {attrs}>\n".encode())
+        yield f"<!-- fabricplan {header.replace('--', '- -')} -->\n".encode()
+    yield f"<algo {attrs}>\n".encode()
     ops = prog.ops
-    bn = np.array(["i", "o", "s", "i"])                         # IBUF, OBUF, SBUF, NONE (-1)
-    names = np.array(TYPE_NAME)
-    op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).tolist()
-    gpu_tb_start = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).tolist()
-    tb_id, tb_send, tb_recv, tb_chan = (a.tolist() for a in (prog.tb_id, prog.tb_send, prog.tb_recv, prog.tb_chan))
-    for g in range(prog.nodes):
-        t0, t1 = gpu_tb_start[g], gpu_tb_start[g + 1]
-        a, b = op_start[t0], op_start[t1]
-        kind = ops["kind"][a:b]
+    letters = np.frombuffer(b"iosi", np.uint8)                  # IBUF, OBUF, SBUF, NONE (-1)
+    i64 = np.int64
+    op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).astype(i64)
+    gpu_tb = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).astype(i64)
+    gpu_op = op_start[gpu_tb]
+    tb_cols = [np.ascontiguousarray(a, i64) for a in (prog.tb_id, prog.tb_send, prog.tb_recv, prog.tb_chan)]
+    s_chunks = np.ascontiguousarray(prog.s_chunks, i64)
+    nop_ptr, nop_tb, nop_pos = (np.ascontiguousarray(a, i64) for a in prog.nop_deps)
+
+    gpu_line, tb_line = line_bound(MSCCL_TEXT, (0, 1, 2, 3, 4, 10), 4), line_bound(MSCCL_TEXT, (5, 6, 7, 8, 4, 9), 4)
+    step_line = line_bound(MSCCL_TEXT, (11, 15, 16, 17, 18, 19, 20, 21, 13, 22, 23), 10)
+    nop_line = line_bound(MSCCL_TEXT, (11, 12, 13, 14), 3)
+
+    def args(a: int, b: int):
+        r0, r1 = int(gpu_op[a]), int(gpu_op[b])
+        kind = ops["kind"][r0:r1]
         used_src = _READS_SRC[kind]
         used_dst = _WRITES_DST[kind] | _READS_DST[kind]
-        rows = [f'      <step s="{p}" type="{k}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{do}" cnt="{c}" '
-                f'depid="{di}" deps="{ds}" hasdep="{h}"/>'
-                for p, k, sb, so, db, do, c, di, ds, h in zip(
-                    prog.xml_pos[a:b].tolist(), names[kind].tolist(),
-                    np.where(used_src, bn[ops["sbuf"][a:b]], "i").tolist(),
-                    np.where(used_src, ops["soff"][a:b], -1).tolist(),
-                    np.where(used_dst, bn[ops["dbuf"][a:b]], "o").tolist(),
-                    np.where(used_dst, ops["doff"][a:b], -1).tolist(), ops["cnt"][a:b].tolist(),
-                    prog.dep_first[a:b, 0].tolist(), prog.dep_first[a:b, 1].tolist(), prog.hasdep[a:b].tolist())]
-        ptr, nop_tb, nop_pos = prog.nop_deps
-        for r in (a + np.flatnonzero(np.diff(ptr[a:b + 1]))).tolist():   # nops go before their instruction,
-            lo, hi = int(ptr[r]), int(ptr[r + 1])                          # numbered just below it
-            first = int(prog.xml_pos[r]) - (hi - lo)
-            rows[r - a] = "\n".join([f'      <step s="{first + k}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" '
-                                     f'dstoff="-1" cnt="0" depid="{d}" deps="{e}" hasdep="0"/>'
-                                     for k, (d, e) in enumerate(zip(nop_tb[lo:hi].tolist(), nop_pos[lo:hi].tolist()))]
-                                    + [rows[r - a]])
-        lines = [f'  <gpu id="{g}" i_chunks="{prog.i_chunks}" o_chunks="{prog.o_chunks}" '
-                 f's_chunks="{int(prog.s_chunks[g])}">']
-        for t in range(t0, t1):
-            lines.append(f'    <tb id="{tb_id[t]}" send="{tb_send[t]}" recv="{tb_recv[t]}" chan="{tb_chan[t]}">')
-            lines.extend(rows[op_start[t] - a:op_start[t + 1] - a])
-            lines.append("    </tb>")
-        lines.append("  </gpu>\n")
-        out.write("\n".join(lines).encode())
-        del rows, lines
-    out.write(b"</algo>\n")
-    return out.getvalue()
+        sb = np.where(used_src, letters[ops["sbuf"][r0:r1]], ord("i")).astype(np.uint8)
+        so = np.where(used_src, ops["soff"][r0:r1], -1).astype(i64)
+        db = np.where(used_dst, letters[ops["dbuf"][r0:r1]], ord("o")).astype(np.uint8)
+        do = np.where(used_dst, ops["doff"][r0:r1], -1).astype(i64)
+        bound = ((b - a) * gpu_line + int(gpu_tb[b] - gpu_tb[a]) * tb_line + (r1 - r0) * step_line
+                 + int(nop_ptr[r1] - nop_ptr[r0]) * nop_line)
+        return bound, (MSCCL_TEXT.data, MSCCL_TEXT.off, a, b, gpu_tb, int(prog.i_chunks), int(prog.o_chunks),
+                       s_chunks, *tb_cols, op_start, r0, np.ascontiguousarray(prog.xml_pos[r0:r1], i64),
+                       kind.astype(i64), sb, so, db, do, ops["cnt"][r0:r1].astype(i64),
+                       np.ascontiguousarray(prog.dep_first[r0:r1], i64), prog.hasdep[r0:r1].astype(i64), nop_ptr,
+                       nop_tb, nop_pos)
+
+    yield from fill_blocks(msccl_gpus, block_bounds(gpu_op, XML_BLOCK_OPS), args)
+    yield b"</algo>\n"

@@ -11,8 +11,6 @@ Vectorized over each step's transfers: time and memory grow with the transfers.
 """
 from __future__ import annotations
 
-import io
-
 import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
@@ -22,15 +20,16 @@ from .arrays import lexorder, ranges, run_positions, unique
 from .errors import CompileError
 from .layout import NONE, SBUF, UnitLayout, alltoall_touched
 from .msccl import runs
+from .xmltext import (ONECCL, ONECCL_FIRST, ONECCL_NAMED, ONECCL_WIDTH, block_bounds, fill_blocks, line_bound,
+                      oneccl_ranks)
 
 __all__ = ["compile_oneccl"]
 
-NAMES = np.array(["in", "out", "tmp"])
 COLL = {Collective.ALLGATHER: "allgather", Collective.REDUCESCATTER: "reduce_scatter",
         Collective.ALLREDUCE: "allreduce", Collective.ALLTOALL: "alltoall"}
 PH_RECV, PH_SEND, PH_SYNC, PH_REDUCE, PH_COPY = range(5)
 BIG = 1 << 30
-RANKS_PER_BLOCK = 64             # ranks whose instruction text exists at once while printing
+RANK_BLOCK_ROWS = 1 << 18        # instructions whose text exists at once while printing (whole ranks)
 
 
 class _Instructions:
@@ -38,15 +37,7 @@ class _Instructions:
     (rank, step, phase, seq) order keys. Kept numeric and printed rank block by rank block, so memory grows
     with the instructions, not with their text."""
 
-    TEMPLATES = {
-        "recv": ('<recv peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
-        "send": ('<send peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
-        "sync": ('<sync step="{}"/>', ()),
-        "reduce": ('<reduce srcbuf="tmp" srcoff="{}" accbuf="{}" accoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>',
-                   (1, 3)),
-        "copy": ('<copy srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>', (0, 2)),
-    }
-    KINDS = tuple(TEMPLATES)
+    KINDS = ("recv", "send", "sync", "reduce", "copy")      # xmltext.ONECCL_TEMPLATES, in this order
 
     def __init__(self):
         self.parts: list[tuple] = []
@@ -64,9 +55,9 @@ class _Instructions:
         self.count += n
 
     def per_rank(self, n: int):
-        """(per-rank instruction counts, a function that yields the text lines of ranks [a, b))."""
+        """(kind, vals, bounds) in printing order: rank r's instructions are rows bounds[r]:bounds[r + 1]."""
         if not self.parts:
-            return np.zeros(n, np.int64), lambda a, b: iter(())
+            return np.zeros(0, np.int8), np.zeros((6, 0), np.int64), np.zeros(n + 1, np.int64)
         kind = np.concatenate([np.full(p[1].size, p[0], np.int8) for p in self.parts])
         rank = np.concatenate([p[1] for p in self.parts])
         step = np.concatenate([np.full(p[1].size, p[2], np.int64) for p in self.parts])
@@ -76,21 +67,26 @@ class _Instructions:
         order = lexorder((np.arange(rank.size), phase, step, rank))
         del step, phase
         kind, rank, vals = kind[order], rank[order], vals[:, order]
-        bounds = np.searchsorted(rank, np.arange(n + 1))
+        return kind, vals, np.searchsorted(rank, np.arange(n + 1))
 
-        def lines(a: int, b: int):
-            lo, hi = int(bounds[a]), int(bounds[b])
-            k, v = kind[lo:hi], vals[:, lo:hi]
-            text = np.empty(hi - lo, dtype=object)
-            for ki, (tmpl, bufs) in enumerate(self.TEMPLATES.values()):
-                sel = np.flatnonzero(k == ki)
-                if sel.size == 0:
-                    continue
-                width = tmpl.count("{}")
-                cols = [NAMES[v[i, sel]].tolist() if i in bufs else v[i, sel].tolist() for i in range(width)]
-                text[sel] = [tmpl.format(*row) for row in zip(*cols)]
-            return text, bounds[a:b + 1] - lo
-        return np.diff(bounds), lines
+
+def _rank_blocks(kind: np.ndarray, vals: np.ndarray, bounds: np.ndarray, in_chunks: int, out_chunks: int,
+                 tmp: np.ndarray):
+    """The <rank> elements as byte blocks of about RANK_BLOCK_ROWS instructions (services.compiler.xmltext)."""
+    frag = ONECCL
+    head = line_bound(frag, (0, 1, 2, 3, 4, 5), 4)
+    row = max(line_bound(frag, tuple(range(f, f + w + 1)), int(w))
+              for f, w in zip(ONECCL_FIRST.tolist(), ONECCL_WIDTH.tolist()))
+    tmp = np.ascontiguousarray(tmp, np.int64)
+
+    def args(a: int, b: int):
+        lo, hi = int(bounds[a]), int(bounds[b])
+        return ((b - a) * head + (hi - lo) * row,
+                (frag.data, frag.off, ONECCL_FIRST, ONECCL_WIDTH, ONECCL_NAMED, a, b, bounds[a:b + 1] - lo,
+                 int(in_chunks), int(out_chunks), tmp, kind[lo:hi].astype(np.int64),
+                 np.ascontiguousarray(vals[:, lo:hi], np.int64)))
+
+    return fill_blocks(oneccl_ranks, block_bounds(bounds, RANK_BLOCK_ROWS), args)
 
 
 def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = False, name: str | None = None):
@@ -209,18 +205,11 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
         prog.add("copy", W[st], s.steps + 1, PH_COPY, sb_[st], so_[st], db_[st], do_[st], c)
     title = "".join(ch if ch.isalnum() or ch in " ,()_.-=+:/" else "_"
                     for ch in (name or f"fabricplan {coll.value} {topology.expr}"))[:200]
-    counts, lines = prog.per_rank(n)
-    out = io.BytesIO()
-    out.write(f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" nchunks="{lay.chunk_loop}" '
-              f'steps="{s.steps}" inplace="{int(inplace)}">\n'.encode())
-    for a in range(0, n, RANKS_PER_BLOCK):
-        b = min(n, a + RANKS_PER_BLOCK)
-        text, bounds = lines(a, b)
-        for r in range(a, b):
-            body = "".join(f"    {x}\n" for x in text[bounds[r - a]:bounds[r - a + 1]])
-            out.write(f'  <rank id="{r}" in_chunks="{lay.input_units}" out_chunks="{lay.output_units}" '
-                      f'tmp_chunks="{int(tmp[r])}">\n{body}  </rank>\n'.encode())
-        del text
-    out.write(b"</oneccl_schedule>\n")
+    kind, vals, bounds = prog.per_rank(n)
+    counts = np.diff(bounds)
+    head = (f'<oneccl_schedule version="1" name="{title}" coll="{COLL[coll]}" nranks="{n}" '
+            f'nchunks="{lay.chunk_loop}" steps="{s.steps}" inplace="{int(inplace)}">\n').encode()
+    out = b"".join([head, *_rank_blocks(kind, vals, bounds, lay.input_units, lay.output_units, tmp),
+                    b"</oneccl_schedule>\n"])
     stats = {"max_tb_steps": int(counts.max()) if counts.size else 0, "messages": messages, "dropped": dropped}
-    return out.getvalue(), stats
+    return out, stats

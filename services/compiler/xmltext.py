@@ -1,0 +1,240 @@
+"""XML text as array work: compiled kernels (numba) that write the element lines of a compiled program straight
+into byte buffers, from the integer columns of its instruction table.
+
+A file is written in blocks of whole gpus (ranks): a kernel fills a preallocated uint8 buffer, as large as the
+block's lines can be (every line's fixed text plus 20 characters per integer), with the fixed text of every
+line and its decimal integers, and the block is the part it filled. No Python object is made per element;
+the text is the same, byte for byte, as formatting every line with f-strings would give (`str(int)`: a minus
+sign for negatives, no leading zeros).
+
+Fixed text lives in one uint8 array of fragments (`Fragments`); a kernel copies fragment k with
+`_put(buf, pos, frag, off, k)`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["Fragments", "block_bounds", "fill_blocks"]
+
+
+class Fragments:
+    """Fixed ASCII strings as one uint8 array and their offsets (fragment k = data[off[k]:off[k + 1]])."""
+
+    def __init__(self, *texts: str):
+        raw = [t.encode("ascii") for t in texts]
+        self.data = np.frombuffer(b"".join(raw), np.uint8).copy()
+        self.off = np.zeros(len(raw) + 1, np.int64)
+        self.off[1:] = np.cumsum([len(r) for r in raw])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(buf, pos, frag, off, k):
+    a, b = off[k], off[k + 1]
+    for i in range(b - a):
+        buf[pos + i] = frag[a + i]
+    return pos + (b - a)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _int(buf, pos, x):
+    """Write the decimal text of integer x at pos; returns the position after it."""
+    x = np.int64(x)
+    neg = x < 0
+    v = -x if neg else x
+    n = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        n += 1
+    if neg:
+        n += 1
+    if neg:
+        buf[pos] = 45                     # "-"
+    i = pos + n - 1
+    while True:
+        buf[i] = 48 + v % 10
+        v //= 10
+        i -= 1
+        if v == 0:
+            break
+    return pos + n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _byte(buf, pos, c):
+    buf[pos] = c
+    return pos + 1
+
+
+def block_bounds(row_start: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:
+    """Blocks [a, b) of whole groups (gpus or ranks) holding about rows_per_block rows each, at least one group;
+    row_start[g] is group g's first row (len = groups + 1)."""
+    groups = row_start.size - 1
+    out, a = [], 0
+    while a < groups:
+        b = int(np.searchsorted(row_start, row_start[a] + rows_per_block, "right")) - 1
+        b = min(max(b, a + 1), groups)
+        out.append((a, b))
+        a = b
+    return out
+
+
+INT_CHARS = 20                        # the most characters of an int64's decimal text ("-9223372036854775808")
+
+
+def line_bound(frag: Fragments, fixed: tuple[int, ...], ints: int) -> int:
+    """The most characters a line of fragments `fixed` and `ints` integers (or single letters) can take."""
+    return int(sum(frag.off[k + 1] - frag.off[k] for k in fixed)) + INT_CHARS * ints
+
+
+def fill_blocks(kernel, blocks, args_of):
+    """Yield the text of every block as a uint8 array: args_of(a, b) -> (bound, args); kernel(buf, *args) fills
+    a buffer of `bound` bytes and returns where it stopped."""
+    for a, b in blocks:
+        bound, args = args_of(a, b)
+        buf = np.empty(bound, np.uint8)
+        end = kernel(buf, *args)
+        yield buf[:end]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MSCCL: <gpu>, <tb> and <step> lines (services.compiler.msccl.to_xml writes the <algo> element around them)
+# ---------------------------------------------------------------------------------------------------------
+MSCCL_TYPES = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")       # msccl.TYPE_NAME, by kind
+MSCCL = Fragments('  <gpu id="', '" i_chunks="', '" o_chunks="', '" s_chunks="', '">\n',
+                  '    <tb id="', '" send="', '" recv="', '" chan="', '    </tb>\n', '  </gpu>\n',
+                  '      <step s="',
+                  '" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" depid="', '" deps="',
+                  '" hasdep="0"/>\n', '" type="', '" srcbuf="', '" srcoff="', '" dstbuf="', '" dstoff="', '" cnt="',
+                  '" depid="', '" hasdep="', '"/>\n', *MSCCL_TYPES)
+_M_TYPE0 = 24
+
+
+@njit(cache=True, nogil=True)
+def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_id, tb_send, tb_recv,
+               tb_chan, op_start, r0, xml_pos, kind, sbuf, soff, dbuf, doff, cnt, dep, hasdep, nop_ptr, nop_tb,
+               nop_pos):
+    """The lines of gpus [g0, g1). Per-op columns start at op r0 (op_start and nop_ptr hold global indices);
+    sbuf/dbuf are the buffer letters as bytes, soff/doff already -1 where the instruction does not use them;
+    dep[r] = (depid, deps); op r's nops wait on (nop_tb, nop_pos)[nop_ptr[r]:nop_ptr[r + 1]] and are numbered
+    just below its own step."""
+    p = 0
+    for g in range(g0, g1):
+        p = _put(buf, p, frag, off, 0)
+        p = _int(buf, p, g)
+        p = _put(buf, p, frag, off, 1)
+        p = _int(buf, p, i_chunks)
+        p = _put(buf, p, frag, off, 2)
+        p = _int(buf, p, o_chunks)
+        p = _put(buf, p, frag, off, 3)
+        p = _int(buf, p, s_chunks[g])
+        p = _put(buf, p, frag, off, 4)
+        for t in range(gpu_tb[g], gpu_tb[g + 1]):
+            p = _put(buf, p, frag, off, 5)
+            p = _int(buf, p, tb_id[t])
+            p = _put(buf, p, frag, off, 6)
+            p = _int(buf, p, tb_send[t])
+            p = _put(buf, p, frag, off, 7)
+            p = _int(buf, p, tb_recv[t])
+            p = _put(buf, p, frag, off, 8)
+            p = _int(buf, p, tb_chan[t])
+            p = _put(buf, p, frag, off, 4)
+            for r in range(op_start[t], op_start[t + 1]):
+                lo, hi = nop_ptr[r], nop_ptr[r + 1]
+                i = r - r0
+                first = xml_pos[i] - (hi - lo)
+                for k in range(lo, hi):
+                    p = _put(buf, p, frag, off, 11)
+                    p = _int(buf, p, first + k - lo)
+                    p = _put(buf, p, frag, off, 12)
+                    p = _int(buf, p, nop_tb[k])
+                    p = _put(buf, p, frag, off, 13)
+                    p = _int(buf, p, nop_pos[k])
+                    p = _put(buf, p, frag, off, 14)
+                p = _put(buf, p, frag, off, 11)
+                p = _int(buf, p, xml_pos[i])
+                p = _put(buf, p, frag, off, 15)
+                p = _put(buf, p, frag, off, _M_TYPE0 + kind[i])
+                p = _put(buf, p, frag, off, 16)
+                p = _byte(buf, p, sbuf[i])
+                p = _put(buf, p, frag, off, 17)
+                p = _int(buf, p, soff[i])
+                p = _put(buf, p, frag, off, 18)
+                p = _byte(buf, p, dbuf[i])
+                p = _put(buf, p, frag, off, 19)
+                p = _int(buf, p, doff[i])
+                p = _put(buf, p, frag, off, 20)
+                p = _int(buf, p, cnt[i])
+                p = _put(buf, p, frag, off, 21)
+                p = _int(buf, p, dep[i, 0])
+                p = _put(buf, p, frag, off, 13)
+                p = _int(buf, p, dep[i, 1])
+                p = _put(buf, p, frag, off, 22)
+                p = _int(buf, p, hasdep[i])
+                p = _put(buf, p, frag, off, 23)
+            p = _put(buf, p, frag, off, 9)
+        p = _put(buf, p, frag, off, 10)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# oneCCL: <rank> elements and their instruction lines (services.compiler.oneccl writes the root element)
+# ---------------------------------------------------------------------------------------------------------
+ONECCL_TEMPLATES = (                  # by kind; buffer fields (named, not numbered) listed after the template
+    ('<recv peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
+    ('<send peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),
+    ('<sync step="{}"/>', ()),
+    ('<reduce srcbuf="tmp" srcoff="{}" accbuf="{}" accoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>', (1, 3)),
+    ('<copy srcbuf="{}" srcoff="{}" dstbuf="{}" dstoff="{}" cnt="{}"/>', (0, 2)),
+)
+ONECCL_BUFFERS = ("in", "out", "tmp")
+
+
+def _oneccl_tables():
+    texts = ['  <rank id="', '" in_chunks="', '" out_chunks="', '" tmp_chunks="', '">\n', '  </rank>\n',
+             *ONECCL_BUFFERS]
+    first = np.zeros(len(ONECCL_TEMPLATES), np.int64)
+    width = np.zeros(len(ONECCL_TEMPLATES), np.int64)
+    named = np.zeros((len(ONECCL_TEMPLATES), 6), np.bool_)
+    for k, (tmpl, bufs) in enumerate(ONECCL_TEMPLATES):
+        pieces = tmpl.split("{}")
+        pieces[0], pieces[-1] = "    " + pieces[0], pieces[-1] + "\n"
+        first[k], width[k] = len(texts), len(pieces) - 1
+        named[k, list(bufs)] = True
+        texts.extend(pieces)
+    return Fragments(*texts), first, width, named
+
+
+ONECCL, ONECCL_FIRST, ONECCL_WIDTH, ONECCL_NAMED = _oneccl_tables()
+_O_BUF0 = 6
+
+
+@njit(cache=True, nogil=True)
+def oneccl_ranks(buf, frag, off, first, width, named, r0, r1, bounds, in_chunks, out_chunks, tmp, kind, vals):
+    """The <rank> elements of ranks [r0, r1): rank r's instructions are rows bounds[r - r0]:bounds[r - r0 + 1]
+    of kind / vals (vals[i, row]: field i; named fields hold 0/1/2 for in/out/tmp, -1 reading as tmp)."""
+    p = 0
+    for r in range(r0, r1):
+        p = _put(buf, p, frag, off, 0)
+        p = _int(buf, p, r)
+        p = _put(buf, p, frag, off, 1)
+        p = _int(buf, p, in_chunks)
+        p = _put(buf, p, frag, off, 2)
+        p = _int(buf, p, out_chunks)
+        p = _put(buf, p, frag, off, 3)
+        p = _int(buf, p, tmp[r])
+        p = _put(buf, p, frag, off, 4)
+        for row in range(bounds[r - r0], bounds[r - r0 + 1]):
+            k = kind[row]
+            f = first[k]
+            for i in range(width[k]):
+                p = _put(buf, p, frag, off, f + i)
+                v = vals[i, row]
+                if named[k, i]:
+                    p = _put(buf, p, frag, off, _O_BUF0 + (v + 3 if v < 0 else v))
+                else:
+                    p = _int(buf, p, v)
+            p = _put(buf, p, frag, off, f + width[k])
+        p = _put(buf, p, frag, off, 5)
+    return p
