@@ -27,7 +27,7 @@ ENV PYTHONPATH=/app \
 
 # Compile the numba kernels into the image's cache. numba uses a cache directory only if it can write
 # there, so the service user below owns it.
-RUN python -m services.synthesis.bfb.warm
+RUN python -m services.compiler.warm
 
 RUN useradd --system --create-home --uid 10001 --user-group fabricplan \
     && mkdir -p /data \

@@ -553,7 +553,7 @@ def cmd_serve(args) -> int:
 def _warm_kernels() -> None:
     """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install) so
     the first plan does not pay for it."""
-    from services.synthesis.bfb.warm import warm
+    from services.compiler.warm import warm
 
     print(f"fabricplan: compiled kernels ready in {warm():.1f} s", file=sys.stderr)
 

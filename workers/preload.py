@@ -3,7 +3,7 @@ starts with the job kinds, the tasks and the compiled kernels already loaded."""
 from services.jobs import compiling, evaluation, revision  # noqa: F401
 from services.jobs.plan import alltoall, fabric, finish, schedules, select  # noqa: F401
 from services.synthesis.bfb import degraded  # noqa: F401  (plan revisions: BFB, greedy, the comparison)
-from services.synthesis.bfb.warm import warm
+from services.compiler.warm import warm
 from services.synthesis.search import construct, finder  # noqa: F401
 from workers import tasks  # noqa: F401
 
