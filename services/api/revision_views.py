@@ -7,6 +7,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from services.jobs.failure_reports import current_number
+from .progress import progress_block
 from services.store.models import Plan, PlanRevision, Repair
 
 __all__ = ["plan_revision_ref", "revision_summary", "revision_view"]
@@ -77,8 +78,8 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
     out = revision_summary(plan, rev, base, cur)
     out.update({
         "plan_id": plan.id,
-        "progress": {"fraction": plan.progress if rev is None else rev.progress,
-                     "stage": plan.stage if rev is None else rev.stage},
+        "progress": ({"fraction": plan.progress, "stage": plan.stage} if rev is None else
+                     progress_block(s, plan.id, rev.status, rev.progress, rev.stage, revision=rev.number)),
         "reason": plan.reason if rev is None else rev.reason,
         "updated_at": plan.updated_at if rev is None else rev.updated_at,
         "cause": None if rev is None else rev.cause,

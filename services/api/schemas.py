@@ -400,14 +400,20 @@ class AllToAllOut(BaseModel):
 class PlanEventOut(BaseModel):
     at: datetime
     status: str
-    stage: str
+    stage: str = Field(description="the plan's stage, or a revision's as `rev{n}:{stage}`")
     progress: float
     message: str | None
+    started_at: datetime | None = Field(default=None, description="set on the event that starts a stage and on "
+                                        "the one that closes it")
+    ended_at: datetime | None = Field(default=None, description="set on the event that closes a stage")
+    duration_s: float | None = Field(default=None, description="the stage's duration (on the closing event)")
 
 
 class Progress(BaseModel):
-    fraction: float
+    fraction: float = Field(description="the share of the expected running time spent: stages weighted by their "
+                            "measured costs in N and the number of files compiled")
     stage: str
+    eta_s: float | None = Field(default=None, description="while running: seconds left, elapsed (1 - p) / p")
 
 
 class PlanOut(BaseModel):
