@@ -8,7 +8,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from services.jobs.stage_weights import eta_s, plan_progress, plan_stages, revision_progress
+from services.jobs.stage_weights import (
+    eta_s,
+    plan_progress,
+    plan_stages,
+    revision_progress,
+)
 from services.store import repo, stage_events
 from services.store.db import migrate, session_scope
 from services.store.models import Plan, PlanEvent, utcnow
@@ -132,3 +137,39 @@ def test_stage_events_on_their_own(store_url):
         assert stage_events.close_stage(s, pid, "rev1:queued", status="done", progress=1.0) is None
         end = stage_events.close_stage(s, pid, "rev1:schedule", status="done", progress=1.0)
         assert end is not None and end.duration_s >= 0.0 and end.ended_at >= stage_events.aware(end.started_at)
+
+
+def test_running_revision_serves_its_schedules_before_the_xml(client, settings):
+    """A revision in its compile stage: its verified schedules (npz, JSON) are served, its XML is not yet, and
+    the revision lists the files still being compiled. (The revision is run to the end, then put back into its
+    compile stage with one compile job still running: the state a client sees while the worker compiles.)"""
+    from services.store.models import CompileJob, PlanRevision
+
+    pid = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"]
+    assert wait_done(client, pid)["status"] == "done"
+    arcs = client.get(f"/v1/plans/{pid}/topology").json()["arcs"]
+    t, h, _ = next(a for a in arcs if a[0] != a[1])
+    url = client.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
+    deadline = time.monotonic() + 120
+    while client.get(url).json()["status"] not in ("done", "failed") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    done = client.get(url).json()
+    assert done["status"] == "done" and done["compile_pending"] is None
+    with session_scope(settings.sqlalchemy_url) as s:
+        rev = s.query(PlanRevision).filter_by(plan_id=pid, number=done["number"]).one()
+        rev.status, rev.stage, rev.result = "running", "compile", None
+        job = s.query(CompileJob).filter_by(plan_id=pid, collective=f"rev{rev.number}:allreduce").one()
+        job.status = "running"
+    running = client.get(url).json()
+    assert running["status"] == "running" and running["compile_pending"] == ["executor:allreduce"]
+    assert running["compiled"]["executor"]["allreduce"]["status"] == "running"
+    assert running["compiled"]["executor"]["allgather"]["status"] in ("done", "failed")
+    for c in ("allgather", "reducescatter", "allreduce"):
+        assert running["schedules"][c]["verified"] is True
+        assert running["schedules"][c]["tau_exact"] == done["schedules"][c]["tau_exact"]
+        npz = client.get(f"{url}/schedules/{c}", params={"format": "npz"})
+        assert npz.status_code == 200 and npz.headers["content-type"] == "application/x-npz"
+        assert client.get(running["schedules"][c]["url"]).json()["steps"]
+    assert client.get(f"{url}/topology").status_code == 200
+    xml = client.get(f"{url}/schedules/allreduce", params={"format": "msccl"})
+    assert xml.status_code == 409 and "compile" in xml.json()["detail"]

@@ -890,7 +890,11 @@ class RevisionOut(RevisionSummary):
     schedules: dict | None = Field(default=None, description="per collective: steps, tau, verified, the scheduler "
                                    "served and every candidate, url")
     compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
-        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`)"))
+        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`); "
+        "while the revision runs, each file's status so far"))
+    compile_pending: list[str] | None = Field(default=None, description=(
+        "while the revision runs: the files (`runtime:collective`) its worker has still to compile; its verified "
+        "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
     predicted_time_us: dict[str, dict[str, float]] | None = None
     workload_time_us: float | None = None
     failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
