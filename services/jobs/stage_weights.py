@@ -5,12 +5,20 @@ function of the plan's size N and the number of XML files it compiles F (runtime
 
     cost(stage) = FIXED_S[stage] + QUADRATIC_S[stage] (N / 1024)^2      (compile: per file, times F)
 
-Where the numbers come from: issue 25's measurements of a 1024-host plan (POST to done 126 s, of which 106 s
-compiling its three executor files, about 35 s a file; the 20 s before them split over the schedule, verify and
-store stages in the ratio the schedules stage's own advance points used) and of a failure revision at
-N = 1024 (schedules and model check 3.3 s, XML the rest of 39 s: about 12 s a file); the message tables, the
-BFB solve and the XML all grow with the N^2 (source, destination) pairs, the frontier lookup, selection and
-fabric binding do not. The stage modules report progress in their own bands (LEGACY_BANDS: the fraction they
+Where the numbers come from: the stage durations this module's stage events record (services.store.
+stage_events), measured for default plans (d = 4, the executor's three files) at N = 16, 64, 256 and 512 on a
+loaded 2-core machine (other work running), one run each:
+
+    N     schedule  verify  store  compile (3 files)   total of the stages
+    16      0.13     0.34    0.55     7.1                  9.7 s
+    256     2.71     0.74    0.71    19.5                 24.7 s
+    512    12.34     2.25    2.87    77.2                 95.3 s
+
+the quadratic terms are the N = 512 figures times 4, the fixed ones the N = 16 figures (frontier lookup about
+1 s, selection 0.3 s). Only the ratios matter (the ETA scales by the elapsed time): at N = 512 the model puts
+81 % of the time in the compile stage, as measured. The message tables, the BFB solve and the XML grow with
+the N^2 (source, destination) pairs; the frontier lookup, selection and fabric binding do not.
+The stage modules report progress in their own bands (LEGACY_BANDS: the fraction they
 pass to `advance`); `plan_progress` and `revision_progress` map a point of a band onto the weighted scale, so the
 bar no longer sits at 95 % while the compile stage, most of the time at large N, runs.
 
@@ -21,12 +29,12 @@ from __future__ import annotations
 __all__ = ["FIXED_S", "QUADRATIC_S", "LEGACY_BANDS", "plan_stages", "revision_stages", "files_of",
            "plan_progress", "revision_progress", "eta_s"]
 
-FIXED_S = {"frontier": 1.0, "select": 0.5, "fabric": 0.3, "repair": 0.3, "schedule": 0.2, "verify": 0.1,
-           "store": 0.1, "alltoall": 0.2, "compile": 0.2, "finish": 0.2}
+FIXED_S = {"frontier": 1.0, "select": 0.3, "fabric": 0.3, "repair": 0.3, "schedule": 0.1, "verify": 0.3,
+           "store": 0.6, "alltoall": 0.2, "compile": 2.0, "finish": 0.2}
 """Seconds a stage costs whatever N (a cached frontier lookup, selection, a fabric reservation, bookkeeping)."""
 
-QUADRATIC_S = {"frontier": 0.0, "select": 0.0, "fabric": 0.0, "repair": 0.0, "schedule": 10.0, "verify": 5.0,
-               "store": 2.0, "alltoall": 10.0, "compile": 35.0, "finish": 0.0}
+QUADRATIC_S = {"frontier": 0.0, "select": 0.0, "fabric": 0.0, "repair": 0.0, "schedule": 49.0, "verify": 9.0,
+               "store": 11.5, "alltoall": 49.0, "compile": 103.0, "finish": 0.0}
 """Seconds a stage costs at N = 1024, scaled by (N / 1024)^2 (compile: per file)."""
 
 LEGACY_BANDS = {"frontier": (0.0, 0.2), "select": (0.2, 0.3), "fabric": (0.3, 0.4), "schedule": (0.4, 0.85),
