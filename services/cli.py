@@ -6,6 +6,7 @@ import json
 import math
 import sys
 import time
+from contextlib import contextmanager
 
 
 class UsageError(Exception):
@@ -646,6 +647,30 @@ def _check_file(args) -> int:
     return 0 if report.ok else 1
 
 
+@contextmanager
+def progress_bar(desc: str, stream=None, unit: str = "candidate"):
+    """Yield progress(message): each call advances a bar on `stream` (default stderr; tqdm) by one and shows the
+    message, when it is a terminal; otherwise a no-op, so piped and `--json` output stays clean (issue 25)."""
+    stream = sys.stderr if stream is None else stream
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        yield lambda message=None: None
+        return
+    from tqdm import tqdm
+
+    # a candidate takes milliseconds to seconds: every one is drawn
+    bar = tqdm(desc=desc, file=stream, unit=unit, leave=False, dynamic_ncols=True, mininterval=0.0)
+
+    def progress(message=None) -> None:
+        if message:
+            bar.set_postfix_str(str(message)[:60], refresh=False)
+        bar.update(1)
+
+    try:
+        yield progress
+    finally:
+        bar.close()
+
+
 def cmd_compile(args) -> int:
     import os
 
@@ -708,8 +733,9 @@ def cmd_compile(args) -> int:
         else:
             built = construct(args.expr, collective)
             schedule, topology = built.schedule, built.topology
-        art = compile_schedule(schedule, topology, options=options, link=link, sizes=args.size,
-                               deadline_s=args.timeout)
+        with progress_bar(f"compiling {collective.value} for {options.runtime}") as progress:
+            art = compile_schedule(schedule, topology, options=options, link=link, sizes=args.size,
+                                   deadline_s=args.timeout, progress=progress)
     except (ScheduleTooLarge, CompileError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     summary = {**art.as_dict(), **extra}

@@ -32,7 +32,7 @@ def test_minimal_request_completes(client):
     assert t["nodes"] == 16 and t["degree"] == 4 and t["steps"] >= 2
     assert build(t["expr"]).nodes == 16
     assert p["frontier"] and all(e["nodes"] == 16 for e in p["frontier"])
-    assert p["progress"] == {"fraction": 1.0, "stage": "done"}
+    assert p["progress"] == {"fraction": 1.0, "stage": "done", "eta_s": None}
     assert p["created_at"].endswith(("+00:00", "Z"))                 # UTC on every backend
     for c in ("allgather", "reducescatter", "allreduce"):
         assert p["schedules"][c]["verified"] is True

@@ -7,7 +7,10 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from services.jobs.failure_reports import current_number
-from services.store.models import Plan, PlanRevision, Repair
+from services.store import repo
+from services.store.models import CompileJob, Plan, PlanRevision, Repair
+
+from .progress import progress_block
 
 __all__ = ["plan_revision_ref", "revision_summary", "revision_view"]
 
@@ -74,11 +77,14 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
             query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
             compiled[runtime] = {c: {**summary, "url": f"{url}/schedules/{c}?{query}"} for c, summary in per.items()}
             links.update({f"xml:{runtime}:{c}": f"{url}/schedules/{c}?{query}" for c in per})
+    pending = None
+    if rev is not None and rev.status in ("queued", "running"):
+        schedules, compiled, pending = _in_progress(s, plan, rev, url, links)
     out = revision_summary(plan, rev, base, cur)
     out.update({
         "plan_id": plan.id,
-        "progress": {"fraction": plan.progress if rev is None else rev.progress,
-                     "stage": plan.stage if rev is None else rev.stage},
+        "progress": ({"fraction": plan.progress, "stage": plan.stage} if rev is None else
+                     progress_block(s, plan.id, rev.status, rev.progress, rev.stage, revision=rev.number)),
         "reason": plan.reason if rev is None else rev.reason,
         "updated_at": plan.updated_at if rev is None else rev.updated_at,
         "cause": None if rev is None else rev.cause,
@@ -90,5 +96,40 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "failure_cost": result.get("failure_cost"),
         "build": None if rev is None or rev.kind != "failure" or not result else
         {"schedules_s": result.get("seconds"), "compile_s": result.get("compile_s"), "cpu_s": result.get("cpu_s")},
+        "compile_pending": pending,
         "links": links})
     return out
+
+
+_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
+
+
+def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
+    """A running revision's (schedules, compiled, compile_pending): the verified schedules its schedules stage
+    stored (served at once, services.jobs.failure_reports.artifact_link), its compile jobs so far, and the
+    files (`runtime:collective`) not compiled yet."""
+    prefix = f"rev{rev.number}:"
+    schedules = {}
+    for c in _COLLECTIVES:
+        link = repo.plan_artifact(s, plan.id, f"{prefix}schedule:{c}")
+        if link is not None:
+            schedules[c] = {**{k: v for k, v in (link.meta or {}).items() if k != "digest"},
+                            "url": f"{url}/schedules/{c}"}
+            links[f"schedule:{c}"] = f"{url}/schedules/{c}"
+    if not schedules:
+        return None, None, None
+    links["topology"] = f"{url}/topology"
+    runtimes = list(plan.request.get("runtimes") or ["executor"])
+    jobs = {(j.spec.get("runtime"), j.collective.removeprefix(prefix)): j for j in s.scalars(
+        select(CompileJob).where(CompileJob.plan_id == plan.id, CompileJob.collective.like(f"{prefix}%")))}
+    compiled, pending = {}, []
+    for runtime in runtimes:
+        compiled[runtime] = {}
+        for c in _COLLECTIVES:
+            job = jobs.get((runtime, c))
+            if job is not None and job.status in ("done", "failed"):
+                compiled[runtime][c] = {"status": job.status, "options": job.options}
+            else:
+                compiled[runtime][c] = {"status": job.status if job is not None else "queued"}
+                pending.append(f"{runtime}:{c}")
+    return schedules, compiled, pending

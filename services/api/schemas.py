@@ -400,14 +400,20 @@ class AllToAllOut(BaseModel):
 class PlanEventOut(BaseModel):
     at: datetime
     status: str
-    stage: str
+    stage: str = Field(description="the plan's stage, or a revision's as `rev{n}:{stage}`")
     progress: float
     message: str | None
+    started_at: datetime | None = Field(default=None, description="set on the event that starts a stage and on "
+                                        "the one that closes it")
+    ended_at: datetime | None = Field(default=None, description="set on the event that closes a stage")
+    duration_s: float | None = Field(default=None, description="the stage's duration (on the closing event)")
 
 
 class Progress(BaseModel):
-    fraction: float
+    fraction: float = Field(description="the share of the expected running time spent: stages weighted by their "
+                            "measured costs in N and the number of files compiled")
     stage: str
+    eta_s: float | None = Field(default=None, description="while running: seconds left, elapsed (1 - p) / p")
 
 
 class PlanOut(BaseModel):
@@ -884,7 +890,11 @@ class RevisionOut(RevisionSummary):
     schedules: dict | None = Field(default=None, description="per collective: steps, tau, verified, the scheduler "
                                    "served and every candidate, url")
     compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
-        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`)"))
+        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`); "
+        "while the revision runs, each file's status so far"))
+    compile_pending: list[str] | None = Field(default=None, description=(
+        "while the revision runs: the files (`runtime:collective`) its worker has still to compile; its verified "
+        "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
     predicted_time_us: dict[str, dict[str, float]] | None = None
     workload_time_us: float | None = None
     failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "

@@ -13,12 +13,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ..config import get_settings
-from ..store import compiles, fabrics, jobs, notify, repo
+from ..store import compiles, fabrics, jobs, notify, repo, stage_events
 from ..store.db import session_scope
 from ..store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
+from .stage_weights import plan_progress
+from .workloads import has_alltoall
 
 __all__ = ["PlanInputError", "Superseded", "attempt_of", "current_attempt", "claim", "plan_request", "advance",
-           "fail", "fail_plan"]
+           "weighted", "fail", "fail_plan"]
 
 
 class PlanInputError(ValueError):
@@ -65,9 +67,23 @@ def plan_request(plan_id: str) -> dict:
         return dict(plan.request)
 
 
+def weighted(plan: Plan | None, stage: str, progress: float) -> float:
+    """The plan's progress at the point `progress` of its stage's band (services.jobs.stage_weights)."""
+    if plan is None:
+        return progress
+    req = dict(plan.request or {})
+    return plan_progress(req, has_alltoall(req), stage, progress)
+
+
 def advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> None:
-    """The plan's stage, progress and message (its heartbeat too), for this attempt; Superseded otherwise."""
+    """The plan's stage, progress and message (its heartbeat too), for this attempt; Superseded otherwise.
+    `progress` is a point of the stage's band (stage_weights.LEGACY_BANDS); the plan records it weighted by the
+    stages' measured costs, never below what it recorded before (a bar that only moves forward)."""
     with session_scope(_url()) as s:
+        plan = repo.get_plan(s, plan_id)
+        progress = weighted(plan, stage, progress)
+        if plan is not None and plan.status == "running":
+            progress = max(progress, plan.progress)
         if not repo.advance(s, plan_id, stage=stage, progress=progress, message=message, attempt=_ATTEMPT.get()):
             raise Superseded(f"plan {plan_id} is finished or another delivery runs it")
 
@@ -108,6 +124,8 @@ def _evaluation_failed(s, ev: Evaluation, reason: str) -> None:
 def _revision_failed(s, rev: PlanRevision, reason: str) -> None:
     rev.status, rev.reason, rev.updated_at = "failed", reason, utcnow()
     plan = s.get(Plan, rev.plan_id)
+    stage_events.close_stage(s, plan.id, f"rev{rev.number}:{rev.stage}", status=plan.status, progress=plan.progress,
+                             message=f"revision {rev.number}: {rev.stage} failed")
     s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
                     message=f"revision {rev.number} failed: {reason}"))
     notify.changed(s, "plan", plan.id)

@@ -313,9 +313,12 @@ def artifact_link(s, plan: Plan, number: int, name: str):
     if number == 0:
         return None, repo.plan_artifact(s, plan.id, name)
     rev = find(s, plan.id, number)
-    if rev is None or rev.status != "done":
+    if rev is None or rev.status == "failed":
         return rev, None
-    return rev, repo.plan_artifact(s, plan.id, rev.result["artifact_prefix"] + name)
+    # a running revision's verified schedules and topology are served as soon as its schedules stage stored them
+    # (services.jobs.revision: the prefix is rev{n}:), before its XML
+    prefix = rev.result["artifact_prefix"] if rev.status == "done" else f"rev{rev.number}:"
+    return rev, repo.plan_artifact(s, plan.id, prefix + name)
 
 
 def find(s, plan_id: str, number: int) -> PlanRevision | None:

@@ -32,13 +32,14 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
 from ..config import get_settings
-from ..store import fabrics, notify, repo
+from ..store import fabrics, notify, repo, stage_events
 from ..store.db import session_scope
 from ..store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
 from . import compiling, size_sets
 from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from .attempts import claim
 from .revision_cost import failure_cost, predicted_times, workload_us
+from .stage_weights import revision_progress
 from .workloads import workload_items
 
 __all__ = ["stage_repair", "stage_schedules", "stage_compile", "stage_finish", "mean_size"]
@@ -61,9 +62,18 @@ def _claim(s, revision_id: str) -> PlanRevision:
     return s.get(PlanRevision, revision_id)
 
 
-def _advance(revision_id: str, stage: str, progress: float) -> None:
+def _advance(revision_id: str, stage: str, local: float) -> None:
+    """The revision at the fraction `local` of `stage`: its progress weighted by the stages' measured costs
+    (services.jobs.stage_weights, never backwards); a new stage is recorded in the plan's events as
+    `rev{n}:{stage}` and closes the previous one with its start, end and duration (services.store.stage_events)."""
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
+        plan = s.get(Plan, rev.plan_id)
+        progress = max(rev.progress if rev.status == "running" else 0.0,
+                       revision_progress(dict(plan.request), stage, local))
+        if stage != rev.stage:
+            stage_events.record(s, plan.id, f"rev{rev.number}:{rev.stage}", f"rev{rev.number}:{stage}",
+                                status=plan.status, progress=progress, message=f"revision {rev.number}: {stage}")
         rev.status, rev.stage, rev.progress, rev.updated_at = "running", stage, progress, utcnow()
         notify.changed(s, "plan", rev.plan_id)
 
@@ -77,7 +87,7 @@ def stage_repair(revision_id: str) -> dict:
 
 
 def _repair(revision_id: str) -> dict:
-    _advance(revision_id, "repair", 0.05)
+    _advance(revision_id, "repair", 0.0)
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
         if not rev.repair:
@@ -124,7 +134,7 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     if state.get("stop"):
         return state
     c0 = _cpu()
-    _advance(revision_id, "schedule", 0.15)
+    _advance(revision_id, "schedule", 0.0)
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
@@ -138,7 +148,7 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
                              bfb_options={"workers": 1})
     g = out.topology
     sets = size_sets.revision_sets(out, original if original.translation is not None else None)
-    _advance(revision_id, "verify", 0.8)
+    _advance(revision_id, "verify", 0.0)
     summaries, blobs = {}, {}
     for c, cmp in out.comparisons.items():
         chosen = cmp.chosen
@@ -180,7 +190,7 @@ def stage_compile(state: dict, revision_id: str) -> dict:
         plan_id = _claim(s, revision_id).plan_id
 
     def advance(_plan_id: str, stage: str, progress: float, message: str | None = None) -> None:
-        _advance(revision_id, stage, 0.85 + 0.1 * (progress - 0.96) / 0.04)
+        _advance(revision_id, stage, (progress - 0.96) / 0.03)
 
     c0, t0 = _cpu(), time.perf_counter()
     out = compiling.stage_compile(state, plan_id, advance, prefix=state["artifact_prefix"])
@@ -205,6 +215,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
                   "compiled": state.get("compiled"),
                   "seconds": state.get("seconds"), "compile_s": state.get("compile_s"),
                   "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+        stage_events.close_stage(s, plan.id, f"rev{rev.number}:{rev.stage}", status=plan.status, progress=1.0)
         rev.status, rev.stage, rev.progress, rev.result, rev.reason = "done", "done", 1.0, result, None
         rev.updated_at = rev.heartbeat_at = utcnow()
         slow = result["failure_cost"]["workload_us"]["slowdown"]

@@ -60,6 +60,10 @@ class PlanEvent(Base):
     stage: Mapped[str] = mapped_column(String(32))
     progress: Mapped[float] = mapped_column(Float)
     message: Mapped[str | None] = mapped_column(Text)
+    # a stage's start event carries started_at; the event that closes it all three (services.store.stage_events)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    duration_s: Mapped[float | None] = mapped_column(Float)
 
     plan: Mapped[Plan] = relationship(back_populates="events")
 

@@ -10,6 +10,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
+from . import stage_events
 from .models import ApiKey, Artifact, Frontier, Plan, PlanArtifact, PlanBinding, PlanEvent, utcnow
 
 TERMINAL = ("done", "failed")
@@ -102,22 +103,25 @@ def advance(s: Session, plan_id: str, *, status: str = "running", stage: str, pr
     event; False if it is already terminal or another attempt took over (a redelivered task must not
     resurrect a finished plan)."""
     now = utcnow()
+    previous = s.scalar(select(Plan.stage).where(Plan.id == plan_id))
     res = s.execute(_guard(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL)), attempt)
                     .values(status=status, stage=stage, progress=progress, heartbeat_at=now, updated_at=now))
     if res.rowcount == 0:
         return False
-    s.add(PlanEvent(plan_id=plan_id, status=status, stage=stage, progress=progress, message=message))
+    stage_events.record(s, plan_id, previous, stage, status=status, progress=progress, message=message, now=now)
     return True
 
 
 def finish(s: Session, plan_id: str, result: dict, attempt: int | None = None) -> bool:
     """done, atomically with the result."""
     now = utcnow()
+    previous = s.scalar(select(Plan.stage).where(Plan.id == plan_id))
     res = s.execute(_guard(update(Plan).where(Plan.id == plan_id, Plan.status.not_in(TERMINAL)), attempt)
                     .values(status="done", stage="done", progress=1.0, result=result, reason=None,
                             updated_at=now, heartbeat_at=now))
     if res.rowcount:
-        s.add(PlanEvent(plan_id=plan_id, status="done", stage="done", progress=1.0, message="plan complete"))
+        stage_events.close_stage(s, plan_id, previous, status="done", progress=1.0, now=now)
+        s.add(PlanEvent(plan_id=plan_id, status="done", stage="done", progress=1.0, message="plan complete", at=now))
     return bool(res.rowcount)
 
 
@@ -131,8 +135,11 @@ def fail(s: Session, plan_id: str, reason: str, stage: str | None = None, attemp
                     .values(status="failed", reason=reason, updated_at=now, stage=stage or plan.stage))
     if not res.rowcount:
         return False
-    s.add(PlanEvent(plan_id=plan_id, status="failed", stage=stage or plan.stage, progress=plan.progress,
-                    message=reason))
+    closed = stage_events.close_stage(s, plan_id, stage or plan.stage, status="failed", progress=plan.progress,
+                                      now=now, message=reason)
+    if closed is None:      # the event closing the stage it failed in carries the reason
+        s.add(PlanEvent(plan_id=plan_id, status="failed", stage=stage or plan.stage, progress=plan.progress,
+                        message=reason))
     s.expire(plan)
     return True
 

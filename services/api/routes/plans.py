@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from services.jobs import workloads
 from services.store import repo
@@ -24,12 +24,20 @@ from ..blobs import blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
+from ..progress import progress_block
 from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..revision_views import plan_revision_ref
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
                        PlanStatus)
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
+
+
+def _progress(p) -> dict:
+    s = object_session(p)
+    if s is None:
+        return {"fraction": p.progress, "stage": p.stage}
+    return progress_block(s, p.id, p.status, p.progress, p.stage)
 
 
 def plan_out(p, base: str) -> PlanOut:
@@ -74,7 +82,7 @@ def plan_out(p, base: str) -> PlanOut:
     alltoall = r.get("alltoall")
     if alltoall and alltoall.get("status") == "built":
         alltoall = {**alltoall, "url": links.get("schedule:alltoall")}
-    return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress={"fraction": p.progress, "stage": p.stage},
+    return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress=_progress(p),
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
@@ -207,7 +215,9 @@ def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
 @router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses={**NOT_FOUND, **AUTH},
             dependencies=[Depends(READ)])
 def plan_events(plan_id: str, s: Session = Depends(get_session)):
-    return [PlanEventOut(at=utc(e.at), status=e.status, stage=e.stage, progress=e.progress, message=e.message)
+    return [PlanEventOut(at=utc(e.at), status=e.status, stage=e.stage, progress=e.progress, message=e.message,
+                         started_at=utc(e.started_at) if e.started_at else None,
+                         ended_at=utc(e.ended_at) if e.ended_at else None, duration_s=e.duration_s)
             for e in plan_or_404(s, plan_id).events]
 
 

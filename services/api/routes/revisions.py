@@ -177,6 +177,10 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
                              render=schedule_json_bytes, etag_suffix="-json")
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
     if format in ("msccl", "oneccl"):
+        rev, n, _ = _revision(s, plan, number)
+        if rev is not None and rev.status != "done":
+            raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by its "
+                                     "worker (the revision's compile_pending); its schedules are served already")
         prefix = link.name.removesuffix(f"schedule:{coll.value}")
         return compiled_xml(s, request, plan_id, coll, format, options(format), prefix, principal=principal)
     if format == "npz":

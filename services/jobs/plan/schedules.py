@@ -23,7 +23,7 @@ from ...store.db import session_scope
 from ..artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts, topology_graphml,
                          topology_json)
 from .. import size_sets
-from ..attempts import advance, claim, current_attempt, plan_request
+from ..attempts import advance, claim, current_attempt, plan_request, weighted
 
 __all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
 
@@ -58,7 +58,8 @@ def stage_bfb_block(plan_id: str, expr: str, transposed: bool, receivers: list[i
         claim(s, plan_id)
         digest = repo.put_blob(s, block_npz(res, transposed), "bfb-block", "application/x-npz")
         plan = repo.get_plan(s, plan_id)
-        repo.advance(s, plan_id, stage="schedule", progress=min(0.75, plan.progress + 0.4 / 16),
+        lo, hi = weighted(plan, "schedule", 0.4), weighted(plan, "schedule", 0.75)
+        repo.advance(s, plan_id, stage="schedule", progress=min(hi, max(lo, plan.progress) + (hi - lo) / 16),
                      message=f"solved receivers {receivers[0]}..{receivers[-1]}"
                              + (" of the transpose" if transposed else ""), attempt=current_attempt())
     return digest

@@ -1,0 +1,32 @@
+"""The CLI's progress bar (issue 25): on stderr when it is a terminal, nothing otherwise."""
+from __future__ import annotations
+
+import io
+import json
+
+from services.cli import main, progress_bar
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_bar_on_a_terminal_and_silent_otherwise():
+    tty, pipe = _Tty(), io.StringIO()
+    with progress_bar("compiling allreduce", stream=tty) as progress:
+        for i in range(3):
+            progress(f"candidate {i}")
+    with progress_bar("compiling allreduce", stream=pipe) as progress:
+        progress("candidate 0")
+    assert "compiling allreduce" in tty.getvalue() and "3candidate" in tty.getvalue() and "candidate 2" in tty.getvalue()
+    assert pipe.getvalue() == ""
+
+
+def test_compile_prints_no_bar_when_stderr_is_not_a_terminal(capsys, tmp_path):
+    out = tmp_path / "ar.xml"
+    code = main(["compile", "circulant(8, 1, 2)", "--collective", "allreduce", "-o", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and out.stat().st_size > 0
+    assert json.loads(captured.out)["runtime"]
+    assert "compiling" not in captured.err and "\r" not in captured.err
