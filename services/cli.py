@@ -576,10 +576,32 @@ def cmd_serve(args) -> int:
     # loop answers every connection in turn (p99 9-17 ms, bench.service; README)
     common = dict(host=args.host, port=args.port, log_level=args.log_level, access_log=False, loop="asyncio")
     if args.workers > 1:      # several processes: uvicorn needs the factory's import path
+        if st.embedded:       # once, here: processes migrating one SQLite file at once race on CREATE TABLE
+            from .store.db import migrate
+
+            migrate(st.sqlalchemy_url)
+        path = _multiprocess_metrics(st)
+        print(f"fabricplan: {args.workers} processes; metrics summed over them in {path}", file=sys.stderr)
         uvicorn.run("services.api.app:create_app", factory=True, workers=args.workers, **common)
     else:
         uvicorn.run(create_app(st), **common)
     return 0
+
+
+def _multiprocess_metrics(st) -> str:
+    """prometheus_client's multiprocess mode for `serve --workers N`: every process writes its counters to
+    files in PROMETHEUS_MULTIPROC_DIR (default: <data_dir>/prometheus) and a scrape sums them. The directory
+    is emptied first: files left by an earlier run would be counted again."""
+    import shutil
+    from pathlib import Path
+
+    path = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or Path(st.data_dir) / "prometheus")
+    if path.exists():
+        for entry in path.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)      # inherited by uvicorn's worker processes
+    return str(path)
 
 
 def _warm_kernels() -> None:
