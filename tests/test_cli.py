@@ -187,3 +187,26 @@ def test_errors_under_json_are_json_objects_on_stderr(capsys, argv, type_):
     assert obj["error"]["message"]
     if type_ == "refused":
         assert obj["error"]["limit"] == "max_steps" and obj["error"]["maximum"] == 1
+
+
+def test_migrate_bootstrap_key_is_written_once_and_never_printed(tmp_path):
+    import os
+    import stat
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPLAN_")}
+    env["FABRICPLAN_DATA_DIR"] = str(tmp_path)
+    key_file = tmp_path / "keys" / "scheduler.key"
+    argv = [sys.executable, "-m", "services.cli", "migrate", "--bootstrap-key", str(key_file)]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    secret = key_file.read_text().strip()
+    assert secret.startswith("fp_") and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert secret not in first.stdout + first.stderr and "mode 0600" in first.stderr
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0 and key_file.read_text().strip() == secret and "exists" in second.stderr
+    from services.store import repo
+    from services.store.db import session_scope
+
+    with session_scope(f"sqlite:///{tmp_path}/fabricplan.db") as s:
+        key = repo.find_key(s, secret)
+        assert key is not None and key.role == "scheduler"

@@ -121,3 +121,17 @@ def test_two_processes_give_one_consistent_count(tmp_path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_grafana_dashboard_charts_exported_metrics():
+    import json
+    import re
+
+    from services.api import metrics
+
+    dash = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    names = {re.sub(r"_(bucket|count|sum|total)$", "", n) for e in exprs for n in re.findall(r"fabricplan_\w+", e)}
+    source = Path(metrics.__file__).read_text()
+    missing = [n for n in names if f'"{n}"' not in source and f'"{n}_total"' not in source]
+    assert names and not missing, missing

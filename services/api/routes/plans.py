@@ -127,7 +127,8 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
                fabric_id: str | None = Query(None, max_length=100, description="plans bound to this fabric"),
                nodes: int | None = Query(None, ge=2, le=4096), degree: int | None = Query(None, ge=1, le=16),
                view: Literal["full", "summary"] = Query("full", description="`summary` leaves out the frontier, "
-                                                        "schedules, predicted and baseline times (list views)"),
+                                                        "schedules, predicted and baseline times, the training "
+                                                        "block and the compiled files (list views)"),
                limit: Limit = 100, offset: Offset = 0,
                s: Session = Depends(get_session)):
     """Plans, newest first, filtered (filters combine with AND) and paginated; X-Total-Count is the number
@@ -141,7 +142,8 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
     return out
 
 
-SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid")
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid",
+                 "compiled")
 
 
 class PlanCache:
