@@ -1,11 +1,27 @@
 # fabricplan service image: API (`fabricplan serve`), Celery worker (`fabricplan worker`) and migrations
 # (`fabricplan migrate`) all run from this one image; docker-compose.yml picks the command.
-FROM python:3.11-slim
+# Two stages: `deps` installs every locked package (requirements.lock: exact versions and hashes; regenerate
+# it with `scripts/dev lock`) into /opt/venv, a layer that changes only with the lock; the final stage copies
+# that venv and then the code, so a code change reinstalls nothing.
+FROM python:3.11.13-slim-bookworm AS deps
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+COPY requirements.lock /tmp/requirements.lock
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --require-hashes -r /tmp/requirements.lock
+
+
+FROM python:3.11.13-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:$PATH
+
+COPY --from=deps /opt/venv /opt/venv
 
 WORKDIR /app
 
@@ -15,8 +31,8 @@ COPY services ./services
 COPY workers ./workers
 COPY migrations ./migrations
 
-# Installs the pinned dependencies and the `fabricplan` console script.
-RUN pip install .
+# The project itself (the `fabricplan` console script) on top of the locked dependencies.
+RUN pip install --no-deps .
 
 # services.store.db finds alembic.ini and migrations/ next to the `services` package, and those two are
 # not part of the installed distribution: import the package from /app so `fabricplan migrate` (and
@@ -29,9 +45,12 @@ ENV PYTHONPATH=/app \
 # there, so the service user below owns it.
 RUN python -m services.compiler.warm
 
+# /run/fabricplan/keys: the compose deployment's bootstrap key (a named volume takes this directory's owner
+# and mode, so only the service user can read it)
 RUN useradd --system --create-home --uid 10001 --user-group fabricplan \
-    && mkdir -p /data \
-    && chown fabricplan:fabricplan /data \
+    && mkdir -p /data /run/fabricplan/keys \
+    && chown fabricplan:fabricplan /data /run/fabricplan/keys \
+    && chmod 0700 /run/fabricplan/keys \
     && chown -R fabricplan:fabricplan /app/.numba-cache
 USER fabricplan
 

@@ -1,16 +1,48 @@
-"""`fabricplan` command line (DESIGN section 5). Bad input: a message on stderr and exit code 2."""
+"""`fabricplan` command line (DESIGN section 5).
+
+Bad input and refusals: exit code 2 with a message on stderr, `fabricplan: error: ...`; under `--json` the
+message is one JSON object on stderr instead (stdout keeps only results), `{"error": {"type", "message",
+...}}` (see `error_object`). A reader that closes the pipe early (`... --json | head`) ends the command
+quietly with the shell's SIGPIPE status (141), not a traceback.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from contextlib import contextmanager
 
+SIGPIPE_EXIT = 141          # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
+
 
 class UsageError(Exception):
-    """Bad input from the command line (exit code 2)."""
+    """Bad input from the command line (exit code 2). `type` and `fields` go into the JSON error object."""
+
+    def __init__(self, message: str, *, type: str = "usage", **fields):
+        super().__init__(message)
+        self.type, self.fields = type, fields
+
+
+def error_object(message: str, type: str = "usage", **fields) -> dict:
+    """The JSON form of an error under --json: {"error": {"type", "message", "exit_code", ...fields}}.
+
+    type: usage (bad arguments or input), refused (a compile that nothing fits: `limit`, `value`, `maximum`
+    name the runtime's rule), unverified (no schedule passed the model checker, exit code 1).
+    """
+    exit_code = 1 if type == "unverified" else 2
+    return {"error": {"type": type, "message": message, "exit_code": exit_code,
+                      **{k: v for k, v in fields.items() if v is not None}}}
+
+
+def _report_error(message: str, as_json: bool, type: str = "usage", **fields) -> None:
+    if as_json:
+        print(json.dumps(error_object(message, type, **fields)), file=sys.stderr)
+    else:
+        print(f"fabricplan: error: {message}" if type != "unverified" else f"fabricplan: {message}",
+              file=sys.stderr)
 
 
 def _topology(expr: str, schedule: bool = True):
@@ -70,7 +102,7 @@ def _compare(topo, collective, costs, args, schedulers, **kw):
                                  greedy_chunks=args.greedy_chunks, **kw)[collective]
         return choose(topo, collective, cands, args.size, verify_mode="all")
     except ScheduleInvalid as exc:
-        print(f"fabricplan: no schedule passed the model checker: {exc}", file=sys.stderr)
+        _report_error(f"no schedule passed the model checker: {exc}", getattr(args, "json", False), "unverified")
         return None
     except (ScheduleTooLarge, ValueError) as exc:
         raise UsageError(str(exc)) from None
@@ -545,10 +577,32 @@ def cmd_serve(args) -> int:
     # loop answers every connection in turn (p99 9-17 ms, bench.service; README)
     common = dict(host=args.host, port=args.port, log_level=args.log_level, access_log=False, loop="asyncio")
     if args.workers > 1:      # several processes: uvicorn needs the factory's import path
+        if st.embedded:       # once, here: processes migrating one SQLite file at once race on CREATE TABLE
+            from .store.db import migrate
+
+            migrate(st.sqlalchemy_url)
+        path = _multiprocess_metrics(st)
+        print(f"fabricplan: {args.workers} processes; metrics summed over them in {path}", file=sys.stderr)
         uvicorn.run("services.api.app:create_app", factory=True, workers=args.workers, **common)
     else:
         uvicorn.run(create_app(st), **common)
     return 0
+
+
+def _multiprocess_metrics(st) -> str:
+    """prometheus_client's multiprocess mode for `serve --workers N`: every process writes its counters to
+    files in PROMETHEUS_MULTIPROC_DIR (default: <data_dir>/prometheus) and a scrape sums them. The directory
+    is emptied first: files left by an earlier run would be counted again."""
+    import shutil
+    from pathlib import Path
+
+    path = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or Path(st.data_dir) / "prometheus")
+    if path.exists():
+        for entry in path.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)      # inherited by uvicorn's worker processes
+    return str(path)
 
 
 def _warm_kernels() -> None:
@@ -583,7 +637,38 @@ def cmd_migrate(args) -> int:
     st = get_settings()
     migrate(st.sqlalchemy_url, args.revision)
     print(f"fabricplan: database at revision {args.revision}", file=sys.stderr)
+    if args.bootstrap_key:
+        _bootstrap_key(st, args.bootstrap_key)
     return 0
+
+
+def _bootstrap_key(st, path: str) -> None:
+    """The first scheduler key of a deployment whose keys are required: created once (nothing happens when
+    `path` exists), its secret written only to `path` (mode 0600, created exclusively), never printed."""
+    from pathlib import Path
+
+    from .api.auth import create_key
+    from .store.db import session_scope
+
+    target = Path(path)
+    if target.exists():
+        print(f"fabricplan: bootstrap key file {target} exists; no key created", file=sys.stderr)
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise UsageError(f"--bootstrap-key: cannot create {target}: {exc.strerror}") from None
+    try:
+        with session_scope(st.sqlalchemy_url) as s:
+            secret, key = create_key(s, "bootstrap", "scheduler")
+            key_id = key.id
+            with os.fdopen(fd, "w") as fh:       # before the commit: a key is stored only once its file exists
+                fh.write(secret + "\n")
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    print(f"fabricplan: created scheduler key {key_id}; its secret is in {target} (mode 0600)", file=sys.stderr)
 
 
 def cmd_keys(args) -> int:
@@ -621,6 +706,12 @@ def cmd_keys(args) -> int:
 def _compile_options(args):
     from .compiler.api import CompileOptions
 
+    if args.runtime and args.dialect and args.runtime != args.dialect:
+        raise UsageError(f"--runtime {args.runtime} and --dialect {args.dialect} disagree: --dialect is the old "
+                         f"name of --runtime; give one of them")
+    if args.format == "oneccl" and (args.runtime or args.dialect or "oneccl") != "oneccl":
+        raise UsageError(f"--format oneccl writes the oneCCL format; --runtime {args.runtime or args.dialect} is an "
+                         f"MSCCL runtime: give --runtime oneccl or --format msccl")
     runtime = args.runtime or args.dialect or ("oneccl" if args.format == "oneccl" else "executor")
     consolidate = {"auto": None, "yes": True, "no": False}[args.consolidate]
     return CompileOptions(runtime, proto=args.proto, inplace=args.inplace, min_bytes=args.min_bytes,
@@ -736,9 +827,17 @@ def cmd_compile(args) -> int:
         with progress_bar(f"compiling {collective.value} for {options.runtime}") as progress:
             art = compile_schedule(schedule, topology, options=options, link=link, sizes=args.size,
                                    deadline_s=args.timeout, progress=progress)
-    except (ScheduleTooLarge, CompileError, ValueError) as exc:
+    except CompileError as exc:
+        raise UsageError(str(exc), type="refused", limit=exc.limit, value=_jsonable(exc.value),
+                         maximum=_jsonable(exc.maximum)) from None
+    except (ScheduleTooLarge, ValueError) as exc:
         raise UsageError(str(exc)) from None
     summary = {**art.as_dict(), **extra}
+    for key in ("predicted_time_us", "schedule_time_us"):
+        if not summary.get(key):
+            # times need message sizes (--size) and a link model (--alpha-us, --bandwidth-gbps): without them
+            # there is nothing to show
+            summary.pop(key, None)
     summary.pop("attempts", None)
     summary["attempts"] = len(art.attempts)
     code = 0
@@ -816,6 +915,10 @@ def _compile_set(args, collective, link) -> int:
     return code
 
 
+def _jsonable(v):
+    return v if v is None or isinstance(v, (bool, int, float, str)) else str(v)
+
+
 def _emit(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -842,7 +945,7 @@ def _add_cost_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fabricplan", description="Direct-connect topologies and collective schedules.")
+    p = _Parser(prog="fabricplan", description="Direct-connect topologies and collective schedules.")
     p.add_argument("--version", action="version", version="fabricplan 0.1.0")
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bfb", help="BFB schedule of a topology expression, model-checked")
@@ -975,6 +1078,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     mg = sub.add_parser("migrate", help="apply database migrations (Alembic)")
     mg.add_argument("--revision", default="head")
+    mg.add_argument("--bootstrap-key", metavar="FILE", default=None,
+                    help="then create a scheduler key, its secret written only to FILE (mode 0600), unless FILE "
+                         "exists (the compose deployment's first key)")
     mg.set_defaults(func=cmd_migrate)
 
     ky = sub.add_parser("keys", help="manage API keys (scheduler, agent bound to a panel, viewer)")
@@ -990,12 +1096,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors (unknown option, bad choice) follow --json like every other error."""
+
+    json_errors = False
+
+    def error(self, message: str):
+        if _Parser.json_errors:
+            print(json.dumps(error_object(f"{self.prog}: {message}")), file=sys.stderr)
+            raise SystemExit(2)
+        super().error(message)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a closed stdout (`| head`) ends it with status 141 and no traceback."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return SIGPIPE_EXIT
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
     from services.runtime import tune_gc
 
     tune_gc()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_errors = "--json" in argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
     try:
         if getattr(args, "collective", None) is not None:
             from services.synthesis.schedule.ir import Collective
@@ -1003,9 +1143,11 @@ def main(argv: list[str] | None = None) -> int:
                 Collective.parse(args.collective)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()                    # a closed pipe surfaces here, inside the handler in main
+        return code
     except UsageError as exc:
-        print(f"fabricplan: error: {exc}", file=sys.stderr)
+        _report_error(str(exc), as_json, exc.type, **exc.fields)
         return 2
 
 

@@ -136,3 +136,77 @@ def test_compile_oneccl_to_stdout(capsys):
 def test_compile_bad_input(capsys):
     code, _, err = run(capsys, "compile", "torus(4,", "--format", "msccl")
     assert code == 2 and "position" in err
+
+
+def test_closed_stdout_ends_quietly():
+    """`fabricplan bfb ... --json | head`: the reader goes away; no BrokenPipeError traceback, status 141."""
+    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "bfb", "ring(4)", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                       # before the command writes anything
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_compile_without_sizes_prints_no_empty_times(capsys, tmp_path):
+    out = tmp_path / "r.xml"
+    code, stdout, _ = run(capsys, "compile", "ring(8)", "-o", str(out))
+    assert code == 0 and "time_us" not in stdout
+    code, stdout, _ = run(capsys, "compile", "ring(8)", "-o", str(out), "--json")
+    data = json.loads(stdout)
+    assert code == 0 and "predicted_time_us" not in data and "schedule_time_us" not in data
+    code, stdout, _ = run(capsys, "compile", "ring(8)", "-o", str(out), "--json", "--alpha-us", "10",
+                          "--bandwidth-gbps", "100", "--size", "1048576")
+    data = json.loads(stdout)
+    assert code == 0 and data["predicted_time_us"]["1048576"] > 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--runtime", "executor", "--dialect", "legacy"], "disagree"),
+    (["--format", "oneccl", "--runtime", "rccl"], "--format oneccl"),
+])
+def test_compile_conflicting_runtime_options_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, "compile", "ring(8)", *argv)
+    assert code == 2 and needle in err and out == ""
+
+
+@pytest.mark.parametrize("argv,type_", [
+    (["compile", "torus(4, 4)", "--runtime", "rccl", "--max-steps", "1", "--channels", "1", "--consolidate", "no",
+      "--max-chunks", "1"], "refused"),
+    (["bfb", "torus(4,"], "usage"),
+    (["compile", "ring(8)", "--runtime", "executor", "--dialect", "legacy"], "usage"),
+    (["bfb", "ring(4)", "--no-such-option"], "usage"),
+])
+def test_errors_under_json_are_json_objects_on_stderr(capsys, argv, type_):
+    """Under --json every error is one JSON object on stderr (stdout stays empty), exit code 2."""
+    try:
+        code, out, err = run(capsys, *argv, "--json")
+    except SystemExit as exc:                 # argparse's own errors exit from parse_args
+        code, (out, err) = exc.code, capsys.readouterr()
+    obj = json.loads(err)
+    assert code == 2 and out == "" and obj["error"]["type"] == type_ and obj["error"]["exit_code"] == 2
+    assert obj["error"]["message"]
+    if type_ == "refused":
+        assert obj["error"]["limit"] == "max_steps" and obj["error"]["maximum"] == 1
+
+
+def test_migrate_bootstrap_key_is_written_once_and_never_printed(tmp_path):
+    import os
+    import stat
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPLAN_")}
+    env["FABRICPLAN_DATA_DIR"] = str(tmp_path)
+    key_file = tmp_path / "keys" / "scheduler.key"
+    argv = [sys.executable, "-m", "services.cli", "migrate", "--bootstrap-key", str(key_file)]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    secret = key_file.read_text().strip()
+    assert secret.startswith("fp_") and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert secret not in first.stdout + first.stderr and "mode 0600" in first.stderr
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0 and key_file.read_text().strip() == secret and "exists" in second.stderr
+    from services.store import repo
+    from services.store.db import session_scope
+
+    with session_scope(f"sqlite:///{tmp_path}/fabricplan.db") as s:
+        key = repo.find_key(s, secret)
+        assert key is not None and key.role == "scheduler"

@@ -30,9 +30,35 @@ EXPECTED_COMMANDS = {"migrate": "migrate", "api": "serve", "worker": "worker"}
 ENV_PREFIX = Settings.model_config["env_prefix"]
 
 
+ENV_EXAMPLE = ROOT / ".env.example"
+
+
+def env_file(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """docker compose's variable interpolation: ${VAR}, ${VAR:-default}, ${VAR:?error}; $$ is a literal $."""
+    def sub(m):
+        name, op, arg = m.group(1), m.group(2), m.group(3)
+        if env.get(name):
+            return env[name]
+        if op == ":-":
+            return arg
+        raise AssertionError(f"docker-compose.yml needs {name} ({arg or 'no default'}), and .env.example lacks it")
+    text = re.sub(r"\$\{([A-Z0-9_]+)(?:(:-|:\?)([^}]*))?\}", sub, text.replace("$$", "\0"))
+    return text.replace("\0", "$")
+
+
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    return yaml.safe_load(COMPOSE.read_text())
+    """docker-compose.yml as compose runs it with the variables of .env.example."""
+    return yaml.safe_load(interpolate(COMPOSE.read_text(), env_file(ENV_EXAMPLE)))
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +158,10 @@ def test_images_and_builds(services):
     assert str(services["postgres"]["image"]).split(":")[1].startswith("16")
     assert str(services["redis"]["image"]).split(":")[0] == "redis"
     assert str(services["redis"]["image"]).split(":")[1].startswith("7")
+    images = [str(svc["image"]) for svc in services.values() if "image" in svc]
+    images += [rest.split()[0] for kw, rest in dockerfile_instructions() if kw == "FROM" and ":" in rest.split()[0]]
+    for image in images:             # exact versions: a major tag or `latest` moves under a deployment
+        assert re.search(r":\d+\.\d+(\.\d+)?(-[a-z0-9.-]+)?(@sha256:[0-9a-f]{64})?$", image), image
     for name in APP_SERVICES:
         assert build_context(services[name]) in (".", "./"), f"{name} must be built from the repository's Dockerfile"
 
@@ -244,7 +274,8 @@ def test_named_volumes(compose, services):
 # ----- Dockerfile ----------------------------------------------------------------------------------------
 def test_dockerfile_base_install_and_user():
     ins = dockerfile_instructions()
-    assert ins[0] == ("FROM", "python:3.11-slim")
+    froms = [rest for kw, rest in ins if kw == "FROM"]
+    assert len(froms) >= 2 and all(f.startswith("python:3.11.") for f in froms), "multi-stage, Python 3.11"
     assert any(kw == "RUN" and re.search(r"\bpip install\b.*\s\.(\s|$)", rest + " ") for kw, rest in ins)
     users = [rest for kw, rest in ins if kw == "USER"]
     assert users and users[-1].split(":")[0] not in ("root", "0"), "the image must not run as root"
@@ -257,3 +288,50 @@ def test_dockerfile_cmd_is_a_subcommand_and_exposes_the_api_port(services):
     exposed = {int(p.split("/")[0]) for kw, rest in dockerfile_instructions() if kw == "EXPOSE" for p in rest.split()}
     assert api_container_port(services) in exposed, "the Dockerfile must EXPOSE the port the api publishes"
     assert args.port in exposed
+
+
+# ----- security and the dependency layer ------------------------------------------------------------------
+def test_keys_are_required_and_a_bootstrap_key_is_handed_over(services):
+    for name in APP_SERVICES:
+        assert environment(services[name]).get("FABRICPLAN_API_KEYS_REQUIRED") == "true", name
+    args = parse_fabricplan(argv_of(services["migrate"]["command"]), "migrate")
+    key_dir = str(Path(args.bootstrap_key).parent)
+    mounts = {name: [str(v) for v in services[name].get("volumes", [])] for name in ("migrate", "api")}
+    assert any(v.split(":")[1] == key_dir for v in mounts["migrate"]), "the key file must be on a volume"
+    assert any(v.split(":")[1] == key_dir and v.endswith(":ro") for v in mounts["api"]), "readable from the api"
+    assert "chmod 0700 /run/fabricplan/keys" in DOCKERFILE.read_text()
+
+
+def test_secrets_come_from_the_env_file():
+    raw = COMPOSE.read_text()
+    example = env_file(ENV_EXAMPLE)
+    for var in ("POSTGRES_PASSWORD", "REDIS_PASSWORD"):
+        assert f"${{{var}:?" in raw and var in example, var
+        assert example[var] not in raw, f"{var}'s value is written into docker-compose.yml"
+    assert not re.search(r"POSTGRES_PASSWORD:\s*[A-Za-z0-9]", raw), "a literal database password"
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_api_is_published_on_loopback_by_default(services):
+    ports = [str(p) for p in services["api"]["ports"]]
+    assert ports == ["127.0.0.1:8000:8000"], ports
+
+
+def test_worker_healthcheck_pings_its_own_node(services):
+    check = healthcheck_text(services["worker"])
+    assert "inspect ping" in check and "celery@$HOSTNAME" in check, check
+    args = parse_fabricplan(argv_of(services["worker"]["command"]), "worker")
+    assert args.hostname is None, "the check assumes the default node name celery@<hostname>"
+    from workers.app import celery_app
+
+    assert celery_app.main == "fabricplan"
+
+
+def test_dependencies_install_from_the_lock_before_the_code():
+    ins = dockerfile_instructions()
+    copies = [(i, rest) for i, (kw, rest) in enumerate(ins) if kw == "COPY"]
+    lock = next(i for i, rest in copies if "requirements.lock" in rest)
+    code = next(i for i, rest in copies if rest.startswith("services"))
+    install = next(i for i, (kw, rest) in enumerate(ins) if kw == "RUN" and "--require-hashes -r" in rest)
+    assert lock < install < code, "the locked dependencies are a layer below the code"
+    assert any(kw == "RUN" and "pip install --no-deps ." in rest for kw, rest in ins)

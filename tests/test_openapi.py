@@ -38,7 +38,7 @@ def test_committed_document_is_current(fresh):
 
 def test_rendering_is_deterministic_and_canonical(fresh):
     assert fresh.endswith("}\n")
-    assert fresh == json.dumps(json.loads(fresh), sort_keys=True, indent=2) + "\n"
+    assert fresh == json.dumps(openapi_export.canonical(json.loads(fresh)), indent=2) + "\n"
     assert openapi_export.render() == fresh
 
 
@@ -64,3 +64,37 @@ def test_check_flags_a_stale_file(tmp_path, capsys):
 def test_check_flags_a_missing_file(tmp_path, capsys):
     assert openapi_export.main(["--check", "--output", str(tmp_path / "nope.json")]) == 1
     assert "missing" in capsys.readouterr().err
+
+
+def test_operations_are_named_typed_and_document_their_errors(fresh):
+    """What generated clients need: named operation ids, optional auth, binary downloads first, enums, typed
+    bodies, and every error status in the API's error model."""
+    doc = json.loads(fresh)
+    ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
+    assert len(ids) == len(set(ids))
+    assert not [i for i in ids if "_v1_" in i or i.endswith(("_get", "_post", "_put", "_delete"))], ids
+    assert {"create_plan", "get_plan", "get_plan_schedule", "get_plan_topology", "register_fabric", "list_panels",
+            "report_panel_state"} <= set(ids)
+    assert doc["security"][0] == {} and all("security" not in op for ops in doc["paths"].values()
+                                             for op in ops.values())
+    errors = {"#/components/schemas/ErrorOut", "#/components/schemas/ValidationErrorOut"}
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            for status, response in op["responses"].items():
+                if int(status) >= 400 and path not in ("/readyz",):
+                    ref = response.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")
+                    assert ref in errors, (method, path, status, response)
+    for path in ("/v1/plans/{plan_id}/schedules/{collective}", "/v1/plans/{plan_id}/topology",
+                 "/v1/plans/{plan_id}/revisions/{number}/schedules/{collective}",
+                 "/v1/plans/{plan_id}/revisions/{number}/topology", "/v1/artifacts/{digest}"):
+        op = doc["paths"][path]["get"]
+        assert next(iter(op["responses"]["200"]["content"])) == "application/octet-stream", path
+        params = {p["name"]: p["schema"] for p in op["parameters"]}
+        for name in ("format", "collective"):
+            if name in params:
+                assert params[name]["enum"], (path, name)
+    runtime = {p["name"]: p["schema"] for p in doc["paths"]["/v1/plans/{plan_id}/schedules/{collective}"]["get"]
+               ["parameters"]}["runtime"]
+    assert {"executor", "rccl", "legacy"} <= set(runtime["anyOf"][0]["enum"])
+    body = doc["paths"]["/v1/fabrics"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {r["$ref"].rsplit("/", 1)[1] for r in body["oneOf"]} == {"FabricLayout", "FabricDocument"}

@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.config import Settings, get_settings
 from services.store import notify
 from services.store.db import migrate
 
-from . import errors
+from . import errors, openapi_doc
 from .allow import AllowedMethods
+from .metrics import DatabaseCollector, Metrics, mark_process_dead
 from .auth import KeyCache
 from .dispatch import Dispatcher
 from .guard import InputGuard
@@ -25,28 +25,6 @@ from .routes.panels import PanelConfigCache
 from .routes.plans import PlanCache
 
 log = logging.getLogger("fabricplan.api")
-
-
-class Metrics:
-    def __init__(self):
-        self.registry = CollectorRegistry()
-        self.requests = Histogram("fabricplan_http_request_seconds", "HTTP request latency",
-                                  ["method", "route", "status"], registry=self.registry)
-        self.plans_created = Counter("fabricplan_plans_created_total", "plans accepted", registry=self.registry)
-        self.plans_by_status = Gauge("fabricplan_plans", "plans by status", ["status"], registry=self.registry)
-        self.jobs = Gauge("fabricplan_jobs", "unfinished jobs (plan, evaluation, compile, revision) by status",
-                          ["kind", "status"], registry=self.registry)
-
-    def set_plans_by_status(self, counts: dict[str, int]) -> None:
-        """The fabricplan_plans gauge (plans by status), refreshed whenever the counts are read."""
-        for status, n in counts.items():
-            self.plans_by_status.labels(status).set(n)
-
-    def set_jobs(self, counts: dict[str, dict[str, int]]) -> None:
-        """The fabricplan_jobs gauge (unfinished jobs by kind and status: queued, running)."""
-        for kind, per in counts.items():
-            for status, n in per.items():
-                self.jobs.labels(kind, status).set(n)
 
 
 class TimingMiddleware:
@@ -87,19 +65,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             listener = PgListener(st.sqlalchemy_url, hub)   # changes other processes commit
             listener.start()
         app.state.dispatcher.start()
+        if app.state.metrics.embedded_workers is not None:
+            app.state.metrics.embedded_workers.set(1)    # this process's in-process worker
         try:
             yield
         finally:
             app.state.dispatcher.stop()
+            mark_process_dead()
             if listener is not None:
                 listener.stop()
             notify.set_sink(None)
 
     app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=openapi_doc.operation_id,
                   description="Direct-connect topologies, collective schedules and cross-connects for "
                               "optically patched ML clusters.")
     app.state.settings = st
-    app.state.metrics = Metrics()
+    app.state.metrics = Metrics(embedded_worker=st.embedded)
+    app.state.db_metrics = DatabaseCollector(st.sqlalchemy_url, None if st.embedded else st.broker_url)
     app.state.hub = hub
     app.state.dispatcher = Dispatcher(st, hub.publish)
     app.state.plan_cache = PlanCache()
@@ -116,4 +99,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (panels, plans, revisions, frontiers, topologies, artifacts, fabrics, stats, health):
         app.include_router(module.router)
     dashboard.mount(app)                               # `/`, /docs and /redoc from local files only
+    openapi_doc.install(app)                           # operation ids, optional auth, typed bodies
     return app

@@ -17,10 +17,20 @@ from sqlalchemy.orm import Session
 
 from services.store import repo
 
-__all__ = ["blob_response", "STREAM_BYTES"]
+__all__ = ["blob_response", "served_type", "STREAM_BYTES", "NPZ", "OCTET"]
 
 STREAM_BYTES = 1 << 20
+OCTET = "application/octet-stream"
+NPZ = "application/x-npz"        # how npz blobs are stored; no registered type, so served as OCTET
 IMMUTABLE = "private, max-age=31536000, immutable"
+
+
+def served_type(request: Request, media_type: str) -> str:
+    """The Content-Type a blob goes out with: application/octet-stream for npz (no registered type) and for a
+    request whose Accept lists application/octet-stream (generated clients read bytes), else `media_type`."""
+    if media_type == NPZ or OCTET in request.headers.get("accept", ""):
+        return OCTET
+    return media_type
 
 
 def blob_response(request: Request, s: Session, digest: str, media_type: str | None = None,
@@ -41,7 +51,7 @@ def blob_response(request: Request, s: Session, digest: str, media_type: str | N
     if found is None:
         raise HTTPException(404, f"artifact {digest} not found")
     stored, stored_type = found
-    media_type = media_type or stored_type.removesuffix("+zlib")
+    media_type = served_type(request, media_type or stored_type.removesuffix("+zlib"))
     if render is not None:
         content = zlib.decompress(stored) if stored_type.endswith("+zlib") else stored
         return Response(render(content), media_type=media_type, headers=headers)

@@ -21,6 +21,20 @@ TOO_MANY = {429: {"model": ErrorOut, "description": "the API key already has its
 COMMON = {**INVALID, **DATABASE}
 
 
+COMPILE_REFUSED = {422: {"model": ValidationErrorOut, "description": "an invalid option, or nothing fits the runtime: "
+                                                                   "`type` compile_refused.<limit> names the limit"}}
+
+# served as application/octet-stream when the request's Accept lists it (blobs.blob_response), and npz always
+OCTET = "application/octet-stream"
+
+
+def download(description: str, *media_types: str) -> dict:
+    """A 200 download: application/octet-stream first (generated clients then return the bytes whatever
+    the format), then the media types the route serves by default. The exported document keeps this order."""
+    return content(description + ". Any format is served as application/octet-stream to a request whose "
+                   "Accept lists it", OCTET, *[m for m in media_types if m != OCTET])
+
+
 def content(description: str, *media_types: str) -> dict:
     """A 200 response in one of `media_types` (JSON an object, anything else a string)."""
     return {"description": description,

@@ -214,6 +214,11 @@ class CandidateOut(BaseModel):
 
 
 class TopologyOut(CandidateOut):
+    collective: CollectiveName | None = Field(default=None, description="whose cost steps, tau, t_l_us and "
+                                              "t_b_us_per_mib are: the allgather's, whatever the workload's "
+                                              "collective; `costs` has every collective's")
+    costs: dict[CollectiveName, "CollectiveCost"] | None = Field(default=None, description="every collective's "
+                                                                 "cost (steps, tau) on this topology")
     t_l_us: float | None = None
     t_b_us_per_mib: float | None = Field(default=None, description="T_B of one MiB message (tau * 2^20 / B)")
     distance_counts: list[int] | None = Field(default=None, description="ordered node pairs at distance "
@@ -562,6 +567,8 @@ class EvaluationAccepted(BaseModel):
 
 
 class EvaluateOut(BaseModel):
+    id: str | None = Field(default=None, description="the evaluation's id (the same request is the same one)")
+    url: str | None = Field(default=None, description="the evaluation's URL (GET it again later)")
     expr: str
     collective: str
     nodes: int

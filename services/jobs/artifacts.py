@@ -10,7 +10,6 @@ import io
 import json
 from fractions import Fraction
 
-import networkx as nx
 import numpy as np
 
 from services.synthesis.bfb.lp import BlockResult
@@ -73,14 +72,12 @@ def link_loads_blob(sched: Schedule, t, tau: Fraction) -> bytes:
     return buf.getvalue()
 
 
-def topology_graphml(t) -> bytes:
-    g = nx.MultiDiGraph(expr=t.expr, degree=t.degree)
-    g.add_nodes_from(range(t.nodes))
-    for a, b, l in zip(t.tails.tolist(), t.heads.tolist(), t.lanes.tolist()):
-        g.add_edge(a, b, key=l, lane=l)
-    buf = io.BytesIO()
-    nx.write_graphml(g, buf)
-    return buf.getvalue()
+def topology_graphml(t, doc: dict | None = None) -> bytes:
+    """The topology as GraphML valid against graphml.xsd (services.synthesis.topology.graphml), from its
+    topology_json document `doc` when the caller has it."""
+    from services.synthesis.topology.graphml import topology_graphml as write
+
+    return write(doc if doc is not None else topology_json(t))
 
 
 def schedule_json_bytes(npz: bytes) -> bytes:

@@ -171,10 +171,11 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
         for c, rows in size_sets.store_sets(s, rev.plan_id, prefix, sets).items():
             summaries[c]["by_size"] = rows
         meta = {"nodes": g.nodes, "degree": g.degree}
-        topo_digest = repo.put_blob(s, json.dumps(topology_json(g)).encode(), "topology", "application/json")
+        topology_doc = topology_json(g)
+        topo_digest = repo.put_blob(s, json.dumps(topology_doc).encode(), "topology", "application/json")
         repo.attach(s, rev.plan_id, f"{prefix}topology", topo_digest, meta)
         repo.attach(s, rev.plan_id, f"{prefix}topology:graphml",
-                    repo.put_blob(s, topology_graphml(g), "topology", "application/graphml+xml"), meta)
+                    repo.put_blob(s, topology_graphml(g, topology_doc), "topology", "application/graphml+xml"), meta)
     topology = {"expr": g.expr, "nodes": g.nodes, "degree": g.degree, "regular": g.regular,
                 "removed": [[int(x) for x in f] for f in failed], **topology_facts(g)}
     return {**state, "schedules": summaries, "topology": topology, "topology_digest": topo_digest,

@@ -48,9 +48,12 @@ def readyz(request: Request, response: Response):
 @router.get("/metrics", response_class=Response, responses={200: {
     "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
 def metrics(request: Request):
-    """Prometheus metrics; the fabricplan_plans gauge (plans by status) and the fabricplan_jobs gauge (unfinished
-    jobs by kind and status) are counted at each scrape."""
+    """Prometheus metrics (services.api.metrics): the API processes' counters (summed over every process of
+    `serve --workers N`) and what the database counts at the scrape (queues, job and compile durations,
+    revisions, workers)."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    from ..metrics import scrape_registry
 
     try:
         with session_scope(request.app.state.settings.sqlalchemy_url) as s:
@@ -58,4 +61,5 @@ def metrics(request: Request):
             request.app.state.metrics.set_jobs(jobs.counts(s))
     except SQLAlchemyError:             # the database is down: /readyz says so; serve the other metrics
         pass
-    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    registry = scrape_registry(request.app.state.metrics, request.app.state.db_metrics)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -235,6 +235,7 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
     for pid in set(changed) | {r.plan_id for r in created}:
         request.app.state.plan_cache.drop(pid)
     s.commit()
+    request.app.state.metrics.panel_reports.labels(body.status).inc()
     if any(r.status == "queued" for r in created):
         request.app.state.dispatcher.wake()
     base = str(request.base_url).rstrip("/")

@@ -20,12 +20,14 @@ from services.synthesis.schedule.ir import Collective
 
 from .. import budget
 from ..auth import READ, WRITE, Principal
-from ..blobs import blob_response
+from ..blobs import NPZ, blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
+from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, ScheduleCollectivePath,
+                         ScheduleFormat, TopologyFormat)
 from ..progress import progress_block
-from ..responses import AUTH, BODY, COMMON, TOO_MANY
+from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..revision_views import plan_revision_ref
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
                        PlanStatus)
@@ -133,7 +135,8 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
                fabric_id: str | None = Query(None, max_length=100, description="plans bound to this fabric"),
                nodes: int | None = Query(None, ge=2, le=4096), degree: int | None = Query(None, ge=1, le=16),
                view: Literal["full", "summary"] = Query("full", description="`summary` leaves out the frontier, "
-                                                        "schedules, predicted and baseline times (list views)"),
+                                                        "schedules, predicted and baseline times, the training "
+                                                        "block and the compiled files (list views)"),
                limit: Limit = 100, offset: Offset = 0,
                s: Session = Depends(get_session)):
     """Plans, newest first, filtered (filters combine with AND) and paginated; X-Total-Count is the number
@@ -147,7 +150,8 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
     return out
 
 
-SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid")
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid",
+                 "compiled")
 
 
 class PlanCache:
@@ -221,14 +225,9 @@ def plan_events(plan_id: str, s: Session = Depends(get_session)):
             for e in plan_or_404(s, plan_id).events]
 
 
-@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut},
-                                              304: {"description": "unchanged (If-None-Match)"},
-                                              200: {"description": "the topology as JSON or GraphML",
-                                                    "content": {"application/json": {"schema": {"type": "object"}},
-                                                                "application/graphml+xml": {
-                                                                    "schema": {"type": "string"}}}}},
-            dependencies=[Depends(READ)])
-def plan_topology(plan_id: str, request: Request, format: str = Query("json", pattern="^(json|graphml)$"),
+@router.get("/{plan_id}/topology", responses={**NOT_FOUND, **AUTH, **CONFLICT, **NOT_MODIFIED,
+                                              200: TOPOLOGY_DOWNLOAD}, dependencies=[Depends(READ)])
+def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query("json"),
                   s: Session = Depends(get_session)):
     """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
     Content-addressed, with ETag."""
@@ -245,15 +244,11 @@ def plan_topology(plan_id: str, request: Request, format: str = Query("json", pa
 
 
 @router.get("/{plan_id}/schedules/{collective}", responses={
-    **NOT_FOUND, **AUTH, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
-    200: {"description": "the schedule: JSON, the npz IR blob, or MSCCL / oneCCL XML",
-          "content": {"application/json": {"schema": {"type": "object"}},
-                      "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
-                      "application/xml": {"schema": {"type": "string"}}}},
+    **NOT_FOUND, **AUTH, **CONFLICT, **NOT_MODIFIED, 200: SCHEDULE_DOWNLOAD,
     202: {"model": CompileAccepted, "description": "the XML is being compiled in a worker: poll the url"},
-    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}, **TOO_MANY})
-def plan_schedule(plan_id: str, collective: str, request: Request,
-                  format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
+    **COMPILE_REFUSED, **TOO_MANY})
+def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Request,
+                  format: ScheduleFormat = Query("json"),
                   range_: int | None = Query(None, alias="range", ge=0, le=1 << 20,
                                              description="a size range of the schedule set (by_size[range])"),
                   options=Depends(compile_query), s: Session = Depends(get_session),
@@ -287,7 +282,7 @@ def plan_schedule(plan_id: str, collective: str, request: Request,
     if format in ("msccl", "oneccl"):
         return compiled_xml(s, request, plan_id, coll, format, options(format), principal=principal)
     if format == "npz":
-        return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-{coll.value}.npz")
+        return blob_response(request, s, link.digest, NPZ, f"{plan_id}-{coll.value}.npz")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-{coll.value}.json",
                          render=schedule_json_bytes, etag_suffix="-json")
 
@@ -307,8 +302,8 @@ def _schedule_missing(p, coll: Collective) -> HTTPException:
 
 
 @router.get("/{plan_id}/schedules/{collective}/loads", response_model=LinkLoadsOut,
-            responses={**NOT_FOUND, **AUTH, 409: {"model": ErrorOut}}, dependencies=[Depends(READ)])
-def plan_link_loads(plan_id: str, collective: str, s: Session = Depends(get_session),
+            responses={**NOT_FOUND, **AUTH, **CONFLICT}, dependencies=[Depends(READ)])
+def plan_link_loads(plan_id: str, collective: ScheduleCollectivePath, s: Session = Depends(get_session),
                     max_links: int = Query(256, ge=1, le=4096, description="at most this many link columns; "
                                            "beyond it consecutive arcs share a column holding their maximum")):
     """What each link carries in each comm step (the heat map of where the bandwidth goes), in shards

@@ -19,9 +19,11 @@ from .. import budget
 from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
-from ..responses import AUTH, BODY, COMMON, TOO_MANY
+from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, RevisionCollectivePath, ScheduleFormat,
+                         TopologyFormat)
+from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
-from ..blobs import blob_response
+from ..blobs import NPZ, blob_response
 from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
 from ..revision_views import revision_summary, revision_view
 
@@ -122,12 +124,9 @@ def _artifact(s: Session, plan, number: str, name: str):
 
 
 @router.get("/{plan_id}/revisions/{number}/topology", dependencies=[Depends(READ)], responses={
-    **NOT_FOUND, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
-    200: {"description": "the revision's topology as JSON or GraphML",
-          "content": {"application/json": {"schema": {"type": "object"}},
-                      "application/graphml+xml": {"schema": {"type": "string"}}}}})
+    **NOT_FOUND, 409: {"model": ErrorOut}, **NOT_MODIFIED, 200: TOPOLOGY_DOWNLOAD})
 def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
-                      format: str = Query("json", pattern="^(json|graphml)$"), s: Session = Depends(get_session)):
+                      format: TopologyFormat = Query("json"), s: Session = Depends(get_session)):
     """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
     plan = plan_or_404(s, plan_id)
     link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
@@ -136,15 +135,11 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
 
 
 @router.get("/{plan_id}/revisions/{number}/schedules/{collective}", dependencies=[Depends(READ)], responses={
-    **NOT_FOUND, 409: {"model": ErrorOut}, 304: {"description": "unchanged (If-None-Match)"},
-    200: {"description": "the schedule: JSON, the npz IR blob, or MSCCL / oneCCL XML",
-          "content": {"application/json": {"schema": {"type": "object"}},
-                      "application/x-npz": {"schema": {"type": "string", "format": "binary"}},
-                      "application/xml": {"schema": {"type": "string"}}}},
+    **NOT_FOUND, 409: {"model": ErrorOut}, **NOT_MODIFIED, 200: SCHEDULE_DOWNLOAD,
     202: {"model": CompileAccepted, "description": "the XML is being compiled in a worker: poll the url"},
-    422: {"description": "invalid options, or nothing fits the runtime (the limit is named)"}, **TOO_MANY})
-def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, request: Request,
-                      format: str = Query("json", pattern="^(json|npz|msccl|oneccl)$"),
+    **COMPILE_REFUSED, **TOO_MANY})
+def revision_schedule(plan_id: str, number: RevisionNumber, collective: RevisionCollectivePath, request: Request,
+                      format: ScheduleFormat = Query("json"),
                       range_: int | None = Query(None, alias="range", ge=0, le=1 << 20,
                                                  description="a size range of the schedule set (by_size[range])"),
                       options=Depends(compile_query), s: Session = Depends(get_session),
@@ -184,7 +179,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: str, req
         prefix = link.name.removesuffix(f"schedule:{coll.value}")
         return compiled_xml(s, request, plan_id, coll, format, options(format), prefix, principal=principal)
     if format == "npz":
-        return blob_response(request, s, link.digest, "application/x-npz", f"{plan_id}-r{number}-{coll.value}.npz")
+        return blob_response(request, s, link.digest, NPZ, f"{plan_id}-r{number}-{coll.value}.npz")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-{coll.value}.json",
                          render=schedule_json_bytes, etag_suffix="-json")
 

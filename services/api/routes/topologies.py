@@ -53,13 +53,13 @@ def _load(url: str, evaluation_id: str) -> dict | None:
 
 
 def _answer(ev: dict, request: Request, with_arcs: bool):
+    url = f"{str(request.base_url).rstrip('/')}/v1/topologies/evaluations/{ev['id']}"
     if ev["status"] == "done":
         drop = () if with_arcs else ("arcs", "permutation")
-        return EvaluateOut(**{k: ev["result"][k] for k in EvaluateOut.model_fields
-                              if k in ev["result"] and k not in drop})
+        return EvaluateOut(id=ev["id"], url=url, **{k: ev["result"][k] for k in EvaluateOut.model_fields
+                                                    if k in ev["result"] and k not in drop and k not in ("id", "url")})
     if ev["status"] == "failed":
         raise unprocessable(["body"], ev["reason"], "evaluation_failed")
-    url = f"{str(request.base_url).rstrip('/')}/v1/topologies/evaluations/{ev['id']}"
     return JSONResponse(EvaluationAccepted(id=ev["id"], status=ev["status"], url=url).model_dump(),
                         status_code=202, headers={"Location": url, "Retry-After": "1"})
 

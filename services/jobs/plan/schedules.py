@@ -112,7 +112,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
     advance(plan_id, "store", 0.95, "storing artifacts")
     # the blobs are content-addressed (a redelivery writes the same ones): stored first, in their own
     # transaction, so the plan's row is held only while they are attached and the heartbeat is never kept out
-    topology_blob, graphml_blob = json.dumps(topology_json(topo)).encode(), topology_graphml(topo)
+    topology_doc = topology_json(topo)
+    topology_blob, graphml_blob = json.dumps(topology_doc).encode(), topology_graphml(topo, topology_doc)
     with session_scope(_url()) as s:
         digests = {c: (repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False),
                        repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))

@@ -1,0 +1,30 @@
+"""How the plan and revision routes declare their downloads and path parameters in OpenAPI, so generated
+clients get enums and bytes (services.api.openapi_doc): the collective of a schedule path, the `format`
+enums, and 200 responses that list application/octet-stream first (responses.download)."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Path
+
+from .responses import download
+from .schemas import ErrorOut
+
+__all__ = ["CONFLICT", "NOT_MODIFIED", "ScheduleCollectivePath", "RevisionCollectivePath", "ScheduleFormat",
+           "TopologyFormat", "SCHEDULE_DOWNLOAD", "TOPOLOGY_DOWNLOAD"]
+
+CONFLICT = {409: {"model": ErrorOut, "description": "the plan is not done yet (or has no such stored artifact)"}}
+NOT_MODIFIED = {304: {"description": "unchanged (If-None-Match)"}}
+# the collective of a schedule path: the enum documents the names (the aliases Collective.parse reads are
+# accepted too); an unknown one is 404, as for any path that does not exist
+ScheduleCollectivePath = Annotated[str, Path(json_schema_extra={"enum": ["allgather", "reducescatter", "allreduce",
+                                                                         "alltoall"]},
+                                             description="allgather, reducescatter, allreduce or alltoall")]
+RevisionCollectivePath = Annotated[str, Path(json_schema_extra={"enum": ["allgather", "reducescatter", "allreduce"]},
+                                             description="allgather, reducescatter or allreduce (revisions rebuild "
+                                                         "these)")]
+ScheduleFormat = Literal["json", "npz", "msccl", "oneccl"]
+TopologyFormat = Literal["json", "graphml"]
+SCHEDULE_DOWNLOAD = download("the schedule: JSON (format=json), the npz IR blob (application/octet-stream) or "
+                             "MSCCL / oneCCL XML (application/xml)", "application/xml", "application/json")
+TOPOLOGY_DOWNLOAD = download("the topology as JSON or GraphML", "application/graphml+xml", "application/json")
