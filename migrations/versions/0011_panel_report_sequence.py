@@ -1,15 +1,15 @@
 """panel reports: the agent's report sequence (a report is stored only when newer than the stored one)
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-26 09:40:00
 """
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0008'
-down_revision = '0007'
+revision = '0011'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 
