@@ -7,6 +7,11 @@ cap (workers.limits) and each task arms the soft time limit; the process reports
 parent kills the job's process group `grace` after the soft limit if it did not stop by itself. A job process
 that dies or is killed fails its job with the reason; notifications of committed changes (a new panel config,
 an evaluation's result) travel to the gateway over the process's pipe.
+
+The worker says which jobs it holds (`held`: queued here, running, or ended with a failure not yet recorded).
+A failure it could not record (the database away) is recorded again every loop until the database takes it;
+a job whose process ended on a database error (the job's own writes refused, e.g. a full disk) is neither
+failed nor held: the dispatcher sends it again once the database takes writes (services.store.jobs).
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ class _Job:
     task: str = "starting"
     deadline: float = float("inf")
     killed_for: str | None = None
+    database_error: str | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -59,6 +65,8 @@ class EmbeddedWorker:
         self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.starting: _Job | None = None
+        self.unrecorded: dict[tuple[str, str], tuple[int, str]] = {}     # failures the database refused
 
     def start(self) -> None:
         if self._thread is None:
@@ -86,10 +94,17 @@ class EmbeddedWorker:
         with self.lock:
             return len(self.pending) + len(self.running)
 
+    def held(self) -> set[tuple[str, str]]:
+        """(kind, id) of every job this worker still holds: never to be sent again while it does."""
+        with self.lock:
+            jobs = [*self.pending, *self.running] + ([self.starting] if self.starting else [])
+            return {(j.kind, j.job_id) for j in jobs} | set(self.unrecorded)
+
     # ----- supervision -------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
+                self._record_failures()
                 self._start_jobs()
                 ready = wait([self._wake_r] + [j.conn for j in self.running] + [j.process.sentinel for j in self.running],
                              timeout=1.0)
@@ -115,7 +130,7 @@ class EmbeddedWorker:
             with self.lock:
                 if not self.pending:
                     return
-                job = self.pending.popleft()
+                job = self.starting = self.pending.popleft()
             parent, child = multiprocessing.Pipe(duplex=False)
             job.process = _context().Process(target=_job_main, args=(self.settings, job.kind, job.job_id,
                                                                     job.attempt, child),
@@ -124,7 +139,9 @@ class EmbeddedWorker:
             child.close()
             job.conn = parent
             job.deadline = time.monotonic() + STARTUP_S
-            self.running.append(job)
+            with self.lock:
+                self.running.append(job)
+                self.starting = None
 
     def _read(self, job: _Job) -> None:
         try:
@@ -138,23 +155,48 @@ class EmbeddedWorker:
                     self.on_change(msg[1], msg[2])
                 elif msg[0] == "failed":
                     job.killed_for = msg[1]
+                elif msg[0] == "database":
+                    job.database_error = msg[1]
         except (EOFError, OSError):
             pass
 
     def _finished(self, job: _Job) -> None:
-        self.running.remove(job)
-        job.conn.close()
         code = job.process.exitcode
+        job.conn.close()
         if code == 0 and job.killed_for is None:
+            with self.lock:
+                self.running.remove(job)
+            return
+        if job.database_error is not None and job.killed_for is None:     # the job's writes were refused: sent
+            log.warning("%s %s: the database refused its writes (%s); it is sent again once the database "
+                        "takes writes", job.kind, job.job_id, job.database_error)
+            with self.lock:
+                self.running.remove(job)
+            return
+        why = job.killed_for or (f"the worker process running stage '{_stage(job.task)}' died "
+                                 f"({_exit(code)})")
+        with self.lock:
+            self.running.remove(job)
+            self.unrecorded[(job.kind, job.job_id)] = (job.attempt, why)
+        self._record_failures()
+
+    def _record_failures(self) -> None:
+        """Record the failures of ended jobs; those the database refuses stay held and are tried again."""
+        if not self.unrecorded:
             return
         from services.jobs import attempts
 
-        why = job.killed_for or (f"the worker process running stage '{_stage(job.task)}' died "
-                                 f"({_exit(code)})")
-        try:
-            attempts.fail(job.kind, job.job_id, why, job.attempt, self.settings.sqlalchemy_url)
-        except Exception:
-            log.exception("could not record the failure of %s %s", job.kind, job.job_id)
+        with self.lock:
+            todo = list(self.unrecorded.items())
+        for (kind, job_id), (attempt, why) in todo:
+            try:
+                attempts.fail(kind, job_id, why, attempt, self.settings.sqlalchemy_url)
+            except Exception as exc:
+                log.warning("could not record the failure of %s %s (%s: %s); trying again", kind, job_id,
+                            type(exc).__name__, exc)
+                return
+            with self.lock:
+                self.unrecorded.pop((kind, job_id), None)
 
 
 def _noop() -> None:
@@ -197,7 +239,7 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
             conn.send(msg)
     notify.set_sink(lambda channel, key: send("change", channel, key))
     limits.embed(lambda name: send("task", name), settings.task_time_limit_s)
-    from .tasks import HEARTBEATS, job_signature, reason
+    from .tasks import HEARTBEATS, database_error, job_signature, reason
 
     HEARTBEATS.start()
     limits.apply_memory_limit(settings.task_memory_limit_mb)
@@ -205,8 +247,11 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
     try:
         job_signature(kind, job_id, attempt).apply()
     except BaseException as exc:        # what the task did not record itself: the parent records it
-        why = reason(limits.current_task.rsplit(".", 1)[-1], exc)
-        send("failed", why)
+        db = database_error(exc)
+        if db is not None:              # its writes refused: not a failure of the job, sent again
+            send("database", db)
+        else:
+            send("failed", reason(limits.current_task.rsplit(".", 1)[-1], exc))
         os._exit(1)
     finally:
         conn.close()

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from celery import chain, chord, group, signals
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from services.jobs import attempts, compiling, evaluation, revision
 from services.jobs.plan import alltoall, fabric, finish, schedules, select
@@ -41,7 +41,8 @@ from . import limits
 from .app import celery_app
 
 log = logging.getLogger("fabricplan.worker")
-TRANSIENT = (OperationalError, ConnectionError, TimeoutError)
+TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+DATABASE_AWAY = (OperationalError, InterfaceError)       # the database did not answer or refused a write
 INPUT_ERRORS = (attempts.PlanInputError, ScheduleTooLarge, ValueError)
 
 
@@ -78,6 +79,8 @@ class JobTask(celery_app.Task):
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         job_id = kwargs.get(self.id_kw)
+        if database_error(exc) is not None:     # retried and still away: the job is delivered again (lost worker,
+            return                              # or the embedded outbox), not failed with the database's words
         if isinstance(job_id, str):
             attempts.fail(self.kind, job_id, reason(self.name.rsplit(".", 1)[-1], exc), kwargs.get("attempt"))
 
@@ -105,6 +108,21 @@ def _chain(exc: BaseException):
         exc = exc.__cause__ or exc.__context__
 
 
+def database_error(exc: BaseException) -> str | None:
+    """A short text (the driver's error class and first line, never the SQL or its parameters) when the
+    database did not answer or refused a write anywhere in the exception's chain, else None."""
+    for e in _chain(exc):
+        if isinstance(e, DATABASE_AWAY):
+            return _db_text(e)
+    return None
+
+
+def _db_text(exc: DBAPIError) -> str:
+    orig = exc.orig if exc.orig is not None else exc
+    first = (str(orig).strip().splitlines() or [""])[0][:200]
+    return f"{type(orig).__name__}: {first}"
+
+
 def reason(stage: str, exc: BaseException) -> str:
     """What a person reads in the job's `reason` (a MemoryError anywhere in the chain is the memory limit:
     handling it may fail again for want of memory)."""
@@ -120,6 +138,8 @@ def reason(stage: str, exc: BaseException) -> str:
         return f"the worker process running stage '{stage}' died ({exc}); it was retried and died again"
     if isinstance(exc, INPUT_ERRORS):
         return f"{stage}: {exc}"
+    if isinstance(exc, DBAPIError):             # the SQL and its parameters are no reason for a person
+        return f"internal error in stage '{stage}': the database refused it ({_db_text(exc)})"
     return f"internal error in stage '{stage}': {type(exc).__name__}: {exc}"
 
 

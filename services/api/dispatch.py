@@ -7,6 +7,9 @@ source of truth. Every `sweep_s` (and at once when woken) the thread
    worker's job processes (workers.embedded). Scaled, a job sent `dispatch_resend_s` ago that no worker has
    started (its message lost: Redis restarted without persistence) is sent again with a new attempt. A job whose send fails (the broker is down) stays in the
    outbox and is sent by a later sweep once the broker answers; the request that queued it got its 202.
+   Embedded, a job sent that the worker no longer holds and that did not finish (its outcome could not be
+   recorded: the database refused its writes) is sent again the same way once the database takes writes,
+   and a running one is lost at once (services.store.jobs, `held`).
 Viewers' jobs take at most `viewer_job_slots` workers at once (all viewer keys together; the rest wait in the
 outbox, oldest first), so a viewer flooding on-demand compiles never holds every worker while a scheduler's
 plan waits. Several API processes may sweep the same database: each send is a new attempt, and a worker writes only for
@@ -77,17 +80,18 @@ class Dispatcher:
         from services.jobs import attempts
 
         st = self.settings
+        held = self.worker.held() if self.embedded else None     # read before the rows (jobs.lost)
         with session_scope(st.sqlalchemy_url) as s:
-            lost = jobs.lost(s, st.stale_plan_s, st.max_attempts)
+            lost = jobs.lost(s, st.stale_plan_s, st.max_attempts, held)
         for kind, job_id, reason in lost:
             if reason is None:
                 log.warning("%s %s: worker lost; delivered again", kind, job_id)
             else:
                 log.warning("%s %s failed: %s", kind, job_id, reason)
                 attempts.fail(kind, job_id, reason, url=st.sqlalchemy_url)
-        resend = None if self.embedded else st.dispatch_resend_s   # in-process handoffs are not lost
+        resend = st.sweep_s if self.embedded else st.dispatch_resend_s   # embedded: `held` says what is lost
         with session_scope(st.sqlalchemy_url) as s:
-            pending = jobs.undispatched(s, resend_after_s=resend)
+            pending = jobs.undispatched(s, resend_after_s=resend, held=held)
             owners = jobs.owners(s, pending)
             viewer_busy = jobs.in_flight_by(s, jobs.VIEWER)
         sent = 0

@@ -1,5 +1,7 @@
 """One error shape for every 400 and 422 (`{"detail": [{"loc", "field", "msg", "type"}]}`), and 503 with
-Retry-After when the database does not answer."""
+Retry-After when the database does not answer, a lock was not free within services.store.db.LOCK_TIMEOUT_S,
+or a commit failed (the transaction is rolled back: nothing was changed). Routes that write commit before
+they answer, so a failed commit is this 503, never a 2xx."""
 from __future__ import annotations
 
 from fastapi import FastAPI, HTTPException, Request
@@ -45,5 +47,6 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)
     async def database_down(request: Request, exc: Exception):
-        return JSONResponse({"detail": "the database is not answering; retry later"}, status_code=503,
+        return JSONResponse({"detail": "the database is not answering or is busy; nothing was changed: retry "
+                                       "later"}, status_code=503,
                             headers={"Retry-After": str(RETRY_AFTER_S)})

@@ -8,8 +8,9 @@ AUTH = {401: {"model": ErrorOut, "description": "missing or unknown API key"},
         403: {"model": ErrorOut, "description": "the key's role may not do this"}}
 INVALID = {422: {"model": ValidationErrorOut, "description": "a field is invalid (or a NUL character was sent): "
                                                               "each error names the field and the reason"}}
-DATABASE = {503: {"model": ErrorOut, "description": "the database is not answering (Retry-After says when to "
-                                                    "try again)",
+DATABASE = {503: {"model": ErrorOut, "description": "the database is not answering, a lock the request needs "
+                                                    "was not free within 5 s, or the commit failed: nothing was "
+                                                    "changed (Retry-After says when to try again)",
                   "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}}}
 BODY = {400: {"model": ValidationErrorOut, "description": "the body is not valid JSON"},
         413: {"model": ValidationErrorOut, "description": "the body is too large"},

@@ -832,6 +832,10 @@ class PanelStateIn(Input):
     status: Literal["applied", "failed", "degraded"] = Field(description="degraded: the version is applied but the "
                                                              "cross-connects in `failed` carry no light")
     message: str | None = Field(default=None, max_length=2000)
+    sequence: int | None = Field(default=None, strict=True, ge=0, le=2 ** 63 - 1, description=(
+        "the agent's report counter, increasing with every report it sends (kept across restarts, or the time "
+        "in ms): a report of the same version whose sequence is not above the stored one's is a replay (409, "
+        "nothing stored). Without it, reports of one version count in the order they arrive"))
     connections: list[CrossConnectIn] | None = Field(default=None, max_length=MAX_PANEL_PORTS, description=(
         "the cross-connects now on the panel, [{ingress, egress}], each port in range and used once; with "
         "status applied or degraded they must be exactly the acknowledged version's (omitted: they are)"))

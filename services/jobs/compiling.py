@@ -9,6 +9,7 @@ import logging
 import time
 
 from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.exc import DBAPIError
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
 from services.compiler.errors import CompileError
@@ -117,8 +118,8 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
                 "limits": sorted({a["limit"] for a in attempts if a.get("limit")} | {exc.limit or "fit"}
                                  | ({"deadline"} if getattr(exc, "timed_out", False) else set())),
                 "grid": sched.grid, "attempts": attempts[-8:], "seconds": time.perf_counter() - t0}
-    except SoftTimeLimitExceeded:                   # the task's time limit: the job fails with that reason
-        raise
+    except (SoftTimeLimitExceeded, DBAPIError):     # the time limit fails the job with that reason; a database
+        raise                                       # error is retried by the task, never the job's reason
     except MemoryError:                             # the frames holding the program are gone once we leave here
         reason = (f"compiling the {collective} schedule for {options.runtime} ran out of memory (the worker's "
                   "limit, FABRICPLAN_TASK_MEMORY_LIMIT_MB): ask for fewer channels or chunks, or raise the limit")

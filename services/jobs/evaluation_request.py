@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..store.db import insert_new
 from ..store.models import Evaluation
 
 __all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "LINK_DEFAULTS", "EdgeError", "check_edges", "prepare",
@@ -113,13 +114,9 @@ def link_costs(topo, links: dict):
 
 def submit(s, evaluation_id: str, request: dict) -> tuple[Evaluation, bool]:
     """The evaluation of this request: the existing one, or a new queued one. (evaluation, created)"""
-    ev = s.get(Evaluation, evaluation_id)
-    if ev is not None:
-        return ev, False
-    ev = Evaluation(id=evaluation_id, request=request, status="queued", stage="queued", attempts=0)
-    s.add(ev)
-    s.flush()
-    return ev, True
+    created = s.get(Evaluation, evaluation_id) is None and insert_new(
+        s, Evaluation, id=evaluation_id, request=request, status="queued", stage="queued", attempts=0)
+    return s.get(Evaluation, evaluation_id), created      # the same request at once: one row, both see it
 
 
 def as_dict(ev: Evaluation) -> dict:

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from ..store import notify, repo
+from ..store.db import write_lock
 from ..store.models import PanelConfig, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
 from .revision_cost import failure_cost, workload_us
 
@@ -188,6 +189,7 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
     rev = PlanRevision(plan_id=plan.id, number=number, kind="failure", status="queued", stage="queued",
                        progress=0.0, cause=cause, failed=[list(x) for x in sorted(failed)], repair=bool(repair),
                        attempts=0)
+    write_lock(s)                       # SQLite: a SAVEPOINT opening the transaction would commit on release
     try:
         with s.begin_nested():
             s.add(rev)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from .db import insert_new
 from .models import CompileJob, utcnow
 
 __all__ = ["job_id", "get", "record", "request", "start", "finish", "fail"]
@@ -31,17 +31,10 @@ def record(s: Session, plan_id: str, collective: str, options: str, spec: dict,
     job = get(s, plan_id, collective, options)
     if job is not None:
         return job, False
-    job = CompileJob(id=job_id(plan_id, collective, options), plan_id=plan_id, collective=collective,
-                     options=options, spec=spec, status="queued", stage="queued", attempts=0, owner=owner)
-    try:
-        with s.begin_nested():
-            s.add(job)
-    except IntegrityError:
-        existing = get(s, plan_id, collective, options)
-        if existing is None:
-            raise
-        return existing, False
-    return job, True
+    created = insert_new(s, CompileJob, id=job_id(plan_id, collective, options), plan_id=plan_id,
+                         collective=collective, options=options, spec=spec, status="queued", stage="queued",
+                         attempts=0, owner=owner)
+    return get(s, plan_id, collective, options), created
 
 
 def request(s: Session, plan_id: str, collective: str, options, prefix: str = "",

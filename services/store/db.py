@@ -1,4 +1,11 @@
-"""Engine and session factory; schema via Alembic only (migrate())."""
+"""Engine and session factory; schema via Alembic only (migrate()).
+
+Concurrency (issue 24): a read-modify-write of shared state takes its lock before it reads (`write_lock`: the
+fabric's row `SELECT ... FOR UPDATE` on PostgreSQL; on SQLite, whose writers are serialised by one database
+lock, an immediate transaction), and a first insert of a natural key is `insert_new` (`INSERT ... ON CONFLICT DO
+NOTHING`), so two requests at once never both insert it. A lock is waited for at most LOCK_TIMEOUT_S (SQLite's
+busy timeout, PostgreSQL's lock_timeout): then the statement fails with an OperationalError, which the API
+answers 503 with Retry-After and a worker retries."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -6,8 +13,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
+
+__all__ = ["LOCK_TIMEOUT_S", "engine_for", "session_factory", "session_scope", "write_lock", "insert_new",
+           "alembic_config", "migrate", "ping"]
+
+LOCK_TIMEOUT_S = 4.0        # a request waiting on a lock answers 503 within 5 s
 
 
 @lru_cache(maxsize=8)
@@ -16,17 +29,19 @@ def engine_for(url: str) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": LOCK_TIMEOUT_S})
 
         @event.listens_for(eng, "connect")
         def _pragmas(dbapi_conn, _):          # WAL: readers do not block the writer
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
             cur.close()
         return eng
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args={"connect_timeout": 5})
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20,
+                         connect_args={"connect_timeout": 5,
+                                       "options": f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}"})
 
 
 @lru_cache(maxsize=8)
@@ -46,6 +61,31 @@ def session_scope(url: str):
         raise
     finally:
         s.close()
+
+
+def write_lock(s: Session, row_select=None):
+    """Serialise this transaction with every other writer of the same state, before it reads that state.
+
+    SQLite: the transaction becomes an immediate one (`BEGIN IMMEDIATE`: the database's write lock now, so
+    what it reads next cannot change before it commits; already a writer when it wrote before). PostgreSQL:
+    `row_select` (a select of the row that stands for the state, e.g. the fabric) runs `FOR UPDATE`.
+    Returns that row (or None: no such row), read under the lock."""
+    conn = s.connection()
+    if conn.dialect.name == "sqlite":
+        if not conn.connection.driver_connection.in_transaction:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        return None if row_select is None else s.scalar(row_select.execution_options(populate_existing=True))
+    return None if row_select is None else s.scalar(row_select.with_for_update()
+                                                    .execution_options(populate_existing=True))
+
+
+def insert_new(s: Session, model, **values) -> bool:
+    """INSERT the row unless one with its primary key exists (ON CONFLICT DO NOTHING: on PostgreSQL it waits
+    for a concurrent insert of the same key to commit or roll back). True when this call inserted it."""
+    dialect = postgresql if s.get_bind().dialect.name == "postgresql" else sqlite
+    key = [c for c in model.__table__.primary_key.columns]
+    stmt = dialect.insert(model.__table__).values(**values).on_conflict_do_nothing().returning(*key)
+    return s.connection().execute(stmt).first() is not None
 
 
 def alembic_config(url: str):

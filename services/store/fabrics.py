@@ -2,10 +2,17 @@
 
 Each operation rebuilds a PlanesState (services.fabric.planes: one FabricState per side of the hosts' 1x2
 switches; side 0 only without look-ahead planes) from the rows (fabric spec, active bindings, switch
-positions), applies the change and writes rows back, inside the caller's transaction. Reserve/release on one fabric are serialised by a row
-lock on the fabric (PostgreSQL) or SQLite's single writer, and the host_reservations primary key makes a
-shared host impossible even then. Panel configs are versioned: a new version is written only when a panel's
-desired cross-connects change (by digest).
+positions), applies the change and writes rows back, inside the caller's transaction. Every change of a
+fabric's state - reserve, release, re-patch, activation, a panel's report - takes the fabric's lock before it
+reads that state (services.store.db.write_lock: the fabric row FOR UPDATE on PostgreSQL, an immediate
+transaction on SQLite), so two of them never interleave: a report sees every report committed before it, and
+`fabric_ready` is derived from every panel's newest report in the transaction that stores one. The
+host_reservations primary key makes a shared host impossible even then. Panel configs are versioned: a new
+version is written only when a panel's desired cross-connects change (by digest).
+
+A panel report is stored only when it is newer than the stored one (`newer`): its config version is higher,
+or the same with a higher `sequence` (the agent's report counter; reports of one version without sequences
+count in the order they arrive). An older or replayed report is refused (StaleReport) and changes nothing.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from services.fabric.devices import profile_for
 from services.fabric.planes import ACTIVE, LOOKAHEAD, PlanesState
 
 from . import notify
+from .db import insert_new, write_lock
 from .models import (FabricRow, HostPlane, HostReservation, PanelConfig, PanelRow, PanelState, Plan, PlanBinding,
                      PlanEvent, utcnow)
 
@@ -28,25 +36,65 @@ class FabricConflict(Exception):
     """The fabric id or one of its panel ids is already registered."""
 
 
+class StaleReport(Exception):
+    """A panel report not newer than the stored one (older version, or a replayed sequence): not stored."""
+
+
 def register(s: Session, fabric: Fabric) -> FabricRow:
-    if s.get(FabricRow, fabric.id) is not None:
+    """Insert the fabric, its panels and their first (empty) configs; FabricConflict when the id or a panel id
+    is taken, also by a registration running at the same time (first inserts: INSERT ... ON CONFLICT DO
+    NOTHING, panels in id order so two registrations never wait on each other in a cycle). On FabricConflict
+    the caller rolls the transaction back."""
+    write_lock(s)
+    if not insert_new(s, FabricRow, id=fabric.id, spec=fabric.to_dict(), created_at=utcnow()):
         raise FabricConflict(f"fabric {fabric.id!r} already exists")
-    taken = [p.id for p in fabric.panels if s.get(PanelRow, p.id) is not None]
+    taken = [p.id for p in sorted(fabric.panels, key=lambda p: p.id)
+             if not insert_new(s, PanelRow, id=p.id, fabric_id=fabric.id, kind=p.kind, ports=p.ports)]
     if taken:
         raise FabricConflict(f"panel ids {taken} belong to another fabric (panel ids are global)")
-    row = FabricRow(id=fabric.id, spec=fabric.to_dict())
-    s.add(row)
-    s.flush()
-    for p in fabric.panels:
-        s.add(PanelRow(id=p.id, fabric_id=fabric.id, kind=p.kind, ports=p.ports))
-    s.flush()
     for p in fabric.panels:
         s.add(PanelConfig(panel_id=p.id, version=1, connections=[], reason="registered (no cross-connects)"))
-    return row
+    s.flush()
+    return s.get(FabricRow, fabric.id)
 
 
 def _lock(s: Session, fabric_id: str) -> FabricRow | None:
-    return s.scalar(select(FabricRow).where(FabricRow.id == fabric_id).with_for_update())
+    """The fabric's lock (services.store.db.write_lock), held until the transaction ends; its row or None."""
+    return write_lock(s, select(FabricRow).where(FabricRow.id == fabric_id))
+
+
+def lock_panel(s: Session, panel_id: str) -> PanelRow | None:
+    """Take the lock of the panel's fabric before reading anything of its state (a report's transaction);
+    the panel, or None when it does not exist."""
+    panel = s.get(PanelRow, panel_id)
+    if panel is None or _lock(s, panel.fabric_id) is None:
+        return None
+    return s.get(PanelRow, panel_id, populate_existing=True)
+
+
+def lock_for_plan(s: Session, plan_id: str) -> None:
+    """Before a change of a plan's fabric state from outside a panel report (a failure report: port faults,
+    a revision number): the lock of the fabric it is bound to, or on SQLite the write lock when unbound."""
+    b = s.get(PlanBinding, plan_id)
+    if b is None:
+        write_lock(s)
+    else:
+        _lock(s, b.fabric_id)
+
+
+def newer(last: PanelState | None, version: int, sequence: int | None) -> str | None:
+    """None when a report of (version, sequence) is newer than the stored one `last`, else why it is not: a
+    lower version is stale; the same version with a sequence not above the stored one's is a replay."""
+    if last is None:
+        return None
+    if version < last.reported_version:
+        return (f"version {version} is older than the panel's last report (version {last.reported_version}); "
+                "a stale report changes nothing")
+    if (version == last.reported_version and sequence is not None and last.report_sequence is not None
+            and sequence <= last.report_sequence):
+        return (f"sequence {sequence} is not above the panel's last report of version {version} (sequence "
+                f"{last.report_sequence}): a replayed report changes nothing")
+    return None
 
 
 def active_sides(s: Session, fabric_id: str) -> dict[str, int]:
@@ -92,11 +140,11 @@ def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[st
     """Reserve hosts (on their active plane, or with `lookahead` on their look-ahead plane: TopoOpt App. C),
     assign ports, write the panels' new config versions (raises FabricError subclasses with a reason a person
     can act on)."""
-    existing = s.get(PlanBinding, plan_id)
-    if existing is not None and not existing.released:
-        return existing                                   # a redelivered task: already bound
     if _lock(s, fabric_id) is None:
         raise FabricError(f"fabric {fabric_id!r} is not registered")
+    existing = s.get(PlanBinding, plan_id, populate_existing=True)
+    if existing is not None and not existing.released:
+        return existing                                   # a redelivered task: already bound
     state = load_state(s, fabric_id)
     plane = LOOKAHEAD if lookahead else ACTIVE
     asg, side = state.bind(plan_id, topology, hosts, plane=plane)
@@ -136,9 +184,11 @@ def _hold_lookahead(s: Session, fabric_id: str, hosts, plan_id: str, side: int) 
 def replace_assignment(s: Session, plan_id: str, assignment, reason: str) -> dict[str, int]:
     """A bound plan re-patched (services.fabric.repair): its new assignment, new config versions of the panels
     whose cross-connects change, and its required versions; the plan is not fabric_ready until the panels
-    apply them. Returns panel -> version for the panels it now needs."""
+    apply them (a panel whose cross-connects did not change keeps the version it may have applied already).
+    Returns panel -> version for the panels it now needs."""
     b = s.get(PlanBinding, plan_id)
     _lock(s, b.fabric_id)
+    b = s.get(PlanBinding, plan_id, populate_existing=True)
     state = load_state(s, b.fabric_id)
     before = set(state.panels_of(plan_id))
     state.replace_assignment(plan_id, assignment)
@@ -147,12 +197,7 @@ def replace_assignment(s: Session, plan_id: str, assignment, reason: str) -> dic
     b.assignment = {**assignment.to_dict(), "side": b.assignment.get("side", 0),
                     "plane": b.assignment.get("plane", ACTIVE)}
     b.required_versions = {p: versions[p] for p in panels}
-    if b.fabric_ready:
-        b.fabric_ready = False
-        plan = s.get(Plan, plan_id)
-        s.add(PlanEvent(plan_id=plan_id, status=plan.status, stage="fabric", progress=plan.progress,
-                        message=f"no longer fabric_ready: {reason}; panels "
-                                + ", ".join(f"{p} v{v}" for p, v in sorted(b.required_versions.items()))))
+    _derive_ready(s, b, f"{reason}; panels " + ", ".join(f"{p} v{v}" for p, v in sorted(b.required_versions.items())))
     notify.changed(s, "plan", plan_id)
     return dict(b.required_versions)
 
@@ -170,6 +215,7 @@ def activate(s: Session, plan_id: str) -> dict:
         raise PlaneConflict(f"plan {plan_id} is not bound to a fabric" if b is None else
                             f"plan {plan_id} released its hosts")
     _lock(s, b.fabric_id)
+    b = s.get(PlanBinding, plan_id, populate_existing=True)
     rows = list(s.scalars(select(HostPlane).where(HostPlane.fabric_id == b.fabric_id,
                                                   HostPlane.lookahead_plan_id == plan_id)))
     if not rows:
@@ -208,6 +254,9 @@ def release_plan(s: Session, plan_id: str) -> PlanBinding | None:
     if b is None or b.released:
         return b
     _lock(s, b.fabric_id)
+    b = s.get(PlanBinding, plan_id, populate_existing=True)
+    if b.released:                                         # released meanwhile (two releases at once)
+        return b
     touched = list(b.required_versions)
     b.released = True
     s.execute(delete(HostReservation).where(HostReservation.plan_id == plan_id))
@@ -224,17 +273,24 @@ def release_plan(s: Session, plan_id: str) -> PlanBinding | None:
 
 
 def report_state(s: Session, panel_id: str, version: int, status: str, message: str | None,
-                 connections: list | None) -> tuple[list[str], list[str]]:
-    """Record an agent's report (validated by the caller: not stale, connections in range, one-to-one, and
-    equal to version `version`'s when `status` is applied or degraded). Readiness follows the latest report: a
-    plan is fabric_ready while every panel it touches last reported `applied` (or `degraded`: the version is in
-    place and some of its cross-connects failed, which makes revisions of the plans they carry) for its
-    version or a later one.
+                 connections: list | None, sequence: int | None = None) -> tuple[list[str], list[str]]:
+    """Record an agent's report (validated by the caller: connections in range, one-to-one, and equal to
+    version `version`'s when `status` is applied or degraded), under the fabric's lock; StaleReport when it is
+    not newer than the stored one (`newer`). Readiness follows the newest report: a plan is fabric_ready while
+    every panel it touches last reported `applied` (or `degraded`: the version is in place and some of its
+    cross-connects failed, which makes revisions of the plans they carry) for its version or a later one.
     Returns (plans that became ready, plans whose readiness changed either way)."""
-    st = s.get(PanelState, panel_id)
-    if st is None:
-        st = PanelState(panel_id=panel_id, applied_version=0, reported_version=0, status=status)
-        s.add(st)
+    panel = lock_panel(s, panel_id)
+    st = s.get(PanelState, panel_id, populate_existing=True)
+    why = newer(st, version, sequence)
+    if why is not None:
+        raise StaleReport(why)
+    if st is None:                       # the panel's first report (two at once: one inserts, both update)
+        insert_new(s, PanelState, panel_id=panel_id, applied_version=0, reported_version=0, status=status,
+                   reported_at=utcnow())
+        st = s.get(PanelState, panel_id, populate_existing=True)
+    if sequence is not None or version != st.reported_version:       # an unsequenced report keeps the bar
+        st.report_sequence = sequence
     st.status, st.message, st.reported_version, st.reported_at = status, message, version, utcnow()
     if status in APPLIED:
         st.applied_version = version
@@ -243,29 +299,38 @@ def report_state(s: Session, panel_id: str, version: int, status: str, message: 
     s.flush()
     notify.changed(s, "panel", panel_id)
     became_ready, changed = [], []
-    panel = s.get(PanelRow, panel_id)
     for b in s.scalars(select(PlanBinding).where(PlanBinding.fabric_id == panel.fabric_id,
                                                   PlanBinding.released.is_(False))):
         if panel_id not in b.required_versions:
             continue
-        states = {p: s.get(PanelState, p) for p in b.required_versions}
-        ready = all(x is not None and x.status in APPLIED and x.applied_version >= b.required_versions[p]
-                    for p, x in states.items())
-        if ready == b.fabric_ready:
-            continue
-        b.fabric_ready = ready
-        plan = s.get(Plan, b.plan_id)
-        if ready:
-            s.add(PlanEvent(plan_id=b.plan_id, status=plan.status, stage="fabric_ready", progress=plan.progress,
-                            message="every panel the plan touches has applied its configuration"))
-            became_ready.append(b.plan_id)
-        else:
-            s.add(PlanEvent(plan_id=b.plan_id, status=plan.status, stage="fabric", progress=plan.progress,
-                            message=f"no longer fabric_ready: panel {panel_id} reported {status} for version "
-                                    f"{version}" + (f" ({message})" if message else "")))
-        notify.changed(s, "plan", b.plan_id)
-        changed.append(b.plan_id)
+        ready = _derive_ready(s, b, f"panel {panel_id} reported {status} for version {version}"
+                                    + (f" ({message})" if message else ""))
+        if ready is not None:
+            became_ready += [b.plan_id] if ready else []
+            changed.append(b.plan_id)
     return became_ready, changed
+
+
+def _derive_ready(s: Session, b: PlanBinding, why_not: str) -> bool | None:
+    """Set the binding's fabric_ready from the newest report of every panel it needs (under the fabric's
+    lock): ready when each last reported applied or degraded for its required version or a later one. Records
+    the change as an event (`why_not`: the cause when it stops being ready); returns the new value, or None
+    when unchanged."""
+    states = {p: s.get(PanelState, p) for p in b.required_versions}
+    ready = all(x is not None and x.status in APPLIED and x.applied_version >= b.required_versions[p]
+                for p, x in states.items())
+    if ready == b.fabric_ready:
+        return None
+    b.fabric_ready = ready
+    plan = s.get(Plan, b.plan_id)
+    if ready:
+        s.add(PlanEvent(plan_id=b.plan_id, status=plan.status, stage="fabric_ready", progress=plan.progress,
+                        message="every panel the plan touches has applied its configuration"))
+    else:
+        s.add(PlanEvent(plan_id=b.plan_id, status=plan.status, stage="fabric", progress=plan.progress,
+                        message=f"no longer fabric_ready: {why_not}"))
+    notify.changed(s, "plan", b.plan_id)
+    return ready
 
 
 def panel_views(s: Session, fabric_id: str | None = None, limit: int = 100, offset: int = 0) -> tuple[list[dict], int]:

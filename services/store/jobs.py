@@ -10,7 +10,10 @@ finished or failed job. A running task refreshes `heartbeat_at` (`beat`); a runn
 older than the lost-worker limit is redelivered with the next attempt, or failed once the attempts are used
 (`lost`). A job sent but still `queued` after the resend delay was lost on its way (a broker restarted
 without its messages): `undispatched` lists it again and it is sent with a new attempt number, so the first
-message, should it still arrive, stops at its first write.
+message, should it still arrive, stops at its first write. The embedded service knows which jobs its worker
+still holds (`held`): a job sent, unfinished and no longer held ended without its outcome recorded (the
+database refused the job's writes, e.g. a full disk). A queued one is sent again with the same backoff, a
+running one is lost at once; both only once the database takes writes again.
 
 Worker time is a budget: a job queued by the API carries its `owner`, the API key that asked for it
 (`owner_name`: role and key id). The API bounds each owner's unfinished jobs (`unfinished_by`), and the
@@ -45,16 +48,21 @@ def _waiting(model, resend_after_s: float | None):
     return (model.status == "queued") & (unsent | (model.dispatched_at < cutoff))
 
 
-def undispatched(s: Session, limit: int = 100, resend_after_s: float | None = None) -> list[tuple[str, str]]:
+def undispatched(s: Session, limit: int = 100, resend_after_s: float | None = None,
+                 held: set[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """(kind, id) of queued jobs not yet handed to a worker (and, with `resend_after_s`, of jobs handed
     over and never started: after resend_after_s, then twice that after the next send, and so on up to 64
-    times, so a long queue in front of busy workers is not flooded with copies), oldest first."""
+    times, so a long queue in front of busy workers is not flooded with copies), oldest first. `held`: the
+    jobs a worker still holds (the embedded one), never sent again."""
+    held = held or set()
     out = []
     now = datetime.now(timezone.utc)
     for kind, model in KINDS.items():
         q = (select(model.id, model.dispatched_at, model.attempts).where(_waiting(model, resend_after_s))
              .order_by(model.created_at).limit(limit))
         for job_id, sent, attempts in s.execute(q):
+            if (kind, job_id) in held:
+                continue
             if sent is not None:
                 sent = sent if sent.tzinfo else sent.replace(tzinfo=timezone.utc)     # SQLite keeps no zone
                 if (now - sent).total_seconds() < resend_after_s * 2 ** min(max(attempts - 1, 0), 6):
@@ -104,17 +112,30 @@ def beat(s: Session, kind: str, job_id: str, attempt: int | None) -> bool:
     return bool(s.execute(q.values(heartbeat_at=utcnow())).rowcount)
 
 
-def lost(s: Session, older_than_s: float, max_attempts: int) -> list[tuple[str, str, str | None]]:
+def lost(s: Session, older_than_s: float, max_attempts: int,
+         held: set[tuple[str, str]] | None = None) -> list[tuple[str, str, str | None]]:
     """Running jobs without a heartbeat for `older_than_s`: their worker died. Each is put back in the outbox
     for its next attempt, or - attempts used up - returned with the reason to fail it with (the caller fails
-    it: a plan also releases its fabric). Returns (kind, id, reason or None when redelivered)."""
+    it: a plan also releases its fabric). With `held` (the embedded worker's jobs, read before this), a
+    running job the dispatcher sent that the worker no longer holds is lost whatever its heartbeat (not one
+    a job runs in its own process, e.g. a plan's compile jobs: never sent, they have no dispatched_at). Returns (kind, id, reason or None when
+    redelivered)."""
     cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
     out = []
     for kind, model in KINDS.items():
         rows = list(s.scalars(select(model).where(model.status == "running", model.heartbeat_at < cutoff)))
+        if held is not None:
+            seen = {job.id for job in rows}
+            rows += [job for job in s.scalars(select(model).where(model.status == "running",
+                                                                 model.dispatched_at.is_not(None)))
+                     if job.id not in seen and (kind, job.id) not in held]
         for job in rows:
-            what = f"the worker running stage '{job.stage}' sent no heartbeat for more than {int(older_than_s)} s " \
-                   f"(worker lost)"
+            if held is not None and (kind, job.id) not in held and job.dispatched_at is not None \
+                    and job.heartbeat_at is not None and _aware(job.heartbeat_at) >= cutoff:
+                what = f"the worker process running stage '{job.stage}' ended without recording an outcome"
+            else:
+                what = f"the worker running stage '{job.stage}' sent no heartbeat for more than " \
+                       f"{int(older_than_s)} s (worker lost)"
             if job.attempts < max_attempts:
                 res = s.execute(update(model).where(model.id == job.id, model.status == "running",
                                                     model.attempts == job.attempts)
@@ -128,6 +149,10 @@ def lost(s: Session, older_than_s: float, max_attempts: int) -> list[tuple[str, 
                 out.append((kind, job.id, f"{what} on each of {job.attempts} attempts; submit it again or check "
                                           "the workers"))
     return out
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)        # SQLite keeps no zone
 
 
 def requeue_all(s: Session) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text,
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, LargeBinary, String, Text,
                         UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -203,14 +203,16 @@ class PanelConfig(Base):
 
 
 class PanelState(Base):
-    """What the panel's agent last reported: the version its report names (`reported_version`), whether it
-    applied it, the last version it applied with exactly that version's connections, and its connections."""
+    """What the panel's agent last reported: the version its report names (`reported_version`) and the report's
+    `sequence` when the agent numbers its reports, whether it applied it, the last version it applied with
+    exactly that version's connections, and its connections."""
 
     __tablename__ = "panel_states"
 
     panel_id: Mapped[str] = mapped_column(ForeignKey("panels.id", ondelete="CASCADE"), primary_key=True)
     applied_version: Mapped[int] = mapped_column(Integer, default=0)
     reported_version: Mapped[int] = mapped_column(Integer, default=0)
+    report_sequence: Mapped[int | None] = mapped_column(BigInteger)   # the agent's counter (optional)
     status: Mapped[str] = mapped_column(String(16))
     message: Mapped[str | None] = mapped_column(Text)
     connections: Mapped[list | None] = mapped_column(JSON)

@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from . import stage_events
+from .db import insert_new
 from .models import ApiKey, Artifact, Frontier, Plan, PlanArtifact, PlanBinding, PlanEvent, utcnow
 
 TERMINAL = ("done", "failed")
@@ -151,10 +152,9 @@ def put_blob(s: Session, data: bytes, kind: str, media_type: str, *, compress: b
     file, 0.04 s instead of 0.16 s at level 6, and 1.0 MB instead of 0.66 MB."""
     stored = zlib.compress(data, 1 if len(data) > (4 << 20) else 6) if compress else data
     digest = hashlib.sha256(stored).hexdigest()
-    if s.get(Artifact, digest) is None:
-        s.add(Artifact(digest=digest, kind=kind, media_type=media_type + ("+zlib" if compress else ""),
-                       size=len(stored), data=stored))
-        s.flush()
+    if not blob_exists(s, digest):      # content-addressed: a concurrent job storing the same bytes is no error
+        insert_new(s, Artifact, digest=digest, kind=kind, media_type=media_type + ("+zlib" if compress else ""),
+                   size=len(stored), data=stored, created_at=utcnow())
     return digest
 
 
@@ -214,12 +214,8 @@ def cached_frontier(s: Session, nodes: int, degree: int, options: str) -> Fronti
 
 
 def store_frontier(s: Session, nodes: int, degree: int, options: str, entries: list, seconds: float) -> None:
-    if cached_frontier(s, nodes, degree, options) is None:
-        try:
-            with s.begin_nested():
-                s.add(Frontier(nodes=nodes, degree=degree, options=options, entries=entries, seconds=seconds))
-        except IntegrityError:
-            pass                              # another worker cached it first: same content
+    if cached_frontier(s, nodes, degree, options) is None:     # another worker may cache it first: same content
+        insert_new(s, Frontier, nodes=nodes, degree=degree, options=options, entries=entries, seconds=seconds)
 
 
 # ----- api keys -------------------------------------------------------------------------------------

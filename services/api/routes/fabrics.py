@@ -61,7 +61,8 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
         s: Session = Depends(get_session)):
     """Register hosts, their ports and the panel port each tx/rx fiber is cabled to: either the full fabric
     document (schemas.FabricDocument: panels and hosts) or a layout shortcut {id, layout: planes|shared,
-    hosts, ports_per_host, kind}."""
+    hosts, ports_per_host, kind}. 409 when the id or a panel id is taken (also by a registration at the same
+    time: exactly one gets 201); 201 only once the fabric is committed (503 with Retry-After otherwise)."""
     spec = _validated(body)
     try:
         if isinstance(spec, FabricLayout):
@@ -87,8 +88,9 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
         row = fabrics.register(s, fab)
     except fabrics.FabricConflict as exc:
         raise HTTPException(409, str(exc)) from None
-    s.flush()
-    return _fabric_summary(s, row, with_spec=True)
+    out = _fabric_summary(s, row, with_spec=True)
+    s.commit()                  # answered after the commit: a failed one is a 503 and nothing is stored
+    return out
 
 
 @router.get("/v1/fabrics", response_model=list[FabricSummary], response_model_exclude_none=True,

@@ -28,7 +28,7 @@ from services.fabric.crossconnect import config_digest
 from services.jobs import failure_reports
 from services.store import fabrics
 from services.store.db import session_scope
-from services.store.models import PanelConfig, PanelRow, PanelState
+from services.store.models import PanelConfig, PanelState
 
 from ..auth import READ, require_panel
 from ..deps import Limit, Offset, get_session
@@ -184,20 +184,22 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
 
     Refused with 422 and nothing stored: a connection outside the panel's ports or a port used twice, and
     status `applied` with connections other than the acknowledged version's. Refused with 409: a version that
-    does not exist yet, or one older than the panel's last report (a stale report)."""
+    does not exist yet, or a report not newer than the panel's last one (an older version: stale; the same
+    version with a `sequence` not above the stored one's: a replay). Reports of one fabric are taken one at a
+    time (its lock is held from the first read to the commit), and the answer comes after the commit: 503
+    with Retry-After when it failed (nothing stored) or the lock was not free within 5 s."""
     if p.role == "viewer":
         raise HTTPException(403, "a viewer key cannot report panel state")
-    panel = s.get(PanelRow, panel_id)
+    panel = fabrics.lock_panel(s, panel_id)
     if panel is None:
         raise HTTPException(404, f"panel {panel_id} not found")
     latest = fabrics.latest_config(s, panel_id).version
     v = body.applied_version
     if v > latest:
         raise HTTPException(409, f"version {v} does not exist (latest is {latest})")
-    last = s.get(PanelState, panel_id)
-    if last is not None and v < last.reported_version:
-        raise HTTPException(409, f"version {v} is older than the panel's last report (version "
-                                 f"{last.reported_version}); a stale report changes nothing")
+    stale = fabrics.newer(s.get(PanelState, panel_id), v, body.sequence)
+    if stale is not None:
+        raise HTTPException(409, stale)
     conns = None
     if body.connections is not None:
         conns = sorted(({"ingress": c.ingress, "egress": c.egress} for c in body.connections),
@@ -218,7 +220,7 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
                 f"cross-connects missing, {len(d.remove)} others present; report status 'failed' with the "
                 "connections the panel holds"))
     failed = _failed_items(body, conns or [], panel.ports, v)
-    became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns)
+    became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns, body.sequence)
     if body.status in fabrics.APPLIED:            # the version's other cross-connects carry light: healthy
         failing = failure_reports.failure_matcher(failed)
         failure_reports.clear_faults(s, panel_id, [c for c in conns if not failing(c)])
@@ -232,10 +234,10 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
             s.rollback()
             raise HTTPException(409, str(exc)) from None
     created += failure_reports.repairs_applied(s, panel.fabric_id)
-    for pid in set(changed) | {r.plan_id for r in created}:
-        request.app.state.plan_cache.drop(pid)
     s.commit()
     request.app.state.metrics.panel_reports.labels(body.status).inc()
+    for pid in set(changed) | {r.plan_id for r in created}:      # after the commit: no reader re-caches the old
+        request.app.state.plan_cache.drop(pid)
     if any(r.status == "queued" for r in created):
         request.app.state.dispatcher.wake()
     base = str(request.base_url).rstrip("/")

@@ -370,12 +370,15 @@ def link_loads_view(loads: np.ndarray, grid: int, topo: dict, collective: str, m
 
 @router.delete("/{plan_id}/fabric", responses={**NOT_FOUND, **AUTH}, dependencies=[Depends(WRITE)])
 def release_fabric(plan_id: str, request: Request, s: Session = Depends(get_session)):
-    """The job is over: free the plan's hosts and ports; its cross-connects leave the next panel configs."""
+    """The job is over: free the plan's hosts and ports; its cross-connects leave the next panel configs.
+    Answered once committed (503 with Retry-After when the commit failed: nothing is released)."""
     from services.store import fabrics
 
     plan_or_404(s, plan_id)
     b = fabrics.release_plan(s, plan_id)
     if b is None:
         raise HTTPException(404, f"plan {plan_id} is not bound to a fabric")
+    fabric_id = b.fabric_id
+    s.commit()
     request.app.state.plan_cache.drop(plan_id)
-    return {"plan_id": plan_id, "fabric_id": b.fabric_id, "released": True}
+    return {"plan_id": plan_id, "fabric_id": fabric_id, "released": True}

@@ -47,7 +47,8 @@ def report_failures(plan_id: str, body: FailureReport, request: Request, respons
     the failed arcs removed, schedules rebuilt and model-checked, predicted times and the cost of the failure;
     with `repair` and spare ports on a panel or OCS, the links are re-patched and the plan returns to its full
     topology once the panels apply the new configs. 422 for an arc the topology lacks or a failure that
-    disconnects it."""
+    disconnects it. Reports of one fabric are recorded one at a time (its lock, as a panel's report)."""
+    fabrics.lock_for_plan(s, plan_id)
     plan = plan_or_404(s, plan_id)
     owner = budget.room(s, principal, request.app.state.settings)        # 429 at the key's bound
     try:
