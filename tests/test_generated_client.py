@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from services.api import openapi_export
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
+
+from .served import served, service_env
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "fabricplan_client"
@@ -48,39 +49,10 @@ def generated(tmp_path_factory):
             del sys.modules[name]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("server")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPLAN_") or k == "FABRICPLAN_CACHE_DIR"}
-    env.update(FABRICPLAN_DATA_DIR=str(tmp))
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--host", "127.0.0.1", "--port",
-                             str(port), "--log-level", "warning"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
-        time.sleep(0.2)
-    try:
+    with served(service_env(tmp_path_factory.mktemp("server"))) as (base, _):
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _until(call, done, timeout: float = 180.0):

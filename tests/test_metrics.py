@@ -3,18 +3,14 @@ panel reports by status; and under `serve --workers 2` one consistent set of num
 answers the scrape (prometheus_client's multiprocess mode: counters never go back)."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.served import service_env, served
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,39 +65,19 @@ def test_job_queue_worker_and_panel_metrics(client):
     assert value(found, "fabricplan_revisions_total", kind="failure", cause="scheduler") >= 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_processes_give_one_consistent_count(tmp_path):
     """`serve --workers 2`: each scrape (a new connection, so either process may answer) reports every
     request counted so far by both processes, so the counters only grow."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FABRICPLAN_", "PROMETHEUS_"))}
-    env.update(FABRICPLAN_DATA_DIR=str(tmp_path))
+    env = service_env(tmp_path)
     stale = tmp_path / "prometheus"
     stale.mkdir()
     (stale / "counter_999999.db").write_bytes(b"left by an earlier run")     # cleaned by serve
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--host", "127.0.0.1", "--port",
-                             str(port), "--workers", "2", "--log-level", "warning"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
+
+    def both_up(base):                             # both processes up: each reports its embedded worker
+        return value(samples(httpx.get(f"{base}/metrics", timeout=30).text), "fabricplan_workers_alive") == 2
+
+    with served(env, "--workers", "2", ready=both_up, timeout_s=300) as (base, _):
         sent = 0
-        while True:                                # both processes up: each reports its embedded worker
-            try:
-                r = httpx.get(f"{base}/metrics", timeout=30)
-                if value(samples(r.text), "fabricplan_workers_alive") == 2:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"serve --workers 2 did not start: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.5)
         assert not (stale / "counter_999999.db").exists()
         counted = []
         for round_ in range(12):
@@ -115,12 +91,6 @@ def test_two_processes_give_one_consistent_count(tmp_path):
         assert counted[-1] == sent, (counted, sent)                          # every process's requests
         writers = {p.name.split("_")[-1] for p in stale.glob("histogram_*.db")}
         assert len(writers) == 2, writers                                    # both processes answered some
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_grafana_dashboard_charts_exported_metrics():

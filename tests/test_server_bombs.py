@@ -2,8 +2,6 @@
 4xx in under 2 s, the server's peak RSS stays under 1 GiB, and /healthz answers throughout."""
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,8 +11,8 @@ import httpx
 import pytest
 
 from .conftest import BACKENDS, MINIMAL, database_url
+from .served import ROOT, served, service_env
 
-ROOT = Path(__file__).resolve().parents[1]
 BOMBS = [
     ("POST", "/v1/topologies/evaluate", {"expr": "line(ring(2), 1000000000)"}),
     ("POST", "/v1/topologies/evaluate", {"expr": "product(torus(16,16),torus(16,16),torus(16,16))"}),
@@ -28,12 +26,6 @@ BOMBS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _peak_rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -44,31 +36,11 @@ def _peak_rss(pid: int) -> int:
 @pytest.fixture(params=BACKENDS)
 def server(request, tmp_path):
     url = database_url(request.param, tmp_path, "bombs")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICPLAN_") or k == "FABRICPLAN_CACHE_DIR"}
-    env.update(FABRICPLAN_DATABASE_URL=url, FABRICPLAN_DATA_DIR=str(tmp_path))
+    env = service_env(tmp_path, FABRICPLAN_DATABASE_URL=url)
     if not url.startswith("sqlite"):
         subprocess.run([sys.executable, "-m", "services.cli", "migrate"], env=env, cwd=ROOT, check=True, timeout=120)
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--log-level",
-                             "warning"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
-        time.sleep(0.2)
-    try:
+    with served(env, timeout_s=60) as (base, proc):
         yield base, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_bombs_answer_4xx_fast_and_the_server_stays_small(server):
