@@ -170,7 +170,7 @@ def test_running_revision_serves_its_schedules_before_the_xml(client, settings):
         assert running["schedules"][c]["verified"] is True
         assert running["schedules"][c]["tau_exact"] == done["schedules"][c]["tau_exact"]
         npz = client.get(f"{url}/schedules/{c}", params={"format": "npz"})
-        assert npz.status_code == 200 and npz.headers["content-type"] == "application/x-npz"
+        assert npz.status_code == 200 and npz.headers["content-type"] == "application/octet-stream"
         assert client.get(running["schedules"][c]["url"]).json()["steps"]
     assert client.get(f"{url}/topology").status_code == 200
     xml = client.get(f"{url}/schedules/allreduce", params={"format": "msccl"})

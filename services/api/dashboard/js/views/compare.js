@@ -108,8 +108,18 @@ export function timeCurves(plans, collective) {
     const s = p.schedules?.[collective];
     if (!s) return [];
     const model = linkModel(p.request.alpha_us, p.request.bandwidth_gbps);
-    return SIZES.map((size) => ({ plan: i, label: shortId(p.id), size, time_us: 1e6 * time_s(model, s.steps, s.tau, size) }));
+    return SIZES.map((size) => {
+      const r = rangeAt(s, size);
+      return { plan: i, label: shortId(p.id), size, time_us: 1e6 * time_s(model, r.steps, r.tau, size) };
+    });
   });
+}
+
+/** The schedule served at `size`: the range of the collective's schedule set (`by_size`) holding it, else the
+ * one schedule. */
+function rangeAt(s, size) {
+  const r = (s.by_size || []).find((x) => x.min_bytes <= size && (x.max_bytes == null || size < x.max_bytes));
+  return r || s;
 }
 
 function timeChart(plans, collective) {
