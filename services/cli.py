@@ -475,11 +475,7 @@ def cmd_train_hybrid(args) -> int:
         if key in SWITCHED:
             topologies = [key]
         else:
-            topo = _topology(args.topology)
-            if (topo.nodes, topo.degree) != (args.nodes, args.degree):
-                raise UsageError(f"{topo.expr} has {topo.nodes} nodes of degree {topo.degree}, not {args.nodes} "
-                                 f"and {args.degree}")
-            topologies = [topo]
+            topologies = [_train_topology(args)]
     else:
         _frontier(args, "allreduce")
     alpha = 5.0 if args.alpha_us is None else args.alpha_us
@@ -530,11 +526,7 @@ def cmd_train(args) -> int:
     model = _training_model(args)
     topologies = None
     if args.topology:
-        topo = _topology(args.topology)
-        if (topo.nodes, topo.degree) != (args.nodes, args.degree):
-            raise UsageError(f"{topo.expr} has {topo.nodes} nodes of degree {topo.degree}, not {args.nodes} and "
-                             f"{args.degree}")
-        topologies = [topo]
+        topologies = [_train_topology(args)]
     else:
         _frontier(args, "allreduce")          # the frontier, with the CLI's disk cache of evaluated bases
     link = LinkModel.from_units(args.alpha_us, args.bandwidth_gbps)
@@ -611,6 +603,15 @@ def _warm_kernels() -> None:
     from services.compiler.warm import warm
 
     print(f"fabricplan: compiled kernels ready in {warm():.1f} s", file=sys.stderr)
+
+
+def _train_topology(args):
+    """The topology `train --topology EXPR` names, which must have the command's N nodes of degree d."""
+    topo = _topology(args.topology)
+    if (topo.nodes, topo.degree) != (args.nodes, args.degree):
+        raise UsageError(f"{topo.expr} has {topo.nodes} nodes of degree {topo.degree}, not {args.nodes} and "
+                         f"{args.degree}")
+    return topo
 
 
 def cmd_worker(args) -> int:

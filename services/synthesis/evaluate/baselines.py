@@ -779,6 +779,22 @@ def _canonical(name: str) -> str:
     return key
 
 
+TRAINING_BASELINES = ("shifted_ring", "shifted_bfb_ring", "torus_classic", "torus_bfb")
+
+
+def training_baseline(name: str, nodes: int, degree: int, known=TRAINING_BASELINES):
+    """The baseline a training comparison builds for (N, d): a ShiftedRing (degree 4 only) or a torus of
+    `torus_dims(N, d)`; ValueError naming `known` for any other name."""
+    if name in ("shifted_ring", "shifted_bfb_ring"):
+        if degree != 4:
+            raise ValueError(f"{name} needs degree 4")
+        return shifted_ring(nodes) if name == "shifted_ring" else shifted_bfb_ring(nodes)
+    if name in ("torus_classic", "torus_bfb"):
+        dims = torus_dims(nodes, degree)
+        return torus_classic(*dims) if name == "torus_classic" else torus_bfb(*dims)
+    raise ValueError(f"unknown training baseline {name!r}; known: {', '.join(known)}")
+
+
 @dataclass(frozen=True)
 class BaselineCost:
     name: str

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from services.synthesis.evaluate.fabrics import SWITCHED, DirectFabric, Fabric, switched_fabric
+from services.synthesis.evaluate.baselines import TRAINING_BASELINES
 from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.evaluate.parallelism import Infeasible, Job, StrategyResult, feasible, search
 from services.synthesis.schedule.cost import LinkModel
@@ -27,7 +28,7 @@ from services.synthesis.topology.graph import Topology
 __all__ = ["DIRECT_BASELINES", "HYBRID_BASELINES", "HybridEntry", "HybridEvaluation", "baseline_fabric",
            "expr_fabric", "evaluate_hybrid"]
 
-DIRECT_BASELINES = ("shifted_ring", "shifted_bfb_ring", "torus_classic", "torus_bfb")
+DIRECT_BASELINES = TRAINING_BASELINES
 HYBRID_BASELINES = tuple(SWITCHED) + DIRECT_BASELINES
 
 
@@ -66,14 +67,7 @@ def baseline_fabric(name: str, hosts: int, nics: int, link: LinkModel, *, moe: b
         return replace(switched_fabric(name, hosts, nics, link), kind=kind)
     from services.synthesis.evaluate import baselines as bl
 
-    if name in ("shifted_ring", "shifted_bfb_ring"):
-        if nics != 4:
-            raise ValueError(f"{name} needs degree 4")
-        b = getattr(bl, name)(hosts)
-    elif name in ("torus_classic", "torus_bfb"):
-        b = getattr(bl, name)(*bl.torus_dims(hosts, nics))
-    else:
-        raise ValueError(f"unknown training baseline {name!r}; known: {', '.join(HYBRID_BASELINES)}")
+    b = bl.training_baseline(name, hosts, nics, HYBRID_BASELINES)
     rs = _measured(b.schedule(Collective.REDUCESCATTER), b.topology)
     ag = _measured(b.schedule(Collective.ALLGATHER), b.topology)
     return DirectFabric(kind, name, b.topology.expr, hosts, nics, link, reducescatter=rs, allgather=ag,

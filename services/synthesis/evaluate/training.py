@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from services.synthesis.evaluate.baselines import TRAINING_BASELINES
 from services.synthesis.evaluate.iteration import (
     CollectiveCost,
     IterationReport,
@@ -34,7 +35,7 @@ from services.synthesis.topology.graph import Topology
 __all__ = ["ALLTOALL_COSTS", "AllreducePrice", "TRAIN_BASELINES", "TrainingEntry", "TrainingEvaluation",
            "allreduce_cost", "baseline_topology_costs", "evaluate_training", "topology_costs"]
 
-TRAIN_BASELINES = ("shifted_ring", "shifted_bfb_ring", "torus_classic", "torus_bfb")
+TRAIN_BASELINES = TRAINING_BASELINES
 ALLTOALL_COSTS = ("mcf", "schedule")
 
 
@@ -93,14 +94,7 @@ def baseline_topology_costs(name: str, nodes: int, degree: int, *,
     not exist for (N, d)."""
     from services.synthesis.evaluate import baselines as bl
 
-    if name in ("shifted_ring", "shifted_bfb_ring"):
-        if degree != 4:
-            raise ValueError(f"{name} needs degree 4")
-        b = getattr(bl, name)(nodes)
-    elif name in ("torus_classic", "torus_bfb"):
-        b = getattr(bl, name)(*bl.torus_dims(nodes, degree))
-    else:
-        raise ValueError(f"unknown training baseline {name!r}; known: {', '.join(TRAIN_BASELINES)}")
+    b = bl.training_baseline(name, nodes, degree, TRAIN_BASELINES)
     info, f, sched = _alltoall_part(b.topology, alltoall)
     costs = TopologyCosts(name, nodes, degree, _measured(b.schedule(Collective.ALLREDUCE), b.topology), f, sched)
     return costs, info, b.topology.expr
