@@ -154,7 +154,12 @@ class DatabaseCollector(Collector):
                         .where(model.status.in_(("done", "failed")))):
                     durations.observe([kind, status], (updated - created).total_seconds())
             prev = (None, None, None)           # (plan, at, stage) of the previous event
+            # the plan's own status events: not the events closing a stage (services.store.stage_events: they
+            # share their instant with the next stage's start, which would count every stage twice) nor a
+            # revision's stages (`rev<n>:<stage>`: a label per revision number)
             for plan_id, at, stage in s.execute(select(PlanEvent.plan_id, PlanEvent.at, PlanEvent.stage)
+                                                .where(PlanEvent.ended_at.is_(None),
+                                                       PlanEvent.stage.not_like("rev%:%"))
                                                 .order_by(PlanEvent.plan_id, PlanEvent.id)):
                 if prev[0] == plan_id:          # the previous stage lasted until this event
                     stages.observe([prev[2]], (at - prev[1]).total_seconds())
