@@ -67,8 +67,8 @@ def lock_panel(s: Session, panel_id: str) -> PanelRow | None:
     """Take the lock of the panel's fabric before reading anything of its state (a report's transaction);
     the panel, or None when it does not exist."""
     panel = s.get(PanelRow, panel_id)
-    if panel is None or _lock(s, panel.fabric_id) is None:
-        return None
+    if panel is None or write_lock(s, select(FabricRow.id).where(FabricRow.id == panel.fabric_id)) is None:
+        return None                     # (the lock without the fabric's spec: reports take it often)
     return s.get(PanelRow, panel_id, populate_existing=True)
 
 
@@ -299,26 +299,36 @@ def report_state(s: Session, panel_id: str, version: int, status: str, message: 
     s.flush()
     notify.changed(s, "panel", panel_id)
     became_ready, changed = [], []
-    for b in s.scalars(select(PlanBinding).where(PlanBinding.fabric_id == panel.fabric_id,
-                                                  PlanBinding.released.is_(False))):
-        if panel_id not in b.required_versions:
-            continue
+    bindings = [b for b in s.scalars(select(PlanBinding).where(PlanBinding.fabric_id == panel.fabric_id,
+                                                                PlanBinding.released.is_(False)))
+                if panel_id in b.required_versions]
+    states = _states(s, {p for b in bindings for p in b.required_versions})
+    for b in bindings:
         ready = _derive_ready(s, b, f"panel {panel_id} reported {status} for version {version}"
-                                    + (f" ({message})" if message else ""))
+                                    + (f" ({message})" if message else ""), states)
         if ready is not None:
             became_ready += [b.plan_id] if ready else []
             changed.append(b.plan_id)
     return became_ready, changed
 
 
-def _derive_ready(s: Session, b: PlanBinding, why_not: str) -> bool | None:
+def _states(s: Session, panel_ids) -> dict[str, PanelState]:
+    """The stored reports of these panels, in one query (under the fabric's lock: the newest committed)."""
+    if not panel_ids:
+        return {}
+    return {x.panel_id: x for x in s.scalars(select(PanelState).where(PanelState.panel_id.in_(sorted(panel_ids)))
+                                             .execution_options(populate_existing=True))}
+
+
+def _derive_ready(s: Session, b: PlanBinding, why_not: str, states: dict[str, PanelState] | None = None) -> bool | None:
     """Set the binding's fabric_ready from the newest report of every panel it needs (under the fabric's
-    lock): ready when each last reported applied or degraded for its required version or a later one. Records
-    the change as an event (`why_not`: the cause when it stops being ready); returns the new value, or None
-    when unchanged."""
-    states = {p: s.get(PanelState, p) for p in b.required_versions}
-    ready = all(x is not None and x.status in APPLIED and x.applied_version >= b.required_versions[p]
-                for p, x in states.items())
+    lock; `states`: those reports when the caller read them already): ready when each last reported applied
+    or degraded for its required version or a later one. Records the change as an event (`why_not`: the
+    cause when it stops being ready); returns the new value, or None when unchanged."""
+    if states is None:
+        states = _states(s, b.required_versions)
+    ready = all(states.get(p) is not None and states[p].status in APPLIED
+                and states[p].applied_version >= b.required_versions[p] for p in b.required_versions)
     if ready == b.fabric_ready:
         return None
     b.fabric_ready = ready

@@ -3,8 +3,9 @@ is woken when the change commits, not by re-reading the database.
 
 `changed(s, channel, key)` inside a transaction records the change. When the transaction commits it is
 delivered to this process's sink (`set_sink`: the API's in-process hub, or an embedded worker process's pipe
-to its parent) and, on PostgreSQL, by NOTIFY in the same transaction, which PostgreSQL delivers at commit to
-every process that LISTENs (services.api.notify) - API processes and workers on other machines included.
+to its parent) and, on PostgreSQL, by NOTIFY in the same transaction (one statement for all of the
+transaction's changes, sent just before the commit), which PostgreSQL delivers at commit to every process
+that LISTENs (services.api.notify) - API processes and workers on other machines included.
 A rolled-back transaction notifies nobody.
 """
 from __future__ import annotations
@@ -30,13 +31,21 @@ def set_sink(sink: Callable[[str, str], None] | None) -> None:
 def changed(s: Session, channel: str, key: str) -> None:
     """Record a change of `key` on `channel` ("panel", "evaluation", ...) in the current transaction."""
     s.info.setdefault(_KEY, set()).add((channel, key))
-    if s.get_bind().dialect.name == "postgresql":
-        s.execute(text("SELECT pg_notify(:c, :p)"), {"c": PG_CHANNEL, "p": f"{channel}:{key}"})
 
 
 def parse_payload(payload: str) -> tuple[str, str]:
     channel, _, key = payload.partition(":")
     return channel, key
+
+
+@event.listens_for(Session, "before_commit")
+def _notify_postgres(session: Session) -> None:
+    """On PostgreSQL, the transaction's changes as NOTIFYs: one round trip however many there are (a
+    statement per change used to lengthen transactions that hold a fabric's lock)."""
+    changes = session.info.get(_KEY)
+    if changes and session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_notify(:c, p) FROM unnest(CAST(:ps AS text[])) AS p"),
+                        {"c": PG_CHANNEL, "ps": sorted(f"{ch}:{k}" for ch, k in changes)})
 
 
 @event.listens_for(Session, "after_commit")

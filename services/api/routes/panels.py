@@ -28,7 +28,7 @@ from services.fabric.crossconnect import config_digest
 from services.jobs import failure_reports
 from services.store import fabrics
 from services.store.db import session_scope
-from services.store.models import PanelConfig, PanelState
+from services.store.models import PanelConfig, PanelRow, PanelState
 
 from ..auth import READ, require_panel
 from ..deps import Limit, Offset, get_session
@@ -190,14 +190,17 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
     with Retry-After when it failed (nothing stored) or the lock was not free within 5 s."""
     if p.role == "viewer":
         raise HTTPException(403, "a viewer key cannot report panel state")
-    panel = fabrics.lock_panel(s, panel_id)
+    # Checked before the fabric's lock, on what never changes once written (a panel's ports, version v's
+    # cross-connects) or only grows (the latest version, the stored report): the lock is held for the
+    # writes alone, which keeps a burst of reports of one fabric (every panel after a new plan) short.
+    panel = s.get(PanelRow, panel_id)
     if panel is None:
         raise HTTPException(404, f"panel {panel_id} not found")
     latest = fabrics.latest_config(s, panel_id).version
     v = body.applied_version
     if v > latest:
         raise HTTPException(409, f"version {v} does not exist (latest is {latest})")
-    stale = fabrics.newer(s.get(PanelState, panel_id), v, body.sequence)
+    stale = fabrics.newer(s.get(PanelState, panel_id), v, body.sequence)     # stale now: stale under the lock
     if stale is not None:
         raise HTTPException(409, stale)
     conns = None
@@ -220,7 +223,12 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
                 f"cross-connects missing, {len(d.remove)} others present; report status 'failed' with the "
                 "connections the panel holds"))
     failed = _failed_items(body, conns or [], panel.ports, v)
-    became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns, body.sequence)
+    fabric_id = panel.fabric_id
+    s.commit()                                 # end the reads' transaction: the lock starts a fresh one
+    try:
+        became_ready, changed = fabrics.report_state(s, panel_id, v, body.status, body.message, conns, body.sequence)
+    except fabrics.StaleReport as exc:         # a newer report committed meanwhile
+        raise HTTPException(409, str(exc)) from None
     if body.status in fabrics.APPLIED:            # the version's other cross-connects carry light: healthy
         failing = failure_reports.failure_matcher(failed)
         failure_reports.clear_faults(s, panel_id, [c for c in conns if not failing(c)])
@@ -233,7 +241,7 @@ def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Sess
         except failure_reports.RevisionConflict as exc:          # nothing of this report is stored
             s.rollback()
             raise HTTPException(409, str(exc)) from None
-    created += failure_reports.repairs_applied(s, panel.fabric_id)
+    created += failure_reports.repairs_applied(s, fabric_id)
     s.commit()
     request.app.state.metrics.panel_reports.labels(body.status).inc()
     for pid in set(changed) | {r.plan_id for r in created}:      # after the commit: no reader re-caches the old
