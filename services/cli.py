@@ -244,13 +244,19 @@ def _frontier(args, collective: str | None = None):
     from services.synthesis.search.finder import FinderError, frontier
     from services.synthesis.search.pricing import CACHE, default_cache_dir
 
+    from services.synthesis.search.candidates import PRICED
+
     if CACHE.path is None:                   # the CLI keeps evaluated prices on disk between runs
         CACHE.attach(default_cache_dir())
-    try:
-        return frontier(args.nodes, args.degree, bidirectional=args.bidirectional,
-                        collective=collective or args.collective)
-    except FinderError as exc:
-        raise UsageError(str(exc)) from None
+    with progress_bar(f"frontier N={args.nodes} d={args.degree}") as progress:
+        token = PRICED.set(progress)
+        try:
+            return frontier(args.nodes, args.degree, bidirectional=args.bidirectional,
+                            collective=collective or args.collective)
+        except FinderError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            PRICED.reset(token)
 
 
 def _entry(c, collective: str) -> dict:

@@ -30,3 +30,22 @@ def test_compile_prints_no_bar_when_stderr_is_not_a_terminal(capsys, tmp_path):
     assert code == 0 and out.stat().st_size > 0
     assert json.loads(captured.out)["runtime"]
     assert "compiling" not in captured.err and "\r" not in captured.err
+
+
+def test_frontier_sweep_draws_a_bar_per_priced_candidate_on_a_terminal(monkeypatch, capsys):
+    """The frontier sweep advances the bar once per candidate it prices (the finder's PRICED hook), on a
+    terminal only; the printed frontier is the same either way."""
+    from services.synthesis.search import finder
+
+    finder._state.cache_clear()
+    finder._collective_frontier.cache_clear()
+    tty = _Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    assert main(["frontier", "12", "2", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert "frontier N=12 d=2" in tty.getvalue() and "candidate" in tty.getvalue()
+    finder._state.cache_clear()
+    finder._collective_frontier.cache_clear()
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert main(["frontier", "12", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == shown

@@ -7,6 +7,7 @@ The search prices a spec only when no candidate already priced dominates that bo
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
@@ -18,7 +19,11 @@ from services.synthesis.search import pricing
 from services.synthesis.topology.expr import Expr, parse
 
 __all__ = ["Candidate", "Spec", "candidate", "pareto", "resolve", "line_spec", "degree_spec", "power_spec",
-           "product_spec", "bidir_spec", "exact_spec"]
+           "product_spec", "bidir_spec", "exact_spec", "PRICED"]
+
+# Called with each spec's expression after `resolve` priced it: how a front end shows a frontier sweep's
+# progress (the CLI's bar). A context variable, because the sweep recurses through cached sub-frontiers.
+PRICED: ContextVar = ContextVar("priced", default=None)
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,8 @@ def resolve(specs: Iterable[Spec], collective: Collective = Collective.ALLGATHER
                for c in front for cs, ct in [c.cost(collective)]):
             continue
         c = s.price(root)
+        if (priced := PRICED.get()) is not None:
+            priced(s.expr)
         if collective is not Collective.ALLGATHER:
             c = c.with_reducescatter()
         front = pareto(front + [c], collective)
