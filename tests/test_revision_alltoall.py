@@ -14,13 +14,17 @@ from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
-from .conftest import MINIMAL
+from .conftest import MINIMAL, unique_job
 from .test_revisions import plan, wait_revision
 
 A2A = {"workload": {**MINIMAL["workload"], "alltoall_bytes": 1 << 20, "alltoall_weight": 1.0}}
 
 
-def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client):
+def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client, settings, monkeypatch):
+    from services.store import repo
+    from services.store.db import session_scope
+    from services.store.models import PlanRevision
+
     p = plan(client, **A2A)
     assert p["alltoall"]["status"] == "built"
     base = f"/v1/plans/{p['id']}"
@@ -58,8 +62,31 @@ def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client):
     assert f'nranks="{g.nodes}"' in got.text or "ngpus" in got.text
     # revision 0 serves the plan's all-to-all; a plan without one answers 404
     assert client.get(f"{base}/revisions/0").json()["alltoall"]["tau_exact"] == p["alltoall"]["tau_exact"]
-    plain = plan(client)
-    assert client.get(f"/v1/plans/{plain['id']}/revisions/0/schedules/alltoall").status_code == 404
+    with session_scope(settings.sqlalchemy_url) as s:      # a done plan without an all-to-all: 404
+        plain = repo.create_plan(s, {**MINIMAL, "job_id": unique_job()}, None)[0].id
+        repo.finish(s, plain, {})
+    assert client.get(f"/v1/plans/{plain}/revisions/0/schedules/alltoall").status_code == 404
+    # a revision whose all-to-all LP was beyond the limit shows its bracket; its schedule URL answers 409
+    out, _ = _bracket(g, link, [1 << 20], monkeypatch)
+    with session_scope(settings.sqlalchemy_url) as s:
+        s.add(PlanRevision(plan_id=p["id"], number=2, kind="failure", status="done", stage="done", progress=1.0,
+                           cause={}, failed=[[t, h, 0], [h, t, 0]], repair=False, attempts=0,
+                           result={"alltoall": out, "artifact_prefix": "rev2:"}))
+    shown = client.get(f"{base}/revisions/2").json()["alltoall"]
+    assert shown["status"] == "approximate" and shown["url"] is None and shown["mcf_lower"] == out["mcf_lower"]
+    r = client.get(f"{base}/revisions/2/schedules/alltoall")
+    assert r.status_code == 409 and out["reason"] in r.json()["detail"]
+
+
+def _bracket(g, link, sizes, monkeypatch):
+    """The revision's all-to-all of g with MAX_LP_VARIABLES lowered so its LP is beyond the limit."""
+    from services.jobs import revision
+
+    monkeypatch.setattr(a2a_lp, "MAX_LP_VARIABLES", 10)
+    try:
+        return revision._alltoall(g, link, sizes)
+    finally:
+        monkeypatch.undo()
 
 
 def test_alltoall_beyond_the_lp_limit_falls_back_to_the_bracket(monkeypatch):
@@ -69,9 +96,8 @@ def test_alltoall_beyond_the_lp_limit_falls_back_to_the_bracket(monkeypatch):
 
     g = build("remove(torus(4, 4), 0>1)")
     link = LinkModel.from_units(10, 100)
-    monkeypatch.setattr(a2a_lp, "MAX_LP_VARIABLES", 10)
-    out, blobs = revision._alltoall(g, link, [1 << 20, 1 << 24])
-    assert blobs is None and out["status"] == "approximate" and "10" in out["reason"]
+    out, blobs = _bracket(g, link, [1 << 20, 1 << 24], monkeypatch)
+    assert blobs is None and out["status"] == "approximate" and "limit 10)" in out["reason"]
     mcf = alltoall_throughput(g, method="lp")
     assert out["mcf_lower"] <= mcf.upper and mcf.lower <= out["mcf_upper"]
     for size in (1 << 20, 1 << 24):
@@ -79,6 +105,5 @@ def test_alltoall_beyond_the_lp_limit_falls_back_to_the_bracket(monkeypatch):
         charged = (size / g.nodes) / (out["mcf_lower"] * link.node_bandwidth_Bps / g.degree) * 1e6
         assert t["schedule_us"] is None and t["mcf_bound_us"] == pytest.approx(charged, rel=1e-12)
         assert t["mcf_bound_low_us"] <= t["mcf_bound_us"]
-    monkeypatch.undo()
     built, _ = revision._alltoall(g, link, [1 << 20])               # the schedule it refused costs no less
     assert Fraction(built["tau_exact"]) >= Fraction(out["mcf_tau"]) * Fraction(999_999, 1_000_000)
