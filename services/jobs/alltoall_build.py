@@ -28,7 +28,7 @@ from services.synthesis.topology.graph import Topology
 
 from ..config import get_settings
 
-__all__ = ["REPORTED", "AllToAllRefused", "build_checked", "built_result", "bracket_result"]
+__all__ = ["REPORTED", "AllToAllRefused", "bracket_result", "build_checked", "built_result"]
 
 # what a plan or revision reports of AllToAllSchedule.to_dict() (schemas.AllToAllOut)
 REPORTED = ("expr", "steps", "tau", "tau_exact", "mcf_throughput", "mcf_tau", "bandwidth_over_mcf", "lp_steps",

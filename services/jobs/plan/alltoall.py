@@ -1,7 +1,8 @@
 """A plan's all-to-all schedule (DESIGN 4.2 schedules; issue 13 item 4): when the workload has an all-to-all
 (the sizes form's `alltoall_bytes`, or a training job's MoE layers), the worker builds the chosen topology's
 all-to-all schedule from the time-stepped LP (services.synthesis.evaluate.alltoall_schedule), model-checks it
-again here (every node ends with its block of every other node's buffer), stores it as the artifact
+again (every node ends with its block of every other node's buffer; services.jobs.alltoall_build, which a
+failure revision uses too), stores it as the artifact
 `schedule:alltoall` with its per-step link loads, and reports its measured time T = steps * alpha + tau * D/B
 against the MCF bound (D/N) / (f B/d) for each of the workload's all-to-all sizes D. A training plan also
 gets the chosen topology's iteration re-simulated with the schedule's cost.
