@@ -199,7 +199,8 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     topology = {"expr": g.expr, "nodes": g.nodes, "degree": g.degree, "regular": g.regular,
                 "removed": [[int(x) for x in f] for f in failed], **topology_facts(g)}
     return {**state, "schedules": summaries, "topology": topology, "topology_digest": topo_digest,
-            "alltoall": alltoall, "artifact_prefix": prefix, "seconds": seconds, "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+            "alltoall": alltoall, "artifact_prefix": prefix, "seconds": seconds,
+            "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
 
 
 def _alltoall(g, link: LinkModel, sizes: list[int]) -> tuple[dict, tuple | None]:

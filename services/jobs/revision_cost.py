@@ -1,8 +1,9 @@
 """What a link failure costs a plan (DESIGN 4.9): predicted times per collective and size from a revision's
 schedules, the workload's time at them, the naive fallback (a ring over the surviving links), and the
 all-to-all's time per size when the plan has one (services.jobs.alltoall_build: the verified schedule's, or
-without one the MCF time charged at the throughput bracket's lower end), compared before and after. Used by a failure revision's finish stage (services.jobs.revision) and by the restored
-revision a completed repair records (services.jobs.failure_reports).
+without one the MCF time charged at the throughput bracket's lower end), compared before and after. Used by
+a failure revision's finish stage (services.jobs.revision) and by the restored revision a completed repair
+records (services.jobs.failure_reports).
 """
 from __future__ import annotations
 
