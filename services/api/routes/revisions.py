@@ -137,6 +137,9 @@ def _alltoall_missing(s: Session, plan, number: str) -> None:
     if a2a and a2a.get("status") != "built":
         raise HTTPException(409, f"revision {n} of plan {plan.id} has no all-to-all schedule ({a2a['status']}): "
                                  f"{a2a.get('reason')}")
+    if result is not None and not a2a and failure_reports.artifact_link(s, plan, n, "schedule:alltoall")[1] is None:
+        raise HTTPException(409, f"revision {n} of plan {plan.id} has no all-to-all schedule: it was built before "
+                                 "revisions re-planned the all-to-all")
 
 
 @router.get("/{plan_id}/revisions/{number}/topology", dependencies=[Depends(READ)], responses={
