@@ -20,9 +20,10 @@ NOT_MODIFIED = {304: {"description": "unchanged (If-None-Match)"}}
 ScheduleCollectivePath = Annotated[str, Path(json_schema_extra={"enum": ["allgather", "reducescatter", "allreduce",
                                                                          "alltoall"]},
                                              description="allgather, reducescatter, allreduce or alltoall")]
-RevisionCollectivePath = Annotated[str, Path(json_schema_extra={"enum": ["allgather", "reducescatter", "allreduce"]},
-                                             description="allgather, reducescatter or allreduce (revisions rebuild "
-                                                         "these)")]
+RevisionCollectivePath = Annotated[str, Path(json_schema_extra={"enum": ["allgather", "reducescatter", "allreduce",
+                                                                         "alltoall"]},
+                                             description="allgather, reducescatter, allreduce or alltoall (a "
+                                                         "revision re-plans the all-to-all when the workload has one)")]
 ScheduleFormat = Literal["json", "npz", "msccl", "oneccl"]
 TopologyFormat = Literal["json", "graphml"]
 SCHEDULE_DOWNLOAD = download("the schedule: JSON (format=json), the npz IR blob (application/octet-stream) or "

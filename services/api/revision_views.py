@@ -93,7 +93,7 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
         "topology": result.get("topology"), "schedules": schedules, "compiled": compiled,
         "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
-        "failure_cost": result.get("failure_cost"),
+        "alltoall": _alltoall_view(result.get("alltoall"), links), "failure_cost": result.get("failure_cost"),
         "build": None if rev is None or rev.kind != "failure" or not result else
         {"schedules_s": result.get("seconds"), "compile_s": result.get("compile_s"), "cpu_s": result.get("cpu_s")},
         "compile_pending": pending,
@@ -101,7 +101,14 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
     return out
 
 
-_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
+def _alltoall_view(a2a: dict | None, links: dict) -> dict | None:
+    """The revision's (or the plan's) all-to-all result with its schedule's URL when it has one."""
+    if not a2a:
+        return None
+    return {**a2a, "url": links.get("schedule:alltoall") if a2a.get("status") == "built" else None}
+
+
+_COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall")
 
 
 def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
@@ -125,7 +132,7 @@ def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
     compiled, pending = {}, []
     for runtime in runtimes:
         compiled[runtime] = {}
-        for c in _COLLECTIVES:
+        for c in schedules:             # the all-to-all once it is stored (when the workload has one)
             job = jobs.get((runtime, c))
             if job is not None and job.status in ("done", "failed"):
                 compiled[runtime][c] = {"status": job.status, "options": job.options}

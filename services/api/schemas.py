@@ -402,6 +402,29 @@ class AllToAllOut(BaseModel):
     url: str | None = None
 
 
+class RevisionAllToAllTimes(AllToAllTimes):
+    schedule_us: float | None = Field(default=None, description="steps * alpha + tau * D/B of the verified "
+                                      "schedule (none when the revision has no schedule: approximate)")
+    mcf_bound_us: float = Field(description="(D/N) / (f B/d): the MCF throughput's bandwidth-only time (approximate:"
+                                " at the bracket's lower end f = mcf_lower, the time charged)")
+    mcf_bound_low_us: float | None = Field(default=None, description="approximate: the same at the bracket's upper "
+                                           "end f = mcf_upper")
+
+
+class RevisionAllToAllOut(AllToAllOut):
+    """A revision's all-to-all on its degraded topology: the schedule as the plan builds it (built), or, when its
+    LP is beyond the library's limits, the LP (3) throughput bracket charged at its lower end (approximate)."""
+
+    status: Literal["built", "refused", "approximate"]
+    mcf_lower: float | None = Field(default=None, description="approximate: the certified bracket of LP (3)'s f")
+    mcf_upper: float | None = None
+    mcf_exact: bool | None = None
+    mcf_method: str | None = Field(default=None, description="approximate: how f was computed (lp, lp-symmetric, "
+                                   "approx)")
+    times_us: dict[str, RevisionAllToAllTimes] = Field(default_factory=dict, description="per all-to-all size (bytes "
+                                                       "per node): the schedule's time and the MCF bound")
+
+
 class PlanEventOut(BaseModel):
     at: datetime
     status: str
@@ -899,7 +922,7 @@ class RevisionOut(RevisionSummary):
                                 "ready_estimate_s), applied (the restored revision), impossible (why), ...")
     topology: dict | None = None
     schedules: dict | None = Field(default=None, description="per collective: steps, tau, verified, the scheduler "
-                                   "served and every candidate, url")
+                                   "served and every candidate, url (the all-to-all: steps, tau, verified, url)")
     compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
         "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`); "
         "while the revision runs, each file's status so far"))
@@ -908,8 +931,11 @@ class RevisionOut(RevisionSummary):
         "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
     predicted_time_us: dict[str, dict[str, float]] | None = None
     workload_time_us: float | None = None
+    alltoall: RevisionAllToAllOut | None = Field(default=None, description="when the workload has an all-to-all: "
+                                                 "re-planned on the revision's topology")
     failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
-                                      "workload, and the naive fallback (a ring over surviving links)")
+                                      "workload, the naive fallback (a ring over surviving links), and the "
+                                      "all-to-all's per size (`alltoall`)")
     build: dict | None = Field(default=None, description="failure revisions: `schedules_s` building and checking "
                                "the schedules, `compile_s` compiling their XML, `cpu_s` the worker's CPU seconds "
                                "for the whole revision")

@@ -284,16 +284,17 @@ def repairs_applied(s, fabric_id: str) -> list[PlanRevision]:
 
 
 def _restored_result(s, plan: Plan) -> dict:
-    """A restored revision: revision 0's topology, schedules and artifacts, its cost against the current
-    revision it ends (the latest done one; on an OCS the repair can be applied before the degraded revision it
-    came with is built, and then that is an earlier one)."""
+    """A restored revision: revision 0's topology, schedules (the all-to-all's too) and artifacts, its cost
+    against the current revision it ends (the latest done one; on an OCS the repair can be applied before the
+    degraded revision it came with is built, and then that is an earlier one)."""
     r0 = plan.result
     last = current(s, plan.id)
-    before = last.result["predicted_time_us"] if last is not None and last.result else r0["predicted_time_us"]
+    shown = last.result if last is not None and last.result else r0
     req = dict(plan.request)
     return {"topology": r0["topology"], "schedules": r0["schedules"], "predicted_time_us": r0["predicted_time_us"],
-            "workload_time_us": workload_us(req, r0["predicted_time_us"]),
-            "failure_cost": failure_cost(req, before, r0["predicted_time_us"], last.number if last else 0),
+            "workload_time_us": workload_us(req, r0["predicted_time_us"]), "alltoall": r0.get("alltoall"),
+            "failure_cost": failure_cost(req, shown["predicted_time_us"], r0["predicted_time_us"],
+                                         last.number if last else 0, shown.get("alltoall"), r0.get("alltoall")),
             "artifact_prefix": "", "seconds": 0.0}
 
 

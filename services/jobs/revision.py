@@ -11,9 +11,13 @@
   stored as artifacts under the revision's prefix ("rev{n}:schedule:allreduce", ...), with link loads checked
   against the measured tau (services.jobs.artifacts.link_loads_blob) and the topology as JSON and GraphML;
   and per collective a schedule set by size (services.jobs.size_sets: "rev{n}:schedule:allreduce@0", ...).
+  When the workload has an all-to-all, the degraded topology's all-to-all as the plan builds it (services.jobs.
+  alltoall_build: the time-stepped LP schedule, model-checked, stored as "rev{n}:schedule:alltoall" with its
+  loads); when that LP is beyond the library's limits, the LP (3) throughput bracket plan selection prices an
+  all-to-all with, charged at its lower end (`alltoall.status` "approximate", no schedule).
 - **compile**: the plan's compile stage (services.jobs.compiling) on the revision's schedules.
 - **finish**: predicted times per collective and size (from the sets), the workload time, and the cost of the failure
-  against revision 0 and against the naive fallback (services.jobs.revision_cost).
+  against revision 0 and against the naive fallback, the all-to-all's per size (services.jobs.revision_cost).
 
 Recording the failure that queues a revision, and the restored revision after a repair, happen on the request
 side (services.jobs.failure_reports). A revision is a job like a plan (outbox, attempts, heartbeats:
@@ -24,10 +28,12 @@ from __future__ import annotations
 import json
 import time
 
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select
 
 from services.fabric.repair import RepairError, repatch
 from services.synthesis.bfb.degraded import degraded_schedules
+from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
@@ -36,11 +42,12 @@ from ..store import fabrics, notify, repo, stage_events
 from ..store.db import session_scope
 from ..store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
 from . import compiling, size_sets
+from .alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
 from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from .attempts import claim
 from .revision_cost import failure_cost, predicted_times, workload_us
 from .stage_weights import revision_progress
-from .workloads import workload_items
+from .workloads import alltoall_sizes, has_alltoall, workload_items
 
 __all__ = ["stage_repair", "stage_schedules", "stage_compile", "stage_finish", "mean_size"]
 
@@ -70,7 +77,7 @@ def _advance(revision_id: str, stage: str, local: float) -> None:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
         progress = max(rev.progress if rev.status == "running" else 0.0,
-                       revision_progress(dict(plan.request), stage, local))
+                       revision_progress(dict(plan.request), stage, local, has_alltoall(plan.request)))
         if stage != rev.stage:
             stage_events.record(s, plan.id, f"rev{rev.number}:{rev.stage}", f"rev{rev.number}:{stage}",
                                 status=plan.status, progress=progress, message=f"revision {rev.number}: {stage}")
@@ -130,7 +137,8 @@ def mean_size(req: dict) -> float:
 
 
 def stage_schedules(state: dict, revision_id: str) -> dict:
-    """The degraded topology's verified AG/RS/AR schedules, stored under the revision's artifact prefix."""
+    """The degraded topology's verified AG/RS/AR schedules (and all-to-all), stored under the revision's artifact
+    prefix."""
     if state.get("stop"):
         return state
     c0 = _cpu()
@@ -148,6 +156,11 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
                              bfb_options={"workers": 1})
     g = out.topology
     sets = size_sets.revision_sets(out, original if original.translation is not None else None)
+    a2a_sizes = alltoall_sizes(req)
+    alltoall = a2a_blobs = None
+    if a2a_sizes:
+        _advance(revision_id, "alltoall", 0.0)
+        alltoall, a2a_blobs = _alltoall(g, link, a2a_sizes)
     _advance(revision_id, "verify", 0.0)
     summaries, blobs = {}, {}
     for c, cmp in out.comparisons.items():
@@ -168,6 +181,13 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
             summaries[c]["digest"] = digest
             repo.attach(s, rev.plan_id, f"{prefix}loads:{c}",
                         repo.put_blob(s, loads, "link-loads", "application/x-npz", compress=False))
+        if a2a_blobs is not None:
+            sched, loads, summary = a2a_blobs
+            digest = repo.put_blob(s, sched, "schedule", "application/x-npz", compress=False)
+            repo.attach(s, rev.plan_id, f"{prefix}schedule:alltoall", digest, summary)
+            repo.attach(s, rev.plan_id, f"{prefix}loads:alltoall",
+                        repo.put_blob(s, loads, "link-loads", "application/x-npz", compress=False))
+            summaries["alltoall"] = {**summary, "digest": digest}
         for c, rows in size_sets.store_sets(s, rev.plan_id, prefix, sets).items():
             summaries[c]["by_size"] = rows
         meta = {"nodes": g.nodes, "degree": g.degree}
@@ -179,7 +199,26 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     topology = {"expr": g.expr, "nodes": g.nodes, "degree": g.degree, "regular": g.regular,
                 "removed": [[int(x) for x in f] for f in failed], **topology_facts(g)}
     return {**state, "schedules": summaries, "topology": topology, "topology_digest": topo_digest,
-            "artifact_prefix": prefix, "seconds": seconds, "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+            "alltoall": alltoall, "artifact_prefix": prefix, "seconds": seconds,
+            "cpu_s": state.get("cpu_s", 0.0) + _cpu() - c0}
+
+
+def _alltoall(g, link: LinkModel, sizes: list[int]) -> tuple[dict, tuple | None]:
+    """(the revision's `alltoall` result, (schedule npz, loads npz, artifact summary) or None) on the degraded
+    topology g: the verified schedule, or the throughput bracket when its LP is beyond the library's limits,
+    or a refusal (the task's time or memory limit) recorded with its reason."""
+    try:
+        built, report = build_checked(g, alltoall_schedule)
+    except AllToAllRefused as exc:
+        if exc.limit != "size":
+            return {"status": "refused", "reason": exc.reason, "expr": g.expr}, None
+        try:
+            return bracket_result(g, link, sizes, f"no all-to-all schedule: {exc.reason}"), None
+        except SoftTimeLimitExceeded:
+            return {"status": "refused", "expr": g.expr, "reason": f"{exc.reason}; its throughput bracket exceeded "
+                    f"the worker's time limit of {get_settings().task_time_limit_s} s"}, None
+    result, summary = built_result(built, report, link, sizes)
+    return result, (built.schedule.to_bytes(), link_loads_blob(built.schedule, g, report.tau), summary)
 
 
 def stage_compile(state: dict, revision_id: str) -> dict:
@@ -210,8 +249,9 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         predicted = predicted_times(req, state["schedules"])
         original = plan.result["predicted_time_us"]
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
-                  "workload_time_us": workload_us(req, predicted),
-                  "failure_cost": failure_cost(req, original, predicted, 0),
+                  "workload_time_us": workload_us(req, predicted), "alltoall": state.get("alltoall"),
+                  "failure_cost": failure_cost(req, original, predicted, 0, plan.result.get("alltoall"),
+                                               state.get("alltoall")),
                   "repair": state.get("repair"), "artifact_prefix": state["artifact_prefix"],
                   "compiled": state.get("compiled"),
                   "seconds": state.get("seconds"), "compile_s": state.get("compile_s"),

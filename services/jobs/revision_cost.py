@@ -1,7 +1,9 @@
 """What a link failure costs a plan (DESIGN 4.9): predicted times per collective and size from a revision's
-schedules, the workload's time at them, and the naive fallback (a ring over the surviving links), compared
-before and after. Used by a failure revision's finish stage (services.jobs.revision) and by the restored
-revision a completed repair records (services.jobs.failure_reports).
+schedules, the workload's time at them, the naive fallback (a ring over the surviving links), and the
+all-to-all's time per size when the plan has one (services.jobs.alltoall_build: the verified schedule's, or
+without one the MCF time charged at the throughput bracket's lower end), compared before and after. Used by
+a failure revision's finish stage (services.jobs.revision) and by the restored revision a completed repair
+records (services.jobs.failure_reports).
 """
 from __future__ import annotations
 
@@ -13,17 +15,17 @@ from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 from .size_sets import set_time_us
 from .workloads import message_sizes, workload_items
 
-__all__ = ["predicted_times", "workload_us", "ring_fallback", "failure_cost"]
+__all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "failure_cost"]
 
 
 def predicted_times(req: dict, schedules: dict) -> dict:
     """Per collective and workload size, the time (us) of the schedule served at that size: the range of the
     collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.size_sets), else its one
-    schedule."""
+    schedule. The all-to-all (its own sizes) is priced by `alltoall_us`."""
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     return {c: {str(m): set_time_us(link, sm["by_size"], m) if sm.get("by_size")
                 else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
-                for m in message_sizes(req)} for c, sm in schedules.items()}
+                for m in message_sizes(req)} for c, sm in schedules.items() if c != "alltoall"}
 
 
 def workload_us(req: dict, predicted: dict) -> float:
@@ -42,10 +44,21 @@ def ring_fallback(req: dict) -> dict:
             for c in ALLGATHER_FAMILY}
 
 
-def failure_cost(req: dict, before: dict, after: dict, before_number: int) -> dict:
-    """Before/after per collective and size, the workload's, and the ring fallback's."""
+def alltoall_us(alltoall: dict | None) -> dict[str, float]:
+    """Per all-to-all size (bytes per node), the time charged for a plan's or revision's `alltoall` result:
+    its verified schedule's (`schedule_us`), else the MCF time at the bracket's lower end (`mcf_bound_us` of
+    an approximate result); empty when it has neither (no all-to-all, or refused)."""
+    times = (alltoall or {}).get("times_us") or {}
+    return {d: t["schedule_us"] if t.get("schedule_us") is not None else t["mcf_bound_us"] for d, t in times.items()}
+
+
+def failure_cost(req: dict, before: dict, after: dict, before_number: int,
+                 alltoall_before: dict | None = None, alltoall_after: dict | None = None) -> dict:
+    """Before/after per collective and size, the workload's, the ring fallback's, and the all-to-all's per size
+    (`alltoall`, from the two `alltoall` results; only sizes both price)."""
     ring = ring_fallback(req)
     wb, wa, wr = workload_us(req, before), workload_us(req, after), workload_us(req, ring)
+    a2a_b, a2a_a = alltoall_us(alltoall_before), alltoall_us(alltoall_after)
     return {"compared_with_revision": before_number,
             "workload_us": {"before": wb, "after": wa, "slowdown": wa / wb if wb else None,
                             "ring_fallback": wr},
@@ -53,5 +66,9 @@ def failure_cost(req: dict, before: dict, after: dict, before_number: int) -> di
                                     "slowdown": after[c][m] / before[c][m] if before[c][m] else None,
                                     "ring_fallback_us": ring[c][m]}
                                 for m in after[c]} for c in after},
-            "note": "workload_us counts the workload's collectives (an all-to-all share is not re-planned); the "
-                    "ring fallback is one ring over surviving links, one link per hop"}
+            "alltoall": {d: {"before_us": a2a_b[d], "after_us": a2a_a[d],
+                             "slowdown": a2a_a[d] / a2a_b[d] if a2a_b[d] else None}
+                         for d in a2a_a if d in a2a_b},
+            "note": "workload_us counts the workload's allgather, reduce-scatter and allreduce; the all-to-all is "
+                    "re-planned on the degraded topology and compared per size under `alltoall`; the ring "
+                    "fallback is one ring over surviving links, one link per hop"}

@@ -61,10 +61,12 @@ def plan_stages(req: dict, has_alltoall: bool) -> list[tuple[str, float]]:
     return [(s, _cost(s, n, f)) for s in names]
 
 
-def revision_stages(req: dict) -> list[tuple[str, float]]:
-    """A revision's stages (repair -> schedules -> compile -> finish) with their expected costs (seconds)."""
-    n, f = int(req.get("nodes") or 1), files_of(req, False)
-    return [(s, _cost(s, n, f)) for s in ("repair", "schedule", "verify", "compile", "finish")]
+def revision_stages(req: dict, has_alltoall: bool = False) -> list[tuple[str, float]]:
+    """A revision's stages (repair -> schedules [-> alltoall] -> compile -> finish) with their expected costs
+    (seconds); the all-to-all is re-planned when the workload has one."""
+    n, f = int(req.get("nodes") or 1), files_of(req, has_alltoall)
+    names = ("repair", "schedule") + (("alltoall",) if has_alltoall else ()) + ("verify", "compile", "finish")
+    return [(s, _cost(s, n, f)) for s in names]
 
 
 def _weighted(stages: list[tuple[str, float]], stage: str, local: float) -> float:
@@ -87,9 +89,9 @@ def plan_progress(req: dict, has_alltoall: bool, stage: str, legacy: float) -> f
     return _weighted(plan_stages(req, has_alltoall), stage, _local(LEGACY_BANDS, stage, legacy))
 
 
-def revision_progress(req: dict, stage: str, local: float) -> float:
+def revision_progress(req: dict, stage: str, local: float, has_alltoall: bool = False) -> float:
     """The weighted progress of a revision at the fraction `local` of its stage."""
-    return _weighted(revision_stages(req), stage, local)
+    return _weighted(revision_stages(req, has_alltoall), stage, local)
 
 
 def eta_s(progress: float, elapsed_s: float) -> float | None:

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from sqlalchemy.orm import Session
 
 from services.jobs import failure_reports
+from services.jobs.workloads import has_alltoall
 from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 
@@ -124,6 +125,23 @@ def _artifact(s: Session, plan, number: str, name: str):
     return link
 
 
+def _alltoall_missing(s: Session, plan, number: str) -> None:
+    """404 for a workload without an all-to-all; 409 with the reason for a done revision (or revision 0)
+    whose all-to-all has no schedule (refused, or priced by its throughput bracket: approximate)."""
+    if plan.status == "done" and not has_alltoall(plan.request):
+        raise HTTPException(404, f"plan {plan.id} has no all-to-all: its workload has none (alltoall_bytes, or a "
+                                 "training job's MoE layers)")
+    rev, n, _ = _revision(s, plan, number)
+    result = plan.result if rev is None else rev.result if rev.status == "done" else None
+    a2a = (result or {}).get("alltoall") or {}
+    if a2a and a2a.get("status") != "built":
+        raise HTTPException(409, f"revision {n} of plan {plan.id} has no all-to-all schedule ({a2a['status']}): "
+                                 f"{a2a.get('reason')}")
+    if result is not None and not a2a and failure_reports.artifact_link(s, plan, n, "schedule:alltoall")[1] is None:
+        raise HTTPException(409, f"revision {n} of plan {plan.id} has no all-to-all schedule: it was built before "
+                                 "revisions re-planned the all-to-all")
+
+
 @router.get("/{plan_id}/revisions/{number}/topology", dependencies=[Depends(READ)], responses={
     **NOT_FOUND, 409: {"model": ErrorOut}, **NOT_MODIFIED, 200: TOPOLOGY_DOWNLOAD})
 def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
@@ -153,9 +171,9 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
         coll = Collective.parse(collective)
     except ValueError as exc:
         raise HTTPException(404, str(exc)) from None
-    if coll is Collective.ALLTOALL:
-        raise HTTPException(404, "revisions rebuild allgather, reduce-scatter and allreduce schedules")
     plan = plan_or_404(s, plan_id)
+    if coll is Collective.ALLTOALL:
+        _alltoall_missing(s, plan, number)
     if range_ is not None:
         if format in ("msccl", "oneccl"):
             raise unprocessable(["query", "range"], "a size range's schedule is served as json or npz; compile a "

@@ -1,7 +1,8 @@
 """A plan's all-to-all schedule (DESIGN 4.2 schedules; issue 13 item 4): when the workload has an all-to-all
 (the sizes form's `alltoall_bytes`, or a training job's MoE layers), the worker builds the chosen topology's
 all-to-all schedule from the time-stepped LP (services.synthesis.evaluate.alltoall_schedule), model-checks it
-again here (every node ends with its block of every other node's buffer), stores it as the artifact
+again (every node ends with its block of every other node's buffer; services.jobs.alltoall_build, which a
+failure revision uses too), stores it as the artifact
 `schedule:alltoall` with its per-step link loads, and reports its measured time T = steps * alpha + tau * D/B
 against the MCF bound (D/N) / (f B/d) for each of the workload's all-to-all sizes D. A training plan also
 gets the chosen topology's iteration re-simulated with the schedule's cost.
@@ -13,31 +14,26 @@ topology can take minutes: ten of CPU for line(circulant(16, 1, 4), 3)).
 """
 from __future__ import annotations
 
-from celery.exceptions import SoftTimeLimitExceeded
-
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.cost import LinkModel
-from services.synthesis.schedule.verify import ScheduleInvalid, verify
 from services.synthesis.topology.catalog import build
 
 from ...config import get_settings
 from ...store import repo
 from ...store.db import session_scope
 from .. import workloads
+from ..alltoall_build import REPORTED, AllToAllRefused, build_checked, built_result
 from ..artifacts import link_loads_blob
 from ..attempts import advance, claim, plan_request
 from .training import iteration_with_alltoall
 
 __all__ = ["REPORTED", "stage_alltoall"]
 
-# what the plan reports of AllToAllSchedule.to_dict() (schemas.AllToAllOut)
-REPORTED = ("expr", "steps", "tau", "tau_exact", "mcf_throughput", "mcf_tau", "bandwidth_over_mcf", "lp_steps",
-            "lp_tau", "chunks_per_block", "transfers", "verified", "seconds")
-
 
 def stage_alltoall(state: dict, plan_id: str) -> dict:
-    """Build, check and store the chosen topology's all-to-all schedule when the workload has an all-to-all."""
+    """Build, check and store the chosen topology's all-to-all schedule when the workload has an all-to-all
+    (services.jobs.alltoall_build)."""
     if state.get("stop"):
         return state
     req = plan_request(plan_id)
@@ -48,28 +44,12 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
     advance(plan_id, "alltoall", 0.95, f"all-to-all schedule of {expr} (time-stepped LP)")
     topo = build(expr)
     try:
-        built = alltoall_schedule(topo)
-        report = verify(built.schedule, topo)
-    except ScheduleInvalid as exc:                      # a bug, not the input's size: fail the plan
-        raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {exc}") from None
-    except ValueError as exc:                           # beyond the library's limits for this topology
-        return _refused(state, expr, str(exc))
-    except SoftTimeLimitExceeded:                       # the plan keeps what it has (the task ends in time)
-        return _refused(state, expr, f"building it exceeded the worker's time limit of "
-                                     f"{get_settings().task_time_limit_s} s (FABRICPLAN_TASK_TIME_LIMIT_S)")
-    except MemoryError:                                 # its frames are freed once we leave the handler
-        return _refused(state, expr, f"building it exceeded the worker's memory limit of "
-                                     f"{get_settings().task_memory_limit_mb} MiB (FABRICPLAN_TASK_MEMORY_LIMIT_MB)")
-    if not report.ok:
-        raise RuntimeError(f"the all-to-all schedule of {expr} failed model checking: {report.violation.message}")
+        built, report = build_checked(topo, alltoall_schedule)
+    except AllToAllRefused as exc:
+        return _refused(state, expr, exc.reason)
     loads = link_loads_blob(built.schedule, topo, report.tau)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    facts = built.to_dict()
-    result = {"status": "built", "reason": None, **{k: facts[k] for k in REPORTED},
-              "times_us": {str(d): {"schedule_us": built.time_s(link, d) * 1e6,
-                                    "mcf_bound_us": built.mcf_time_s(link, d) * 1e6} for d in sizes}}
-    summary = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau), "verified": True,
-               "transfers": report.transfers}
+    result, summary = built_result(built, report, link, sizes)
     training = state.get("training")
     if training is not None:
         training = {**training, "chosen_with_alltoall_schedule": iteration_with_alltoall(

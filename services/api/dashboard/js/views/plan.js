@@ -73,10 +73,10 @@ function request(p) {
 function shown(p, rev) {
   if (!rev) {
     return { number: 0, kind: "original", topology: p.topology, schedules: p.schedules, compiled: p.compiled,
-      predicted: p.predicted_time_us, workload_us: p.topology.workload_time_us, base: `v1/plans/${p.id}`, stem: p.id };
+      alltoall: p.alltoall, predicted: p.predicted_time_us, workload_us: p.topology.workload_time_us, base: `v1/plans/${p.id}`, stem: p.id };
   }
   return { number: rev.number, kind: rev.kind, topology: rev.topology, schedules: rev.schedules, compiled: rev.compiled,
-    predicted: rev.predicted_time_us, workload_us: rev.workload_time_us, failure_cost: rev.failure_cost, rev,
+    alltoall: rev.alltoall, predicted: rev.predicted_time_us, workload_us: rev.workload_time_us, failure_cost: rev.failure_cost, rev,
     base: `v1/plans/${p.id}/revisions/${rev.number}`, stem: `${p.id}-r${rev.number}` };
 }
 
@@ -233,22 +233,35 @@ function trainingHybrid(p) {
     ], rows, (r) => ({ "data-kind": r.e.kind, "data-expr": r.e.expr })));
 }
 
-function alltoall(p) {
-  const a = p.alltoall;
+/** The shown revision's all-to-all (revision 0: the plan's): its verified schedule, or for a revision whose
+ * all-to-all LP is too large the throughput bracket it is priced with (approximate), or the refusal. */
+function alltoall(p, v) {
+  const a = v.alltoall;
+  const title = v.number ? `All-to-all schedule (revision ${v.number})` : "All-to-all schedule";
+  const sizes = Object.keys(a.times_us || {}).sort((x, y) => x - y);
+  if (a.status === "approximate") {
+    return el("div", { class: "card", id: "plan-alltoall", "data-status": a.status }, el("h2", {}, title),
+      el("p", { class: "note-warn" }, `No all-to-all schedule for ${a.expr}: ${a.reason}`),
+      facts([["throughput f", `[${fmtNumber(a.mcf_lower, 6)}, ${fmtNumber(a.mcf_upper, 6)}] (${a.mcf_method})`]]),
+      table([
+        { label: "bytes per node", value: (s) => fmtBytes(Number(s)) },
+        { label: "charged (f = lower)", class: "num", value: (s) => fmtUs(a.times_us[s].mcf_bound_us) },
+        { label: "at f = upper", class: "num", value: (s) => fmtUs(a.times_us[s].mcf_bound_low_us) },
+      ], sizes));
+  }
   if (a.status !== "built") {
-    return el("div", { class: "card", id: "plan-alltoall" }, el("h2", {}, "All-to-all schedule"),
+    return el("div", { class: "card", id: "plan-alltoall", "data-status": a.status }, el("h2", {}, title),
       el("p", { class: "error" }, `No all-to-all schedule for ${a.expr}: ${a.reason}`));
   }
-  const sizes = Object.keys(a.times_us).sort((x, y) => x - y);
-  const withSchedule = p.training?.chosen_with_alltoall_schedule;
-  return el("div", { class: "card", id: "plan-alltoall" }, el("h2", {}, "All-to-all schedule"),
+  const withSchedule = v.number ? null : p.training?.chosen_with_alltoall_schedule;
+  return el("div", { class: "card", id: "plan-alltoall", "data-status": a.status }, el("h2", {}, title),
     facts([
       ["topology", el("code", {}, a.expr)],
       ["steps", a.steps], ["tau", `${fmtNumber(a.tau, 6)} (${a.tau_exact}) x D/B`],
       ["MCF bound", `tau ${fmtNumber(a.mcf_tau, 6)} (f = ${fmtNumber(a.mcf_throughput)}): the schedule is at ${fmtNumber(a.bandwidth_over_mcf, 5)} x the bound`],
       ["verified", yesNo(a.verified)], ["transfers", a.transfers], ["chunks per block", a.chunks_per_block],
       withSchedule && ["iteration with this schedule", fmtUs(withSchedule.iteration_s * 1e6)],
-      ["link loads", el("a", { href: `#/plans/${p.id}/schedule?collective=alltoall` }, "heat map")],
+      ["link loads", el("a", { href: `#/plans/${p.id}/schedule${revQuery(v.number, { collective: "alltoall" })}` }, "heat map")],
     ]),
     table([
       { label: "bytes per node", value: (s) => fmtBytes(Number(s)) },
@@ -284,8 +297,8 @@ function failureCost(v) {
   const fc = v.failure_cost;
   if (!fc) return null;
   const w = fc.workload_us;
-  const rows = Object.entries(fc.collectives).flatMap(([c, per]) => Object.entries(per)
-    .sort(([a], [b]) => a - b).map(([size, x]) => ({ c, size, ...x })));
+  const rows = Object.entries({ ...fc.collectives, ...(fc.alltoall && Object.keys(fc.alltoall).length ? { alltoall: fc.alltoall } : {}) })
+    .flatMap(([c, per]) => Object.entries(per).sort(([a], [b]) => a - b).map(([size, x]) => ({ c, size, ...x })));
   return el("div", { class: "card", id: "plan-failure-cost" },
     el("h2", {}, `Cost of the failure: revision ${v.number} against revision ${fc.compared_with_revision}`),
     facts([
@@ -396,11 +409,11 @@ export async function render(root, { id, query }, ctx) {
       el("div", { class: "grid2" }, request(p), done ? (revDone ? chosen(p, v) : revisionStatus(rev)) : null),
       done && revDone ? el("div", { class: "grid2" }, predicted(p, v), baselines(p, v)) : null,
       done && revDone ? failureCost(v) : null,
-      done && v.number && (p.training || p.training_hybrid || p.alltoall)
-        ? el("p", { class: "muted" }, "The training iteration and the all-to-all schedule below are revision 0's: revisions re-plan allgather, reduce-scatter and allreduce.") : null,
+      done && revDone && v.number && (p.training || p.training_hybrid)
+        ? el("p", { class: "muted" }, "The training iteration below is revision 0's: revisions re-plan allgather, reduce-scatter, allreduce and the all-to-all.") : null,
       done && p.training ? training(p) : null,
       done && p.training_hybrid ? trainingHybrid(p) : null,
-      done && p.alltoall ? alltoall(p) : null,
+      done && revDone && v.alltoall ? alltoall(p, v) : null,
       done && revDone ? artifacts(p, v) : null,
       p.fabric ? fabricBlock(p) : null,
       timelineCard(p, events));
