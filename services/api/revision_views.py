@@ -10,6 +10,7 @@ from services.jobs.failure_reports import current_number
 from services.store import repo
 from services.store.models import CompileJob, Plan, PlanRevision, Repair
 
+from .plan_access import compile_failed, compiled_view
 from .progress import progress_block
 
 __all__ = ["plan_revision_ref", "revision_summary", "revision_view"]
@@ -72,11 +73,7 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         links["topology"] = f"{url}/topology"
     compiled = None
     if result.get("compiled"):
-        compiled = {}
-        for runtime, per in result["compiled"].items():
-            query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
-            compiled[runtime] = {c: {**summary, "url": f"{url}/schedules/{c}?{query}"} for c, summary in per.items()}
-            links.update({f"xml:{runtime}:{c}": f"{url}/schedules/{c}?{query}" for c in per})
+        compiled = compiled_view(result["compiled"], lambda c: f"{url}/schedules/{c}", links)
     pending = None
     if rev is not None and rev.status in ("queued", "running"):
         schedules, compiled, pending = _in_progress(s, plan, rev, url, links)
@@ -92,6 +89,7 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "repair_requested": False if rev is None else rev.repair,
         "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
         "topology": result.get("topology"), "schedules": schedules, "compiled": compiled,
+        "compile_failed": compile_failed(result.get("compiled")) if pending is None else None,
         "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
         "failure_cost": result.get("failure_cost"),
         "build": None if rev is None or rev.kind != "failure" or not result else

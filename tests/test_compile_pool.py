@@ -1,0 +1,82 @@
+"""The compile stage's fork pool (issue 25, services.jobs.compile_pool): units run in parallel in forked
+processes; a process that is killed (a signal, or the unit time limit) fails only its own unit, with the reason;
+a unit estimated above the memory budget runs alone; and the units of a stage (compile_units) tile each set."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from services.compiler.api import CompileOptions
+from services.jobs.compile_pool import run_units
+from services.jobs.compile_units import CompileUnit, plan_units, range_options
+
+MiB = 1 << 20
+
+
+def unit(name: str, estimated: int = MiB) -> CompileUnit:
+    return CompileUnit("executor", name, None, CompileOptions("executor"), estimated_bytes=estimated)
+
+
+def test_a_killed_process_fails_only_its_unit(tmp_path):
+    def run_one(u: CompileUnit) -> None:
+        if u.collective == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if u.collective == "slow":
+            time.sleep(30)
+        (tmp_path / u.collective).write_text(str(os.getpid()))
+
+    failed = {}
+    t0 = time.monotonic()
+    run_units([unit("a"), unit("killed"), unit("slow"), unit("b")], run_one,
+              lambda u, why: failed.setdefault(u.collective, why), processes=4, budget_bytes=64 * MiB,
+              time_limit_s=1.0)
+    assert time.monotonic() - t0 < 10
+    assert set(failed) == {"killed", "slow"}
+    assert "SIGKILL" in failed["killed"] and "time limit of 1 s" in failed["slow"]
+    pids = {(tmp_path / n).read_text() for n in ("a", "b")}
+    assert len(pids) == 2 and str(os.getpid()) not in pids          # each in a process of its own
+
+
+def test_a_unit_above_the_budget_runs_alone(tmp_path):
+    def run_one(u: CompileUnit) -> None:
+        start = time.monotonic()
+        time.sleep(0.3)
+        (tmp_path / u.collective).write_text(f"{start} {time.monotonic()}")
+
+    done = []
+    run_units([unit("s1", 10 * MiB), unit("big", 100 * MiB), unit("s2", 10 * MiB), unit("s3", 10 * MiB)], run_one,
+              lambda u, why: pytest.fail(why), processes=3, budget_bytes=64 * MiB,
+              time_limit_s=30, on_done=lambda u, k, n: done.append((u.collective, k, n)))
+    spans = {n: tuple(map(float, (tmp_path / n).read_text().split())) for n in ("s1", "big", "s2", "s3")}
+    b0, b1 = spans["big"]
+    for n in ("s1", "s2", "s3"):
+        lo, hi = spans[n]
+        assert hi <= b0 or lo >= b1, n                  # nothing ran beside the unit above the budget
+    assert spans["s2"][0] < spans["s3"][1] and spans["s3"][0] < spans["s2"][1]   # the small ones in parallel
+    assert [k for _, k, _ in done] == [1, 2, 3, 4] and {n for _, _, n in done} == {4}
+
+
+ROWS = [{"min_bytes": 0, "max_bytes": 4096}, {"min_bytes": 4096, "max_bytes": 1 << 28},
+        {"min_bytes": 1 << 28, "max_bytes": None}]
+
+
+def test_units_tile_each_set_and_say_what_has_no_file():
+    digests = {"allgather": "m", "allgather@0": "r0", "allgather@1": "r1", "allgather@2": "r2",
+               "allreduce": "x", "allreduce@0": "x"}
+    units, skipped = plan_units(["executor", "legacy", "oneccl"], ["allgather", "allreduce"],
+                                {"allgather": ROWS, "allreduce": [{"min_bytes": 0, "max_bytes": None}]},
+                                digests, {})
+    ex = [(u.options.min_bytes, u.options.max_bytes) for u in units if u.runtime == "executor" and u.index is not None
+          and u.collective == "allgather"]
+    assert ex == [(None, 4095), (4096, (1 << 28) - 1), (1 << 28, None)]     # canonical: 0 is the default
+    legacy = [u for u in units if u.runtime == "legacy" and u.collective == "allgather" and u.index is not None]
+    assert [(u.options.min_bytes, u.options.max_bytes) for u in legacy] == [(None, 4096), (4096, None)]
+    assert "legacy:allgather@2" in skipped and "oneccl:allgather" in skipped
+    alias = [u for u in units if u.collective == "allreduce" and u.index == 0]
+    assert alias and all(u.alias for u in alias)            # one range, the main schedule: the main file
+    assert units[-1].collective == "allreduce"
+    with pytest.raises(Exception, match="min_bytes"):
+        range_options(CompileOptions("executor", min_bytes=5), ROWS, 0)
