@@ -80,3 +80,25 @@ def test_units_tile_each_set_and_say_what_has_no_file():
     assert units[-1].collective == "allreduce"
     with pytest.raises(Exception, match="min_bytes"):
         range_options(CompileOptions("executor", min_bytes=5), ROWS, 0)
+
+
+@pytest.fixture
+def instant_kill(monkeypatch):
+    monkeypatch.setenv("FABRICPLAN_COMPILE_UNIT_TIME_LIMIT_S", "0.001")
+
+
+def test_killed_compiles_fail_their_files_not_the_plan(instant_kill, client):
+    """Embedded deployment: every compile process outlives the unit time limit and is killed; the plan is done,
+    each file failed with that reason (listed in compile_failed), and the verified schedules are served."""
+    from .conftest import MINIMAL, unique_job, wait_done
+
+    p = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"])
+    assert p["status"] == "done", p["reason"]
+    failed = p["compile_failed"]
+    files = {f["file"] for f in failed}
+    assert {"allgather", "reducescatter", "allreduce"} <= files
+    assert all("time limit of 0.001 s" in f["reason"] for f in failed), failed
+    assert p["compiled"]["executor"]["allgather"]["status"] == "failed"
+    r = client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "msccl"})
+    assert r.status_code == 422 and "time limit" in r.json()["detail"][0]["msg"]
+    assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "npz"}).status_code == 200
