@@ -30,11 +30,14 @@ __all__ = ["CompileUnit", "plan_units", "range_options", "is_alias", "estimate_b
            "COMPILE_BYTES_PER_SCHEDULE_BYTE", "COMPILE_BASE_BYTES"]
 
 SET_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
-# peak bytes a compile adds per byte of the stored schedule blob, and a floor: measured by
-# bench/compile_memory.py (peak RSS growth of compile_schedule over the blob's size, the largest ratio over
-# the spread it runs, rounded up)
-COMPILE_BYTES_PER_SCHEDULE_BYTE = 400
-COMPILE_BASE_BYTES = 64 << 20
+# peak bytes a compile adds: a floor plus so much per byte of the stored schedule blob. Measured (peak RSS growth
+# of an executor compile in a forked process, construction schedules, loaded machine): torus(4, 4) allgather
+# 85 MiB for a 2.5 kB blob, genkautz(4, 64) 116 MiB for 3.9 kB, line(circulant(16, 1, 4), 1) allreduce 120
+# MiB for 7.0 kB, line(circulant(16, 1, 4), 2) allgather 608 MiB for 16.2 kB (a 14.7 MB file). The growth
+# per blob byte rises with N (8 k to 34 k); these constants over-estimate every one of them (192, 246, 362,
+# 714 MiB), so the budget errs on the side of running fewer compiles at once
+COMPILE_BYTES_PER_SCHEDULE_BYTE = 40_000
+COMPILE_BASE_BYTES = 96 << 20
 
 
 @dataclass(frozen=True)
