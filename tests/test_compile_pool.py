@@ -102,3 +102,35 @@ def test_killed_compiles_fail_their_files_not_the_plan(instant_kill, client):
     r = client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "msccl"})
     assert r.status_code == 422 and "time limit" in r.json()["detail"][0]["msg"]
     assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "npz"}).status_code == 200
+
+
+def test_a_range_finer_than_a_file_holds_gets_the_fittest_schedule_that_fits():
+    """range_files.substitute: among the set's other schedules that fit the chunk bound and the chunked BFB,
+    the smallest worst-case ratio over the range (checked against every candidate at many sizes)."""
+    import numpy as np
+
+    from services.compiler.lowering import chunked_bfb, chunks_per_shard
+    from services.jobs.range_files import substitute, worst_ratio
+    from services.synthesis.bfb.greedy import greedy_allgather
+    from services.synthesis.forest.packing import pack_trees
+    from services.synthesis.forest.pipeline import pipelined_allgather
+    from services.synthesis.schedule.cost import LinkModel, measured_tau
+    from services.synthesis.schedule.verify import verify
+    from services.synthesis.topology.catalog import build
+
+    g = build("torus(3, 4)")
+    link = LinkModel.from_units(10, 100)
+    trees = pipelined_allgather(pack_trees(g, np.ones(g.arcs)), 8)
+    bound = chunks_per_shard(trees) - 1
+    others = {"greedy/1 (range 0)": greedy_allgather(g, chunks=1).schedule,
+              "too fine (range 2)": pipelined_allgather(pack_trees(g, np.ones(g.arcs)), 16)}
+    lo, hi = 1 << 20, 1 << 30
+    name, held, ratio = substitute(trees, g, others, link, lo, hi, bound)
+    assert name != "too fine (range 2)" and chunks_per_shard(held) <= bound and verify(held, g).ok
+    line = lambda s: (s.steps, measured_tau(s, g.degree))
+    cands = {"greedy/1 (range 0)": others["greedy/1 (range 0)"], f"chunked-bfb/{bound}": chunked_bfb(g, trees.collective,
+                                                                                                     bound)}
+    for m in np.linspace(lo, hi - 1, 7):
+        t = link.time(*line(held), m) / link.time(*line(trees), m)
+        assert t <= ratio * (1 + 1e-12)
+    assert ratio == min(worst_ratio(line(s), line(trees), link, lo, hi) for s in cands.values())

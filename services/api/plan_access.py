@@ -26,8 +26,8 @@ from .blobs import blob_response
 from .errors import unprocessable
 from .schemas import CompileAccepted, ErrorOut
 
-__all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "range_xml", "compiled_view", "compile_failed",
-           "schedule_json_bytes"]
+__all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "range_xml", "compiled_view",
+           "compile_failed", "schedule_json_bytes"]
 
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 RUNTIME_CHANNELS = ", ".join(f"{name} {p.max_channels}" for name, p in RUNTIME_PROFILES.items())

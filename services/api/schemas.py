@@ -453,8 +453,8 @@ class PlanOut(BaseModel):
         "url, XML steps, thread blocks, lowering, predicted time; or the limit that refused it. `by_size`: one "
         "file per size range of the collective's schedule set (minBytes/maxBytes set to the range's window), "
         "each with its url (`&range=i`), status and `xml_schedule` (the schedule the file holds: the range's, "
-        "or the chunked BFB substituted when the range's grid exceeds max_chunks, with its steps, tau and "
-        "predicted times); `by_size_skipped`: ranges without a file and why"))
+        "or, when the range's grid is finer than a file holds, the fastest over the range that fits, with its "
+        "steps, tau and predicted times); `by_size_skipped`: ranges without a file and why"))
     compile_failed: list[dict] | None = Field(default=None, description=(
         "every file of the compile stage that failed or was refused: runtime, file (`collective` or "
         "`collective@range`) and the reason (a refusal's limit, or the compile process killed)"))

@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
 from services.compiler.errors import CompileError
+from services.compiler.lowering import chunks_per_shard
 from services.compiler.msccl_check import simulable
 from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
@@ -27,9 +28,10 @@ from . import workloads
 from .attempts import claim
 from .compile_pool import run_units
 from .compile_units import CompileUnit, plan_units
+from .range_files import chunk_bound, substitute
 
-__all__ = ["compile_job", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit", "collect", "unit_deadline",
-           "job_summary", "DEFAULT_RUNTIMES"]
+__all__ = ["compile_job", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
+           "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
 DEFAULT_RUNTIMES = ("executor",)
@@ -46,8 +48,8 @@ def job_summary(job) -> dict:
     meta = job.meta or {}
     if job.status == "done":
         for k in ("runtime", "steps", "xml_steps", "max_tb_steps", "threadblocks", "nchannels", "chunks", "lowering",
-                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "checked", "simulated", "xml_bytes",
-                  "seconds"):
+                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "checked", "simulated",
+                  "xml_bytes", "seconds"):
             if k in meta:
                 out[k] = meta[k]
     elif job.status == "failed":
@@ -77,18 +79,28 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
             return job_summary(job)
         req = dict(plan.request)
         data, _ = repo.get_blob(s, link.digest)
+        others = _set_schedules(s, plan_id, prefix, collective) if "@" in collective else {}
     t0 = time.perf_counter()
     sched = Schedule.from_bytes(data)
+    topology = build(sched.topology)
     lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     sizes = workloads.alltoall_sizes(req) if collective == "alltoall" else workloads.message_sizes(req)
+    held = None
     if "@" in collective:                   # a size range (compile_units): its ends and the workload sizes in it
-        sizes = _range_sizes(sizes, link.meta or {})
+        row = link.meta or {}
+        sizes = _range_sizes(sizes, row)
+        bound = chunk_bound(options.runtime, sched.nodes, options.max_chunks, options.instances)
+        if options.runtime != "oneccl" and chunks_per_shard(sched) > bound:
+            # finer than a file holds: the fittest schedule over the range that it holds exactly (range_files)
+            name, sched, ratio = substitute(sched, topology, others, lm, row.get("min_bytes", 0),
+                                            row.get("max_bytes"), bound)
+            held = {"scheduler": name, "worst_ratio": ratio, "substitutes": row.get("scheduler")}
     meta: dict | None = None
     reason: str | None = None
     digest = None
     try:
         simulate_max = get_settings().compile_simulate_max_steps
-        art = compile_schedule(sched, build(sched.topology), options=options, link=lm, sizes=sizes,
+        art = compile_schedule(sched, topology, options=options, link=lm, sizes=sizes,
                                deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
         if art.fmt == "msccl" and art.check_report is None and not simulable(
                 art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
@@ -112,7 +124,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
                 raise RuntimeError(f"the compiled {art.fmt} file fails its check: {rep.error}")
             checked = {"checked": "checker" + (" and simulator" if rep.simulated else ""),
                        "simulated": rep.simulated, "comm_steps": rep.comm_steps}
-        meta = {**art.as_dict(), **checked}
+        meta = {**art.as_dict(), **checked, **({"held": held} if held else {})}
         meta["attempts"] = art.attempts[-8:]
         with session_scope(_url()) as s:
             digest = repo.put_blob(s, art.xml_data, "xml", "application/xml")
@@ -157,6 +169,18 @@ def run(job_id: str) -> dict:
         collective = job.collective.removeprefix(prefix)
     return compile_job(plan_id, collective, CompileOptions(**spec), deadline_s=get_settings().compile_time_limit_s,
                        guard=guard, prefix=prefix)
+
+
+def _set_schedules(s, plan_id: str, prefix: str, name: str) -> dict[str, Schedule]:
+    """The other ranges' schedules of range `name`'s (`c@i`) set, named `<scheduler> (range k)`."""
+    c, i = name.split("@")
+    out, k = {}, 0
+    while (link := repo.plan_artifact(s, plan_id, f"{prefix}schedule:{c}@{k}")) is not None:
+        if k != int(i):
+            named = f"{(link.meta or {}).get('scheduler')} (range {k})"
+            out[named] = Schedule.from_bytes(repo.get_blob(s, link.digest)[0])
+        k += 1
+    return out
 
 
 def _range_sizes(sizes, row: dict) -> list[float]:
@@ -264,9 +288,9 @@ def stage_compile_unit(plan_id: str, unit: CompileUnit, total: int, advance) -> 
 def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[str, str], prefix: str = "") -> dict:
     """The state with `compiled`: runtime -> collective -> the main file's summary (with `format`) and, for a
     collective with a schedule set, `by_size`: per range its window, the range's scheduler, the file's job
-    summary and `xml_schedule`, the schedule the file holds (the range's own, or the chunked BFB the compiler
-    substituted when the range's grid exceeds max_chunks, services.compiler.lowering) with its cost; and
-    `failed_files`, every unit that did not compile, with its reason."""
+    summary and `xml_schedule`, the schedule the file holds (the range's own, or the substitute of a range
+    finer than a file holds: services.jobs.range_files) with its cost; and `failed_files`, every unit that did
+    not compile, with its reason."""
     compiled: dict = {}
     failed: list[dict] = []
     with session_scope(_url()) as s:
@@ -299,15 +323,19 @@ def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[s
 
 def _xml_schedule(row: dict, meta: dict) -> dict:
     """Which schedule a range's file holds and its cost (steps, tau; the compiled program's time at the range's
-    ends and the workload sizes in it, `predicted_time_us`, beside the range's schedule's, `schedule_time_us`)."""
-    exact = meta.get("lowering") == "exact"
-    out = {"scheduler": row["scheduler"] if exact else f"{meta.get('lowering')}/{meta.get('chunks')}",
-           "steps": meta.get("steps"), "tau": meta.get("tau"), "exact": exact}
+    ends and the workload sizes in it is the job's `predicted_time_us`): the range's own, or the substitute
+    `range_files.substitute` chose, or the compiler's chunked re-solve."""
+    held = meta.get("held")
+    exact = held is None and meta.get("lowering") == "exact"
+    name = row["scheduler"] if exact else ((held or {}).get("scheduler")
+                                           or f"{meta.get('lowering')}/{meta.get('chunks')}")
+    out = {"scheduler": name, "steps": meta.get("steps"), "tau": meta.get("tau"), "exact": exact}
     if not exact:
         out["substitutes"] = {"scheduler": row["scheduler"], "steps": row["steps"], "tau": row["tau"],
-                              "reason": f"its grid needs more than max_chunks {meta.get('chunks')} chunks per "
-                                        "shard: the compiler re-solved it as the chunked BFB "
-                                        "(services.compiler.lowering)"}
+                              "reason": "its grid needs more chunks per shard than the file holds (max_chunks, "
+                                        "int16 offsets): the file holds the fastest schedule over the range that "
+                                        "it holds exactly (services.jobs.range_files)",
+                              **({"worst_ratio": held["worst_ratio"]} if held else {})}
     return out
 
 
