@@ -913,7 +913,8 @@ class RevisionOut(RevisionSummary):
     compile_failed: list[dict] | None = Field(default=None, description="as the plan's: the files that failed "
                                               "or were refused, with the reason")
     compile_pending: list[str] | None = Field(default=None, description=(
-        "while the revision runs: the files (`runtime:collective`) its worker has still to compile; its verified "
+        "while the revision runs: the files (`runtime:collective`, `runtime:collective@i` for size range i) its "
+        "worker has still to compile; its verified "
         "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
     predicted_time_us: dict[str, dict[str, float]] | None = None
     workload_time_us: float | None = None
