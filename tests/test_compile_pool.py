@@ -87,6 +87,7 @@ def instant_kill(monkeypatch):
     monkeypatch.setenv("FABRICPLAN_COMPILE_UNIT_TIME_LIMIT_S", "0.001")
 
 
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)      # the pool, not the database, is tested
 def test_killed_compiles_fail_their_files_not_the_plan(instant_kill, client):
     """Embedded deployment: every compile process outlives the unit time limit and is killed; the plan is done,
     each file failed with that reason (listed in compile_failed), and the verified schedules are served."""

@@ -13,6 +13,7 @@ from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
+from .conftest import poll_xml
 from .test_revisions import plan, wait_revision
 
 
@@ -21,7 +22,10 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
     t, h, _ = next(a for a in arcs if a[0] != a[1])
-    r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}]})
+    # two failed links: on the 16-node plan's circulant(16, 1, 4), BFB's steps then lose to the greedy
+    # scheduler's tau above a crossover, so every set has ranges of their own (compiled to files of their own)
+    t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (5, 9)), arcs[-1])
+    r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}, {"arc": f"{t2}>{h2}"}]})
     rev = wait_revision(client, r.json()["url"], timeout=120)
     assert rev["status"] == "done", rev["reason"]
     g = build(rev["expr"])
@@ -51,6 +55,14 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
     missing = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 99})
     assert missing.status_code == 404
     check_set_xml(client, rev, g)
+    # other options compile on demand in a worker (202, then the file), with the range's window
+    last = len(rev["schedules"]["allgather"]["by_size"]) - 1
+    assert last >= 1 and not rev["compiled"]["executor"]["allgather"]["by_size"][last].get("same_file_as")
+    ll = poll_xml(client, f"{r.json()['url']}/schedules/allgather", {"range": last, "format": "msccl", "proto": "LL"})
+    assert ll.status_code == 200 and 'proto="LL"' in ll.text
+    lo = rev["schedules"]["allgather"]["by_size"][last]["min_bytes"]
+    assert re.search(rf'minBytes="{lo}" maxBytes="0"', ll.text)
+    assert check_xml(ll.text, "msccl", runtime="executor").ok
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "oneccl"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "format"]
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl",
