@@ -5,6 +5,7 @@ Scaled deployment: FABRICPLAN_DATABASE_URL=postgresql+psycopg://... and FABRICPL
 """
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -37,6 +38,14 @@ class Settings(BaseSettings):
     bfb_fanout_min_nodes: int = Field(default=256, description="BFB solves at least this large fan out as a group")
     bfb_fanout_blocks: int = 8
     compile_time_limit_s: int = Field(default=120, description="fit search budget of one XML compile")
+    compile_processes: int = Field(default=0, ge=0, description="a plan's (or revision's) compile stage runs "
+                                   "this many compile processes at once (0: one per CPU core)")
+    compile_memory_budget_mb: int = Field(default=0, ge=0, description="the compile processes of one stage "
+                                          "together hold at most this estimated memory, and each is capped at "
+                                          "it (0: FABRICPLAN_TASK_MEMORY_LIMIT_MB); a file estimated above it "
+                                          "compiles alone")
+    compile_unit_time_limit_s: float = Field(default=600.0, gt=0, description="a compile process still running "
+                                             "this long is killed and its file fails with that reason")
     compile_simulate_max_steps: int = Field(
         default=25_000, ge=0, description="a compile job simulates candidate files up to this many XML steps (the "
         "CPU simulator is pure Python: about 6 s per 100,000 steps); larger files are held to the runtime's limits "
@@ -52,6 +61,14 @@ class Settings(BaseSettings):
                                   "a free worker slot")
     api_keys_required: bool = False
     cors_origins: list[str] = []
+
+    @property
+    def compile_processes_resolved(self) -> int:
+        return self.compile_processes or os.cpu_count() or 1
+
+    @property
+    def compile_memory_budget_bytes(self) -> int:
+        return (self.compile_memory_budget_mb or self.task_memory_limit_mb) << 20
 
     @property
     def embedded(self) -> bool:

@@ -2,15 +2,18 @@
 schedule stored, model-checked and costing what the revision reports; predicted times use the set."""
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
 
+from services.compiler.api import check_xml
 from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
+from .conftest import poll_xml
 from .test_revisions import plan, wait_revision
 
 
@@ -19,7 +22,10 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
     t, h, _ = next(a for a in arcs if a[0] != a[1])
-    r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}]})
+    # two failed links: on the 16-node plan's circulant(16, 1, 4), BFB's steps then lose to the greedy
+    # scheduler's tau above a crossover, so every set has ranges of their own (compiled to files of their own)
+    t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (5, 9)), arcs[-1])
+    r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}, {"arc": f"{t2}>{h2}"}]})
     rev = wait_revision(client, r.json()["url"], timeout=120)
     assert rev["status"] == "done", rev["reason"]
     g = build(rev["expr"])
@@ -48,8 +54,50 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
             assert us <= link.time(single["steps"], Fraction(single["tau_exact"]), m) * 1e6 * (1 + 1e-12)
     missing = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 99})
     assert missing.status_code == 404
-    xml = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl"})
-    assert xml.status_code == 422
+    check_set_xml(client, rev, g)
+    # other options compile on demand in a worker (202, then the file), with the range's window
+    last = len(rev["schedules"]["allgather"]["by_size"]) - 1
+    assert last >= 1 and not rev["compiled"]["executor"]["allgather"]["by_size"][last].get("same_file_as")
+    ll = poll_xml(client, f"{r.json()['url']}/schedules/allgather", {"range": last, "format": "msccl", "proto": "LL"})
+    assert ll.status_code == 200 and 'proto="LL"' in ll.text
+    lo = rev["schedules"]["allgather"]["by_size"][last]["min_bytes"]
+    assert re.search(rf'minBytes="{lo}" maxBytes="0"', ll.text)
+    assert check_xml(ll.text, "msccl", runtime="executor").ok
+    bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "oneccl"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "format"]
+    bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl",
+                                                                        "min_bytes": 5})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "min_bytes"]
+
+
+def check_set_xml(client, view: dict, g) -> None:
+    """Every range of every set has its XML, compiled at plan (revision) time: it loads in the runtime's
+    parser, its minBytes/maxBytes windows tile the sizes, and the schedule it holds is the one reported
+    (the range's own, or the chunked BFB substituted for it, with its steps)."""
+    assert view["compile_failed"] == []
+    for c in ("allgather", "reducescatter", "allreduce"):
+        rows = view["schedules"][c]["by_size"]
+        files = view["compiled"]["executor"][c]["by_size"]
+        assert [f["range"] for f in files] == list(range(len(rows)))
+        windows = []
+        for row, f in zip(rows, files):
+            assert f["status"] == "done" and (f["min_bytes"], f["max_bytes"]) == (row["min_bytes"], row["max_bytes"])
+            r = client.get(f["url"].replace("http://testserver", ""))
+            assert r.status_code == 200 and r.headers["content-type"].startswith("application/xml")
+            text = r.text
+            assert check_xml(text, "msccl", runtime="executor").ok
+            lo, hi = (int(x) for x in re.search(r'minBytes="(\d+)" maxBytes="(\d+)"', text).groups())
+            windows.append((lo, hi))
+            held = f["xml_schedule"]
+            assert held["steps"] == f["steps"]
+            if held["exact"]:
+                assert held["scheduler"] == row["scheduler"] and held["steps"] == row["steps"]
+            else:                                   # a substitute, never faster than the range's own schedule
+                assert held["substitutes"]["scheduler"] == row["scheduler"]
+                assert held["substitutes"].get("worst_ratio", 1.0) >= 1 - 1e-12
+        # executor windows: inclusive, maxBytes 0 unbounded: consecutive and disjoint from 0 up
+        assert windows[0][0] == 0 and windows[-1][1] == 0
+        assert all(a[1] + 1 == b[0] for a, b in zip(windows, windows[1:]))
 
 
 def test_plan_lists_its_sets(client):
@@ -72,3 +120,8 @@ def test_plan_lists_its_sets(client):
             row = next(r for r in rows if r["max_bytes"] is None or int(size) < r["max_bytes"])
             assert us == pytest.approx(link.time(row["steps"], Fraction(row["tau_exact"]), int(size)) * 1e6)
     assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"range": 50}).status_code == 404
+    check_set_xml(client, p, g)
+    main = client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "msccl"})
+    for f in p["compiled"]["executor"]["allgather"]["by_size"]:
+        if f.get("same_file_as"):                  # a one-range set of the main schedule: the main file
+            assert client.get(f["url"].replace("http://testserver", "")).content == main.content

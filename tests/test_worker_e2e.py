@@ -15,7 +15,10 @@ import pytest
 from services.store import repo
 from services.store.db import session_scope
 
+from services.synthesis.topology.catalog import build
+
 from .conftest import MINIMAL, PG_URL, REDIS_URL, fresh_postgres_url, unique_job, wait_done
+from .test_revision_sets import check_set_xml
 
 pytestmark = pytest.mark.skipif(not (PG_URL and REDIS_URL),
                                 reason="needs PostgreSQL and Redis (scripts/dev test finds or starts them)")
@@ -102,6 +105,10 @@ def test_worker_process_completes_a_plan(api, tmp_path):
         p = wait_done(client, r.json()["id"], timeout=120)
         assert p["status"] == "done", (p["reason"], (tmp_path / "w1.log").read_text()[-3000:])
         assert p["schedules"]["allreduce"]["verified"]
+        # the compile stage ran as a chord of one task per file, ranges of the schedule sets included
+        check_set_xml(client, p, build(p["topology"]["expr"]))
+        events = [e["message"] or "" for e in client.get(f"/v1/plans/{p['id']}/events").json()]
+        assert any(re.match(r"compiled \d+ of \d+ XML files", m) for m in events), events
         # a failure report: its revision goes through the outbox to the worker like a plan
         t, h, _ = next(a for a in client.get(f"/v1/plans/{p['id']}/topology").json()["arcs"] if a[0] != a[1])
         url = client.post(f"/v1/plans/{p['id']}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
@@ -111,6 +118,7 @@ def test_worker_process_completes_a_plan(api, tmp_path):
         assert rev["status"] == "done", (rev["reason"], (tmp_path / "w1.log").read_text()[-3000:])
         assert rev["schedules"]["allreduce"]["verified"] and client.get(f"/v1/plans/{p['id']}").json()[
             "revision"]["current"] == 1
+        check_set_xml(client, rev, build(rev["expr"]))          # the fork pool in a Celery pool process
     finally:
         stop(worker)
 

@@ -11,11 +11,12 @@ with SIGALRM at every task start (`task_started`) and tells its parent, which ki
 """
 from __future__ import annotations
 
-import resource
 import signal
 from typing import Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
+
+from services.runtime import address_space, apply_memory_limit
 
 __all__ = ["apply_memory_limit", "grace_s", "task_started", "task_finished", "embed", "address_space"]
 
@@ -27,22 +28,6 @@ current_task = "starting"
 def grace_s(limit_s: float) -> float:
     """Between the soft limit (an exception in the task) and the hard one (the process is killed)."""
     return max(5.0, min(60.0, limit_s / 10))
-
-
-def address_space() -> int:
-    """Bytes this process has mapped now (VmSize)."""
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[0]) * resource.getpagesize()
-
-
-def apply_memory_limit(limit_mb: int) -> int:
-    """Cap this process's address space at its current size + limit_mb MiB; returns the cap in bytes."""
-    cap = address_space() + limit_mb * (1 << 20)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    return cap
 
 
 def _alarm(signum, frame):

@@ -3,7 +3,9 @@ compile jobs, plan revisions). A chain per plan:
 
     frontier -> select (a training job: its iteration on every entry) -> fabric (hosts, ports, panel configs)
              -> schedules (-> chord(group(bfb_block...), merge) for large BFB solves)
-             -> alltoall (when the workload has one) -> compile (XML per runtime) -> finish
+             -> alltoall (when the workload has one)
+             -> compile (scaled: chord(group(compile_unit...), compile_collect): one task per XML file,
+                runtimes x collectives x size ranges; embedded: the job process's fork pool) -> finish
 
 plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
@@ -31,6 +33,7 @@ from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from services.jobs import attempts, compiling, evaluation, revision
+from services.jobs.compile_units import CompileUnit
 from services.jobs.plan import alltoall, fabric, finish, schedules, select
 from services.config import get_settings
 from services.store import jobs
@@ -251,9 +254,34 @@ def plan_alltoall(state: dict, *, plan_id: str) -> dict:
     return alltoall.stage_alltoall(state, plan_id)
 
 
-@celery_app.task(base=JobTask, name="fabricplan.compile")
-def plan_compile(state: dict, *, plan_id: str) -> dict:
-    return compiling.stage_compile(state, plan_id, attempts.advance)
+@celery_app.task(base=JobTask, bind=True, name="fabricplan.compile")
+def plan_compile(self, state: dict, *, plan_id: str) -> dict:
+    if get_settings().embedded or state.get("stop"):     # embedded: the job process's fork pool
+        return compiling.stage_compile(state, plan_id, attempts.advance)
+    units, skipped = compiling.stage_units(state, plan_id)
+    work = [u for u in units if not u.alias]
+    if not work:
+        return compiling.collect(state, plan_id, units, skipped)
+    attempts.advance(plan_id, "compile", 0.96, f"compiling {len(work)} XML files")
+    attempt = attempts.current_attempt()
+    # one task per file over the workers, collected by a chord; each compiles in a forked process of its
+    # own, so a killed compile fails only its file (services.jobs.compile_pool)
+    return self.replace(chord(group(compile_unit.s(plan_id=plan_id, attempt=attempt, unit=u.as_dict(),
+                                                   total=len(work)) for u in work),
+                              compile_collect.s(state=state, plan_id=plan_id, attempt=attempt,
+                                                units=[u.as_dict() for u in units], skipped=skipped)))
+
+
+@celery_app.task(base=JobTask, name="fabricplan.compile_unit")
+def compile_unit(*, plan_id: str, unit: dict, total: int) -> dict:
+    return compiling.stage_compile_unit(plan_id, CompileUnit.from_dict(unit), total, attempts.advance)
+
+
+@celery_app.task(base=JobTask, name="fabricplan.compile_collect")
+def compile_collect(results: list, *, state: dict, plan_id: str, units: list[dict], skipped: dict) -> dict:
+    if any(isinstance(r, dict) and r.get("stop") for r in results):     # a unit saw its plan end meanwhile
+        return {"stop": True}
+    return compiling.collect(state, plan_id, [CompileUnit.from_dict(u) for u in units], skipped)
 
 
 @celery_app.task(base=CompileTask, name="fabricplan.compile_xml")

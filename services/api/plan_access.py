@@ -16,6 +16,7 @@ from services.compiler.api import CompileOptions, check_options
 from services.compiler.canonical import canonical_options
 from services.compiler.errors import CompileError
 from services.jobs import artifacts
+from services.jobs.compile_units import is_alias, range_options
 from services.store import compiles, repo
 from services.synthesis.schedule.ir import Collective
 
@@ -25,7 +26,8 @@ from .blobs import blob_response
 from .errors import unprocessable
 from .schemas import CompileAccepted, ErrorOut
 
-__all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "schedule_json_bytes"]
+__all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "range_xml", "compiled_view",
+           "compile_failed", "schedule_json_bytes"]
 
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 RUNTIME_CHANNELS = ", ".join(f"{name} {p.max_channels}" for name, p in RUNTIME_PROFILES.items())
@@ -85,7 +87,7 @@ def _unprocessable(field: str, msg: str, kind: str) -> HTTPException:
 
 
 def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
-                 prefix: str = "", *, principal: Principal):
+                 prefix: str = "", *, principal: Principal, index: int | None = None):
     """The stored XML (200), the stored refusal (422), or 202 while a worker compiles it. Nothing is compiled
     here: a missing job is recorded in the outbox (services.store.jobs) and the dispatcher sends it to a
     worker, which runs it under the task limits (a lost worker's job is sent again by its heartbeat). Every
@@ -98,17 +100,19 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
         raise _unprocessable(field, str(exc), "value_error") from None
     options = canonical_options(options, coll.value)     # one job for every spelling of the same file
     key = options.key()
+    unit = coll.value if index is None else f"{coll.value}@{index}"      # services.jobs.compile_units
     owner = None
-    if compiles.get(s, plan_id, prefix + coll.value, key) is None:
+    if compiles.get(s, plan_id, prefix + unit, key) is None:
         owner = budget.room(s, principal, request.app.state.settings)      # 429 at the key's bound
-    job, created = compiles.request(s, plan_id, coll.value, options, prefix, owner=owner)
+    job, created = compiles.request(s, plan_id, unit, options, prefix, owner=owner)
     if created:
         s.commit()
         request.app.state.dispatcher.wake()
     if job.status == "done":
         suffix = options.runtime if fmt == "msccl" else "oneccl"
         name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
-        return blob_response(request, s, job.digest, "application/xml", f"{name}{coll.value}-{suffix}.xml")
+        part = coll.value if index is None else f"{coll.value}-range{index}"
+        return blob_response(request, s, job.digest, "application/xml", f"{name}{part}-{suffix}.xml")
     if job.status == "failed":
         limit = (job.meta or {}).get("limit") or "fit"
         raise _unprocessable("runtime", f"cannot compile the {coll.value} schedule for {options.runtime}: {job.reason}",
@@ -118,6 +122,60 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
                            options=key, url=url)
     return JSONResponse(body.model_dump(), status_code=202,
                         headers={"Location": url, "Retry-After": "2", "Cache-Control": "no-store"})
+
+
+def range_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
+              index: int, by_size: list[dict] | None, prefix: str = "", *, principal: Principal):
+    """The XML of size range `index` of the collective's schedule set: its schedule compiled with minBytes/
+    maxBytes set to the range's window (services.jobs.compile_units; compiled at plan time for the plan's
+    runtimes, otherwise on demand like `compiled_xml`). 404 without that range; 422 for oneCCL (no size
+    window), min_bytes given, or a legacy range above the files' maxBytes."""
+    link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}@{index}")
+    if link is None or not by_size or index >= len(by_size):
+        raise HTTPException(404, f"plan {plan_id} has no size range {index} of its {coll.value} set")
+    if fmt == "oneccl":
+        raise _unprocessable("format", "oneCCL files have no minBytes/maxBytes window, so a size range's file cannot "
+                             "be selected by size there: download the range as json or npz, or the collective's "
+                             "oneccl file without range", "value_error")
+    try:
+        ranged = range_options(options, by_size, index)
+    except CompileError as exc:
+        raise _unprocessable(exc.limit if exc.limit in ("min_bytes", "max_bytes") else "range", str(exc),
+                             "value_error") from None
+    main = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}")
+    if is_alias(coll.value, by_size, link.digest, main.digest if main else None, ranged, options):
+        return compiled_xml(s, request, plan_id, coll, fmt, ranged, prefix, principal=principal)
+    return compiled_xml(s, request, plan_id, coll, fmt, ranged, prefix, principal=principal, index=index)
+
+
+def compiled_view(compiled: dict, schedule_url, links: dict) -> dict:
+    """A plan's or revision's `compiled` with each file's URL (`schedule_url(c)`: the collective's schedule
+    URL without query), size ranges' too (`&range=i`), added to `links` as `xml:<runtime>:<c>`."""
+    out = {}
+    for runtime, per in compiled.items():
+        query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
+        out[runtime] = {}
+        for c, summary in per.items():
+            url = f"{schedule_url(c)}?{query}"
+            entry = {**summary, "url": url}
+            if summary.get("by_size"):
+                entry["by_size"] = [{**r, "url": f"{url}&range={r['range']}"} for r in summary["by_size"]]
+            out[runtime][c] = entry
+            links[f"xml:{runtime}:{c}"] = url
+    return out
+
+
+def compile_failed(compiled: dict | None) -> list[dict] | None:
+    """The files of `compiled` (as stored) that failed or were refused: runtime, file, reason."""
+    if not compiled:
+        return None
+    out = []
+    for runtime, per in compiled.items():
+        for c, summary in per.items():
+            for name, x in [(c, summary)] + [(f"{c}@{r['range']}", r) for r in summary.get("by_size") or []]:
+                if x.get("status") == "failed":
+                    out.append({"runtime": runtime, "file": name, "reason": x.get("reason")})
+    return out
 
 
 def schedule_json_bytes(npz: bytes) -> bytes:

@@ -8,8 +8,10 @@ from sqlalchemy import select
 
 from services.jobs.failure_reports import current_number
 from services.store import repo
-from services.store.models import CompileJob, Plan, PlanRevision, Repair
+from services.jobs.compile_units import plan_units
+from services.store.models import CompileJob, Plan, PlanArtifact, PlanRevision, Repair
 
+from .plan_access import compile_failed, compiled_view
 from .progress import progress_block
 
 __all__ = ["plan_revision_ref", "revision_summary", "revision_view"]
@@ -72,11 +74,7 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         links["topology"] = f"{url}/topology"
     compiled = None
     if result.get("compiled"):
-        compiled = {}
-        for runtime, per in result["compiled"].items():
-            query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
-            compiled[runtime] = {c: {**summary, "url": f"{url}/schedules/{c}?{query}"} for c, summary in per.items()}
-            links.update({f"xml:{runtime}:{c}": f"{url}/schedules/{c}?{query}" for c in per})
+        compiled = compiled_view(result["compiled"], lambda c: f"{url}/schedules/{c}", links)
     pending = None
     if rev is not None and rev.status in ("queued", "running"):
         schedules, compiled, pending = _in_progress(s, plan, rev, url, links)
@@ -92,6 +90,7 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "repair_requested": False if rev is None else rev.repair,
         "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
         "topology": result.get("topology"), "schedules": schedules, "compiled": compiled,
+        "compile_failed": compile_failed(result.get("compiled")) if pending is None else None,
         "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
         "alltoall": _alltoall_view(result.get("alltoall"), links), "failure_cost": result.get("failure_cost"),
         "build": None if rev is None or rev.kind != "failure" or not result else
@@ -129,14 +128,26 @@ def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
     runtimes = list(plan.request.get("runtimes") or ["executor"])
     jobs = {(j.spec.get("runtime"), j.collective.removeprefix(prefix)): j for j in s.scalars(
         select(CompileJob).where(CompileJob.plan_id == plan.id, CompileJob.collective.like(f"{prefix}%")))}
+    ranges = {link.name.removeprefix(f"{prefix}schedule:"): link for link in s.scalars(
+        select(PlanArtifact).where(PlanArtifact.plan_id == plan.id,
+                                   PlanArtifact.name.like(f"{prefix}schedule:%@%")))}
+    by_size = {c: [ranges[f"{c}@{i}"].meta or {} for i in range(len(ranges)) if f"{c}@{i}" in ranges]
+               for c in _COLLECTIVES}
+    digests = {name: link.digest for name, link in ranges.items()}
+    digests.update({c: repo.plan_artifact(s, plan.id, f"{prefix}schedule:{c}").digest for c in schedules})
+    units, _ = plan_units(runtimes, [c for c in _COLLECTIVES if c in schedules], by_size, digests, {})
     compiled, pending = {}, []
-    for runtime in runtimes:
-        compiled[runtime] = {}
-        for c in schedules:             # the all-to-all once it is stored (when the workload has one)
-            job = jobs.get((runtime, c))
-            if job is not None and job.status in ("done", "failed"):
-                compiled[runtime][c] = {"status": job.status, "options": job.options}
-            else:
-                compiled[runtime][c] = {"status": job.status if job is not None else "queued"}
-                pending.append(f"{runtime}:{c}")
+    for u in units:
+        if u.alias:
+            continue
+        per = compiled.setdefault(u.runtime, {})
+        job = jobs.get((u.runtime, u.name))
+        state = ({"status": job.status, "options": job.options} if job is not None and job.status in ("done", "failed")
+                 else {"status": job.status if job is not None else "queued"})
+        if state["status"] not in ("done", "failed"):
+            pending.append(u.label)
+        if u.index is None:
+            per[u.collective] = {**state, **per.get(u.collective, {})}
+        else:
+            per.setdefault(u.collective, {}).setdefault("by_size", []).append({"range": u.index, **state})
     return schedules, compiled, pending

@@ -473,7 +473,14 @@ class PlanOut(BaseModel):
                                                           "ready_estimate_s and the capital cost")
     compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
         "runtime -> collective -> the compiled XML with the runtime's default options: status (done or failed), "
-        "url, XML steps, thread blocks, lowering, predicted time; or the limit that refused it"))
+        "url, XML steps, thread blocks, lowering, predicted time; or the limit that refused it. `by_size`: one "
+        "file per size range of the collective's schedule set (minBytes/maxBytes set to the range's window), "
+        "each with its url (`&range=i`), status and `xml_schedule` (the schedule the file holds: the range's, "
+        "or, when the range's grid is finer than a file holds, the fastest over the range that fits, with its "
+        "steps, tau and predicted times); `by_size_skipped`: ranges without a file and why"))
+    compile_failed: list[dict] | None = Field(default=None, description=(
+        "every file of the compile stage that failed or was refused: runtime, file (`collective` or "
+        "`collective@range`) and the reason (a refusal's limit, or the compile process killed)"))
     revision: dict | None = Field(default=None, description="done plans: the current revision (what to run; 0 is "
                                   "the plan itself, later ones follow failure reports and repairs), its topology, "
                                   "the failed links, how many revisions there are and their URL")
@@ -924,10 +931,13 @@ class RevisionOut(RevisionSummary):
     schedules: dict | None = Field(default=None, description="per collective: steps, tau, verified, the scheduler "
                                    "served and every candidate, url (the all-to-all: steps, tau, verified, url)")
     compiled: dict[str, dict[str, dict]] | None = Field(default=None, description=(
-        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`); "
-        "while the revision runs, each file's status so far"))
+        "runtime -> collective -> the revision's XML with the runtime's default options (as the plan's `compiled`, "
+        "with its size ranges' files); while the revision runs, each file's status so far"))
+    compile_failed: list[dict] | None = Field(default=None, description="as the plan's: the files that failed "
+                                              "or were refused, with the reason")
     compile_pending: list[str] | None = Field(default=None, description=(
-        "while the revision runs: the files (`runtime:collective`) its worker has still to compile; its verified "
+        "while the revision runs: the files (`runtime:collective`, `runtime:collective@i` for size range i) its "
+        "worker has still to compile; its verified "
         "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
     predicted_time_us: dict[str, dict[str, float]] | None = None
     workload_time_us: float | None = None

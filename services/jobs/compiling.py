@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
 from services.compiler.errors import CompileError
+from services.compiler.lowering import chunks_per_shard
 from services.compiler.msccl_check import simulable
 from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
@@ -25,8 +26,12 @@ from ..store.db import session_scope
 from ..store.models import CompileJob
 from . import workloads
 from .attempts import claim
+from .compile_pool import run_units
+from .compile_units import CompileUnit, plan_units
+from .range_files import chunk_bound, substitute
 
-__all__ = ["compile_job", "run", "stage_compile", "job_summary", "DEFAULT_RUNTIMES"]
+__all__ = ["compile_job", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
+           "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
 DEFAULT_RUNTIMES = ("executor",)
@@ -43,8 +48,8 @@ def job_summary(job) -> dict:
     meta = job.meta or {}
     if job.status == "done":
         for k in ("runtime", "steps", "xml_steps", "max_tb_steps", "threadblocks", "nchannels", "chunks", "lowering",
-                  "loss", "options", "predicted_time_us", "schedule_time_us", "checked", "simulated", "xml_bytes",
-                  "seconds"):
+                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "checked", "simulated",
+                  "xml_bytes", "seconds"):
             if k in meta:
                 out[k] = meta[k]
     elif job.status == "failed":
@@ -74,16 +79,28 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
             return job_summary(job)
         req = dict(plan.request)
         data, _ = repo.get_blob(s, link.digest)
+        others = _set_schedules(s, plan_id, prefix, collective) if "@" in collective else {}
     t0 = time.perf_counter()
     sched = Schedule.from_bytes(data)
+    topology = build(sched.topology)
     lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     sizes = workloads.alltoall_sizes(req) if collective == "alltoall" else workloads.message_sizes(req)
+    held = None
+    if "@" in collective:                   # a size range (compile_units): its ends and the workload sizes in it
+        row = link.meta or {}
+        sizes = _range_sizes(sizes, row)
+        bound = chunk_bound(options.runtime, sched.nodes, options.max_chunks, options.instances)
+        if options.runtime != "oneccl" and chunks_per_shard(sched) > bound:
+            # finer than a file holds: the fittest schedule over the range that it holds exactly (range_files)
+            name, sched, ratio = substitute(sched, topology, others, lm, row.get("min_bytes", 0),
+                                            row.get("max_bytes"), bound)
+            held = {"scheduler": name, "worst_ratio": ratio, "substitutes": row.get("scheduler")}
     meta: dict | None = None
     reason: str | None = None
     digest = None
     try:
         simulate_max = get_settings().compile_simulate_max_steps
-        art = compile_schedule(sched, build(sched.topology), options=options, link=lm, sizes=sizes,
+        art = compile_schedule(sched, topology, options=options, link=lm, sizes=sizes,
                                deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
         if art.fmt == "msccl" and art.check_report is None and not simulable(
                 art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
@@ -107,7 +124,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
                 raise RuntimeError(f"the compiled {art.fmt} file fails its check: {rep.error}")
             checked = {"checked": "checker" + (" and simulator" if rep.simulated else ""),
                        "simulated": rep.simulated, "comm_steps": rep.comm_steps}
-        meta = {**art.as_dict(), **checked}
+        meta = {**art.as_dict(), **checked, **({"held": held} if held else {})}
         meta["attempts"] = art.attempts[-8:]
         with session_scope(_url()) as s:
             digest = repo.put_blob(s, art.xml_data, "xml", "application/xml")
@@ -154,43 +171,172 @@ def run(job_id: str) -> dict:
                        guard=guard, prefix=prefix)
 
 
+def _set_schedules(s, plan_id: str, prefix: str, name: str) -> dict[str, Schedule]:
+    """The other ranges' schedules of range `name`'s (`c@i`) set, named `<scheduler> (range k)`."""
+    c, i = name.split("@")
+    out, k = {}, 0
+    while (link := repo.plan_artifact(s, plan_id, f"{prefix}schedule:{c}@{k}")) is not None:
+        if k != int(i):
+            named = f"{(link.meta or {}).get('scheduler')} (range {k})"
+            out[named] = Schedule.from_bytes(repo.get_blob(s, link.digest)[0])
+        k += 1
+    return out
+
+
+def _range_sizes(sizes, row: dict) -> list[float]:
+    """The sizes a range's file is priced at: the range's smallest and largest size and the workload's sizes
+    in it."""
+    lo, hi = row.get("min_bytes", 0), row.get("max_bytes")
+    inside = [m for m in sizes if m >= lo and (hi is None or m < hi)]
+    return sorted({float(max(lo, 1)), *([float(hi - 1)] if hi is not None else []), *inside})
+
+
 def _plain(x):
     return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
 
 
-def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
-    """The plan's compile stage: every collective (the all-to-all too when the plan has that schedule) for every
-    runtime the plan lists, with the runtime's default options (what GET .../schedules/{collective}?format=msccl&
-    runtime=R serves). A runtime that cannot take a schedule does not fail the plan: its refusal is reported with
-    the limit. A plan revision's compile stage (services.jobs.revision) is the same with its artifact prefix and
-    `advance` of the revision."""
-    if state.get("stop"):
-        return state
+def stage_units(state: dict, plan_id: str, prefix: str = "") -> tuple[list[CompileUnit], dict[str, str]]:
+    """The stage's compile units (services.jobs.compile_units: every collective, the all-to-all too when the
+    plan has that schedule, and every size range of the schedule sets) for every runtime the plan lists, and
+    the ranges that have no file with the reason."""
     with session_scope(_url()) as s:
         plan = repo.get_plan(s, plan_id)
         runtimes = list((plan.request if plan else {}).get("runtimes") or DEFAULT_RUNTIMES)
+        schedules = state.get("schedules") or {}
+        collectives = [c.value for c in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)]
+        if "alltoall" in schedules:                         # the plan built one (plan.alltoall)
+            collectives.append(Collective.ALLTOALL.value)
+        by_size = {c: (schedules.get(c) or {}).get("by_size") or [] for c in collectives}
+        digests, sizes = {}, {}
+        for c in collectives:
+            for name in [c] + [f"{c}@{i}" for i in range(len(by_size[c]))]:
+                link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{name}")
+                if link is not None:
+                    digests[name] = link.digest
+                    sizes[name] = repo.blob_size(s, link.digest)
+    return plan_units(runtimes, collectives, by_size, digests, sizes)
+
+
+def run_unit(plan_id: str, unit: CompileUnit, deadline_s: float | None, prefix: str = "", progress=None) -> dict:
+    """One unit's file compiled and stored (or its refusal); an allreduce whose phase refused on limits that
+    only grow is refused without compiling (`_implied_refusal`). An alias unit is the main file: nothing to
+    compile."""
+    if unit.alias:
+        return {}
+    implied = (_implied_refusal(plan_id, unit.options.key(), prefix)
+               if unit.collective == "allreduce" and unit.index is None else None)
+    if implied is not None:             # an allreduce runs both phases' messages on the same budget
+        return refuse(plan_id, unit.name, unit.options, implied, prefix)
+    return compile_job(plan_id, unit.name, unit.options, deadline_s=deadline_s, prefix=prefix, progress=progress)
+
+
+def fail_unit(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") -> None:
+    """Record that `unit`'s compile process died before it recorded an outcome (services.jobs.compile_pool)."""
+    with session_scope(_url()) as s:
+        job, _ = compiles.request(s, plan_id, unit.name, unit.options, prefix)
+        if job.status not in ("done", "failed"):
+            compiles.fail(s, job, reason, {"limit": "process"})
+
+
+def unit_deadline(runtimes: int) -> float:
+    """The fit search budget of one unit (services.compiler: the search stops there and reports the best)."""
     st = get_settings()
-    deadline = max(10.0, min(float(st.compile_time_limit_s), st.task_time_limit_s / (4 * max(1, len(runtimes)))))
-    collectives = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE]
-    if "alltoall" in (state.get("schedules") or {}):        # the plan built one (plan.alltoall)
-        collectives.append(Collective.ALLTOALL)
+    return max(10.0, min(float(st.compile_time_limit_s), st.task_time_limit_s / (4 * max(1, runtimes))))
+
+
+def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
+    """The plan's compile stage: every unit (`stage_units`) with the runtime's default options (what GET
+    .../schedules/{collective}?format=msccl&runtime=R[&range=i] serves), compiled in parallel in forked
+    processes within the memory budget (services.jobs.compile_pool). A runtime that cannot take a schedule
+    does not fail the plan, nor does a compile process that dies: the file's refusal or failure is reported
+    with its reason. A plan revision's compile stage (services.jobs.revision) is the same with its artifact
+    prefix and `advance` of the revision."""
+    if state.get("stop"):
+        return state
+    units, skipped = stage_units(state, plan_id, prefix)
+    deadline = unit_deadline(len({u.runtime for u in units}))
+    st = get_settings()
+    advance(plan_id, "compile", 0.96, f"compiling {len(units)} XML files")
+
+    def done(unit: CompileUnit, finished: int, total: int) -> None:
+        advance(plan_id, "compile", 0.96 + 0.03 * finished / max(1, total),
+                f"compiled {finished} of {total} XML files ({unit.label})")
+
+    run_units([u for u in units if not u.alias], lambda u: run_unit(plan_id, u, deadline, prefix),
+              lambda u, why: fail_unit(plan_id, u, why, prefix), processes=st.compile_processes_resolved,
+              budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s, on_done=done)
+    return collect(state, plan_id, units, skipped, prefix)
+
+
+def stage_compile_unit(plan_id: str, unit: CompileUnit, total: int, advance) -> dict:
+    """One unit of the scaled deployment's compile chord (workers.tasks.compile_unit): compiled in a forked
+    process (a killed compile fails only this file), then the plan's progress by the files finished."""
+    with session_scope(_url()) as s:
+        claim(s, plan_id)
+        runtimes = len((repo.get_plan(s, plan_id).request or {}).get("runtimes") or DEFAULT_RUNTIMES)
+    st = get_settings()
+    run_units([unit], lambda u: run_unit(plan_id, u, unit_deadline(runtimes)),
+              lambda u, why: fail_unit(plan_id, u, why), processes=1, budget_bytes=st.compile_memory_budget_bytes,
+              time_limit_s=st.compile_unit_time_limit_s)
+    with session_scope(_url()) as s:
+        finished = compiles.finished_count(s, plan_id, "")
+    advance(plan_id, "compile", 0.96 + 0.03 * min(finished, total) / max(1, total),
+            f"compiled {min(finished, total)} of {total} XML files ({unit.label})")
+    return {"unit": unit.label}
+
+
+def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[str, str], prefix: str = "") -> dict:
+    """The state with `compiled`: runtime -> collective -> the main file's summary (with `format`) and, for a
+    collective with a schedule set, `by_size`: per range its window, the range's scheduler, the file's job
+    summary and `xml_schedule`, the schedule the file holds (the range's own, or the substitute of a range
+    finer than a file holds: services.jobs.range_files) with its cost; and `failed_files`, every unit that did
+    not compile, with its reason."""
     compiled: dict = {}
-    for i, runtime in enumerate(runtimes):
-        done: dict = {}
-        for j, c in enumerate(collectives):
-            frac = 0.96 + 0.03 * (i + j / len(collectives)) / len(runtimes)
-            advance(plan_id, "compile", frac, f"compiling the {c.value} XML for {runtime}")
-            options = CompileOptions(runtime)
-            implied = _implied_refusal(plan_id, done, prefix) if c is Collective.ALLREDUCE else None
-            if implied is not None:             # an allreduce runs both phases' messages on the same budget
-                summary = refuse(plan_id, c.value, options, implied, prefix)
-            else:
-                summary = compile_job(plan_id, c.value, options, deadline_s=deadline, prefix=prefix,
-                                      progress=lambda msg, f=frac: advance(plan_id, "compile", f, msg))
-            summary["format"] = format_of(runtime)
-            done[c.value] = summary
-        compiled[runtime] = done
-    return {**state, "compiled": compiled}
+    failed: list[dict] = []
+    with session_scope(_url()) as s:
+        for u in units:
+            per = compiled.setdefault(u.runtime, {})
+            job = compiles.get(s, plan_id, prefix + u.collective, CompileOptions(u.runtime).key()) if u.alias \
+                else compiles.get(s, plan_id, prefix + u.name, u.options.key())
+            summary = job_summary(job) if job is not None else {"status": "failed",
+                                                               "reason": "the compile was not recorded"}
+            if summary["status"] == "failed":
+                failed.append({"runtime": u.runtime, "file": u.name, "reason": summary.get("reason")})
+            if u.index is None:
+                per[u.collective] = {**summary, "format": format_of(u.runtime)}
+                continue
+            row = ((state.get("schedules") or {}).get(u.collective) or {}).get("by_size")[u.index]
+            entry = {"range": u.index, "min_bytes": u.min_bytes, "max_bytes": u.max_bytes,
+                     "window": [u.options.min_bytes, u.options.max_bytes], "scheduler": row["scheduler"],
+                     **summary}
+            if u.alias:
+                entry["same_file_as"] = u.collective
+            if summary["status"] == "done":
+                entry["xml_schedule"] = _xml_schedule(row, job.meta or {})
+            per.setdefault(u.collective, {}).setdefault("by_size", []).append(entry)
+    for label, why in skipped.items():
+        runtime, name = label.split(":", 1)
+        c = name.split("@")[0]
+        compiled.setdefault(runtime, {}).setdefault(c, {}).setdefault("by_size_skipped", {})[name] = why
+    return {**state, "compiled": compiled, "failed_files": failed}
+
+
+def _xml_schedule(row: dict, meta: dict) -> dict:
+    """Which schedule a range's file holds and its cost (steps, tau; the compiled program's time at the range's
+    ends and the workload sizes in it is the job's `predicted_time_us`): the range's own, or the substitute
+    `range_files.substitute` chose, or the compiler's chunked re-solve."""
+    held = meta.get("held")
+    exact = held is None and meta.get("lowering") == "exact"
+    name = row["scheduler"] if exact else ((held or {}).get("scheduler")
+                                           or f"{meta.get('lowering')}/{meta.get('chunks')}")
+    out = {"scheduler": name, "steps": meta.get("steps"), "tau": meta.get("tau"), "exact": exact}
+    if not exact:
+        out["substitutes"] = {"scheduler": row["scheduler"], "steps": row["steps"], "tau": row["tau"],
+                              "reason": "its grid needs more chunks per shard than the file holds (max_chunks, "
+                                        "int16 offsets): the file holds the fastest schedule over the range that "
+                                        "it holds exactly (services.jobs.range_files)",
+                              **({"worst_ratio": held["worst_ratio"]} if held else {})}
+    return out
 
 
 # limits that only grow with the messages of a program: an allreduce carries both of its phases' messages with
@@ -200,20 +346,20 @@ _MONOTONE = {"max_parser_nodes", "max_children", "max_offset", "max_steps", "max
              "max_channels"}
 
 
-def _implied_refusal(plan_id: str, done: dict, prefix: str = "") -> str | None:
+def _implied_refusal(plan_id: str, options_key: str, prefix: str = "") -> str | None:
     grid = None
     for c in ("allgather", "reducescatter"):
-        summary = done.get(c) or {}
-        if summary.get("status") != "failed":
-            continue
         with session_scope(_url()) as s:
-            meta = (compiles.get(s, plan_id, prefix + c, summary["options"]).meta or {})
+            job = compiles.get(s, plan_id, prefix + c, options_key)
+            if job is None or job.status != "failed":
+                continue
+            meta, reason = job.meta or {}, job.reason
             if grid is None:
                 link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:allreduce")
                 grid = Schedule.from_bytes(repo.get_blob(s, link.digest)[0]).grid if link else None
         if meta.get("limits") and set(meta["limits"]) <= _MONOTONE and meta.get("grid") == grid:
             return (f"the {c} phase alone fits no program ({', '.join(meta['limits'])}), and an allreduce carries "
-                    f"its messages too: {summary.get('reason')}")
+                    f"its messages too: {reason}")
     return None
 
 

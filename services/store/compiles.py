@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .db import insert_new
 from .models import CompileJob, utcnow
 
-__all__ = ["job_id", "get", "record", "request", "start", "finish", "fail"]
+__all__ = ["job_id", "get", "record", "request", "start", "finish", "fail", "finished_count"]
 
 
 def job_id(plan_id: str, collective: str, options: str) -> str:
@@ -56,3 +57,11 @@ def finish(s: Session, job: CompileJob, digest: str, meta: dict) -> None:
 
 def fail(s: Session, job: CompileJob, reason: str, meta: dict | None = None) -> None:
     job.status, job.reason, job.meta, job.updated_at = "failed", reason, meta, utcnow()
+
+
+def finished_count(s: Session, plan_id: str, prefix: str = "") -> int:
+    """Compile jobs of the plan's schedules (a revision's: `prefix` rev{n}:) that are done or failed."""
+    q = select(func.count()).select_from(CompileJob).where(CompileJob.plan_id == plan_id,
+                                                          CompileJob.status.in_(("done", "failed")))
+    q = q.where(CompileJob.collective.like(f"{prefix}%")) if prefix else q.where(~CompileJob.collective.like("rev%"))
+    return int(s.scalar(q) or 0)

@@ -18,13 +18,30 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 __all__ = ["LOCK_TIMEOUT_S", "engine_for", "session_factory", "session_scope", "write_lock", "insert_new",
-           "alembic_config", "migrate", "ping"]
+           "alembic_config", "migrate", "ping", "forget_inherited_engines"]
 
 LOCK_TIMEOUT_S = 4.0        # a request waiting on a lock answers 503 within 5 s
 
 
+_INHERITED: list[Engine] = []
+_urls_seen: set[str] = set()
+
+
+def forget_inherited_engines() -> None:
+    """In a process forked from one that used the database: the next session opens connections of its own.
+    The parent's engines stay referenced, never disposed nor garbage-collected here: closing an inherited
+    connection would end the parent's session on the same socket (SQLAlchemy, "Using Connection Pools with
+    Multiprocessing")."""
+    for url in list(_urls_seen):
+        _INHERITED.append(engine_for(url))
+    _urls_seen.clear()
+    engine_for.cache_clear()
+    session_factory.cache_clear()
+
+
 @lru_cache(maxsize=8)
 def engine_for(url: str) -> Engine:
+    _urls_seen.add(url)
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":

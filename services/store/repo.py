@@ -166,6 +166,11 @@ def get_blob(s: Session, digest: str) -> tuple[bytes, Artifact] | None:
     return data, a
 
 
+def blob_size(s: Session, digest: str) -> int:
+    """A blob's stored size in bytes (0 when absent), without loading it."""
+    return s.execute(select(Artifact.size).where(Artifact.digest == digest)).scalar() or 0
+
+
 def blob_exists(s: Session, digest: str) -> bool:
     """Whether a blob is stored, without loading it."""
     return s.execute(select(Artifact.digest).where(Artifact.digest == digest)).first() is not None

@@ -23,7 +23,8 @@ from ..auth import READ, WRITE, Principal
 from ..blobs import NPZ, blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
-from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
+from ..plan_access import (NOT_FOUND, compile_failed, compile_query, compiled_view, compiled_xml, plan_or_404, range_xml, schedule_json_bytes,
+                           utc)
 from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, ScheduleCollectivePath,
                          ScheduleFormat, TopologyFormat)
 from ..progress import progress_block
@@ -69,15 +70,7 @@ def plan_out(p, base: str) -> PlanOut:
             fabric["ready_estimate_s"] = 0.0
     compiled = None
     if r.get("compiled"):
-        compiled = {}
-        for runtime, per in r["compiled"].items():
-            fmt = "oneccl" if runtime == "oneccl" else "msccl"
-            query = f"format={fmt}" + ("" if fmt == "oneccl" else f"&runtime={runtime}")
-            compiled[runtime] = {}
-            for c, summary in per.items():
-                url = f"{base}/v1/plans/{p.id}/schedules/{c}?{query}"
-                compiled[runtime][c] = {**summary, "url": url}
-                links[f"xml:{runtime}:{c}"] = url
+        compiled = compiled_view(r["compiled"], lambda c: f"{base}/v1/plans/{p.id}/schedules/{c}", links)
     revision = plan_revision_ref(p, base)
     if revision is not None:
         links["revisions"] = revision["list_url"]
@@ -88,7 +81,8 @@ def plan_out(p, base: str) -> PlanOut:
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
                    predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
-                   fabric=fabric, compiled=compiled, revision=revision, training=r.get("training"), alltoall=alltoall,
+                   fabric=fabric, compiled=compiled, compile_failed=compile_failed(r.get("compiled")),
+                   revision=revision, training=r.get("training"), alltoall=alltoall,
                    training_hybrid=r.get("training_hybrid"), links=links)
 
 
@@ -258,7 +252,9 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
     options) and checked before it is stored. For options not compiled yet the answer is 202 with a URL to
     poll; a compile that finds nothing fitting the runtime answers 422 naming the limit (kept, like files).
     `alltoall` exists for plans whose workload has an all-to-all (alltoall_bytes, or MoE layers). `range=i`
-    serves size range i of the collective's schedule set (`schedules.<collective>.by_size[i]`; json or npz)."""
+    serves size range i of the collective's schedule set (`schedules.<collective>.by_size[i]`): json, npz, or
+    msccl with minBytes/maxBytes set to the range (compiled at plan time for the plan's runtimes: `compiled.
+    <runtime>.<collective>.by_size`; min_bytes is taken from the range; oneccl has no size window: 422)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -269,8 +265,9 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
         raise _schedule_missing(p, coll)
     if range_ is not None:
         if format in ("msccl", "oneccl"):
-            raise unprocessable(["query", "range"], "a size range's schedule is served as json or npz; compile a "
-                                "set with `fabricplan compile EXPR --by-size`")
+            by_size = (((p.result or {}).get("schedules") or {}).get(coll.value) or {}).get("by_size")
+            return range_xml(s, request, plan_id, coll, format, options(format), range_, by_size,
+                             principal=principal)
         link = repo.plan_artifact(s, plan_id, f"schedule:{coll.value}@{range_}")
         if link is None:
             raise HTTPException(404, f"plan {plan_id} has no size range {range_} of its {coll.value} set")

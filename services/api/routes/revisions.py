@@ -25,7 +25,8 @@ from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, Rev
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import NPZ, blob_response
-from ..plan_access import NOT_FOUND, compile_query, compiled_xml, plan_or_404, schedule_json_bytes, utc
+from ..plan_access import (NOT_FOUND, compile_query, compiled_xml, plan_or_404, range_xml, schedule_json_bytes,
+                           utc)
 from ..revision_views import revision_summary, revision_view
 
 router = APIRouter(prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
@@ -166,7 +167,8 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
     """A verified schedule of the revision: `npz` is the IR blob, `json` the paper's tuples per step, `msccl`
     and `oneccl` the runtimes' XML (compiled by the revision's worker for the plan's runtimes, otherwise on
     demand in a worker: 202 and a URL to poll, as for the plan's schedules). `range=i` serves the schedule of
-    size range i of the revision's schedule set (`schedules.<collective>.by_size[i]`; json or npz)."""
+    size range i of the revision's schedule set (`schedules.<collective>.by_size[i]`): json, npz, or msccl with
+    minBytes/maxBytes set to the range (as the plan's)."""
     try:
         coll = Collective.parse(collective)
     except ValueError as exc:
@@ -175,11 +177,18 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
     if coll is Collective.ALLTOALL:
         _alltoall_missing(s, plan, number)
     if range_ is not None:
-        if format in ("msccl", "oneccl"):
-            raise unprocessable(["query", "range"], "a size range's schedule is served as json or npz; compile a "
-                                "set with `fabricplan compile EXPR --by-size`")
         _artifact(s, plan, number, f"schedule:{coll.value}")          # 409 until the revision is done
-        _, n, _ = _revision(s, plan, number)
+        rev, n, _ = _revision(s, plan, number)
+        if format in ("msccl", "oneccl"):
+            if rev is not None and rev.status != "done":
+                raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by "
+                                         "its worker (the revision's compile_pending); its schedules are served "
+                                         "already")
+            result = (plan.result if rev is None else rev.result) or {}
+            by_size = ((result.get("schedules") or {}).get(coll.value) or {}).get("by_size")
+            prefix = result.get("artifact_prefix", "") if rev is not None else ""
+            return range_xml(s, request, plan_id, coll, format, options(format), range_, by_size, prefix,
+                             principal=principal)
         _, link = failure_reports.artifact_link(s, plan, n, f"schedule:{coll.value}@{range_}")
         if link is None:
             raise HTTPException(404, f"revision {n} of plan {plan_id} has no size range {range_} of its "
