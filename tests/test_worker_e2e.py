@@ -35,7 +35,7 @@ def scaled(request, monkeypatch, tmp_path):
     from services.store.db import migrate
     from workers.app import celery_app, configure
 
-    db = fresh_postgres_url("e2e")
+    db = fresh_postgres_url("e2e", migrated=True)
     n = _redis_db()
     Redis.from_url(f"{REDIS_URL}/{n}").flushdb()
     env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
