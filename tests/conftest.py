@@ -1,8 +1,9 @@
 """Service test fixtures: every service test runs on the embedded backends (SQLite file, in-process worker)
 and, when scripts/dev found PostgreSQL (FABRICPLAN_TEST_DATABASE_URL), on PostgreSQL too - each pytest-xdist
-worker in a database of its own, created fresh and migrated with Alembic."""
+worker in a database of its own, created fresh as a copy of a database migrated with Alembic once per worker."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -22,30 +23,61 @@ def _worker_id() -> str:
     return os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 
 
-def fresh_postgres_url(tag: str) -> str:
-    """A new empty database next to the test database (dropped if it existed)."""
+def fresh_postgres_url(tag: str, migrated: bool = False) -> str:
+    """A new database next to the test database (dropped if it existed): empty, or with `migrated` a copy of
+    this worker's migrated template (CREATE DATABASE ... TEMPLATE: Alembic runs once per worker and session,
+    not once per test)."""
     from sqlalchemy import create_engine, text
 
     name = f"fabricplan_{CHECKOUT_TAG}_{tag}_{_worker_id()}"
+    template = f' TEMPLATE "{_migrated_template()}"' if migrated else ""
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        c.execute(text(f'CREATE DATABASE "{name}"'))
+        c.execute(text(f'CREATE DATABASE "{name}"{template}'))
     admin.dispose()
     return PG_URL.rsplit("/", 1)[0] + "/" + name
 
 
-def database_url(backend: str, tmp_path, tag: str) -> str:
+@functools.cache
+def _migrated_template() -> str:
+    """This worker's template database: created empty and migrated to head by Alembic at its first use in the
+    session (so never older than the migrations), then only copied (nobody stays connected to it)."""
+    from services.store.db import migrate
+
+    url = fresh_postgres_url("template")
+    migrate(url)                          # Alembic's engine has no pool: no connection stays open
+    return url.rsplit("/", 1)[1]
+
+
+@functools.cache
+def _migrated_sqlite_template() -> bytes:
+    """A SQLite file migrated to head by Alembic once per worker and session (its bytes)."""
+    import tempfile
+
+    from services.store.db import migrate
+
+    with tempfile.TemporaryDirectory() as d:
+        migrate(f"sqlite:///{d}/template.db")      # Alembic's engine has no pool: the file is closed after
+        return (Path(d) / "template.db").read_bytes()
+
+
+def database_url(backend: str, tmp_path, tag: str, migrated: bool = False) -> str:
+    """A fresh database of the backend: empty, or with `migrated` already at head (a copy of a migrated
+    template; the embedded app's startup migration then has nothing to do)."""
     if backend == "postgres":
-        return fresh_postgres_url(tag)
-    return f"sqlite:///{tmp_path / 'fabricplan.db'}"
+        return fresh_postgres_url(tag, migrated)
+    path = tmp_path / "fabricplan.db"
+    if migrated:
+        path.write_bytes(_migrated_sqlite_template())
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture(params=BACKENDS)
 def settings(request, tmp_path, monkeypatch):
     from services.config import Settings, get_settings
 
-    url = database_url(request.param, tmp_path, "api")
+    url = database_url(request.param, tmp_path, "api", migrated=True)
     monkeypatch.setenv("FABRICPLAN_DATABASE_URL", url)
     monkeypatch.setenv("FABRICPLAN_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("FABRICPLAN_BROKER_URL", raising=False)
@@ -60,11 +92,8 @@ def client(settings):
     from fastapi.testclient import TestClient
 
     from services.api.app import create_app
-    from services.store.db import migrate
 
-    if not settings.sqlalchemy_url.startswith("sqlite"):
-        migrate(settings.sqlalchemy_url)       # the embedded app migrates SQLite itself at startup
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings)) as c:      # the settings' database is migrated (either backend)
         yield c
 
 

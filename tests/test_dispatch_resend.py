@@ -17,7 +17,7 @@ from .conftest import BACKENDS, MINIMAL, database_url, unique_job
 
 @pytest.fixture(params=BACKENDS)
 def url(request, tmp_path):
-    u = database_url(request.param, tmp_path, "resend")
+    u = database_url(request.param, tmp_path, "resend", migrated=True)
     migrate(u)
     return u
 

@@ -176,7 +176,7 @@ def machine(url: str):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_panel_protocol(backend, tmp_path):
-    url = database_url(backend, tmp_path, "protocol")
+    url = database_url(backend, tmp_path, "protocol", migrated=True)
     migrate(url)
     run_state_machine_as_test(machine(url), settings=settings(
         max_examples=10, stateful_step_count=12, deadline=None,

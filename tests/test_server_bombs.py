@@ -2,8 +2,6 @@
 4xx in under 2 s, the server's peak RSS stays under 1 GiB, and /healthz answers throughout."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -11,7 +9,7 @@ import httpx
 import pytest
 
 from .conftest import BACKENDS, MINIMAL, database_url
-from .served import ROOT, served, service_env
+from .served import served, service_env
 
 BOMBS = [
     ("POST", "/v1/topologies/evaluate", {"expr": "line(ring(2), 1000000000)"}),
@@ -35,10 +33,8 @@ def _peak_rss(pid: int) -> int:
 
 @pytest.fixture(params=BACKENDS)
 def server(request, tmp_path):
-    url = database_url(request.param, tmp_path, "bombs")
+    url = database_url(request.param, tmp_path, "bombs", migrated=True)
     env = service_env(tmp_path, FABRICPLAN_DATABASE_URL=url)
-    if not url.startswith("sqlite"):
-        subprocess.run([sys.executable, "-m", "services.cli", "migrate"], env=env, cwd=ROOT, check=True, timeout=120)
     with served(env, timeout_s=60) as (base, proc):
         yield base, proc
 

@@ -38,7 +38,7 @@ def scaled(request, monkeypatch, tmp_path):
     from services.store.db import migrate
     from workers.app import celery_app, configure
 
-    db = fresh_postgres_url("e2e")
+    db = fresh_postgres_url("e2e", migrated=True)
     n = _redis_db()
     Redis.from_url(f"{REDIS_URL}/{n}").flushdb()
     env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
@@ -58,11 +58,15 @@ def scaled(request, monkeypatch, tmp_path):
     configure(celery_app, get_settings())
 
 
-def start_worker(env: dict, tmp_path: Path, name: str) -> subprocess.Popen:
+def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None) -> subprocess.Popen:
+    """`fabricplan worker`; with `held`, tests.held_worker's: the first schedule stage run by any worker
+    given this marker path stops there (the marker then holds its pool process's pid) until killed."""
     log = open(tmp_path / f"{name}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "services.cli", "worker", "--concurrency", "1",
+    module, extra = ("services.cli", {}) if held is None else ("tests.held_worker", {"HELD_WORKER_MARKER": str(held)})
+    proc = subprocess.Popen([sys.executable, "-m", module, "worker", "--concurrency", "1",
                              "--hostname", f"{name}@%h", "--log-level", "warning"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=ROOT, env={**env, **extra}, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     return proc
 
 
@@ -146,35 +150,31 @@ def test_large_bfb_fans_out_as_a_chord(api, tmp_path):
             stop(w)
 
 
-def _wait_stage(client, pid, stages, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        p = client.get(f"/v1/plans/{pid}").json()
-        if p["progress"]["stage"] in stages or p["status"] in ("done", "failed"):
-            return p
-        time.sleep(0.01)
-    raise AssertionError(f"plan never reached {stages}")
-
-
-def _big_plan(client):
-    """A plan whose schedule stage runs long enough to kill its worker in. Its XML is oneCCL's (a third of the
-    executor's 1024-rank compile time and file size): what these tests check is redelivery, not the compiler."""
-    body = {**MINIMAL, "job_id": unique_job(), "nodes": 1024, "runtimes": ["oneccl"],
+def _held_plan(client, worker: subprocess.Popen, marker: Path) -> tuple[str, int]:
+    """A plan (N = 16, allreduce, oneCCL's XML only) whose schedule stage the held worker stops in: returns
+    the plan's id and the pid of the pool process holding it, once the API shows it running that stage."""
+    body = {**MINIMAL, "job_id": unique_job(), "runtimes": ["oneccl"],
             "workload": {"collective": "allreduce", "sizes_bytes": [1 << 30]}}
-    return client.post("/v1/plans", json=body).json()["id"]
+    pid = client.post("/v1/plans", json=body).json()["id"]
+    deadline = time.monotonic() + 120
+    while not (marker.exists() and marker.read_text()):
+        assert worker.poll() is None and time.monotonic() < deadline, "the worker never reached the schedule stage"
+        time.sleep(0.05)
+    p = client.get(f"/v1/plans/{pid}").json()
+    assert p["status"] == "running" and p["progress"]["stage"] == "schedule", p
+    return pid, int(marker.read_text())
 
 
 def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_path):
-    """SIGKILL the pool process in the middle of building schedules: acks_late + reject_on_worker_lost
-    requeue the task, a fresh pool process repeats the stage, and the plan finishes with intact artifacts."""
+    """SIGKILL the pool process in the middle of building schedules (held there by tests.held_worker): the task
+    is run again (acks_late, JobTask.retry_on_worker_lost), a fresh pool process repeats the stage, and the plan
+    finishes with intact artifacts."""
     client, st, env = api
-    worker = start_worker(env, tmp_path, "crash")
+    worker = start_worker(env, tmp_path, "crash", held=tmp_path / "held")
     try:
-        pid = _big_plan(client)
-        p = _wait_stage(client, pid, {"schedule", "verify"})
-        assert p["status"] == "running", p
+        pid, holder = _held_plan(client, worker, tmp_path / "held")
         kids = children(worker.pid)
-        assert kids, "the worker's pool process was not found"
+        assert holder in kids, ("the held task is not in the worker's pool process", holder, kids)
         for k in kids:
             os.kill(k, signal.SIGKILL)
         p = wait_done(client, pid, timeout=240)
@@ -206,10 +206,8 @@ def test_dead_worker_is_found_by_heartbeat_and_the_plan_redelivered(api, tmp_pat
     heartbeat is stale, the plan goes back to the outbox for its next attempt, and a new worker finishes it
     (the first delivery's message, redelivered by the broker much later, would find itself superseded)."""
     client, st, env = api
-    worker = start_worker(env, tmp_path, "dead")
-    pid = _big_plan(client)
-    p = _wait_stage(client, pid, {"schedule", "verify"})
-    assert p["status"] == "running"
+    worker = start_worker(env, tmp_path, "dead", held=tmp_path / "held")
+    pid, _ = _held_plan(client, worker, tmp_path / "held")
     stop(worker)
     t0 = time.monotonic()
     while not any("worker lost" in m for m in _events(client, pid)):
@@ -230,10 +228,8 @@ def test_dead_worker_is_found_by_heartbeat_and_the_plan_redelivered(api, tmp_pat
 @pytest.mark.max_attempts(1)
 def test_dead_worker_fails_the_plan_with_a_reason_once_attempts_are_used(api, tmp_path):
     client, st, env = api
-    worker = start_worker(env, tmp_path, "dead")
-    pid = _big_plan(client)
-    p = _wait_stage(client, pid, {"schedule", "verify"})
-    assert p["status"] == "running"
+    worker = start_worker(env, tmp_path, "dead", held=tmp_path / "held")
+    pid, _ = _held_plan(client, worker, tmp_path / "held")
     stop(worker)
     p = wait_done(client, pid, timeout=60)
     assert p["status"] == "failed" and "worker lost" in p["reason"]
