@@ -1,0 +1,100 @@
+"""The column checker (services.compiler.xmlscan + msccl_columns) gives the same report as the element reader
+(check_msccl(..., scanner=False)) on compiled files and on a few hundred corruptions of them, and refuses
+malformed files with the element reader's message."""
+from __future__ import annotations
+
+import random
+import re
+from functools import lru_cache
+
+import pytest
+
+from services.compiler import compile_schedule
+from services.compiler.msccl_check import check_msccl
+from services.compiler.xmlscan import scan_columns
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.search.construct import construct_collectives
+
+AG, RS, AR = Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE
+FILES = [("ring(4)", AR, {"runtime": "executor"}), ("ring(4)", AG, {"runtime": "legacy"}),
+         ("ring(4)", RS, {"runtime": "rccl", "channels": 2}), ("torus(2, 3)", AR, {"runtime": "legacy"})]
+
+
+@lru_cache(maxsize=None)
+def xml_of(expr: str, c: Collective, **kw) -> str:
+    r = construct_collectives(expr)[c]
+    return compile_schedule(r.schedule, r.topology, "msccl", **kw).xml
+
+
+def both(text: str, **kw):
+    fast, slow = check_msccl(text, **kw), check_msccl(text, scanner=False, **kw)
+    assert fast == slow, (fast, slow)
+    return fast
+
+
+@pytest.mark.parametrize("expr,c,kw", FILES)
+def test_compiled_files_are_scanned_and_agree(expr, c, kw):
+    text = xml_of(expr, c, **kw)
+    assert scan_columns(text.encode()) is not None
+    rep = both(text, runtime=kw["runtime"])
+    assert rep.ok and rep.simulated
+    rep = both(text, runtime=kw["runtime"], simulate_max_steps=1)      # the deadlock proof on columns
+    assert rep.ok and not rep.simulated and "not simulated" in rep.warnings[-1].message
+
+
+INTS = ["-2", "-1", "0", "1", "2", "3", "7", "64", "40000", "1000000000000000000", "x", "1_0", " 1", "+1", ""]
+VALUES = {"type": ["s", "r", "nop", "re", "rrc", "cpy", "rcs", "rrcs", "rrs", "zz"], "srcbuf": ["i", "o", "s", "x"],
+          "dstbuf": ["i", "o", "s", "x"]}
+
+
+def _mutate(text: str, rng: random.Random) -> str:
+    lines = text.split("\n")
+    k = rng.randrange(len(lines))
+    what = rng.randrange(10)
+    if what < 6:                                            # one attribute of a step, tb or gpu line
+        attrs = list(re.finditer(r' (\w+)="([^"]*)"', lines[k]))
+        if attrs and "<algo" not in lines[k]:
+            m = rng.choice(attrs)
+            v = rng.choice(VALUES.get(m.group(1), INTS))
+            lines[k] = lines[k][:m.start(2)] + v + lines[k][m.end(2):]
+    elif what == 6:
+        del lines[k]
+    elif what == 7:
+        lines.insert(k, lines[k])
+    elif what == 8 and k + 1 < len(lines):
+        lines[k], lines[k + 1] = lines[k + 1], lines[k]
+    else:
+        lines[k] = lines[k].replace("<step", "<step", 1) + rng.choice(["", "<!-- note -->", "\t", "x"])
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("expr,c,kw", FILES)
+def test_corruptions_agree(expr, c, kw):
+    """Random single corruptions (attribute values, dropped, doubled or swapped lines, stray text): the column
+    path and the element path report the same findings."""
+    text = xml_of(expr, c, **kw)
+    rng = random.Random(f"{expr}{c}")
+    bad = 0
+    for _ in range(60):
+        rep = both(_mutate(text, rng), runtime=kw["runtime"])
+        bad += not rep.ok
+    assert bad > 20                                          # most corruptions are caught
+
+
+def test_malformed_files_are_refused_with_the_tokenizer_message():
+    text = xml_of("ring(4)", AR, runtime="executor")
+    step = text.index("<step")
+    cases = {
+        "truncated": (text[:text.index("</gpu>")], "unterminated"),
+        "cut in a tag": (text[:step + 30], "Unexpected EOF"),
+        "nesting": (text.replace("</tb>", "</gpu>", 1), "XML Mismatch"),
+        "non-ASCII": (text.replace('type="s"', 'type="ş"', 1), "not one the executor runtime executes"),
+        "entity": (text.replace('cnt="1"', 'cnt="&#49;"', 1), "'&#49;'"),      # not decoded (NCCL does not)
+        "huge number": (text.replace('srcoff="3"', 'srcoff="99999999999999999999"', 1), "outside the declared"),
+        "single quote": (text[:step] + text[step:].replace('cnt="1"', "cnt='1'", 1), "single-quoted"),
+        "tab": (text.replace("\n    <tb", "\n\t<tb", 1), "expecting '<'"),
+        "text": (text.replace("</tb>", "</tb>x", 1), "expecting '<'"),
+    }
+    for name, (bad, words) in cases.items():
+        rep = both(bad, runtime="executor")
+        assert not rep.ok and words in rep.errors[0].message, (name, rep.errors)
