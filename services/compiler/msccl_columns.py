@@ -4,8 +4,8 @@ columns (services.compiler.xmlscan) in array operations, for files of millions o
 `validate_columns` is a sound acceptance test: it returns the warnings of `msccl_check.validate` (the same
 findings, in the same order) when no rule of `validate` reports an error, and None when some rule may (then the
 caller runs `validate` on the file's elements, which words the error). Every condition under which `validate`
-appends an error is tested here, over all steps at once; the two rules that depend on the steps before
-(consecutive `re` steps the runtime fuses, and the step after nop dependencies) run as one compiled sweep.
+appends an error is tested here: the per-step rules in one compiled sweep over the steps (numba), the rest in
+array operations.
 """
 from __future__ import annotations
 
@@ -54,38 +54,60 @@ def hasdep_warning(g: int, tb: int, i: int) -> Finding:
 
 
 @njit(cache=True, nogil=True)
-def _sequential_errors(kind, cnt, srcbuf, dstbuf, dstoff, depid, deps, hasdep, tb_step, max_fusion, chain_rule,
-                       nop, re):
-    """Whether some thread block breaks the fusion rule (consecutive `re` steps with one destination share a
-    cnt) or the chain rule (the step after nop dependencies carries one), as msccl_check._tb_rules sweeps them."""
-    for t in range(tb_step.size - 1):
-        pending = False
-        fusing = False
-        fkey0 = fkey1 = fkey2 = fcnt = flen = 0
-        for r in range(tb_step[t], tb_step[t + 1]):
-            k = kind[r]
-            if k == re:
-                same = fusing and fkey0 == dstbuf[r] and fkey1 == dstoff[r] and fkey2 == srcbuf[r]
-                if same and depid[r] == -1:
-                    if cnt[r] != fcnt:
-                        return True
-                    if hasdep[r] != 0 or flen + 1 == max_fusion:
+def _step_kernel(steps, tbs, tb_step, gpu_tb, size, real, allowed, sendk, recvk, readk, writek, max_count,
+                 comm_min, max_offset, max_dep_tb, max_fusion, chain_rule, nop, re):
+    """Whether a rule of msccl_check._tb_rules fails for some step, in one sweep over the thread blocks in
+    order: numbering, type, hasdep, peers, cnt, buffer ranges, fusion of consecutive `re` steps with one
+    destination (one cnt), the step after nop dependencies (its own dependency) and the dependency's target."""
+    for g in range(gpu_tb.size - 1):
+        ntb = gpu_tb[g + 1] - gpu_tb[g]
+        for t in range(gpu_tb[g], gpu_tb[g + 1]):
+            pending = False
+            fusing = False
+            fkey0 = fkey1 = fkey2 = fcnt = flen = 0
+            for r in range(tb_step[t], tb_step[t + 1]):
+                k, sb, so, db, do, cnt = steps[1, r], steps[2, r], steps[3, r], steps[4, r], steps[5, r], steps[6, r]
+                depid, deps, hasdep = steps[7, r], steps[8, r], steps[9, r]
+                if steps[0, r] != r - tb_step[t] or not allowed[k]:
+                    return True
+                isnop = k == nop
+                if (not isnop and hasdep != 0 and hasdep != 1) or (sendk[k] and tbs[t, 1] < 0) or \
+                        (recvk[k] and tbs[t, 2] < 0):
+                    return True
+                if not isnop and (cnt < 0 or cnt >= max_count or (cnt < comm_min and (sendk[k] or recvk[k]))):
+                    return True
+                if readk[k] and (so < 0 or so + cnt > size[g, sb] or so + cnt > real[g, sb] or so > max_offset):
+                    return True
+                if writek[k] and (do < 0 or do + cnt > size[g, db] or do + cnt > real[g, db] or do > max_offset):
+                    return True
+                if k == re:
+                    if fusing and fkey0 == db and fkey1 == do and fkey2 == sb and depid == -1:
+                        if cnt != fcnt:
+                            return True
+                        if hasdep != 0 or flen + 1 == max_fusion:
+                            fusing = False
+                        else:
+                            flen += 1
+                    elif hasdep != 0 or max_fusion == 1:
                         fusing = False
                     else:
-                        fcnt, flen = cnt[r], flen + 1
-                elif hasdep[r] != 0 or max_fusion == 1:
+                        fusing = True
+                        fkey0, fkey1, fkey2, fcnt, flen = db, do, sb, cnt, 1
+                elif not isnop:
                     fusing = False
-                else:
-                    fusing = True
-                    fkey0, fkey1, fkey2, fcnt, flen = dstbuf[r], dstoff[r], srcbuf[r], cnt[r], 1
-            elif k != nop:
-                fusing = False
-            if depid[r] == -1 and deps[r] == -1:
-                if k == nop or (pending and chain_rule):
+                if depid == -1 and deps == -1:
+                    if isnop or (pending and chain_rule):
+                        return True
+                    pending = False
+                    continue
+                pending = isnop
+                if depid < 0 or depid >= ntb or depid == tbs[t, 0] or depid > max_dep_tb:
                     return True
-                pending = False
-                continue
-            pending = k == nop
+                o = gpu_tb[g] + depid
+                if deps < 0 or deps >= tb_step[o + 1] - tb_step[o]:
+                    return True
+                if steps[1, tb_step[o] + deps] == nop or steps[9, tb_step[o] + deps] != 1:
+                    return True
     return False
 
 
@@ -120,44 +142,15 @@ def _gpu_errors(c: Columns, N: int, ncpl: int, coll: str, nchannels: int, P: Run
 
 def _step_errors(c: Columns, nat, P: RuntimeProfile) -> bool:
     """Whether a rule of msccl_check._tb_rules fails for some step."""
-    S = c.steps.shape[1]
-    if S == 0:
-        return False
-    s, kind, sbuf, soff, dbuf, doff, cnt, depid, deps, hasdep = c.steps
-    stb = c.step_tb
-    g = c.tb_gpu[stb]
-    if not np.array_equal(s, np.arange(S) - c.tb_step[stb]):
-        return True
-    allowed = np.array([k in P.step_types for k in KIND_NAMES])
-    nop = kind == _NOP
-    comm = _SENDK[kind] | _RECVK[kind]
-    if (~allowed[kind]).any() or (~nop & (hasdep != 0) & (hasdep != 1)).any():
-        return True
-    if (_SENDK[kind] & (c.tbs[stb, 1] < 0)).any() or (_RECVK[kind] & (c.tbs[stb, 2] < 0)).any():
-        return True
-    if (~nop & ((cnt < 0) | (cnt >= P.max_count) | ((cnt < P.comm_count_min) & comm))).any():
-        return True
     size = c.gpus[:, 1:]                                      # (G, 3): i, o, s chunks
     real = size.copy()
     if nat is not None:
         real[:, 0] = np.minimum(real[:, 0], nat[0])
         real[:, 1] = np.minimum(real[:, 1], nat[1])
-    for used, buf, off in ((_READK[kind], sbuf, soff), (_WRITEK[kind], dbuf, doff)):
-        end = off + cnt
-        if (used & ((off < 0) | (end > size[g, buf]) | (end > real[g, buf]) | (off > P.max_offset))).any():
-            return True
-    if _sequential_errors(kind, cnt, sbuf, dbuf, doff, depid, deps, hasdep, c.tb_step, P.max_reduce_fusion,
-                          P.chain_rule, _NOP, _RE):
-        return True
-    w = np.flatnonzero((depid != -1) | (deps != -1))
-    d, ntb = depid[w], np.diff(c.gpu_tb)[g[w]]
-    if ((d < 0) | (d >= ntb) | (d == c.tbs[stb[w], 0]) | (d > P.max_dep_tb)).any():
-        return True
-    other = c.gpu_tb[g[w]] + d
-    if ((deps[w] < 0) | (deps[w] >= np.diff(c.tb_step)[other])).any():
-        return True
-    target = c.tb_step[other] + deps[w]
-    return bool(((kind[target] == _NOP) | (hasdep[target] != 1)).any())
+    allowed = np.array([k in P.step_types for k in KIND_NAMES])
+    return _step_kernel(c.steps, c.tbs, c.tb_step, c.gpu_tb, np.ascontiguousarray(size), real, allowed, _SENDK,
+                        _RECVK, _READK, _WRITEK, P.max_count, P.comm_count_min, P.max_offset, P.max_dep_tb,
+                        P.max_reduce_fusion, P.chain_rule, _NOP, _RE)
 
 
 def _connection_errors(c: Columns, N: int, nchannels: int) -> bool:

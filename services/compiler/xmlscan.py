@@ -112,6 +112,19 @@ def _skip(b, p, frag, off):
 
 
 @njit(cache=True, nogil=True)
+def _openings(b):
+    """How many '<g', '<t' and '<s' the text holds: bounds on its gpus, thread blocks and steps."""
+    g = t = s = 0
+    for i in range(b.size - 1):
+        if b[i] == 60:
+            c = b[i + 1]
+            g += c == 103
+            t += c == 116
+            s += c == 115
+    return g, t, s
+
+
+@njit(cache=True, nogil=True)
 def _scan(b, frag, off, gpus, tbs, steps, gpu_tb, tb_step):
     """Fill the columns; returns (stop, algo_start, algo_end, gpus, tbs, steps): stop -1 when the whole text is
     the canonical form, else the byte where it is not (see the module docstring)."""
@@ -293,7 +306,7 @@ def scan_columns(data: bytes) -> Columns | None:
     """The columns of an MSCCL file in the canonical form (module docstring), or None when it is not in it.
     Linear in the file's bytes; memory: 80 bytes per step on top of the file."""
     b = np.frombuffer(data, np.uint8)
-    caps = [data.count(x) + 1 for x in (b"<gpu ", b"<tb ", b"<step ")]
+    caps = [c + 1 for c in _openings(b)]
     gpus, tbs = (np.empty((c, 4), np.int64) for c in caps[:2])
     steps = np.empty((10, caps[2]), np.int64)
     gpu_tb = np.zeros(caps[0] + 1, np.int64)
