@@ -133,9 +133,10 @@ def _gpu_errors(c: Columns, N: int, ncpl: int, coll: str, nchannels: int, P: Run
     if ((chan < 0) | (chan >= nchannels) | (chan >= P.max_channels)).any() or \
             (np.diff(c.tb_step) > P.max_steps).any():
         return True
+    C = int(chan.max(initial=-1)) + 1                 # channels used (nchannels itself may be any int64)
     for peer in (snd, rcv):
         has = peer >= 0
-        if has.any() and np.bincount(g[has] * nchannels + chan[has]).max() > P.max_tbs_per_channel:
+        if has.any() and np.bincount(g[has] * C + chan[has]).max() > P.max_tbs_per_channel:
             return True
     return False
 
@@ -153,17 +154,18 @@ def _step_errors(c: Columns, nat, P: RuntimeProfile) -> bool:
                         P.max_reduce_fusion, P.chain_rule, _NOP, _RE)
 
 
-def _connection_errors(c: Columns, N: int, nchannels: int) -> bool:
+def _connection_errors(c: Columns, N: int) -> bool:
     """Whether msccl_check._connections reports: two thread blocks on one connection end, or a connection whose
     sends and receives differ in number or, in order, in cnt."""
     g = c.tb_gpu
     _, snd, rcv, chan = c.tbs.T
     kind, cnt = c.steps[1], c.steps[6]
     stb = c.step_tb
+    C = int(chan.max(initial=-1)) + 1
     keys = []
     for peer, src, dst, which in ((snd, g, snd, _SENDK), (rcv, rcv, g, _RECVK)):
         has = peer >= 0
-        tkey = (src * N + dst) * nchannels + chan
+        tkey = (src * N + dst) * C + chan
         if np.unique(tkey[has]).size != int(has.sum()):
             return True
         rows = np.flatnonzero(which[kind] & has[stb])
@@ -186,7 +188,7 @@ def validate_columns(c: Columns, coll: str, ngpus: int, ncpl: int, nchannels: in
         return None
     if not np.array_equal(c.tbs[:, 0], np.arange(c.tbs.shape[0]) - c.gpu_tb[c.tb_gpu]):    # ids 0.. in file order
         return None
-    if _gpu_errors(c, N, ncpl, coll, nchannels, P) or _step_errors(c, nat, P) or _connection_errors(c, N, nchannels):
+    if _gpu_errors(c, N, ncpl, coll, nchannels, P) or _step_errors(c, nat, P) or _connection_errors(c, N):
         return None
     W: list[Finding] = []
     if nchannels > P.max_channels:
