@@ -3,12 +3,14 @@
 malformed files with the element reader's message."""
 from __future__ import annotations
 
+import json
 import random
 import re
 from functools import lru_cache
 
 import pytest
 
+from services.cli import main
 from services.compiler import compile_schedule
 from services.compiler.msccl_check import check_msccl
 from services.compiler.xmlscan import scan_columns
@@ -111,3 +113,23 @@ def test_huge_values_agree(old, new):
     assert old in text
     both(text.replace(old, new), runtime="legacy")
     both(text.replace(old, new.replace('="', '="9')), runtime="legacy")
+
+
+def test_cli_reads_bytes_or_text_alike(tmp_path, capsys):
+    """The CLI hands an ASCII file's bytes to the checker, and reads any other file as text (newlines translated),
+    as before: the same verdict for CRLF line ends and a non-ASCII comment; a file that is not UTF-8 is refused."""
+    text = xml_of("ring(4)", AR, runtime="executor")
+    variants = {"plain": text.encode(), "crlf": text.replace("\n", "\r\n").encode(),
+                "non-ascii": text.replace("<gpu", "<!-- é --><gpu", 1).encode(),
+                "broken": text.replace('cnt="1"', 'cnt="2"', 1).encode()}
+    verdicts = {}
+    for name, data in variants.items():
+        path = tmp_path / f"{name}.xml"
+        path.write_bytes(data)
+        code = main(["compile", str(path), "--check", "--runtime", "executor", "--json"])
+        verdicts[name] = (code, json.loads(capsys.readouterr().out)["ok"])
+    assert verdicts == {"plain": (0, True), "crlf": (0, True), "non-ascii": (0, True), "broken": (1, False)}
+    path = tmp_path / "latin1.xml"
+    path.write_bytes(text.replace("<gpu", "<!-- \xe9 --><gpu", 1).encode("latin-1"))
+    assert main(["compile", str(path), "--check"]) == 2
+    assert "cannot read" in capsys.readouterr().err
