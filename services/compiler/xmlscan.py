@@ -77,6 +77,19 @@ def _num(b, p, out, i, j):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _element4(b, q, frag, off, out, i, k1, k2, k3):
+    """Read the four integers of a <gpu> or <tb> opening tag from just after its first `="`, the three
+    attribute texts between them fragments k1, k2, k3, the end '">' (fragment 4), into out[i]; q after the tag,
+    or -1."""
+    for k, col in ((k1, 0), (k2, 1), (k3, 2), (4, 3)):
+        if q >= 0:
+            q = _num(b, q, out, i, col)
+        if q >= 0:
+            q = _lit(b, q, frag, off, k)
+    return q
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _buf(b, p):
     """Code of a one-letter buffer value at p (i, o, s) followed by a quote, or -1."""
     if p + 1 >= b.size or b[p + 1] != 34:
@@ -204,13 +217,7 @@ def _scan(b, frag, off, gpus, tbs, steps, gpu_tb, tb_step):
         elif state == 2:
             q = _lit(b, p, frag, off, 5)
             if q >= 0:
-                if nt >= tbs.shape[0]:
-                    return at, a0, a1, ng, nt, ns
-                for k, col in ((6, 0), (7, 1), (8, 2), (4, 3)):
-                    if q >= 0:
-                        q = _num(b, q, tbs, nt, col)
-                    if q >= 0:
-                        q = _lit(b, q, frag, off, k)
+                q = _element4(b, q, frag, off, tbs, nt, 6, 7, 8) if nt < tbs.shape[0] else -1
                 if q < 0:
                     return at, a0, a1, ng, nt, ns
                 tb_step[nt] = ns
@@ -227,13 +234,7 @@ def _scan(b, frag, off, gpus, tbs, steps, gpu_tb, tb_step):
         elif state == 1:
             q = _lit(b, p, frag, off, 0)
             if q >= 0:
-                if ng >= gpus.shape[0]:
-                    return at, a0, a1, ng, nt, ns
-                for k, col in ((1, 0), (2, 1), (3, 2), (4, 3)):
-                    if q >= 0:
-                        q = _num(b, q, gpus, ng, col)
-                    if q >= 0:
-                        q = _lit(b, q, frag, off, k)
+                q = _element4(b, q, frag, off, gpus, ng, 1, 2, 3) if ng < gpus.shape[0] else -1
                 if q < 0:
                     return at, a0, a1, ng, nt, ns
                 gpu_tb[ng] = nt
