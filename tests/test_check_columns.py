@@ -133,3 +133,22 @@ def test_cli_reads_bytes_or_text_alike(tmp_path, capsys):
     path.write_bytes(text.replace("<gpu", "<!-- \xe9 --><gpu", 1).encode("latin-1"))
     assert main(["compile", str(path), "--check"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def _all_hasdep(text: str) -> str:
+    return re.sub(r'(type="(?!nop)[a-z]+"[^\n]*)hasdep="0"', r'\1hasdep="1"', text)
+
+
+@pytest.mark.parametrize("runtime,edit", [
+    ("executor", lambda t: t.replace('cnt="1"', 'cnt="0"')),                   # cnt=0 on every gpu, in order
+    ("executor", _all_hasdep),                                                 # steps no one waits for
+    ("executor", lambda t: t.replace('nchannels="1"', 'nchannels="3"', 1)),    # channels declared, not used
+    ("legacy", lambda t: t.replace('nchannels="1"', 'nchannels="40"', 1)),     # beyond the runtime's channels
+    ("executor", lambda t: t.replace('i_chunks="1"', 'i_chunks="2"')),         # more input than the collective's
+])
+def test_warnings_agree(runtime, edit):
+    """Files the column rules accept with warnings: the same warnings, in the same order."""
+    text = edit(xml_of("ring(4)", AG, runtime=runtime))
+    assert scan_columns(text.encode()) is not None
+    rep = both(text, runtime=runtime)
+    assert rep.warnings
