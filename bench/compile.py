@@ -144,22 +144,29 @@ def measure(expr: str, collective: str, runtime: str, check: str | None, memory_
     return row
 
 
+_CHECK_CHILD = ("import json, resource, sys\n"
+                "from services.cli import main\n"
+                "code = main(sys.argv[1:])\n"
+                "r = resource.getrusage(resource.RUSAGE_SELF)\n"
+                "sys.stderr.write(json.dumps([r.ru_utime + r.ru_stime, r.ru_maxrss / 1024]))\n"
+                "sys.exit(code)\n")
+
+
 def check_file(path: str, runtime: str) -> dict:
     """`fabricplan compile FILE.xml --check --json` in a fresh process: its wall, CPU (user + system) and peak
-    RSS, and its verdict."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    RSS (its own getrusage, interpreter start and imports included), and its verdict."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "services.cli", "compile", path, "--check", "--runtime", runtime,
+    proc = subprocess.run([sys.executable, "-c", _CHECK_CHILD, "compile", path, "--check", "--runtime", runtime,
                            "--json"], capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
+        cpu, rss = json.loads(proc.stderr.strip().splitlines()[-1])
         out = json.loads(proc.stdout)
         ok, error = out["ok"], "; ".join(out["errors"][:1])
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (IndexError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        cpu = rss = float("nan")
         ok, error = False, (proc.stderr or proc.stdout or "no output").strip().splitlines()[-1][:200]
-    return {"check_s": wall, "check_cpu_s": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
-            "check_rss_mb": after.ru_maxrss / 1024, "check_ok": ok, "check_error": error}
+    return {"check_s": wall, "check_cpu_s": cpu, "check_rss_mb": rss, "check_ok": ok, "check_error": error}
 
 
 def run(expr: str, collective: str, runtime: str, check: bool, memory_limit_mb: int | None) -> dict:
