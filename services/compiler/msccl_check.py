@@ -43,7 +43,7 @@ import numpy as np
 from .deadlock import deadlock_of_columns, deadlock_of_file
 from .errors import CheckReport, Finding
 from .msccl import XmlStep
-from .msccl_columns import (READS_SRC, WRITES_DST, channels_warning, cnt0_warning, declares_warning,
+from .msccl_columns import (READS_SRC, WRITES_DST, too_many_channels, cnt0_warning, declares_warning,
                             hasdep_warning, max_chan_warning, validate_columns)
 from .nccl_xml import scan
 from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
@@ -334,7 +334,7 @@ def validate(algo: Algo, profile: RuntimeProfile) -> tuple[list[Finding], list[F
     if algo.coll in ("allgather", "reducescatter", "alltoall") and nat is None:
         E.append(Finding("structure", f"nchunksperloop={algo.nchunksperloop} is not a multiple of ngpus={N}"))
     if algo.nchannels > P.max_channels:
-        (E if P.reads_outofplace else W).append(channels_warning(algo.nchannels, P))
+        (E if P.reads_outofplace else W).append(too_many_channels(algo.nchannels, P))
     max_chan = -1
     for gpu in algo.gpus:
         _gpu_rules(algo, P, gpu, nat, E, W)

@@ -16,7 +16,7 @@ from .errors import Finding
 from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile
 from .xmlscan import KIND_NAMES, Columns
 
-__all__ = ["validate_columns", "declares_warning", "cnt0_warning", "channels_warning", "max_chan_warning",
+__all__ = ["validate_columns", "declares_warning", "cnt0_warning", "too_many_channels", "max_chan_warning",
            "hasdep_warning", "READS_SRC", "WRITES_DST"]
 
 READS_SRC = frozenset({"s", "rrs", "rrc", "rrcs", "cpy", "re"})
@@ -32,7 +32,8 @@ _SENDK, _RECVK, _READK, _WRITEK = (_kinds(s) for s in (SEND_TYPES, RECV_TYPES, R
 
 
 # the warnings of validate, worded once for both ways of checking
-def channels_warning(nchannels: int, P: RuntimeProfile) -> Finding:
+def too_many_channels(nchannels: int, P: RuntimeProfile) -> Finding:
+    """An error where the runtime reads nchannels (executor, RCCL), a warning on microsoft/msccl."""
     return Finding("limit", f"nchannels={nchannels}; the {P.name} runtime has {P.max_channels} channels")
 
 
@@ -192,7 +193,7 @@ def validate_columns(c: Columns, coll: str, ngpus: int, ncpl: int, nchannels: in
         return None
     W: list[Finding] = []
     if nchannels > P.max_channels:
-        W.append(channels_warning(nchannels, P))
+        W.append(too_many_channels(nchannels, P))
     # per gpu: its declared-size warning, then its steps' cnt=0 warnings
     ic, oc = c.gpus[:, 1], c.gpus[:, 2]
     wide = np.flatnonzero((ic > nat[0]) | (oc > nat[1])) if nat is not None else np.zeros(0, np.int64)
