@@ -2,8 +2,8 @@
 (services.compiler.msccl_check).
 
 The scanner reads the file as the runtimes' tokenizer does (services.compiler.nccl_xml states its rules), but only
-in the canonical form every MSCCL generator writes, the form in which that tokenizer, ElementTree and our
-reading agree on every value:
+in the canonical form our compiler writes (the usual MSCCL attribute order), in which that tokenizer,
+ElementTree and this reading agree on every value:
 
     [spaces and comments] <algo k="v" ...> {<gpu id="I" i_chunks="I" o_chunks="I" s_chunks="I">
       {<tb id="I" send="I" recv="I" chan="I"> {<step s="I" type="T" srcbuf="B" srcoff="I" dstbuf="B" dstoff="I"
