@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .msccl import TYPE_NAME
-from .nccl_xml import MAX_ATTRS, MAX_VALUE, Node, _Error, _node
+from .nccl_xml import MAX_ATTRS, MAX_VALUE, Node, opening_tag
 from .xmltext import Fragments
 
 __all__ = ["Columns", "scan_columns", "KIND_NAMES", "BUF_NAMES"]
@@ -315,14 +315,12 @@ def scan_columns(data: bytes) -> Columns | None:
     stop, a0, a1, ng, nt, ns = _scan(b, _LIT.data, _LIT.off, gpus, tbs, steps, gpu_tb, tb_step)
     if stop >= 0:
         return None
-    tag = data[a0:a1].decode("ascii")
-    try:
-        kind, name, attrs, _ = _node(tag, 0)
-    except _Error:
+    read = opening_tag(data[a0:a1].decode("ascii"))
+    if read is None or read[0] != "algo":
         return None
+    attrs = read[1]
     names = [k for k, _ in attrs]
-    if kind != "open" or name != "algo" or len(set(names)) != len(names) or len(names) > MAX_ATTRS or \
-            any(len(v) > MAX_VALUE for _, v in attrs):
+    if len(set(names)) != len(names) or len(names) > MAX_ATTRS or any(len(v) > MAX_VALUE for _, v in attrs):
         return None
     algo = Node("algo", dict(attrs), data.count(b"\n", 0, a0) + 1)
     return Columns(algo, gpus[:ng], tbs[:nt], steps[:, :ns], gpu_tb[:ng + 1], tb_step[:nt + 1])
