@@ -730,11 +730,17 @@ def _check_file(args) -> int:
     from .compiler.api import check_xml
 
     try:
-        with open(args.expr, encoding="utf-8") as fh:
+        with open(args.expr, "rb") as fh:
             text = fh.read(1 << 30)
+        if not text.isascii() or b"\r" in text:       # read as text (newlines translated), as always
+            with open(args.expr, encoding="utf-8") as fh:
+                text = fh.read(1 << 30)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {args.expr}: {exc}") from None
-    fmt = "oneccl" if args.runtime == "oneccl" or "<oneccl_schedule" in text[:2000] else "msccl"
+    head = text[:2000] if isinstance(text, str) else text[:2000].decode("ascii")
+    fmt = "oneccl" if args.runtime == "oneccl" or "<oneccl_schedule" in head else "msccl"
+    if fmt == "oneccl" and isinstance(text, bytes):
+        text = text.decode("ascii")
     report = check_xml(text, fmt, runtime=None if fmt == "oneccl" else (args.runtime or args.dialect),
                        max_steps=args.max_steps)
     out = {"file": args.expr, "ok": report.ok, "runtime": report.dialect, "collective": report.collective,

@@ -388,10 +388,11 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
         schedule_time_us=sched_t, warnings=warnings, seconds=time.perf_counter() - t0)
 
 
-def check_xml(xml: str, fmt: str = "msccl", *, runtime: str | RuntimeProfile | None = None,
+def check_xml(xml: str | bytes, fmt: str = "msccl", *, runtime: str | RuntimeProfile | None = None,
               dialect: str | None = None, simulate: bool = True, fifo: int | None = None, seed: int = 0,
               max_steps: int | None = None, simulate_max_steps: int = SIMULATE_MAX_STEPS) -> CheckReport:
-    """Validate any MSCCL or oneCCL XML and simulate it on CPU (see msccl_check / oneccl_check).
+    """Validate any MSCCL or oneCCL XML and simulate it on CPU (see msccl_check / oneccl_check). MSCCL XML may
+    be given as the file's bytes (UTF-8).
 
     runtime (or its old name dialect): the MSCCL runtime whose profile applies (default: the one our header
     comment names, else "legacy" when coll="reduce_scatter" or outofplace is absent, else "executor").

@@ -32,7 +32,7 @@ from .arrays import lexorder, unique_counts
 from .errors import Finding
 from .msccl import RECEIVES, SENDS, TYPE_NAME, MscclProgram
 
-__all__ = ["deadlock", "deadlock_of_file"]
+__all__ = ["deadlock", "deadlock_of_file", "deadlock_of_columns"]
 _NAMES = TYPE_NAME + ("nop",)            # the compiler's instruction kinds, and a file's nops
 _SENDS, _RECEIVES = np.r_[SENDS, False], np.r_[RECEIVES, False]
 _KIND = {name: i for i, name in enumerate(_NAMES)}
@@ -155,17 +155,31 @@ def deadlock_of_file(algo, fifo: int) -> Finding | None:
     and neither sends nor receives)."""
     gpus = sorted(algo.gpus, key=lambda g: g.id)
     tbs = [(g.id, tb) for g in gpus for tb in sorted(g.tbs, key=lambda t: t.id)]
-    counts = np.array([len(tb.steps) for _, tb in tbs], np.int64)
     steps = [st for _, tb in tbs for st in tb.steps]
-    kind = np.fromiter((_KIND[st.type] for st in steps), np.int64, len(steps))
+    tb_cols = np.array([(g, tb.id, tb.send, tb.recv, tb.chan) for g, tb in tbs], np.int64).reshape(-1, 5)
+    step_cols = np.array([(_KIND[st.type], st.s, st.hasdep, st.depid, st.deps) for st in steps],
+                         np.int64).reshape(-1, 5).T
+    return _deadlock_of_columns(algo.ngpus, tb_cols, np.array([len(tb.steps) for _, tb in tbs], np.int64),
+                                *step_cols, fifo)
+
+
+def deadlock_of_columns(c, ngpus: int, fifo: int) -> Finding | None:
+    """`deadlock_of_file` for a validated file's columns (services.compiler.xmlscan.Columns: gpus 0.. and their
+    thread blocks 0.. in file order)."""
+    s, kind, _, _, _, _, _, depid, deps, hasdep = c.steps
+    return _deadlock_of_columns(ngpus, np.c_[c.tb_gpu, c.tbs], np.diff(c.tb_step), kind, s, hasdep, depid, deps,
+                                fifo)
+
+
+def _deadlock_of_columns(ngpus: int, tb_cols: np.ndarray, counts: np.ndarray, kind, s, hasdep, depid, deps,
+                         fifo: int) -> Finding | None:
+    """tb_cols: (gpu, id, send, recv, chan) per thread block, sorted by (gpu, id); counts: steps per thread
+    block; kind (as _NAMES numbers it), s, hasdep, depid, deps: one entry per step, by thread block."""
+    has = depid >= 0
     prog = SimpleNamespace(
-        nodes=algo.ngpus, ops={"kind": kind}, tb_of_op=np.repeat(np.arange(len(tbs)), counts),
-        tb_gpu=np.array([g for g, _ in tbs], np.int64), tb_id=np.array([tb.id for _, tb in tbs], np.int64),
-        tb_send=np.array([tb.send for _, tb in tbs], np.int64), tb_recv=np.array([tb.recv for _, tb in tbs], np.int64),
-        tb_chan=np.array([tb.chan for _, tb in tbs], np.int64),
-        xml_pos=np.fromiter((st.s for st in steps), np.int64, len(steps)),
-        hasdep=np.fromiter((st.hasdep for st in steps), np.int8, len(steps)),
-        dep_first=np.array([(st.depid, st.deps) if st.depid >= 0 else (-1, -1) for st in steps],
-                           np.int64).reshape(-1, 2),
-        nop_deps=(np.zeros(len(steps) + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        nodes=ngpus, ops={"kind": kind}, tb_of_op=np.repeat(np.arange(tb_cols.shape[0]), counts),
+        tb_gpu=tb_cols[:, 0], tb_id=tb_cols[:, 1], tb_send=tb_cols[:, 2], tb_recv=tb_cols[:, 3],
+        tb_chan=tb_cols[:, 4], xml_pos=s, hasdep=hasdep.astype(np.int8),
+        dep_first=np.c_[np.where(has, depid, -1), np.where(has, deps, -1)],
+        nop_deps=(np.zeros(kind.size + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)))
     return deadlock(prog, fifo)

@@ -40,11 +40,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .deadlock import deadlock_of_file
+from .deadlock import deadlock_of_columns, deadlock_of_file
 from .errors import CheckReport, Finding
 from .msccl import XmlStep
+from .msccl_columns import (READS_SRC, WRITES_DST, too_many_channels, cnt0_warning, declares_warning,
+                            hasdep_warning, max_chan_warning, validate_columns)
 from .nccl_xml import scan
 from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
+from .xmlscan import BUF_NAMES, KIND_NAMES, Columns, scan_columns
 
 __all__ = ["check_msccl", "parse_msccl", "validate", "Simulator", "natural_sizes", "expected_outputs",
            "runtime_of", "simulable", "simulation_bytes", "SIMULATE_MAX_STEPS", "SIMULATE_MAX_BYTES"]
@@ -70,8 +73,6 @@ def simulable(xml_steps: int, threadblocks: int, published: int, max_steps: int 
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
 SEND = SEND_TYPES
 RECV = RECV_TYPES
-READS_SRC = {"s", "rrs", "rrc", "rrcs", "cpy", "re"}
-WRITES_DST = {"r", "rcs", "rrc", "rrcs", "cpy", "re"}
 BUFS = ("i", "o", "s")
 SIMULATED = ("allgather", "reducescatter", "allreduce", "alltoall")
 _HEADER = re.compile(r"<!-- fabricplan [^\n]*?runtime=(\w+)")
@@ -147,25 +148,9 @@ def _int(el, name: str, where: str, errors: list[Finding], loc: dict, default=No
         return None
 
 
-def parse_msccl(text: str, runtime: str | RuntimeProfile | None = None, **overrides
-                ) -> tuple[Algo | None, RuntimeProfile, list[Finding], list[Finding]]:
-    """Parse MSCCL XML as the runtime's tokenizer does; returns (algo or None, profile, errors, warnings)."""
-    errors: list[Finding] = []
-    warnings: list[Finding] = []
-    doc, lex = scan(text)
-    root = None
-    if doc is not None:
-        root = next((el for el in doc if el.tag == "algo"), None)
-        first = next(iter(doc), None)
-    profile = profile_for(runtime or runtime_of(text, root)).with_overrides(**overrides)
-    if lex:
-        return None, profile, lex, warnings
-    if root is None:
-        found = f"<{first.tag}>" if first is not None else "nothing"
-        return None, profile, [Finding("structure", f"no <algo> element (found {found})")], warnings
-    if first is not root and profile.reads_outofplace:
-        errors.append(Finding("structure", f"the first element is <{first.tag}>; the {profile.name} runtime reads "
-                                           f"the algorithm's attributes from the first element of the file"))
+def _algo_of(root, profile: RuntimeProfile, errors: list[Finding]) -> Algo | None:
+    """The <algo> element's attributes as the runtime reads them (an Algo without gpus), or None when one it
+    needs is missing or not an integer; appends what is wrong to `errors`."""
     for a in profile.algo_required:
         if root.get(a) is None:
             errors.append(Finding("structure", f"<algo> lacks the attribute {a!r}, which the {profile.name} "
@@ -190,7 +175,7 @@ def parse_msccl(text: str, runtime: str | RuntimeProfile | None = None, **overri
         errors.append(Finding("structure", f"coll={coll_raw!r} is not a collective the {profile.name} runtime "
                                            f"knows{hint}"))
     if None in (ngpus, ncpl, nch, inplace, min_bytes):
-        return None, profile, errors, warnings
+        return None
     for name, val, lo in (("ngpus", ngpus, 1), ("nchunksperloop", ncpl, 1), ("nchannels", nch, 1)):
         if val < lo:
             errors.append(Finding("structure", f"<algo> {name}={val} must be at least {lo}"))
@@ -204,6 +189,33 @@ def parse_msccl(text: str, runtime: str | RuntimeProfile | None = None, **overri
     if why:
         errors.append(Finding("selection", f"{why} (minBytes={min_bytes}, maxBytes={max_bytes}); the file parses "
                                            f"but never runs"))
+    return Algo(dict(root.attrib), ngpus, ncpl, nch, coll or coll_raw, coll_raw, proto, inplace,
+                None if outofplace == -1 else outofplace, [], min_bytes, max_bytes)
+
+
+def parse_msccl(text: str, runtime: str | RuntimeProfile | None = None, **overrides
+                ) -> tuple[Algo | None, RuntimeProfile, list[Finding], list[Finding]]:
+    """Parse MSCCL XML as the runtime's tokenizer does; returns (algo or None, profile, errors, warnings)."""
+    errors: list[Finding] = []
+    warnings: list[Finding] = []
+    doc, lex = scan(text)
+    root = None
+    if doc is not None:
+        root = next((el for el in doc if el.tag == "algo"), None)
+        first = next(iter(doc), None)
+    profile = profile_for(runtime or runtime_of(text, root)).with_overrides(**overrides)
+    if lex:
+        return None, profile, lex, warnings
+    if root is None:
+        found = f"<{first.tag}>" if first is not None else "nothing"
+        return None, profile, [Finding("structure", f"no <algo> element (found {found})")], warnings
+    if first is not root and profile.reads_outofplace:
+        errors.append(Finding("structure", f"the first element is <{first.tag}>; the {profile.name} runtime reads "
+                                           f"the algorithm's attributes from the first element of the file"))
+    algo = _algo_of(root, profile, errors)
+    if algo is None:
+        return None, profile, errors, warnings
+    loc: dict = {}
     gpus: list[Gpu] = []
     for gel in root:
         if gel.tag != "gpu":
@@ -267,8 +279,7 @@ def parse_msccl(text: str, runtime: str | RuntimeProfile | None = None, **overri
                 tb.steps.append(st)
             gpu.tbs.append(tb)
         gpus.append(gpu)
-    algo = Algo(dict(root.attrib), ngpus, ncpl, nch, coll or coll_raw, coll_raw, proto, inplace,
-                None if outofplace == -1 else outofplace, gpus, min_bytes, max_bytes)
+    algo.gpus = gpus
     return algo, profile, errors, warnings
 
 
@@ -323,24 +334,21 @@ def validate(algo: Algo, profile: RuntimeProfile) -> tuple[list[Finding], list[F
     if algo.coll in ("allgather", "reducescatter", "alltoall") and nat is None:
         E.append(Finding("structure", f"nchunksperloop={algo.nchunksperloop} is not a multiple of ngpus={N}"))
     if algo.nchannels > P.max_channels:
-        kind = "limit" if P.reads_outofplace else None
-        msg = f"nchannels={algo.nchannels}; the {P.name} runtime has {P.max_channels} channels"
-        (E if kind else W).append(Finding("limit", msg))
+        (E if P.reads_outofplace else W).append(too_many_channels(algo.nchannels, P))
     max_chan = -1
     for gpu in algo.gpus:
         _gpu_rules(algo, P, gpu, nat, E, W)
         for tb in gpu.tbs:
             max_chan = max(max_chan, tb.chan)
     if max_chan >= 0 and max_chan + 1 < algo.nchannels:
-        W.append(Finding("structure", f"nchannels={algo.nchannels} but the highest channel used is {max_chan}"))
+        W.append(max_chan_warning(algo.nchannels, max_chan))
     if not E:
         used = {(g.id, s.depid, s.deps) for g in algo.gpus for tb in g.tbs for s in tb.steps if s.depid >= 0}
         for gpu in algo.gpus:
             for tb in gpu.tbs:
                 for i, st in enumerate(tb.steps):
                     if st.hasdep == 1 and (gpu.id, tb.id, i) not in used:
-                        W.append(Finding("structure", f"gpu {gpu.id} tb {tb.id} step {i}: hasdep=1 but no step "
-                                                      f"depends on it", gpu=gpu.id, tb=tb.id, step=i))
+                        W.append(hasdep_warning(gpu.id, tb.id, i))
                         break
         E.extend(_connections(algo))
     return E, W
@@ -385,9 +393,7 @@ def _gpu_rules(algo: Algo, P: RuntimeProfile, gpu: Gpu, nat, E: list[Finding], W
                                           f"nchunksperloop={algo.nchunksperloop} for {algo.coll_raw}; the {P.name} "
                                           f"runtime rejects the file", gpu=g))
     if nat is not None and (gpu.i_chunks > nat[0] or gpu.o_chunks > nat[1]):
-        W.append(Finding("bounds", f"gpu {g} declares i_chunks={gpu.i_chunks}, o_chunks={gpu.o_chunks} but a "
-                                   f"{algo.coll} of nchunksperloop={algo.nchunksperloop} has {nat[0]} input and "
-                                   f"{nat[1]} output chunks per rank", gpu=g))
+        W.append(declares_warning(g, gpu.i_chunks, gpu.o_chunks, algo.coll, algo.nchunksperloop, nat))
     per_chan: dict[tuple[str, int], int] = {}
     sizes = {"i": gpu.i_chunks, "o": gpu.o_chunks, "s": gpu.s_chunks}
     for tb in gpu.tbs:
@@ -447,7 +453,7 @@ def _tb_rules(P: RuntimeProfile, gpu: Gpu, tb: Tb, nat, sizes: dict, E: list[Fin
                 E.append(Finding("limit", f"{sw}: cnt={st.cnt}; the {P.name} runtime needs cnt >= "
                                           f"{P.comm_count_min} for a step that sends or receives", **sl))
             elif st.cnt == 0:
-                W.append(Finding("structure", f"{sw}: cnt=0 moves no data", **sl))
+                W.append(cnt0_warning(g, tb.id, i))
         for used, bname, off in ((st.type in READS_SRC, st.srcbuf, st.srcoff),
                                  (st.type in WRITES_DST, st.dstbuf, st.dstoff)):
             if not used:
@@ -853,29 +859,96 @@ class Simulator:
         return None
 
 
-def check_msccl(text: str, *, runtime: str | RuntimeProfile | None = None, dialect: str | None = None,
+def _columns_of(text: str | bytes) -> Columns | None:
+    if isinstance(text, bytes):
+        return scan_columns(text)
+    try:
+        return scan_columns(text.encode("utf-8"))
+    except UnicodeEncodeError:              # lone surrogates: the element reader words it
+        return None
+
+
+def _parse_columns(text: str | bytes, c: Columns, runtime, **overrides
+                   ) -> tuple[Algo | None, RuntimeProfile, list[Finding], list[Finding]]:
+    """parse_msccl for a file the scanner read (services.compiler.xmlscan): the same algo, profile and findings,
+    with algo.gpus None (the elements are built only when needed: `_gpus_of_columns`)."""
+    errors: list[Finding] = []
+    head = text[:2000] if isinstance(text, str) else text[:2000].decode("utf-8", errors="replace")
+    profile = profile_for(runtime or runtime_of(head, c.algo)).with_overrides(**overrides)
+    algo = _algo_of(c.algo, profile, errors)
+    if algo is None:
+        return None, profile, errors, []
+    algo.gpus = None
+    for gid in c.gpus[(c.gpus[:, 1:] < 0).any(axis=1), 0].tolist():
+        errors.append(Finding("structure", f"gpu {gid}: negative buffer size", gpu=gid))
+    return algo, profile, errors, []
+
+
+def _gpus_of_columns(c: Columns) -> list[Gpu]:
+    """The gpus, thread blocks and steps of a scanned file as the element reader builds them."""
+    steps, tbs, gpus = list(zip(*c.steps.tolist())), c.tbs.tolist(), []
+    for g, (gid, ic, oc, sc) in enumerate(c.gpus.tolist()):
+        gpu = Gpu(gid, ic, oc, sc)
+        for t in range(int(c.gpu_tb[g]), int(c.gpu_tb[g + 1])):
+            tb = Tb(*tbs[t])
+            tb.steps = [Step(s, KIND_NAMES[k], BUF_NAMES[sb], so, BUF_NAMES[db], do, n, di, ds, hd)
+                        for s, k, sb, so, db, do, n, di, ds, hd in steps[c.tb_step[t]:c.tb_step[t + 1]]]
+            gpu.tbs.append(tb)
+            gpu.parser_nodes += 1 + len(tb.steps)
+        gpus.append(gpu)
+    return gpus
+
+
+def check_msccl(text: str | bytes, *, runtime: str | RuntimeProfile | None = None, dialect: str | None = None,
                 simulate: bool = True, fifo: int | None = None, seed: int = 0,
-                simulate_max_steps: int = SIMULATE_MAX_STEPS, **limit_overrides) -> CheckReport:
+                simulate_max_steps: int = SIMULATE_MAX_STEPS, scanner: bool = True,
+                **limit_overrides) -> CheckReport:
     """Validate and simulate MSCCL XML text for a runtime; see the module docstring. A file too large to
     simulate (`simulable`: more than `simulate_max_steps` steps, or vector clocks above SIMULATE_MAX_BYTES) is
     not simulated: its deadlock freedom is proved instead (services.compiler.deadlock, linear in its steps),
-    and a warning says so."""
-    algo, profile, errors, warnings = parse_msccl(text, runtime or dialect, **limit_overrides)
+    and a warning says so.
+
+    A file in the canonical form (services.compiler.xmlscan) is read into integer columns by a compiled
+    scanner and validated on them (services.compiler.msccl_columns), in seconds for millions of steps; a file
+    not in that form, or one the column rules do not accept, is read and validated element by element, which
+    words every problem. Both give the same report (`scanner=False` takes the element path only: the reference
+    the tests compare with). `text` may be the file's bytes (UTF-8), which spares the scanner a copy."""
+    cols = _columns_of(text) if scanner else None
+    if cols is None:
+        text = text.decode("utf-8") if isinstance(text, bytes) else text
+        algo, profile, errors, warnings = parse_msccl(text, runtime or dialect, **limit_overrides)
+    else:
+        algo, profile, errors, warnings = _parse_columns(text, cols, runtime or dialect, **limit_overrides)
     rep = CheckReport(False, "msccl", dialect=profile.name, errors=errors, warnings=warnings)
     if algo is None:
         return rep
     rep.collective, rep.ngpus, rep.chunks_per_loop = algo.coll, algo.ngpus, algo.nchunksperloop
+    nat = natural_sizes(algo.coll, algo.ngpus, algo.nchunksperloop)
+    accepted = None                     # the column rules' warnings when they find no error
+    if cols is not None and not errors:
+        accepted = validate_columns(cols, algo.coll, algo.ngpus, algo.nchunksperloop, algo.nchannels, nat, profile)
+    if cols is not None and accepted is None and not errors:
+        algo.gpus = _gpus_of_columns(cols)              # validate words what the column rules found
     if not errors:
-        e, w = validate(algo, profile)
+        e, w = validate(algo, profile) if accepted is None else ([], accepted)
         errors.extend(e)
         warnings.extend(w)
-    rep.steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
-    rep.threadblocks = max((len(g.tbs) for g in algo.gpus), default=0)
-    rep.xml_steps = sum(len(tb.steps) for g in algo.gpus for tb in g.tbs)
+    if algo.gpus is None:
+        per_tb = np.diff(cols.tb_step)
+        rep.steps = int(per_tb.max(initial=0))
+        rep.threadblocks = int(np.diff(cols.gpu_tb).max(initial=0))
+        rep.xml_steps = int(per_tb.sum())
+        threadblocks, published = cols.tbs.shape[0], int((cols.steps[9] == 1).sum())
+    else:
+        rep.steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
+        rep.threadblocks = max((len(g.tbs) for g in algo.gpus), default=0)
+        rep.xml_steps = sum(len(tb.steps) for g in algo.gpus for tb in g.tbs)
+        threadblocks = sum(len(g.tbs) for g in algo.gpus)
+        published = sum(st.hasdep == 1 for g in algo.gpus for tb in g.tbs for st in tb.steps)
     if errors:
         return rep
     if simulate:
-        if natural_sizes(algo.coll, algo.ngpus, algo.nchunksperloop) is None:
+        if nat is None:
             warnings.append(Finding("structure", f"collective {algo.coll_raw!r} is not simulated (only "
                                                  f"{', '.join(SIMULATED)})"))
         else:
@@ -887,18 +960,19 @@ def check_msccl(text: str, *, runtime: str | RuntimeProfile | None = None, diale
             if not modes:
                 errors.append(Finding("structure", "the algorithm is neither in-place nor out-of-place"))
             depth = profile.fifo_messages(algo.proto) if fifo is None else fifo
-            threadblocks = sum(len(g.tbs) for g in algo.gpus)
-            published = sum(st.hasdep == 1 for g in algo.gpus for tb in g.tbs for st in tb.steps)
             if modes and not simulable(rep.xml_steps, threadblocks, published, simulate_max_steps):
                 warnings.append(Finding("structure", f"not simulated: {rep.xml_steps} steps over {threadblocks} "
                                                      f"thread blocks exceed what the simulator takes "
                                                      f"({simulate_max_steps} steps, "
                                                      f"{SIMULATE_MAX_BYTES >> 20} MiB of vector clocks); deadlock "
                                                      f"freedom proved from the waits instead"))
-                stuck = deadlock_of_file(algo, depth)
+                stuck = (deadlock_of_file(algo, depth) if algo.gpus is not None else
+                         deadlock_of_columns(cols, algo.ngpus, depth))
                 if stuck is not None:
                     errors.append(stuck)
                 modes = []
+            if modes and algo.gpus is None:
+                algo.gpus = _gpus_of_columns(cols)
             for inplace in modes:
                 sim = Simulator(algo, inplace=inplace, fifo=depth, seed=seed)
                 err = sim.run()

@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ET
 
 from .errors import Finding
 
-__all__ = ["Node", "scan", "lexical_findings", "MAX_ATTRS"]
+__all__ = ["Node", "scan", "lexical_findings", "opening_tag", "MAX_ATTRS"]
 
 MAX_ATTRS = 16
 MAX_NAME = 253
@@ -139,6 +139,16 @@ def _node(text: str, pos: int):
         shown = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(last, last)
         raise _Error(pos - 1, f"expected >, got '{shown}'")
     return kind, name, attrs, pos
+
+
+def opening_tag(tag: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """(name, attributes in order) of `tag`, one opening tag `<name k="v" ...>`, as the tokenizer reads it (the
+    first MAX_ATTRS attributes, the ones it keeps); None when it reads something else or refuses it."""
+    try:
+        kind, name, attrs, end = _node(tag, 0)
+    except _Error:
+        return None
+    return (name, attrs) if kind == "open" and end == len(tag) else None
 
 
 def _slow(text: str) -> tuple[Node | None, list[Finding]]:
