@@ -71,6 +71,7 @@ import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
+from services.synthesis.evaluate.alltoall_colgen import colgen_throughput
 from services.synthesis.evaluate.lp import solve_lp as _solve_lp
 from services.synthesis.topology.graph import Topology
 
@@ -79,7 +80,8 @@ __all__ = ["AllToAllResult", "alltoall_throughput", "alltoall_time_s", "distance
 
 EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts as exact
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
-METHODS = ("auto", "lp", "lp-symmetric", "approx")
+METHODS = ("auto", "lp", "lp-symmetric", "colgen", "approx")
+COLGEN_SECONDS = 60.0      # time limit of the column generation (method "colgen"); bounds are certified anyway
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,7 @@ def _full_lp(topology: Topology, solver: str | None = None):
     lower = _certified_lower(links, src, link, x[:nv], -obj)
     upper = _lagrangian_bound(links, -y[:nl])
     upper = min(upper, distance_sum_bound(topology))
-    return -obj, lower, upper
+    return -obj, lower, upper, np.maximum(-y[:nl], 0.0)
 
 
 # ----- method 2: translation-reduced LP -------------------------------------------------------------------
@@ -739,18 +741,26 @@ def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: s
                                     <= exact_limit * exact_limit * topology.degree // 2):
             method = "lp-symmetric"
         else:
-            method = "lp" if n <= exact_limit else "approx"
+            method = "lp" if n <= exact_limit else "colgen"
     if method == "lp-symmetric":
         f, lower, upper = _symmetric_lp(topology, gens) if gens is not None else _orbit_lp(topology, group)
     elif method == "lp":
-        f, lower, upper = _full_lp(topology)
+        f, lower, upper, lengths = _full_lp(topology)
+        if (upper - lower) > EXACT_RTOL * upper:          # first-order solve: tighten with its own lengths
+            sol = colgen_throughput(topology, rtol=EXACT_RTOL, time_limit_s=COLGEN_SECONDS, seed_lengths=lengths,
+                                    max_iterations=2)
+            lower, upper = max(lower, sol.lower), min(upper, sol.upper)
+    elif method == "colgen":
+        sol = colgen_throughput(topology, group=free_automorphism_group(topology), rtol=EXACT_RTOL,
+                                time_limit_s=COLGEN_SECONDS)
+        f, lower, upper = sol.lower, sol.lower, sol.upper
     else:
         lower, upper = _approx(topology)
         f = lower
     if upper < lower:     # float noise on an exactly solved LP
         upper = lower = max(lower, upper)
     rel = (upper - lower) / upper if upper > 0 else 0.0
-    exact = method != "approx" and rel <= EXACT_RTOL
+    exact = rel <= EXACT_RTOL
     f = min(max(f, lower), upper)
     return AllToAllResult(throughput=float(f), lower=float(lower), upper=float(upper), exact=bool(exact),
                           method=method, relative_error=float(max(rel, 0.0)), seconds=time.perf_counter() - t0,

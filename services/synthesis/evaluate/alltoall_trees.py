@@ -1,0 +1,121 @@
+"""A runnable all-to-all schedule from a tree routing of LP (3) (column generation, `alltoall_colgen`), for
+topologies whose time-stepped LP (`alltoall_schedule`) is too large: degraded graphs without symmetry.
+
+Routing. The column generation's optimum routes every source's data over a few shortest-path trees with
+weights; representative r's trees (and their images h(T) for the sources h(r), h in the free group) carry
+the fraction weight_T / sum_r weights of every block. Scaled by the certified throughput f, the routing
+loads no link beyond its capacity: the MCF bound's tau = d / (N f) (module `alltoall_schedule`).
+
+Pipelined schedule (K rounds). Every block is split into K chunks; round rho moves chunk rho of every block.
+Representative r's K rounds are dealt to its trees by largest remainder (tree T gets round_T ~ K weight_T /
+sum weights rounds), spread evenly over the rounds (stride order, rotated by r so the sources do not all
+switch trees in the same round). In round rho a chunk for node v travels v's tree path r = u_0 -> ... ->
+u_L = v, hop i in step rho + i (source buffer, relays' scratch, v's output: every hop copies a chunk its
+sender received in an earlier step, so the schedule is valid by construction and model-checked anyway).
+Steps: K + L_max - 1. In every step each link carries hop-i traffic of round rho - i for all i, so its load
+over all steps is exactly its load in the routing (times 1/K per round); the sum over steps of the most
+loaded link is the MCF bound's K * (1/K) / f when the per-step loads are balanced, more when they are not
+(measured from the schedule, never assumed). Parallel arcs take the rounds in turn (lane = (rho + v) mod
+multiplicity). More rounds: finer rounding of the tree weights and better balance, but more steps (alpha
+each) and K N (N - 1) x (mean depth) transfers; `rounds_for` picks the largest K within a transfer budget.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from services.synthesis.evaluate.alltoall_colgen import ColgenSolution
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.topology.graph import Topology
+
+__all__ = ["rounds_for", "tree_schedule", "tree_depths"]
+
+
+def tree_depths(pred: np.ndarray) -> np.ndarray:
+    """Depth of every node in each tree (rows of scipy predecessor rows; root and unreachable: 0)."""
+    par = np.where(pred >= 0, pred, np.arange(pred.shape[1])[None, :]).astype(np.int64)
+    rows = np.arange(pred.shape[0])[:, None]
+    depth = (pred >= 0).astype(np.int64)
+    jump = par
+    while True:
+        step = depth[rows, jump]
+        if not step.any():
+            return depth
+        depth = depth + step
+        jump = jump[rows, jump]
+
+
+def _round_counts(weights: np.ndarray, rounds: int) -> np.ndarray:
+    """Largest-remainder split of `rounds` in proportion to `weights` (sums to `rounds`)."""
+    ideal = weights / weights.sum() * rounds
+    base = np.floor(ideal + 1e-12).astype(np.int64)
+    short = rounds - int(base.sum())
+    if short > 0:
+        base[np.argsort(-(ideal - base), kind="stable")[:short]] += 1
+    return base
+
+
+def _deal_rounds(counts: np.ndarray, rounds: int, rotate: int) -> np.ndarray:
+    """Tree index (into counts) of each round: each tree's rounds at evenly spaced positions (stride order)."""
+    owner = np.repeat(np.arange(counts.size), counts)
+    position = np.concatenate([(np.arange(c) + 0.5) / c for c in counts if c > 0])
+    sequence = owner[np.argsort(position, kind="stable")]
+    return np.roll(sequence, rotate % rounds)
+
+
+def _assignments(sol: ColgenSolution, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tree index, round) pairs: which tree each representative uses in each round."""
+    tree_of, round_of = [], []
+    for i, r in enumerate(np.unique(sol.root)):
+        mine = np.flatnonzero(sol.root == r)
+        seq = _deal_rounds(_round_counts(sol.weight[mine], rounds), rounds, i)
+        tree_of.append(mine[seq])
+        round_of.append(np.arange(rounds))
+    return np.concatenate(tree_of), np.concatenate(round_of)
+
+
+def rounds_for(sol: ColgenSolution, nodes: int, budget: int, most: int = 64) -> int:
+    """Largest K <= most whose schedule has at most `budget` transfers (at least 1)."""
+    per_round = float(tree_depths(sol.pred).sum(axis=1).max()) * sol.group.shape[0] * np.unique(sol.root).size
+    return int(max(1, min(most, budget // max(per_round, 1.0))))
+
+
+def tree_schedule(topology: Topology, sol: ColgenSolution, rounds: int) -> Schedule:
+    """The K-round pipelined all-to-all schedule of the tree routing `sol` (module docstring)."""
+    if not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    n = topology.nodes
+    depth = tree_depths(sol.pred)
+    tree_of, round_of = _assignments(sol, rounds)
+    cols = {k: [] for k in ("rep", "step", "sender", "receiver", "dest", "round")}
+    for j in np.unique(tree_of):
+        par = sol.pred[j].astype(np.int64)
+        dest = np.flatnonzero(par >= 0)                 # every node but the root (the tree spans the graph)
+        hops_v, hops_u = [], []
+        cur = dest.copy()
+        while cur.size:                                 # (destination, node on its path) pairs, node != root
+            hops_v.append(dest)
+            hops_u.append(cur)
+            keep = par[cur] != sol.root[j]
+            dest, cur = dest[keep], par[cur[keep]]
+        v, u = np.concatenate(hops_v), np.concatenate(hops_u)
+        rho = round_of[tree_of == j]
+        m, k = v.size, rho.size
+        cols["rep"].append(np.full(m * k, sol.root[j]))
+        cols["step"].append((rho[:, None] + depth[j][u][None, :]).ravel())
+        cols["sender"].append(np.tile(par[u], k))
+        cols["receiver"].append(np.tile(u, k))
+        cols["dest"].append(np.tile(v, k))
+        cols["round"].append(np.repeat(rho, m))
+    c = {key: np.concatenate(val).astype(np.int64) for key, val in cols.items()}
+    mult = topology.multiplicity(c["sender"], c["receiver"])
+    lane = (c["round"] + c["dest"]) % mult
+    g = sol.group
+    order = g.shape[0]
+    used = np.unique(c["step"])                          # steps in which something moves
+    step = np.searchsorted(used, c["step"]) + 1
+    dest = g[:, c["dest"]]
+    return Schedule.from_arrays(
+        Collective.ALLTOALL, n, n * rounds, np.tile(step, order), [Op.COPY] * used.size, topology.expr,
+        source=g[:, c["rep"]].ravel(), sender=g[:, c["sender"]].ravel(), receiver=g[:, c["receiver"]].ravel(),
+        lane=np.tile(lane, order), lo=(dest * rounds + c["round"][None, :]).ravel(),
+        hi=(dest * rounds + c["round"][None, :] + 1).ravel())
