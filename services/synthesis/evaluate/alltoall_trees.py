@@ -7,10 +7,11 @@ the fraction weight_T / sum_r weights of every block. Scaled by the certified th
 loads no link beyond its capacity: the MCF bound's tau = d / (N f) (module `alltoall_schedule`).
 
 Pipelined schedule (K rounds). Every block is split into K chunks; round rho moves chunk rho of every block.
-Representative r's K rounds are dealt to its trees by largest remainder (tree T gets round_T ~ K weight_T /
-sum weights rounds), spread evenly over the rounds (stride order, rotated by r so the sources do not all
-switch trees in the same round). In round rho a chunk for node v travels v's tree path r = u_0 -> ... ->
-u_L = v, hop i in step rho + i (source buffer, relays' scratch, v's output: every hop copies a chunk its
+Representative r's K chunk positions are dealt to its trees by largest remainder (tree T gets ~ K weight_T /
+sum weights of them), spread evenly (stride order, rotated by r); the chunk of round rho for node v takes the
+tree at position (rho + v) mod K, so every block is split over the trees in the routing's proportions and
+in every round the destinations use the trees in those proportions too (balanced steps). In round rho a chunk
+for node v travels v's path r = u_0 -> ... -> u_L = v in its tree, hop i in step rho + i (source buffer, relays' scratch, v's output: every hop copies a chunk its
 sender received in an earlier step, so the schedule is valid by construction and model-checked anyway).
 Steps: K + L_max - 1. In every step each link carries hop-i traffic of round rho - i for all i, so its load
 over all steps is exactly its load in the routing (times 1/K per round); the sum over steps of the most
@@ -62,15 +63,15 @@ def _deal_rounds(counts: np.ndarray, rounds: int, rotate: int) -> np.ndarray:
     return np.roll(sequence, rotate % rounds)
 
 
-def _assignments(sol: ColgenSolution, rounds: int) -> tuple[np.ndarray, np.ndarray]:
-    """(tree index, round) pairs: which tree each representative uses in each round."""
-    tree_of, round_of = [], []
+def _positions(sol: ColgenSolution, rounds: int) -> list[np.ndarray]:
+    """For each tree j, the positions i in 0..K-1 of its representative's round sequence that it owns."""
+    out: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * sol.root.size
     for i, r in enumerate(np.unique(sol.root)):
         mine = np.flatnonzero(sol.root == r)
-        seq = _deal_rounds(_round_counts(sol.weight[mine], rounds), rounds, i)
-        tree_of.append(mine[seq])
-        round_of.append(np.arange(rounds))
-    return np.concatenate(tree_of), np.concatenate(round_of)
+        seq = mine[_deal_rounds(_round_counts(sol.weight[mine], rounds), rounds, i)]
+        for j in mine:
+            out[j] = np.flatnonzero(seq == j)
+    return out
 
 
 def rounds_for(sol: ColgenSolution, nodes: int, budget: int, most: int = 64) -> int:
@@ -85,9 +86,11 @@ def tree_schedule(topology: Topology, sol: ColgenSolution, rounds: int) -> Sched
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     n = topology.nodes
     depth = tree_depths(sol.pred)
-    tree_of, round_of = _assignments(sol, rounds)
+    positions = _positions(sol, rounds)
     cols = {k: [] for k in ("rep", "step", "sender", "receiver", "dest", "round")}
-    for j in np.unique(tree_of):
+    for j, own in enumerate(positions):
+        if own.size == 0:
+            continue
         par = sol.pred[j].astype(np.int64)
         dest = np.flatnonzero(par >= 0)                 # every node but the root (the tree spans the graph)
         hops_v, hops_u = [], []
@@ -98,22 +101,22 @@ def tree_schedule(topology: Topology, sol: ColgenSolution, rounds: int) -> Sched
             keep = par[cur] != sol.root[j]
             dest, cur = dest[keep], par[cur[keep]]
         v, u = np.concatenate(hops_v), np.concatenate(hops_u)
-        rho = round_of[tree_of == j]
-        m, k = v.size, rho.size
-        cols["rep"].append(np.full(m * k, sol.root[j]))
-        cols["step"].append((rho[:, None] + depth[j][u][None, :]).ravel())
-        cols["sender"].append(np.tile(par[u], k))
-        cols["receiver"].append(np.tile(u, k))
-        cols["dest"].append(np.tile(v, k))
-        cols["round"].append(np.repeat(rho, m))
-    c = {key: np.concatenate(val).astype(np.int64) for key, val in cols.items()}
+        rho = (own[None, :] - v[:, None]) % rounds      # destination v's chunks on this tree (m x c)
+        m, k = rho.shape
+        cols["rep"].append(np.full(m * k, sol.root[j], dtype=np.int32))
+        cols["step"].append((rho + depth[j][u][:, None]).ravel().astype(np.int32))
+        cols["sender"].append(np.repeat(par[u], k).astype(np.int32))
+        cols["receiver"].append(np.repeat(u, k).astype(np.int32))
+        cols["dest"].append(np.repeat(v, k).astype(np.int32))
+        cols["round"].append(rho.ravel().astype(np.int32))
+    c = {key: np.concatenate(cols.pop(key)) for key in list(cols)}
     mult = topology.multiplicity(c["sender"], c["receiver"])
-    lane = (c["round"] + c["dest"]) % mult
-    g = sol.group
+    lane = ((c["round"] + c["dest"]) % mult).astype(np.int32)
+    g = sol.group.astype(np.int32)
     order = g.shape[0]
     used = np.unique(c["step"])                          # steps in which something moves
     step = np.searchsorted(used, c["step"]) + 1
-    dest = g[:, c["dest"]]
+    dest = g[:, c["dest"]].astype(np.int64)
     return Schedule.from_arrays(
         Collective.ALLTOALL, n, n * rounds, np.tile(step, order), [Op.COPY] * used.size, topology.expr,
         source=g[:, c["rep"]].ravel(), sender=g[:, c["sender"]].ravel(), receiver=g[:, c["receiver"]].ravel(),
