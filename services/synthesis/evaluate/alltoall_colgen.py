@@ -35,6 +35,7 @@ import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
+from services.synthesis.evaluate.flow_links import Links, positive_lengths, tree_loads
 from services.synthesis.evaluate.lp import solve_lp
 from services.synthesis.topology.graph import Topology
 
@@ -79,10 +80,8 @@ def link_orbits(links, group: np.ndarray) -> np.ndarray:
 
 def _tree_columns(links, pred: np.ndarray, orbit_of: np.ndarray, k: int) -> np.ndarray:
     """Loads of each tree (rows of pred) on the link orbits: dense (rows x K)."""
-    from services.synthesis.evaluate.alltoall import _tree_loads
-
     b = pred.shape[0]
-    per_link = _tree_loads(links, pred, group=np.arange(b), groups=b)           # b x L
+    per_link = tree_loads(links, pred, group=np.arange(b), groups=b)           # b x L
     fold = csr_matrix((np.ones(orbit_of.size), (np.arange(orbit_of.size), orbit_of)), shape=(orbit_of.size, k))
     return np.asarray((fold.T @ per_link.T).T)
 
@@ -90,9 +89,7 @@ def _tree_columns(links, pred: np.ndarray, orbit_of: np.ndarray, k: int) -> np.n
 def _price(links, w: np.ndarray, orbit_of: np.ndarray, k: int, reps: np.ndarray, order: int):
     """Shortest-path trees of the representatives under orbit lengths w: (their orbit loads, predecessor
     rows, the weak-duality bound of those lengths)."""
-    from services.synthesis.evaluate.alltoall import _positive_lengths
-
-    lengths = _positive_lengths(w[orbit_of])
+    lengths = positive_lengths(w[orbit_of])
     dist, pred = dijkstra(links.matrix(lengths), directed=True, indices=reps, return_predecessors=True)
     dsum = float(dist.sum()) * order
     bound = float(links.cap @ lengths) / dsum if np.isfinite(dsum) and dsum > 0 else np.inf
@@ -108,10 +105,8 @@ def colgen_throughput(topology: Topology, *, group: np.ndarray | None = None, rt
     with the hop-shortest-path trees and the trees of `seed_steps` exponentiated-gradient steps (step `eta`)
     on the lengths, or of `seed_lengths` (per orbit; per link without a group) when given; pricing is at
     `smoothing` x (best dual point) + (1 - smoothing) x (master duals) and at the master duals."""
-    from services.synthesis.evaluate.alltoall import _Links, _positive_lengths
-
     t0, c0 = time.perf_counter(), time.process_time()
-    links = _Links.of(topology)
+    links = Links.of(topology)
     n = topology.nodes
     group = np.arange(n, dtype=np.int64)[None, :] if group is None else np.asarray(group, dtype=np.int64)
     order = group.shape[0]
@@ -132,13 +127,13 @@ def colgen_throughput(topology: Topology, *, group: np.ndarray | None = None, rt
     if seed_lengths is not None:            # lengths from elsewhere (an LP's duals): their trees too
         new_load, pred, upper, dsum = _price(links, np.asarray(seed_lengths, dtype=np.float64), orbit_of, k,
                                              reps, order)
-        center = _positive_lengths(np.asarray(seed_lengths, dtype=np.float64)) / dsum * order
+        center = positive_lengths(np.asarray(seed_lengths, dtype=np.float64)) / dsum * order
         loads.append(new_load)
         preds.append(pred.astype(np.int32))
     for _ in range(seed_steps):
         new_load, pred, bound, dsum = _price(links, p / ocap, orbit_of, k, reps, order)
         if bound < upper:
-            upper, center = bound, _positive_lengths(p / ocap) / dsum * order
+            upper, center = bound, positive_lengths(p / ocap) / dsum * order
         loads.append(new_load)
         preds.append(pred.astype(np.int32))
         congestion = new_load.sum(axis=0) / ocap
