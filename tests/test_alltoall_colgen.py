@@ -4,7 +4,7 @@ its tree routing (`alltoall_trees`), model-checked, for topologies whose time-st
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import services.synthesis.evaluate.alltoall_schedule as a2a_schedule
 from services.synthesis.evaluate.alltoall import alltoall_throughput, free_automorphism_group
@@ -12,9 +12,8 @@ from services.synthesis.evaluate.alltoall_colgen import colgen_throughput
 from services.synthesis.evaluate.alltoall_trees import tree_depths
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
-from services.synthesis.topology.graph import TopologyError
 
-from tests.test_alltoall_schedule import _random_digraph
+from tests.test_alltoall_schedule import random_topology
 
 
 def brackets(sol, exact, rtol) -> None:
@@ -26,10 +25,7 @@ def brackets(sol, exact, rtol) -> None:
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(4, 14), d=st.integers(2, 3), seed=st.integers(0, 10_000))
 def test_random_digraphs_match_the_lp(n, d, seed):
-    try:
-        topo = build(_random_digraph(n, d, seed))
-    except (TopologyError, ValueError):
-        assume(False)
+    topo = random_topology(n, d, seed)
     exact = alltoall_throughput(topo, method="lp")
     assert exact.exact
     brackets(colgen_throughput(topo), exact, 1e-5)
@@ -83,3 +79,10 @@ def test_tree_schedule_when_the_lp_is_too_large(expr, monkeypatch):
     depth = k.lp_steps - 4 + 1
     fixed = a2a_schedule.alltoall_schedule(topo, steps=depth + 7)
     assert fixed.chunks == 8 and fixed.report.ok and fixed.lp_steps == depth + 7
+
+
+def test_tree_schedule_refuses_too_many_rounds(monkeypatch):
+    monkeypatch.setattr(a2a_schedule, "MAX_LP_VARIABLES", 10)
+    monkeypatch.setattr(a2a_schedule, "MAX_TRANSFERS", 20_000)
+    with pytest.raises(ValueError, match="fewer chunks"):
+        a2a_schedule.alltoall_schedule(build("remove(torus(4, 4), 0>1)"), chunks=4096)

@@ -485,11 +485,12 @@ def _tree_based(topology: Topology, sym: _Symmetry, steps: int | None, chunks: i
             raise ValueError(f"{topology.expr}: the tree routing needs at least {depth} steps, got {steps}")
         rounds = steps - depth + 1
     else:
-        rounds = rounds_for(sol, n, TREE_TRANSFERS, DEFAULT_CHUNKS)
+        rounds = rounds_for(sol, TREE_TRANSFERS, DEFAULT_CHUNKS)
+    most = rounds_for(sol, MAX_TRANSFERS, 1 << 30)          # sized before anything is built
+    if rounds > most:
+        raise ValueError(f"{topology.expr}: the all-to-all schedule would have more than {MAX_TRANSFERS} "
+                         f"transfers at {rounds} rounds (at most {most}); use fewer chunks or steps")
     sched = tree_schedule(topology, sol, rounds)
-    if sched.transfers > MAX_TRANSFERS:
-        raise ValueError(f"{topology.expr}: the all-to-all schedule would have {sched.transfers} transfers "
-                         f"(limit {MAX_TRANSFERS}); use fewer chunks")
     report = verify(sched, topology).raise_if_invalid()
     if mcf is None:
         rel = sol.relative_gap

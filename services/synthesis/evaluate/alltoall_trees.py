@@ -74,8 +74,9 @@ def _positions(sol: ColgenSolution, rounds: int) -> list[np.ndarray]:
     return out
 
 
-def rounds_for(sol: ColgenSolution, nodes: int, budget: int, most: int = 64) -> int:
-    """Largest K <= most whose schedule has at most `budget` transfers (at least 1)."""
+def rounds_for(sol: ColgenSolution, budget: int, most: int = 64) -> int:
+    """Largest K <= most whose schedule has at most `budget` transfers (at least 1): a round moves one chunk
+    per block along its tree path, at most the deepest tree's depth sum per source."""
     per_round = float(tree_depths(sol.pred).sum(axis=1).max()) * sol.group.shape[0] * np.unique(sol.root).size
     return int(max(1, min(most, budget // max(per_round, 1.0))))
 
