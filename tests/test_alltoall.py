@@ -187,13 +187,17 @@ def test_orbit_lp_equals_full_lp(expr):
     assert sym.lower <= full.upper and full.lower <= sym.upper
 
 
-def test_no_symmetry_falls_back():
+def test_no_symmetry_falls_back(monkeypatch):
     topo = build("distreg(ag24_minus_parallel_class)")
     with pytest.raises(ValueError):
         alltoall_throughput(topo, method="lp-symmetric")
     assert alltoall_throughput(topo).method == "lp"
     wide = alltoall_throughput(topo, exact_limit=16)             # above the limit: column generation
     assert wide.method == "colgen" and wide.relative_error <= 5e-3 and wide.throughput == wide.lower
+    import services.synthesis.evaluate.alltoall as module
+
+    monkeypatch.setattr(module, "COLGEN_MAX_NONZEROS", 1000)     # a master too large: the approximation
+    assert alltoall_throughput(topo, exact_limit=16).method == "approx"
     with pytest.raises(ValueError):
         alltoall_throughput(topo, method="simplex")
 

@@ -53,7 +53,8 @@ Methods; every one returns bounds certified independently of what the solver cla
   symmetric LP (`alltoall_colgen`): LP (3) decomposed by source, columns = shortest-path trees, pricing =
   one Dijkstra per source (per node orbit under a free automorphism group), restricted master by GLOP with
   N + |E| rows (orbit counts under a group). Lower bound = the master's routing, upper = weak duality at
-  the priced lengths. "auto" runs it above `exact_limit` until the bracket is at most `BRACKET_RTOL`
+  the priced lengths. "auto" runs it above `exact_limit` (when its first master has at most
+  `COLGEN_MAX_NONZEROS` nonzeros; else "approx" as before) until the bracket is at most `BRACKET_RTOL`
   (0.5 %) wide or `COLGEN_SECONDS` of CPU; `throughput` is then the lower end (an achieved routing), so
   an all-to-all time computed from it is the upper end of the time bracket.
 * ``approx`` (bounded; forced only, "auto" used it before ``colgen``) (`_approx`): an upper bound from
@@ -94,6 +95,8 @@ EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts 
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
 METHODS = ("auto", "lp", "lp-symmetric", "colgen", "approx")
 COLGEN_SECONDS = 60.0      # CPU time limit of the column generation (method "colgen"); bounds are certified anyway
+COLGEN_SEED_STEPS = 24     # the column generation's seeding steps (its default)
+COLGEN_MAX_NONZEROS = 4_000_000   # "auto" runs the column generation only when its first master is this small
 BRACKET_RTOL = 5e-3        # "auto" above exact_limit: column generation until the bracket is this narrow
 
 
@@ -640,6 +643,14 @@ def _line_search(x, step, cap, beta, z, gmax: float = 1.0) -> float:
 
 # ----- entry point ----------------------------------------------------------------------------------------
 
+def _colgen_fits(topology: Topology, group: np.ndarray | None) -> bool:
+    """Whether the column generation's seeded master (its first pool: one tree per representative and
+    seed step, N - 1 links each) stays within `COLGEN_MAX_NONZEROS`: genkautz(4, 1024), 512 representatives,
+    would start at 13 M nonzeros (over 2.5 GB); L^3(C(16, {3, 4})) (64) and a degraded 256-node torus at 1.6 M."""
+    reps = topology.nodes // (group.shape[0] if group is not None else 1)
+    return reps * (topology.nodes - 1) * (COLGEN_SEED_STEPS + 1) <= COLGEN_MAX_NONZEROS
+
+
 def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: str = "auto") -> AllToAllResult:
     """Maximum concurrent all-to-all flow f of LP (3) (see the module docstring).
 
@@ -647,7 +658,8 @@ def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: s
     ("lp-symmetric"); one with another free automorphism group (line graphs, de Bruijn, ...) gets the exact
     orbit LP ("lp-symmetric") when N <= exact_limit or the reduced LP is at most half the size of LP (3) at
     N = exact_limit; otherwise LP (3) itself ("lp") up to `exact_limit` nodes, and column generation
-    ("colgen", stopped at a `BRACKET_RTOL`-wide bracket) above. "lp-symmetric", "lp", "colgen" (run to
+    ("colgen", stopped at a `BRACKET_RTOL`-wide bracket) above when its master fits `COLGEN_MAX_NONZEROS`
+    (else "approx"). "lp-symmetric", "lp", "colgen" (run to
     EXACT_RTOL or `COLGEN_SECONDS` of CPU) and "approx" force a method ("lp" at any size).
     """
     if method not in METHODS:
@@ -670,7 +682,7 @@ def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: s
                                     <= exact_limit * exact_limit * topology.degree // 2):
             method = "lp-symmetric"
         else:
-            method = "lp" if n <= exact_limit else "colgen"
+            method = "lp" if n <= exact_limit else ("colgen" if _colgen_fits(topology, group) else "approx")
     if method == "lp-symmetric":
         f, lower, upper = _symmetric_lp(topology, gens) if gens is not None else _orbit_lp(topology, group)
     elif method == "lp":
