@@ -2,6 +2,7 @@
 
     python -m bench.alltoall            # Table 7 rows this library builds + the runtime targets
     python -m bench.alltoall --quick    # only the runtime targets
+    python -m bench.alltoall --issue26  # the degraded 256-node graph (exact f, schedule) and the 1024 bracket
 
 Each case runs in a fresh process so timings do not share caches. Times for Table 4 use D = 1 MB = 2^20 bytes,
 B = 100 Gbps per node, d = 4 (paper section 9.1 units).
@@ -29,6 +30,12 @@ TABLE_7 = [
     ("genkautz(4, 1024)", 8.01e-4), ("line(circulant(16, 3, 4), 3)", 8.12e-4),
 ]
 MB, NODE_BW = 2 ** 20, 100e9 / 8
+# issue 26 rows: (expression, what, target)
+ISSUE_26 = [
+    ("remove(torus(16, 16), 0>1)", "mcf", "exact (gap <= 1e-5) within 2 GiB"),
+    ("line(circulant(16, 3, 4), 3)", "mcf", "bracket <= 0.5 % wide (was [7.655, 7.949]e-4, 3.8 %)"),
+    ("remove(torus(16, 16), 0>1)", "schedule", "verified, within 2 GiB"),
+]                       # smallest peak first: the peak shown is the largest child's so far
 
 
 def run_case(expr: str, method: str) -> dict:
@@ -43,10 +50,28 @@ def run_case(expr: str, method: str) -> dict:
     return out
 
 
-def in_subprocess(expr: str, method: str = "auto") -> dict:
-    out = subprocess.run([sys.executable, "-m", "bench.alltoall", "--case", expr, "--method", method],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def run_schedule(expr: str) -> dict:
+    from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
+    from services.synthesis.topology.catalog import build
+
+    s = alltoall_schedule(build(expr))
+    d = s.to_dict()
+    return {k: d[k] for k in ("expr", "steps", "tau", "mcf_tau", "bandwidth_over_mcf", "chunks_per_block",
+                              "transfers", "verified", "seconds")} | {"mcf_method": s.mcf.method}
+
+
+def in_subprocess(expr: str, method: str = "auto", schedule: bool = False) -> dict:
+    """One case in a fresh process, with its CPU time and peak memory (ru_maxrss of the child)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    args = [sys.executable, "-m", "bench.alltoall", "--case", expr, "--method", method]
+    out = subprocess.run(args + (["--schedule"] if schedule else []), check=True, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    r["peak_mib"] = after.ru_maxrss / 1024          # the largest child so far (cases run smallest first)
+    return r
 
 
 def row(r: dict, paper) -> str:
@@ -64,9 +89,14 @@ def main() -> None:
     ap.add_argument("--case")
     ap.add_argument("--method", default="auto")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--schedule", action="store_true")
+    ap.add_argument("--issue26", action="store_true")
     args = ap.parse_args()
     if args.case:
-        print(json.dumps(run_case(args.case, args.method)))
+        print(json.dumps(run_schedule(args.case) if args.schedule else run_case(args.case, args.method)))
+        return
+    if args.issue26:
+        issue26()
         return
     from services.synthesis.evaluate.alltoall import moore_throughput_bound
 
@@ -93,6 +123,22 @@ def main() -> None:
         print("\nNote: Table 7's 8.12e-4 for L^3(C(16, {3, 4})) exceeds even the distance-sum upper bound of\n"
               "line(circulant(16, 3, 4), 3) (8.095e-4); its exact LP optimum is 7.850e-4 (orbit LP, ~2 min).")
     sys.exit(1 if failed else 0)
+
+
+def issue26() -> None:
+    """The degraded 256-node graph (LP (3) exact, and its verified schedule) and the N = 1024 bracket."""
+    for expr, what, target in ISSUE_26:
+        if what == "mcf":
+            r = in_subprocess(expr)
+            print(f"{expr:<32} {r['method']:>7} f in [{r['lower']:.6e}, {r['upper']:.6e}] gap "
+                  f"{r['relative_error']:.1e} exact {r['exact']}; {r['seconds']:.1f} s wall, {r['cpu_s']:.1f} s "
+                  f"CPU, peak {r['peak_mib']:.0f} MiB   target: {target}")
+        else:
+            r = in_subprocess(expr, schedule=True)
+            print(f"{expr:<32} schedule ({r['mcf_method']}): {r['steps']} steps, tau {r['tau']:.3f} = "
+                  f"{r['bandwidth_over_mcf']:.3f} x MCF, K = {r['chunks_per_block']}, {r['transfers']} transfers, "
+                  f"verified {r['verified']}; {r['seconds']:.1f} s wall, {r['cpu_s']:.1f} s CPU, peak "
+                  f"{r['peak_mib']:.0f} MiB   target: {target}")
 
 
 if __name__ == "__main__":

@@ -44,9 +44,20 @@ Methods; every one returns bounds certified independently of what the solver cla
   2-core machine for N = 256, d = 4 (262k variables, DBJ(4, 4)): HiGHS PDLP 7.5 s, OR-Tools PDLP 25-38 s,
   HiGHS IPM and GLOP/HiGHS simplex well over a minute (GLOP needs 24 s already at N = 128). A first-order
   solution is only accurate to ~1e-6, so the result is reported exact when the certified relative gap is
-  at most `EXACT_RTOL` (1e-5; simplex solves close it to ~1e-12). OR-Tools' model_builder HiGHS wrapper
+  at most `EXACT_RTOL` (1e-5; simplex solves close it to ~1e-12). When PDLP leaves a wider gap, the column
+  generation below is run for two masters, its pool seeded with the shortest-path trees under PDLP's duals
+  (and its own dual-ascent trees): remove(torus(16, 16), 0>1) goes from a 1.8e-5 gap to exact (f =
+  31/16384, gap 1e-10; 22 s CPU, 0.65 GB peak, loaded machine). OR-Tools' model_builder HiGHS wrapper
   returns row activities as duals, hence MathOpt.
-* ``approx`` (bounded) for large topologies without enough symmetry (`_approx`): an upper bound from
+* ``colgen`` (certified bracket, exact when it closes) for large topologies without a small enough
+  symmetric LP (`alltoall_colgen`): LP (3) decomposed by source, columns = shortest-path trees, pricing =
+  one Dijkstra per source (per node orbit under a free automorphism group), restricted master by GLOP with
+  N + |E| rows (orbit counts under a group). Lower bound = the master's routing, upper = weak duality at
+  the priced lengths. "auto" runs it above `exact_limit` (when its first master has at most
+  `COLGEN_MAX_NONZEROS` nonzeros; else "approx" as before) until the bracket is at most `BRACKET_RTOL`
+  (0.5 %) wide or `COLGEN_SECONDS` of CPU; `throughput` is then the lower end (an achieved routing), so
+  an all-to-all time computed from it is the upper end of the time bracket.
+* ``approx`` (bounded; forced only, "auto" used it before ``colgen``) (`_approx`): an upper bound from
   exponentiated-gradient ascent on the Lagrangian dual (certified by weak duality, never worse than the
   distance-sum bound f <= sum_e c_e / sum_{s != t} dist(s, t)) and a lower bound from a feasible routing
   (shortest-path DAG routing with even splits, improved by pairwise Frank-Wolfe over shortest-path trees
@@ -65,21 +76,28 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import dijkstra, shortest_path
 
+from services.synthesis.evaluate.alltoall_colgen import colgen_throughput
+from services.synthesis.evaluate.flow_links import Links as _Links
+from services.synthesis.evaluate.flow_links import positive_lengths as _positive_lengths
+from services.synthesis.evaluate.flow_links import tree_loads as _tree_loads
 from services.synthesis.evaluate.lp import solve_lp as _solve_lp
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["AllToAllResult", "alltoall_throughput", "alltoall_time_s", "distance_sum_bound",
+__all__ = ["AllToAllResult", "alltoall_throughput", "alltoall_time_s", "distance_sum_bound", "BRACKET_RTOL",
            "free_automorphism_group", "moore_throughput_bound", "EXACT_RTOL", "METHODS"]
 
 EXACT_RTOL = 1e-5          # certified relative gap at which an LP solve counts as exact
 SIMPLEX_MAX_VARIABLES = 5_000   # LP (3) up to this size goes to HiGHS simplex (exact vertex), else PDLP
-METHODS = ("auto", "lp", "lp-symmetric", "approx")
+METHODS = ("auto", "lp", "lp-symmetric", "colgen", "approx")
+COLGEN_SECONDS = 60.0      # CPU time limit of the column generation (method "colgen"); bounds are certified anyway
+COLGEN_SEED_STEPS = 24     # the column generation's seeding steps (its default)
+COLGEN_MAX_NONZEROS = 4_000_000   # "auto" runs the column generation only when its first master is this small
+BRACKET_RTOL = 5e-3        # "auto" above exact_limit: column generation until the bracket is this narrow
 
 
 @dataclass(frozen=True)
@@ -87,7 +105,8 @@ class AllToAllResult:
     """All-to-all throughput f: the rate (in units of one link's capacity B/d) that every ordered pair of
     nodes gets simultaneously. `lower` <= optimum <= `upper` are certified; `exact` means the gap is at most
     EXACT_RTOL (the LP was solved to optimality), in which case `throughput` is the LP optimum (clipped into
-    [lower, upper]); for "approx" it is `lower`, the value of an actual routing."""
+    [lower, upper]); for "colgen" and "approx" it is `lower`, the value of an actual routing (so times
+    derived from it are the upper end of the time bracket until the bracket closes)."""
 
     throughput: float
     lower: float
@@ -153,56 +172,6 @@ def distance_sum_bound(topology: Topology) -> float:
 
 
 # ----- links and certificates -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Links:
-    """Distinct non-loop (tail, head) pairs with capacity = number of parallel arcs."""
-
-    nodes: int
-    tail: np.ndarray
-    head: np.ndarray
-    cap: np.ndarray
-
-    @classmethod
-    def of(cls, topology: Topology) -> "_Links":
-        n = topology.nodes
-        keep = topology.tails != topology.heads
-        key = topology.tails[keep].astype(np.int64) * n + topology.heads[keep]
-        uniq, count = np.unique(key, return_counts=True)
-        return cls(n, (uniq // n).astype(np.int64), (uniq % n).astype(np.int64), count.astype(np.float64))
-
-    @property
-    def size(self) -> int:
-        return int(self.tail.size)
-
-    def matrix(self, lengths: np.ndarray) -> csr_matrix:
-        return csr_matrix((lengths, (self.tail, self.head)), shape=(self.nodes, self.nodes))
-
-    @cached_property
-    def _dense_index(self) -> np.ndarray | None:
-        if self.nodes > 4096:
-            return None
-        idx = np.full((self.nodes, self.nodes), -1, dtype=np.int32)
-        idx[self.tail, self.head] = np.arange(self.size)
-        return idx
-
-    def lookup(self, tails: np.ndarray, heads: np.ndarray) -> np.ndarray:
-        """Link index of each (tail, head) pair (which must be a link)."""
-        if self._dense_index is not None:
-            return self._dense_index[tails, heads].astype(np.int64)
-        return np.searchsorted(self.tail * self.nodes + self.head, np.asarray(tails, dtype=np.int64) * self.nodes
-                               + heads)
-
-
-def _positive_lengths(lengths: np.ndarray) -> np.ndarray:
-    """Lengths >= 0 with a tiny positive floor (scipy's csgraph treats stored zeros as missing arcs);
-    the floor only changes which bound is certified, and the bound is computed with the floored lengths."""
-    lengths = np.maximum(np.nan_to_num(np.asarray(lengths, dtype=np.float64)), 0.0)
-    top = lengths.max() if lengths.size else 0.0
-    if top <= 0:
-        return np.ones_like(lengths)
-    return lengths + 1e-10 * top
-
 
 def _lagrangian_bound(links: _Links, lengths: np.ndarray, *, sources=None, scale: float = 1.0) -> float:
     """Upper bound on f from weak duality with the given link lengths. With `sources`, only those rows are
@@ -290,7 +259,7 @@ def _full_lp(topology: Topology, solver: str | None = None):
     lower = _certified_lower(links, src, link, x[:nv], -obj)
     upper = _lagrangian_bound(links, -y[:nl])
     upper = min(upper, distance_sum_bound(topology))
-    return -obj, lower, upper
+    return -obj, lower, upper, np.maximum(-y[:nl], 0.0)
 
 
 # ----- method 2: translation-reduced LP -------------------------------------------------------------------
@@ -548,43 +517,6 @@ def _ecmp_loads(links: _Links, sources: np.ndarray, dist: np.ndarray) -> np.ndar
     return loads
 
 
-def _tree_loads(links: _Links, pred: np.ndarray, demand: np.ndarray | None = None,
-                group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
-    """Link loads of shortest-path-tree routing for the rows of pred (one tree per source, scipy's
-    predecessor format), sending demand[i, u] (default one unit) from source i to every node u. Subtree
-    sums are accumulated level by level (tree depth), vectorised over all sources. With `group` (a group id
-    per row), returns one load vector per group (shape groups x L)."""
-    b, n = pred.shape
-    par = pred.astype(np.int64)
-    inner = par >= 0
-    rows = np.arange(b)[:, None] * n
-    parent_flat = np.where(inner, rows + par, rows + np.arange(n)[None, :]).ravel()   # roots: themselves
-    # depth by pointer doubling: after k rounds, depth counts the ancestors within 2^k steps
-    flat_depth = inner.ravel().astype(np.int32)
-    jump = parent_flat
-    while True:
-        step = flat_depth[jump]
-        if not step.any():
-            break
-        flat_depth = flat_depth + step
-        jump = jump[jump]
-    size = (np.ones((b, n)) if demand is None else np.array(demand, dtype=np.float64)).ravel()
-    order = np.argsort(flat_depth, kind="stable")[::-1]
-    levels = flat_depth[order]
-    cuts = np.flatnonzero(np.diff(levels)) + 1
-    for chunk in np.split(order, cuts):
-        if flat_depth[chunk[0]] == 0:
-            continue
-        size += np.bincount(parent_flat[chunk], weights=size[chunk], minlength=b * n)
-    r, v = np.nonzero(inner)
-    link = links.lookup(par[r, v], v)
-    weight = size.reshape(b, n)[r, v]
-    if group is None:
-        return np.bincount(link, weights=weight, minlength=links.size)
-    return np.bincount(group[r] * links.size + link, weights=weight,
-                       minlength=groups * links.size).reshape(groups, links.size)
-
-
 def _approx(topology: Topology, *, dual_iters: int | None = None, phases: int | None = None, sweeps: int = 10,
             block_size: int | None = None, eta: float = 0.2, beta0: float = 5.0, growth: float = 1.2,
             beta_max: float = 4000.0):
@@ -711,19 +643,30 @@ def _line_search(x, step, cap, beta, z, gmax: float = 1.0) -> float:
 
 # ----- entry point ----------------------------------------------------------------------------------------
 
+def _colgen_fits(topology: Topology, group: np.ndarray | None) -> bool:
+    """Whether the column generation's seeded master (its first pool: one tree per representative and
+    seed step, N - 1 links each) stays within `COLGEN_MAX_NONZEROS`: genkautz(4, 1024), 512 representatives,
+    would start at 13 M nonzeros (over 2.5 GB); L^3(C(16, {3, 4})) (64) and a degraded 256-node torus at 1.6 M."""
+    reps = topology.nodes // (group.shape[0] if group is not None else 1)
+    return reps * (topology.nodes - 1) * (COLGEN_SEED_STEPS + 1) <= COLGEN_MAX_NONZEROS
+
+
 def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: str = "auto") -> AllToAllResult:
     """Maximum concurrent all-to-all flow f of LP (3) (see the module docstring).
 
     method "auto": a topology with a translation (Cayley graph) gets the exact translation-reduced LP
     ("lp-symmetric"); one with another free automorphism group (line graphs, de Bruijn, ...) gets the exact
     orbit LP ("lp-symmetric") when N <= exact_limit or the reduced LP is at most half the size of LP (3) at
-    N = exact_limit; otherwise LP (3) itself ("lp") up to `exact_limit` nodes, and the certified
-    approximation ("approx") above. "lp-symmetric", "lp" and "approx" force a method ("lp" at any size).
+    N = exact_limit; otherwise LP (3) itself ("lp") up to `exact_limit` nodes, and column generation
+    ("colgen", stopped at a `BRACKET_RTOL`-wide bracket) above when its master fits `COLGEN_MAX_NONZEROS`
+    (else "approx"). "lp-symmetric", "lp", "colgen" (run to
+    EXACT_RTOL or `COLGEN_SECONDS` of CPU) and "approx" force a method ("lp" at any size).
     """
     if method not in METHODS:
         raise ValueError(f"alltoall_throughput: method must be one of {', '.join(METHODS)}, got {method!r}")
     t0 = time.perf_counter()
     n = topology.nodes
+    auto = method == "auto"
     gens = group = None
     if method in ("auto", "lp-symmetric"):
         gens = _cayley_generators(topology)
@@ -739,11 +682,19 @@ def alltoall_throughput(topology: Topology, *, exact_limit: int = 256, method: s
                                     <= exact_limit * exact_limit * topology.degree // 2):
             method = "lp-symmetric"
         else:
-            method = "lp" if n <= exact_limit else "approx"
+            method = "lp" if n <= exact_limit else ("colgen" if _colgen_fits(topology, group) else "approx")
     if method == "lp-symmetric":
         f, lower, upper = _symmetric_lp(topology, gens) if gens is not None else _orbit_lp(topology, group)
     elif method == "lp":
-        f, lower, upper = _full_lp(topology)
+        f, lower, upper, lengths = _full_lp(topology)
+        if (upper - lower) > EXACT_RTOL * upper:          # first-order solve: tighten with its own lengths
+            sol = colgen_throughput(topology, rtol=EXACT_RTOL, time_limit_s=COLGEN_SECONDS, seed_lengths=lengths,
+                                    max_iterations=2)
+            lower, upper = max(lower, sol.lower), min(upper, sol.upper)
+    elif method == "colgen":
+        sol = colgen_throughput(topology, group=free_automorphism_group(topology),
+                                rtol=BRACKET_RTOL if auto else EXACT_RTOL, time_limit_s=COLGEN_SECONDS)
+        f, lower, upper = sol.lower, sol.lower, sol.upper
     else:
         lower, upper = _approx(topology)
         f = lower

@@ -38,6 +38,10 @@ orbit (the representatives R) keeps variables, and the load of link a in step t 
 flows on the links of a's orbit (the action is free on the links too), one capacity row per (link orbit,
 step). A Cayley graph has one representative: N d T + N T variables, N = 256 in well under a second.
 
+Too large an LP (more than `MAX_LP_VARIABLES` variables, e.g. a degraded 256-node torus: no symmetry, 2.6 M)
+falls back on the tree routing of LP (3) by column generation (`alltoall_colgen`), pipelined over K rounds
+(`alltoall_trees`): verified the same way, its tau measured (about 1.2x the MCF bound at K = 11-32).
+
 Schedule. The LP is solved by HiGHS interior point with crossover (a vertex; HiGHS simplex stalls for
 minutes on these degenerate LPs). Each representative's flow is decomposed into paths through the
 time-expanded network (widest arc first); the paths ending at (v, T) share v's block in proportion to their
@@ -60,7 +64,12 @@ from fractions import Fraction
 import numpy as np
 from scipy.sparse import coo_matrix
 
-from services.synthesis.evaluate.alltoall import AllToAllResult, alltoall_throughput, free_automorphism_group
+from services.synthesis.evaluate.alltoall import (
+    EXACT_RTOL,
+    AllToAllResult,
+    alltoall_throughput,
+    free_automorphism_group,
+)
 from services.synthesis.evaluate.lp import solve_lp
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Op, Schedule
@@ -68,7 +77,7 @@ from services.synthesis.schedule.verify import VerificationReport, verify
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["AllToAllSchedule", "alltoall_schedule", "hop_bounded_throughput", "DEFAULT_CHUNKS",
-           "EXACT_CHUNKS_MAX", "MAX_EXTRA_STEPS", "MCF_TOLERANCE", "MAX_LP_VARIABLES", "MAX_NODES"]
+           "EXACT_CHUNKS_MAX", "MAX_EXTRA_STEPS", "MCF_TOLERANCE", "MAX_LP_VARIABLES", "MAX_NODES", "TREE_TRANSFERS"]
 
 DEFAULT_CHUNKS = 32            # chunks per block when the LP's path fractions have no small common denominator
 EXACT_CHUNKS_MAX = 64          # largest common denominator used as the chunk count
@@ -77,6 +86,10 @@ MCF_TOLERANCE = 1e-3           # steps=None stops at the first T this close to t
 MAX_LP_VARIABLES = 400_000     # the interior point method takes ~30 s on 2 cores at 115k variables
 MAX_NODES = 1024               # a schedule has at least N (N - 1) transfers
 MAX_TRANSFERS = 24_000_000     # schedule arrays (about 40 bytes a transfer) and the model checker's work
+TREE_TRANSFERS = 6_000_000    # transfer budget of a tree-routing schedule (its rounds K); N = 256: 1.5-2 GiB peak
+TREE_MIN_ROUNDS = 4           # fewer rounds split the blocks too coarsely over the trees: refused
+TREE_RTOL = 1e-3              # column generation gap for a tree-routing schedule (its tau is measured anyway)
+TREE_SECONDS = 60.0           # column generation time limit for a tree-routing schedule
 _EPSILON = 1e-7                # objective weight on total traffic: among optimal schedules, fewest bytes moved
 _TOL = 1e-9
 
@@ -399,8 +412,12 @@ def alltoall_schedule(topology: Topology, *, steps: int | None = None, chunks: i
     steps: the LP's T (at least the diameter). None tries T = D(G), D(G) + 1, ... up to `MAX_EXTRA_STEPS`
     more and stops at the first whose bandwidth cost is within `MCF_TOLERANCE` of the MCF bound (certified by
     the MCF's upper bound); it keeps the cheapest, an extra step only when it saves more than the tolerance. chunks: chunks per block (default: exact when the LP's path fractions
-    have a common denominator <= `EXACT_CHUNKS_MAX`, else `DEFAULT_CHUNKS`). Raises ValueError for
-    topologies beyond `MAX_NODES`, an LP beyond `MAX_LP_VARIABLES` or fewer steps than the diameter.
+    have a common denominator <= `EXACT_CHUNKS_MAX`, else `DEFAULT_CHUNKS`). When the LP would have more
+    than `MAX_LP_VARIABLES` variables (degraded graphs without symmetry, e.g. remove(torus(16, 16), 0>1):
+    2.6 M), the schedule pipelines the tree routing of LP (3) found by column generation instead
+    (`_tree_based`; `lp_tau` is then the routing's d / (N f), `lp_variables` the trees in the pool, `chunks`
+    the rounds K). Raises ValueError for topologies beyond `MAX_NODES`, both routes too large, or fewer
+    steps than the diameter.
 
     >>> from services.synthesis.topology.catalog import build
     >>> s = alltoall_schedule(build("torus(4, 4)"))
@@ -414,7 +431,16 @@ def alltoall_schedule(topology: Topology, *, steps: int | None = None, chunks: i
     _check_size(topology)
     n, d = topology.nodes, topology.degree
     sym = _Symmetry.of(topology)
-    first = int(topology.distances_from(sym.reps).max())
+    dist = topology.distances_from(sym.reps).astype(np.int64)
+    first = int(dist.max())
+    count = _variable_count(topology, sym, dist, max(first, steps or 0))
+    if count > MAX_LP_VARIABLES:
+        per_round = int(dist.sum()) * sym.group.shape[0]          # hop-shortest paths: the fewest transfers
+        if per_round * TREE_MIN_ROUNDS > TREE_TRANSFERS:
+            raise ValueError(f"{topology.expr}: the all-to-all LP would have about {count} variables (limit "
+                             f"{MAX_LP_VARIABLES}) and a tree-routing schedule at least {per_round} transfers a "
+                             f"round (budget {TREE_TRANSFERS} for {TREE_MIN_ROUNDS} rounds)")
+        return _tree_based(topology, sym, steps, chunks, mcf, t0)
     _prepare(topology, first if steps is None else steps, sym)          # sizes the LP before any solve
     mcf = mcf if mcf is not None else alltoall_throughput(topology)
     if steps is None:
@@ -437,3 +463,38 @@ def alltoall_schedule(topology: Topology, *, steps: int | None = None, chunks: i
     report = verify(sched, topology).raise_if_invalid()
     return AllToAllSchedule(topology, sched, report, lp.steps, d * total / n, q, mcf, int(sym.reps.size),
                             lp.variables, time.perf_counter() - t0)
+
+
+def _tree_based(topology: Topology, sym: _Symmetry, steps: int | None, chunks: int | None,
+                mcf: AllToAllResult | None, t0: float) -> AllToAllSchedule:
+    """The schedule when the time-stepped LP is beyond `MAX_LP_VARIABLES`: LP (3) by column generation
+    (`alltoall_colgen`), its tree routing pipelined over K rounds (`alltoall_trees`; module docstring there).
+    K = chunks, or steps - (deepest tree) + 1, else the most rounds (up to `DEFAULT_CHUNKS`) within
+    `TREE_TRANSFERS`."""
+    from services.synthesis.evaluate.alltoall_colgen import colgen_throughput
+    from services.synthesis.evaluate.alltoall_trees import rounds_for, tree_depths, tree_schedule
+
+    n, d = topology.nodes, topology.degree
+    group = sym.group if sym.group.shape[0] > 1 else None
+    sol = colgen_throughput(topology, group=group, rtol=TREE_RTOL, time_limit_s=TREE_SECONDS)
+    depth = int(tree_depths(sol.pred).max())
+    if chunks is not None:
+        rounds = int(chunks)
+    elif steps is not None:
+        if steps < depth:
+            raise ValueError(f"{topology.expr}: the tree routing needs at least {depth} steps, got {steps}")
+        rounds = steps - depth + 1
+    else:
+        rounds = rounds_for(sol, TREE_TRANSFERS, DEFAULT_CHUNKS)
+    most = rounds_for(sol, MAX_TRANSFERS, 1 << 30)          # sized before anything is built
+    if rounds > most:
+        raise ValueError(f"{topology.expr}: the all-to-all schedule would have more than {MAX_TRANSFERS} "
+                         f"transfers at {rounds} rounds (at most {most}); use fewer chunks or steps")
+    sched = tree_schedule(topology, sol, rounds)
+    report = verify(sched, topology).raise_if_invalid()
+    if mcf is None:
+        rel = sol.relative_gap
+        mcf = AllToAllResult(sol.lower, sol.lower, sol.upper, rel <= EXACT_RTOL, "colgen", rel, sol.seconds,
+                             topology.expr, n, d)
+    return AllToAllSchedule(topology, sched, report, rounds + depth - 1, d / (n * sol.lower), rounds, mcf,
+                            int(np.unique(sol.root).size), sol.columns, time.perf_counter() - t0)
