@@ -79,10 +79,12 @@ def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client, settings, 
 
 
 def _bracket(g, link, sizes, monkeypatch):
-    """The revision's all-to-all of g with MAX_LP_VARIABLES lowered so its LP is beyond the limit."""
+    """The revision's all-to-all of g with MAX_LP_VARIABLES lowered so its LP is beyond the limit, and the
+    tree-routing schedule's transfer budget (the route past that limit) lowered below its fewest rounds."""
     from services.jobs import revision
 
     monkeypatch.setattr(a2a_lp, "MAX_LP_VARIABLES", 10)
+    monkeypatch.setattr(a2a_lp, "TREE_TRANSFERS", 10)
     try:
         return revision._alltoall(g, link, sizes)
     finally:
@@ -98,6 +100,7 @@ def test_alltoall_beyond_the_lp_limit_falls_back_to_the_bracket(monkeypatch):
     link = LinkModel.from_units(10, 100)
     out, blobs = _bracket(g, link, [1 << 20, 1 << 24], monkeypatch)
     assert blobs is None and out["status"] == "approximate" and "limit 10)" in out["reason"]
+    assert "budget 10" in out["reason"]
     mcf = alltoall_throughput(g, method="lp")
     assert out["mcf_lower"] <= mcf.upper and mcf.lower <= out["mcf_upper"]
     for size in (1 << 20, 1 << 24):
@@ -107,3 +110,20 @@ def test_alltoall_beyond_the_lp_limit_falls_back_to_the_bracket(monkeypatch):
         assert t["mcf_bound_low_us"] <= t["mcf_bound_us"]
     built, _ = revision._alltoall(g, link, [1 << 20])               # the schedule it refused costs no less
     assert Fraction(built["tau_exact"]) >= Fraction(out["mcf_tau"]) * Fraction(999_999, 1_000_000)
+
+
+def test_alltoall_beyond_the_lp_limit_is_scheduled_on_column_generation_trees(monkeypatch):
+    """Above MAX_LP_VARIABLES the revision's all-to-all is the pipelined tree routing of LP (3) (column
+    generation): built, model-checked again here, its tau at least the degraded MCF bound and its time the
+    schedule's own."""
+    from services.jobs import revision
+
+    g = build("remove(torus(4, 4), 0>1)")
+    link = LinkModel.from_units(10, 100)
+    monkeypatch.setattr(a2a_lp, "MAX_LP_VARIABLES", 10)
+    out, blobs = revision._alltoall(g, link, [1 << 20])
+    assert blobs is not None and out["status"] == "built", out.get("reason")
+    tau = Fraction(out["tau_exact"])
+    assert tau >= Fraction(out["mcf_tau"]) * Fraction(999_999, 1_000_000)
+    assert out["times_us"][str(1 << 20)]["schedule_us"] == pytest.approx(
+        link.time(out["steps"], tau, 1 << 20) * 1e6, rel=1e-12)

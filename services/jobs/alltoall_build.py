@@ -9,11 +9,12 @@ library's limits (nodes, LP variables, transfers), the task's time limit or its 
 schedule: its measured time T = steps * alpha + tau * D/B against the MCF bound (D/N) / (f B/d) for each of
 the workload's all-to-all sizes D, and the summary stored with the `schedule:alltoall` artifact.
 
-`bracket_result` is the fallback when the time-stepped LP is too large (a degraded topology has no free
-automorphism group, so one source orbit per node: `remove(torus(16, 16), 0>1)` would take 2.6 M variables
-against MAX_LP_VARIABLES = 400 k): the throughput f of LP (3) that plan selection prices an all-to-all with
-(services.synthesis.evaluate.alltoall.alltoall_throughput, auto method: exact LP up to 256 nodes without
-symmetry, the certified approximation above), as its certified bracket [lower, upper], and the time at the
+`bracket_result` is the fallback when the schedule is too large by both routes: the time-stepped LP (a
+degraded topology has no free automorphism group, so one source orbit per node: `remove(torus(16, 16), 0>1)`
+would take 2.6 M variables against MAX_LP_VARIABLES = 400 k) and, past it, the pipelined tree routing of LP (3)
+by column generation (beyond its transfer budget, roughly N > 400): the throughput f of LP (3) that plan
+selection prices an all-to-all with (services.synthesis.evaluate.alltoall.alltoall_throughput, auto method:
+exact LP up to 256 nodes without symmetry, column generation or the certified approximation above), as its certified bracket [lower, upper], and the time at the
 bracket's lower end f = lower, the upper end of the time (no schedule can be faster than the MCF bound at the
 optimum, and a routing with throughput `lower` exists), so an all-to-all is never charged too little.
 """
