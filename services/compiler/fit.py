@@ -237,7 +237,12 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
             continue
         next_lowering = False
-        classes = shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes)
+        memo: list[ShardChannels] = []
+
+        def classes(low=low) -> ShardChannels:     # only candidates with shard classes on channels > 1 need them
+            if not memo:
+                memo.append(shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes))
+            return memo[0]
         bounds_at = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
         for cons in consolidations:
             dead: set[tuple[bool, bool]] = set()    # layouts more channels cannot help (their tbs only grow)
@@ -271,7 +276,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                             return on_one_channel()
                         if opt.by_message not in tables:
                             tables[opt.by_message] = (on_one_channel().by_message(c) if opt.by_message else
-                                                      build_messages(low.schedule, profile, opt, classes))
+                                                      build_messages(low.schedule, profile, opt, classes()))
                         return tables[opt.by_message]
                     cheap_first = opt.fuse and any(not k[0] and k not in dead for k in layouts[i + 1:])
                     result = _try(low, p0, opt, messages, None if by_msg else pre, schedule, profile, req,
