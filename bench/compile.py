@@ -199,8 +199,8 @@ def target_table(rows: list[dict]) -> str:
     seconds and peak memory, and whether the row meets its wall and memory targets."""
     head = (f"{'N':>5} {'collective':10} {'runtime':8} {'goal s':>6} {'before s':>8} {'wall s':>7} {'cpu s':>6} "
             f"{'peak MB':>8} {'rss MB':>7} {'goal MB':>7}  {'wall':5} {'memory':6}  outcome")
-    out = [f"issue 25 targets (wall on a quiet 2-core machine; 'before': the issue's figure; the schedule is built "
-           f"before timing)", head, "-" * len(head)]
+    out = ["issue 25 targets (wall on a quiet 2-core machine; 'before': the issue's figure; the schedule is built "
+           "before timing)", head, "-" * len(head)]
     for r in rows:
         goal, before = wall_target(r)
         wall_ok = "-" if goal is None or r["wall_s"] != r["wall_s"] else ("meets" if r["wall_s"] <= goal else "MISS")
