@@ -1,5 +1,6 @@
 """Schedule compiler benchmark: compile time, peak memory, XML size and steps per runtime, N = 16 ... 1024.
 
+    python -m bench.compile --targets                   # issue 25: every target row, the target beside our figure
     python -m bench.compile                             # line(circulant(16, 1, 4), k), k = 0..3, all runtimes
     python -m bench.compile --collective allgather --runtime rccl
     python -m bench.compile --collective alltoall --expr "torus(8, 8)"
@@ -56,6 +57,11 @@ WALL_TARGETS = {
 FIT_OR_REFUSAL_S = 5.0                # every other runtime at N = 1024: its fit or its refusal
 # issue 25: `fabricplan compile FILE.xml --check` (wall s, quiet 2-core machine) -> (target, CPU s before)
 CHECK_TARGETS = {(1024, "allreduce", "executor"): (10.0, 57.5)}
+PLAN_1024 = "line(circulant(16, 1, 4), 3)"
+# --targets: the issue-25 rows, (expr, collective, runtime); every runtime's fit or refusal for both collectives
+TARGET_ROWS = ([(PLAN_1024, "allreduce", "executor"), (PLAN_1024, "allgather", "executor")]
+               + [(PLAN_1024, coll, rt) for rt in ("rccl", "legacy", "oneccl") for coll in ("allreduce", "allgather")]
+               + [("genkautz(4, 256)", "alltoall", "executor")])
 
 
 def wall_target(r: dict) -> tuple[float | None, float | None]:
@@ -235,6 +241,25 @@ def line(r: dict) -> str:
     return out
 
 
+def target_table(rows: list[dict]) -> str:
+    """The issue-25 table: per target row, the goal and the issue's figure before beside our wall and CPU
+    seconds and peak memory, and whether the row meets its wall and memory targets."""
+    head = (f"{'N':>5} {'collective':10} {'runtime':8} {'goal s':>6} {'before s':>8} {'wall s':>7} {'cpu s':>6} "
+            f"{'peak MB':>8} {'rss MB':>7} {'goal MB':>7}  {'wall':5} {'memory':6}  outcome")
+    out = ["issue 25 targets (wall on a quiet 2-core machine; 'before': the issue's figure; the schedule is built "
+           "before timing)", head, "-" * len(head)]
+    for r in rows:
+        goal, before = wall_target(r)
+        wall_ok = "-" if goal is None or r["wall_s"] != r["wall_s"] else ("meets" if r["wall_s"] <= goal else "MISS")
+        mem_ok = "meets" if r["maxrss_mb"] <= TARGET_MB else "MISS"
+        outcome = (f"fits: {r['lowering']} [{r['options']}], {r['xml_mb']:.0f} MB XML" if r["ok"]
+                   else f"refused: {r['limit']}: {r['reason'][:100]}")
+        out.append(f"{r['nodes']:>5} {r['collective']:10} {r['runtime']:8} {'-' if goal is None else f'{goal:.0f}':>6} "
+                   f"{'-' if before is None else f'{before:.1f}':>8} {r['wall_s']:7.1f} {r['cpu_s']:6.1f} "
+                   f"{r['peak_mb']:8.0f} {r['maxrss_mb']:7.0f} {TARGET_MB:7.0f}  {wall_ok:5} {mem_ok:6}  {outcome}")
+    return "\n".join(out)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--expr", action="append", help="topology expression (repeatable); default: the 16..1024 family")
@@ -246,12 +271,22 @@ def main(argv=None) -> None:
     ap.add_argument("--memory-limit-mb", type=int, default=int(TARGET_MB),
                     help="address space a compile may add (RLIMIT_AS, as in a worker); 0: no cap")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--targets", action="store_true",
+                    help="run the issue-25 target rows only and print them beside the targets (one table)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         print(json.dumps(measure(*json.loads(a.child))))
         return
     rows = []
+    if a.targets:
+        for expr, collective, runtime in TARGET_ROWS:
+            rows.append(run(expr, collective, runtime, a.check, a.memory_limit_mb or None))
+            if not a.json:
+                print(f"  {rows[-1]['nodes']} {collective} {runtime}: {rows[-1]['wall_s']:.1f} s wall", file=sys.stderr,
+                      flush=True)
+        print(json.dumps(rows, indent=1) if a.json else target_table(rows))
+        return
     if not a.json:
         print(header(), flush=True)
     for expr in a.expr or FAMILY:

@@ -130,6 +130,22 @@ def test_dependencies_in_gpu_batches_give_the_same_file(monkeypatch):
         assert whole == batched and isinstance(whole, bytes)
 
 
+def test_threads_give_the_same_file(monkeypatch):
+    """XML blocks and dependency batches on two threads (services.compiler.pool) give the one-thread file; small
+    blocks and batches so that several are in flight, and the blocks come back in order."""
+    from services.compiler import pool
+
+    assert list(pool.ordered_map(lambda x: x * x, range(9), threads=2)) == [x * x for x in range(9)]
+    built = construct_collectives("ring(6)")[Collective.ALLREDUCE]
+    monkeypatch.setattr(msccl_module, "DEP_BATCH_UNITS", 40)
+    monkeypatch.setattr(msccl_module, "XML_BLOCK_OPS", 8)
+    files = []
+    for threads in (1, 2):
+        monkeypatch.setattr(pool, "COMPILE_THREADS", threads)
+        files.append(compile_schedule(built.schedule, built.topology, runtime="executor").xml_data)
+    assert files[0] == files[1] and files[0].count(b"<gpu ") == 6
+
+
 @pytest.mark.parametrize("expr", ["torus(4, 4)", "genkautz(3, 12)", "ring(5, 2)"])
 def test_thread_block_bounds_are_exact(expr):
     """Messages.lower_bounds gives every gpu's thread blocks exactly (so a runtime's tb limit refuses a

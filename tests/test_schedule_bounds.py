@@ -30,10 +30,16 @@ def built(expr: str):
 
 def _compare(s, channels: int, instances: int) -> None:
     """Every bound at most the table's value (per gpu for arrays); tbs and the per-step maximum exact at one
-    instance; on an allgather (units at their homes, copies only) the connection bound is exact too."""
+    instance; on an allgather (units at their homes, copies only) the connection bound is exact too. The fit's
+    buffering floor (fit._check_buffering_floor): the one-channel bounds over `channels` bound those at
+    `channels` (a channel's runs split the one-channel runs; a gpu's receives and sends only grow)."""
     classes = shard_classes(s) if channels > 1 else ShardChannels.identity(s.nodes)
     pre = ScheduleBounds.of(s, classes, channels, instances)
     assert pre is not None
+    one = ScheduleBounds.of(s, ShardChannels.identity(s.nodes), 1, instances)
+    floor = -(-one.messages_per_connection_step // channels)
+    assert floor <= pre.messages_per_connection_step
+    assert (one.recv <= pre.recv).all() and (one.send <= pre.send).all()
     for combined in (True, False):
         opt = MscclOptions(channels=channels, instances=instances, mode="both", consolidate=False,
                            combined=combined, fuse=combined)
@@ -46,6 +52,7 @@ def _compare(s, channels: int, instances: int) -> None:
             assert (ours["steps_per_gpu"] <= exact["steps_per_gpu"]).all()
         assert ours["steps_per_tb"] <= exact["steps_per_tb"]
         assert ours["messages_per_connection_step"] <= exact["messages_per_connection_step"]
+        assert floor <= exact["messages_per_connection_step"]
         assert (ours["tbs_per_gpu"] <= exact["tbs_per_gpu"]).all()
         assert ours["tbs_per_channel"] <= exact["tbs_per_channel"]
         if instances == 1:

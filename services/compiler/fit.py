@@ -147,13 +147,31 @@ def check_program_limits(stats: dict, profile: RuntimeProfile, nodes: int, *, fi
                                          f"depid as int8 (max {P.max_dep_tb})", stats["max_dep_tb"], P.max_dep_tb)
 
 
-def _buffering_error(worst: int, depth: int) -> CompileError:
+def _buffering_error(worst: int, depth: int, at_least: bool = False) -> CompileError:
     """A combined program whose connections carry at most half the runtime's buffered messages per step cannot
     deadlock (a sender is then never more than a step ahead of a receiver that is itself waiting); one that
     carries more is accepted only when the simulator ran it."""
-    return CompileError(f"combined thread blocks with up to {worst} messages per connection and step rely on more "
-                        f"buffering than the runtime's {depth} messages per connection, and the program is too large "
-                        f"to simulate", limit="simulation")
+    return CompileError(f"combined thread blocks with {'at least' if at_least else 'up to'} {worst} messages per "
+                        f"connection and step rely on more buffering than the runtime's {depth} messages per "
+                        f"connection, and the program is too large to simulate", limit="simulation")
+
+
+def _check_buffering_floor(one: ScheduleBounds, channels: int, profile: RuntimeProfile, *, may_simulate: bool,
+                           proto: str, simulate_max_steps: int) -> None:
+    """Refuse combined thread blocks on `channels` channels from the one-channel schedule bounds `one`, before the
+    shard classes and the bounds at `channels` are computed: the buffering check of `_check_lower_bounds`, on
+    lower bounds of what it reads. Dealing a connection-step's units over c channels splits its runs (a run of a
+    channel's units lies inside one run of all of them, and the intervals of one step on one link are disjoint),
+    so the busiest connection-channel-step carries at least ceil(m / c) of the m messages on one channel, and a
+    gpu's receives and sends (so its steps) only grow: a program large on one channel is large on c."""
+    if channels <= 1:
+        return
+    fused_steps = np.maximum(one.recv, one.send)       # the smaller of the two per-gpu bounds (fused)
+    large = int(fused_steps.sum()) > simulate_max_steps
+    if large or not may_simulate:
+        depth, worst = profile.fifo_messages(proto), -(-one.messages_per_connection_step // channels)
+        if 2 * worst > depth:
+            raise _buffering_error(worst, depth, at_least=True)
 
 
 def _channel_counts(req: FitRequest, profile: RuntimeProfile, lanes: int) -> list[int]:
@@ -237,8 +255,19 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
             continue
         next_lowering = False
-        classes = shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes)
+        memo: list[ShardChannels] = []
+
+        def classes(low=low) -> ShardChannels:     # only candidates with shard classes on channels > 1 need them
+            if not memo:
+                memo.append(shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes))
+            return memo[0]
         bounds_at = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
+        floor_at: dict[int, ScheduleBounds | None] = {}
+
+        def floor() -> ScheduleBounds | None:       # the one-channel bounds (no shard classes needed)
+            if 1 not in floor_at:
+                floor_at[1] = bounds_at(1)
+            return floor_at[1]
         for cons in consolidations:
             dead: set[tuple[bool, bool]] = set()    # layouts more channels cannot help (their tbs only grow)
             one_channel: list[Messages] = []        # the table on one channel, dealt by message at every count
@@ -259,7 +288,13 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 tables: dict[bool, Messages] = {}   # by by_message, built on first need, shared by the layouts
                 wanted: list[int] = []              # per layout: the fewest channels that may fit its steps per tb
                 # without consolidation the schedule bounds what the class table would show (schedule_bounds)
-                pre = None if cons else bounds_at(c)
+                # computed on first need: combined tbs may be refused from the one-channel bounds before it
+                pre_at: dict[int, ScheduleBounds | None] = {}
+
+                def pre(c=c) -> ScheduleBounds | None:
+                    if c not in pre_at:
+                        pre_at[c] = bounds_at(c)
+                    return pre_at[c]
                 skip: set[tuple[bool, bool]] = set()
                 for i, (comb, by_msg) in enumerate(layouts):
                     if (comb, by_msg) in dead or (comb, by_msg) in skip:
@@ -271,10 +306,11 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                             return on_one_channel()
                         if opt.by_message not in tables:
                             tables[opt.by_message] = (on_one_channel().by_message(c) if opt.by_message else
-                                                      build_messages(low.schedule, profile, opt, classes))
+                                                      build_messages(low.schedule, profile, opt, classes()))
                         return tables[opt.by_message]
                     cheap_first = opt.fuse and any(not k[0] and k not in dead for k in layouts[i + 1:])
-                    result = _try(low, p0, opt, messages, None if by_msg else pre, schedule, profile, req,
+                    result = _try(low, p0, opt, messages, None if cons or by_msg else pre,
+                                  None if cons or not comb else floor, schedule, profile, req,
                                   simulate_fn, attempts, cheap_first)
                     if isinstance(result, Fitted):
                         return result
@@ -320,10 +356,11 @@ def _layouts(combined_ok: list[bool], channels: int) -> list[tuple[bool, bool]]:
     return out
 
 
-def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre: ScheduleBounds | None, schedule: Schedule,
+def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre, floor, schedule: Schedule,
          profile: RuntimeProfile, req: FitRequest, simulate_fn, attempts: list[Attempt], cheap_first: bool = False):
-    """One candidate: its bounds from the schedule (`pre`, when there are some), then from its message table
-    (`messages()`, built on first need), then the program, its limits and its run."""
+    """One candidate: for combined tbs the buffering floor from the one-channel schedule bounds (`floor()`), its
+    bounds from the schedule (`pre()`, when there are some), then from its message table (`messages()`, built on
+    first need), then the program, its limits and its run."""
     t0 = time.perf_counter()
     att = Attempt(p0, low.method, opt.label(), False)
     attempts.append(att)
@@ -336,8 +373,13 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre: ScheduleBounds
             _check_lower_bounds(bounds, opt, profile, schedule.nodes, may_simulate=simulate_fn is not None and
                                 req.simulate, simulate_max_steps=req.simulate_max_steps, proto=req.proto,
                                 cheap_first=cheap_first)
-        if pre is not None:
-            check(pre)
+        one = floor() if floor is not None else None
+        if one is not None and opt.combined:
+            _check_buffering_floor(one, opt.channels, profile, may_simulate=simulate_fn is not None and req.simulate,
+                                   proto=req.proto, simulate_max_steps=req.simulate_max_steps)
+        bounds = pre() if pre is not None else None
+        if bounds is not None:
+            check(bounds)
         msgs = messages()
         check(msgs)
         prog = build_program(low.schedule, profile, opt, budget=budget, messages=msgs)

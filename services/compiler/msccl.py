@@ -48,6 +48,7 @@ from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
+from .pool import ordered_map
 from .runtimes import RuntimeProfile
 from .xmltext import MSCCL as MSCCL_TEXT
 from .xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
@@ -260,10 +261,8 @@ class _Builder:
             U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
             if U.size == 0:
                 return
-        else:
-            trip = lexorder((G, W, U))
-            Ut, Wt, Gt = U[trip], W[trip], G[trip]
-            if np.any((Ut[1:] == Ut[:-1]) & (Wt[1:] == Wt[:-1]) & (Gt[1:] == Gt[:-1])):
+        else:       # sorted by (W, G, U, CH): equal (U, W, G) triples are adjacent whatever their channels
+            if np.any((U[1:] == U[:-1]) & (W[1:] == W[:-1]) & (G[1:] == G[:-1])):
                 raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
                                    f"not supported")
         SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
@@ -311,11 +310,7 @@ class _Builder:
             PB = np.full(U.size, NONE, np.int8)
             PO = np.full(U.size, -1, np.int32)
         else:
-            link = (W * self.n + U) * (1 << 20) + CH
-            ul, inv = unique_inverse(link)
-            lw = ul // (self.n << 20)
-            lrank = np.arange(ul.size) - np.searchsorted(lw, lw)
-            rank = lrank[inv]
+            rank = self._link_ranks(U, W, CH)
             o = lexorder((rank, G, W))
             first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
             first_c = np.empty(U.size, bool)
@@ -341,6 +336,17 @@ class _Builder:
         lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
         if op is Op.COPY:
             lay.final[W, G] = True
+
+    def _link_ranks(self, U, W, CH) -> np.ndarray:
+        """Per row, the rank of its link (sender, channel) among the links into its receiver, ordered by (sender,
+        channel). The rows come in link order (by sender, receiver, channel: `_step` sorts them so, and a subset
+        keeps the order), so each link is one run and only the runs' first rows are sorted."""
+        brk = np.r_[True, (U[1:] != U[:-1]) | (W[1:] != W[:-1]) | (CH[1:] != CH[:-1])]
+        firsts = np.flatnonzero(brk)
+        ul, inv_run = unique_inverse((W[firsts] * self.n + U[firsts]) * (1 << 20) + CH[firsts])   # distinct
+        lw = ul // (self.n << 20)
+        lrank = np.arange(ul.size) - np.searchsorted(lw, lw)
+        return np.repeat(lrank[inv_run], np.diff(np.r_[firsts, U.size]))
 
     def _messages(self, t, u, w, ch, rank, sb, so, db, do, pb, po, ln) -> None:
         m = u.size
@@ -490,11 +496,18 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
             tbs[key] = len(tbs)
         return tbs[key]
 
-    if not opt.combined:
-        for k in out_key.tolist():
-            tb_of_out[k] = new_tb(k >> 32, k & 0xFFFF, -1, (k >> 16) & 0xFFFF)
-        for k in in_key.tolist():
-            tb_of_in[k] = new_tb(k >> 32, -1, k & 0xFFFF, (k >> 16) & 0xFFFF)
+    if not opt.combined:         # one tb per out-connection, then one per in-connection, in key order
+        def keys_of(key, send: bool):
+            g, ch, peer = (key >> 32).tolist(), ((key >> 16) & 0xFFFF).tolist(), (key & 0xFFFF).tolist()
+            none = [-1] * key.size
+            return zip(g, peer, none, ch) if send else zip(g, none, peer, ch)
+        tbs.update(zip(keys_of(out_key, True), range(out_key.size)))
+        tbs.update(zip(keys_of(in_key, False), range(out_key.size, out_key.size + in_key.size)))
+        tb = np.full(kind.size, -1, np.int64)
+        tb[is_s] = np.searchsorted(out_key, gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
+        tb[is_r] = out_key.size + np.searchsorted(in_key, gpu[is_r] << 32 | chan[is_r] << 16
+                                                  | ops["rpeer"][is_r].astype(np.int64))
+        return tb, tbs, fuse_pairs
     else:
         m1, m2 = fuse_pairs
         wkey = (gpu[m1] << 32 | chan[m1] << 16 | ops["rpeer"][m1].astype(np.int64)) if m1.size else np.zeros(0, np.int64)
@@ -662,7 +675,8 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, layout: UnitLayout, bot
     """(op index, dep tb, dep idx) after pruning, and idx (position among ops) per op, and each tb's first op.
 
     ops must be sorted by (gpu, tb, t, phase, sub, tie). Dependencies never cross gpus, so gpus are handled in
-    batches of about DEP_BATCH_UNITS chunk accesses: memory stays bounded whatever the program's size."""
+    batches of about DEP_BATCH_UNITS chunk accesses: memory stays bounded whatever the program's size (COMPILE_THREADS
+    batches at a time, services.compiler.pool)."""
     n_ops = tb.size
     tb_start = np.searchsorted(tb, np.arange(n_tbs))
     idx = np.arange(n_ops) - tb_start[tb]
@@ -677,10 +691,11 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, layout: UnitLayout, bot
         b = int(gend[k - 1])
         cuts.append((a, b))
         a = b
-    parts = []
-    for a, b in cuts:
+    def batch(cut):
+        a, b = cut
         co, ct, ci = _dependencies_of({c: v[a:b] for c, v in ops.items()}, tb[a:b], idx[a:b], layout, both)
-        parts.append((co + a, ct, ci))
+        return co + a, ct, ci
+    parts = list(ordered_map(batch, cuts))          # batches on COMPILE_THREADS threads (services.compiler.pool)
     if not parts:
         return (np.zeros(0, np.int64),) * 3, idx, tb_start
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3)), idx, tb_start
@@ -912,8 +927,9 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     tb_send = np.zeros(n_tbs, np.int64)
     tb_recv = np.zeros(n_tbs, np.int64)
     tb_chan = np.zeros(n_tbs, np.int64)
-    for (g, snd, rcv, ch), i in tbs.items():
-        tb_gpu[i], tb_send[i], tb_recv[i], tb_chan[i] = g, snd, rcv, ch
+    if n_tbs:
+        at = np.fromiter(tbs.values(), np.int64, n_tbs)
+        tb_gpu[at], tb_send[at], tb_recv[at], tb_chan[at] = np.array(list(tbs), np.int64).reshape(n_tbs, 4).T
     # XML tb ids: per gpu sorted by (send, recv, chan), as msccl-tools numbers them
     o = lexorder((tb_chan, tb_recv, tb_send, tb_gpu))
     renum = np.empty(n_tbs, np.int64)

@@ -65,10 +65,11 @@ class ScheduleBounds:
         return cls.for_schedule(schedule, classes, instances)(channels)
 
     @classmethod
-    def for_schedule(cls, schedule: Schedule, classes: ShardChannels,
+    def for_schedule(cls, schedule: Schedule, classes: "ShardChannels | Callable[[], ShardChannels]",
                      instances: int = 1) -> "Callable[[int], ScheduleBounds | None]":
         """channels -> the bounds at that channel count; what does not depend on it is done once here (the fit
-        search asks for several counts of one lowering)."""
+        search asks for several counts of one lowering). `classes` may be a function returning them, called only
+        for more than one channel (on one, every shard's class is 0)."""
         coll = schedule.collective
         if schedule.transfers == 0 or coll is Collective.ALLTOALL:
             return lambda channels: None
@@ -92,7 +93,8 @@ class ScheduleBounds:
 
         def at(channels: int) -> ScheduleBounds:
             width = lanes * channels
-            group = ((link * width + lane * channels + classes.of(v, channels)) * (steps + 1)) + step
+            cls_of = 0 if channels == 1 else (classes() if callable(classes) else classes).of(v, channels)
+            group = ((link * width + lane * channels + cls_of) * (steps + 1)) + step
             o = lexorder((g_lo, group))
             grp, a, b, hm = group[o], g_lo[o], g_hi[o], home[o]
             same = grp[1:] == grp[:-1]

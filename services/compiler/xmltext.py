@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .pool import ordered_map
+
 __all__ = ["Fragments", "block_bounds", "fill_blocks"]
 
 
@@ -90,12 +92,14 @@ def line_bound(frag: Fragments, fixed: tuple[int, ...], ints: int) -> int:
 
 def fill_blocks(kernel, blocks, args_of):
     """Yield the text of every block as a uint8 array: args_of(a, b) -> (bound, args); kernel(buf, *args) fills
-    a buffer of `bound` bytes and returns where it stopped."""
-    for a, b in blocks:
-        bound, args = args_of(a, b)
+    a buffer of `bound` bytes and returns where it stopped. Blocks are filled on up to COMPILE_THREADS threads
+    (services.compiler.pool; the kernels release the GIL) and yielded in order."""
+    def fill(block):
+        bound, args = args_of(*block)
         buf = np.empty(bound, np.uint8)
         end = kernel(buf, *args)
-        yield buf[:end]
+        return buf[:end]
+    return ordered_map(fill, blocks)
 
 
 # ---------------------------------------------------------------------------------------------------------
