@@ -256,13 +256,14 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     units, skipped = stage_units(state, plan_id, prefix)
     deadline = unit_deadline(len({u.runtime for u in units}))
     st = get_settings()
-    advance(plan_id, "compile", 0.96, f"compiling {len(units)} XML files")
+    files = [u for u in units if not u.alias]          # an alias is a range served by its collective's file
+    advance(plan_id, "compile", 0.96, f"compiling {len(files)} XML files")
 
     def done(unit: CompileUnit, finished: int, total: int) -> None:
         advance(plan_id, "compile", 0.96 + 0.03 * finished / max(1, total),
                 f"compiled {finished} of {total} XML files ({unit.label})")
 
-    run_units([u for u in units if not u.alias], lambda u: run_unit(plan_id, u, deadline, prefix),
+    run_units(files, lambda u: run_unit(plan_id, u, deadline, prefix),
               lambda u, why: fail_unit(plan_id, u, why, prefix), processes=st.compile_processes_resolved,
               budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s, on_done=done)
     return collect(state, plan_id, units, skipped, prefix)
