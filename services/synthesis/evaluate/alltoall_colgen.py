@@ -18,7 +18,7 @@ make it converge in tens of masters rather than hundreds: the pool is seeded wit
 exponentiated-gradient steps on the lengths (the dual ascent of `alltoall._approx`; on the degraded torus
 the first master is already optimal), and pricing is done at a Wentges-smoothed point, 0.8 x the best dual
 point so far + 0.2 x the master's duals, as well as at the master's duals (the restricted master's duals are
-degenerate and oscillate). Trees unused by 3 consecutive masters leave the pool. With a free
+degenerate and oscillate). Columns unused by 3 consecutive masters leave the pool. With a free
 automorphism group H (module `alltoall`, method 2b) only one source per node orbit keeps trees and capacity
 rows are per link orbit (a tree of representative r loads the orbit O by the sum of its loads on O's links),
 which is the same reduction as `_orbit_lp` and exact for the same reason.
