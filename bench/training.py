@@ -84,10 +84,10 @@ Where we differ from the paper, and why:
   gradients. With 4-byte gradients the allreduce doubles (~630 ms at 1024 nodes) and dominates every
   topology, shrinking the iteration ratios (ShiftedRing ~5x instead of ~7x at 1024 nodes).
 - Frontier. Our (N, 4) frontier has Table 7's (T_L, T_B) points at the low-T_L end (DBJ(4, k) for Pi_{4,N},
-  line graphs of circulants for L^k(...)) and better ones at the high end; the MCF of L^3(C(16, {1, 4})) at
-  N = 1024 is the lower end of the column generation's certified bracket (at most 0.5 % wide, a real
-  routing), and de Bruijn's that of the approximation (its column generation master would be too large),
-  1-4 % below the LP optimum: both only make "ours" look worse.
+  line graphs of circulants for L^k(...)) and better ones at the high end; the MCFs of L^3(C(16, {1, 4}))
+  and DBJ(4, 5) at N = 1024 are the lower ends of the column generation's certified brackets (at most 0.5 %
+  wide, real routings; de Bruijn's with aggregated columns, its per-source master would be too large): both
+  only make "ours" look worse.
 - Lower bound. With our short compute the bound is A* + R* (all-to-all at the Moore throughput bound f*,
   which no known topology reaches: our best is 8-12 % below it, and one allreduce of all gradients at the
   RS + AG optimum); the allreduce cannot hide behind ~20-40 ms of compute. The paper's longer measured

@@ -54,6 +54,30 @@ def test_free_group_reduction_matches_the_orbit_lp():
     assert set(sol.root.tolist()) <= set(range(topo.nodes)) and sol.group.shape[0] == group.shape[0]
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(4, 12), d=st.integers(2, 3), seed=st.integers(0, 10_000), blocks=st.integers(1, 3))
+def test_aggregated_columns_match_the_lp(n, d, seed, blocks):
+    """Columns aggregating the sources into blocks (one tree per member) reach the same optimum."""
+    topo = random_topology(n, d, seed)
+    exact = alltoall_throughput(topo, method="lp")
+    sol = colgen_throughput(topo, blocks=blocks, seed_steps=4)
+    brackets(sol, exact, 1e-5)
+    assert sol.weight.size == sol.root.size and (sol.weight > 0).all()
+
+
+def test_aggregated_columns_with_a_free_group(monkeypatch):
+    """"auto" above the seeded-master limit: aggregated columns under the free group, bracket <= 0.5 %."""
+    import services.synthesis.evaluate.alltoall as a2a
+    topo = build("line(circulant(8, 1, 3))")
+    exact = alltoall_throughput(topo, method="lp-symmetric")
+    monkeypatch.setattr(a2a, "COLGEN_MAX_NONZEROS", 10)
+    options = a2a._colgen_options(topo, free_automorphism_group(topo))
+    assert options["blocks"] == a2a.COLGEN_LARGE_BLOCKS
+    auto = alltoall_throughput(topo, exact_limit=8)
+    assert auto.method == "colgen" and auto.relative_error <= a2a.BRACKET_RTOL
+    assert auto.lower <= exact.upper * (1 + 1e-9) and auto.upper >= exact.lower * (1 - 1e-9)
+
+
 def test_trees_span_and_carry_the_routing():
     topo = build("remove(torus(4, 4), 0>1)")
     sol = colgen_throughput(topo)

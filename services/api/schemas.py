@@ -420,7 +420,7 @@ class RevisionAllToAllOut(AllToAllOut):
     mcf_upper: float | None = None
     mcf_exact: bool | None = None
     mcf_method: str | None = Field(default=None, description="approximate: how f was computed (lp, lp-symmetric, "
-                                   "approx)")
+                                   "colgen)")
     times_us: dict[str, RevisionAllToAllTimes] = Field(default_factory=dict, description="per all-to-all size (bytes "
                                                        "per node): the schedule's time and the MCF bound")
 
