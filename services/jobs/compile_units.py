@@ -27,7 +27,7 @@ from services.compiler.errors import CompileError
 from services.compiler.size_sets import size_windows
 
 __all__ = ["CompileUnit", "plan_units", "range_options", "is_alias", "estimate_bytes", "SET_COLLECTIVES",
-           "COMPILE_BYTES_PER_SCHEDULE_BYTE", "COMPILE_BASE_BYTES"]
+           "COMPILE_BYTES_PER_SCHEDULE_BYTE", "COMPILE_BASE_BYTES", "COMPILE_MAX_BYTES"]
 
 SET_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
 # peak bytes a compile adds: a floor plus so much per byte of the stored schedule blob. Measured (peak RSS growth
@@ -38,6 +38,10 @@ SET_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
 # 714 MiB), so the budget errs on the side of running fewer compiles at once
 COMPILE_BYTES_PER_SCHEDULE_BYTE = 40_000
 COMPILE_BASE_BYTES = 96 << 20
+# ... and at most this: the growth per blob byte keeps falling with N, and the largest compiles measured, N = 1024
+# (bench.compile --targets: 0.5-0.95 GB above the schedule, 1.0-1.6 GB process peak, for blobs of 266-571 kB
+# that the rule above puts at 10-23 GB), stay under it; without the cap every 1024-rank file ran alone
+COMPILE_MAX_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ class CompileUnit:
 def estimate_bytes(schedule_blob_bytes: int) -> int:
     """Peak bytes one compile of a schedule stored in `schedule_blob_bytes` bytes may add (see the module
     constants)."""
-    return COMPILE_BASE_BYTES + COMPILE_BYTES_PER_SCHEDULE_BYTE * int(schedule_blob_bytes)
+    return min(COMPILE_MAX_BYTES, COMPILE_BASE_BYTES + COMPILE_BYTES_PER_SCHEDULE_BYTE * int(schedule_blob_bytes))
 
 
 def range_options(options: CompileOptions, by_size: list[dict], index: int) -> CompileOptions:
