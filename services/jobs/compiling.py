@@ -259,13 +259,10 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     files = [u for u in units if not u.alias]          # an alias is a range served by its collective's file
     advance(plan_id, "compile", 0.96, f"compiling {len(files)} XML files")
 
-    def done(unit: CompileUnit, finished: int, total: int) -> None:
-        advance(plan_id, "compile", 0.96 + 0.03 * finished / max(1, total),
-                f"compiled {finished} of {total} XML files ({unit.label})")
-
     run_units(files, lambda u: run_unit(plan_id, u, deadline, prefix),
               lambda u, why: fail_unit(plan_id, u, why, prefix), processes=st.compile_processes_resolved,
-              budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s, on_done=done)
+              budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s,
+              on_done=lambda u, finished, total: _files_done(advance, plan_id, u, finished, total))
     return collect(state, plan_id, units, skipped, prefix)
 
 
@@ -281,9 +278,14 @@ def stage_compile_unit(plan_id: str, unit: CompileUnit, total: int, advance) -> 
               time_limit_s=st.compile_unit_time_limit_s)
     with session_scope(_url()) as s:
         finished = compiles.finished_count(s, plan_id, "")
-    advance(plan_id, "compile", 0.96 + 0.03 * min(finished, total) / max(1, total),
-            f"compiled {min(finished, total)} of {total} XML files ({unit.label})")
+    _files_done(advance, plan_id, unit, min(finished, total), total)
     return {"unit": unit.label}
+
+
+def _files_done(advance, plan_id: str, unit: CompileUnit, finished: int, total: int) -> None:
+    """The compile stage's progress once `finished` of its `total` files are compiled (the latest: `unit`)."""
+    advance(plan_id, "compile", 0.96 + 0.03 * finished / max(1, total),
+            f"compiled {finished} of {total} XML files ({unit.label})")
 
 
 def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[str, str], prefix: str = "") -> dict:
