@@ -292,10 +292,9 @@ def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[s
     """The state with `compiled`: runtime -> collective -> the main file's summary (with `format`) and, for a
     collective with a schedule set, `by_size`: per range its window, the range's scheduler, the file's job
     summary and `xml_schedule`, the schedule the file holds (the range's own, or the substitute of a range
-    finer than a file holds: services.jobs.range_files) with its cost; and `failed_files`, every unit that did
-    not compile, with its reason."""
+    finer than a file holds: services.jobs.range_files) with its cost. (The files that failed are derived from
+    it where they are shown: services.api.plan_access.compile_failed.)"""
     compiled: dict = {}
-    failed: list[dict] = []
     with session_scope(_url()) as s:
         for u in units:
             per = compiled.setdefault(u.runtime, {})
@@ -303,8 +302,6 @@ def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[s
                 else compiles.get(s, plan_id, prefix + u.name, u.options.key())
             summary = job_summary(job) if job is not None else {"status": "failed",
                                                                "reason": "the compile was not recorded"}
-            if summary["status"] == "failed":
-                failed.append({"runtime": u.runtime, "file": u.name, "reason": summary.get("reason")})
             if u.index is None:
                 per[u.collective] = {**summary, "format": format_of(u.runtime)}
                 continue
@@ -321,7 +318,7 @@ def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[s
         runtime, name = label.split(":", 1)
         c = name.split("@")[0]
         compiled.setdefault(runtime, {}).setdefault(c, {}).setdefault("by_size_skipped", {})[name] = why
-    return {**state, "compiled": compiled, "failed_files": failed}
+    return {**state, "compiled": compiled}
 
 
 def _xml_schedule(row: dict, meta: dict) -> dict:
