@@ -13,8 +13,9 @@
   and per collective a schedule set by size (services.jobs.size_sets: "rev{n}:schedule:allreduce@0", ...).
   When the workload has an all-to-all, the degraded topology's all-to-all as the plan builds it (services.jobs.
   alltoall_build: the time-stepped LP schedule, model-checked, stored as "rev{n}:schedule:alltoall" with its
-  loads); when that LP is beyond the library's limits, the LP (3) throughput bracket plan selection prices an
-  all-to-all with, charged at its lower end (`alltoall.status` "approximate", no schedule).
+  loads; past the LP's limit, the pipelined tree routing of LP (3) by column generation); when both are beyond
+  the library's limits, the LP (3) throughput bracket plan selection prices an all-to-all with, charged at its
+  lower end (`alltoall.status` "approximate", no schedule).
 - **compile**: the plan's compile stage (services.jobs.compiling) on the revision's schedules.
 - **finish**: predicted times per collective and size (from the sets), the workload time, and the cost of the failure
   against revision 0 and against the naive fallback, the all-to-all's per size (services.jobs.revision_cost).
@@ -205,7 +206,7 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
 
 def _alltoall(g, link: LinkModel, sizes: list[int]) -> tuple[dict, tuple | None]:
     """(the revision's `alltoall` result, (schedule npz, loads npz, artifact summary) or None) on the degraded
-    topology g: the verified schedule, or the throughput bracket when its LP is beyond the library's limits,
+    topology g: the verified schedule, or the throughput bracket when it is beyond the library's limits,
     or a refusal (the task's time or memory limit) recorded with its reason."""
     try:
         built, report = build_checked(g, alltoall_schedule)
