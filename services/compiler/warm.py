@@ -1,8 +1,9 @@
 """Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis
 library's kernels (services.synthesis.bfb.warm), then the compiler's dependency pass
 (services.compiler.dep_kernels) and XML text writers (services.compiler.xmltext), by compiling one tiny
-allreduce for an MSCCL runtime and for oneCCL, and the checker's byte scanner and rules
-(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file.
+allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
+(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, and the deadlock proof
+(services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps).
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from services.synthesis.bfb.warm import warm as warm_synthesis
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 
 from .api import check_xml, compile_schedule
+from .deadlock_kernels import edges
 
 __all__ = ["warm"]
 
@@ -26,7 +30,11 @@ def warm() -> float:
     t0 = time.perf_counter()
     warm_synthesis()
     built = construct_collectives("ring(4)")[Collective.ALLREDUCE]
-    check_xml(compile_schedule(built.schedule, built.topology, runtime="executor").xml.encode("ascii"))
+    xml = compile_schedule(built.schedule, built.topology, runtime="executor").xml.encode("ascii")
+    check_xml(xml)
+    check_xml(xml, simulate_max_steps=0)
+    i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+    edges(i64, i64, np.zeros(1, np.int32), i32, i32, i32, i64, 0)
     compile_schedule(built.schedule, built.topology, runtime="oneccl")
     return time.perf_counter() - t0
 
