@@ -18,8 +18,9 @@ before step b" has no cycle: an acyclic graph is executed in any topological ord
 each wait for another. Compiled kernels (services.compiler.deadlock_kernels) find the waits in one sweep over
 the steps and run the thread blocks on them, linear in steps and waits, so the test decides programs far too
 large for the simulator (whose vector clocks are quadratic in thread blocks): 2 M steps in about 0.2 s; a cycle
-found is named from the graph's strongly connected components (scipy.sparse.csgraph). It proves progress only; the data a
-program moves is correct by construction (services.compiler.msccl) and checked by the simulator where it runs.
+found is named from the graph's strongly connected components (scipy.sparse.csgraph). It proves progress only;
+the data a program moves is correct by construction (services.compiler.msccl) and checked by the simulator
+where it runs.
 """
 from __future__ import annotations
 

@@ -5,9 +5,10 @@ as edges (`edges`), which names the cycle (scipy's strongly connected components
 
 `runs` executes the thread blocks as the runtime would, in any order: a tb advances while the step at its
 cursor has every wait satisfied and otherwise stops at the first step it waits for (sweeps over the tbs in
-order, then a stack of tbs woken when that step completes). Every step completes iff the graph of waits has no cycle (a step completes iff everything it waits
-for does; one on or after a cycle never does), and no edge list is built: the waits of a step are read from
-per-step columns (its own and its nops' producers, the send a receive matches, the receive a send waits for).
+order, then a stack of tbs woken when that step completes). Every step completes iff the graph of waits has no
+cycle (a step completes iff everything it waits for does; one on or after a cycle never does), and no edge list
+is built: the waits of a step are read from a CSR over the steps (its own and its nops' producers, the send a
+receive matches, the receive a send waits for).
 
 Connections are properties of thread blocks (a step's sender, receiver and channel are its tb's), so the k-th
 send of a connection is found by walking its sending tbs in (connection, tb) order, their sends in row order:

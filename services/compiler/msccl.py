@@ -47,7 +47,7 @@ from .dep_kernels import dense_keys
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
+from .layout import IBUF, NONE, OBUF, SBUF, AlltoallPairs, UnitLayout, alltoall_position
 from .pool import ordered_map
 from .runtimes import RuntimeProfile
 from .xmltext import MSCCL as MSCCL_TEXT
@@ -183,7 +183,7 @@ class _Table:
 
 class _Builder:
     def __init__(self, schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
-                 classes: ShardChannels | None = None):
+                 classes: ShardChannels | None = None, pairs: AlltoallPairs | None = None):
         self.s, self.profile, self.opt = schedule, profile, opt
         self.classes = (ShardChannels.identity(schedule.nodes) if opt.channels == 1
                         else shard_classes(schedule) if classes is None else classes)
@@ -192,8 +192,9 @@ class _Builder:
         self.coll = schedule.collective
         self.maxcnt = profile.max_count - 1
         self.scratch = np.zeros(self.n, dtype=np.int64)
-        touched = alltoall_touched(schedule, self.k) if self.coll is Collective.ALLTOALL else None
-        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, touched)
+        if self.coll is Collective.ALLTOALL and pairs is None:
+            pairs = AlltoallPairs(schedule, self.k)
+        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, pairs)
         self.table = _Table()
         self.msg = 0
         self.dropped = 0
@@ -883,13 +884,15 @@ class Messages:
 
 
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
-                   classes: ShardChannels | None = None) -> Messages:
+                   classes: ShardChannels | None = None, pairs: AlltoallPairs | None = None) -> Messages:
     """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.channels;
     computed here when not given); with opt.by_message the messages of one channel are dealt over the channels
-    instead (Messages.by_message)."""
+    instead (Messages.by_message). `pairs`: an all-to-all's AlltoallPairs for opt.instances (built here when not
+    given; the fit search shares one between candidates)."""
     if opt.by_message and opt.channels > 1:
-        return build_messages(schedule, profile, replace(opt, channels=1, by_message=False)).by_message(opt.channels)
-    b = _Builder(schedule, profile, opt, classes)
+        return build_messages(schedule, profile, replace(opt, channels=1, by_message=False),
+                              pairs=pairs).by_message(opt.channels)
+    b = _Builder(schedule, profile, opt, classes, pairs)
     b.build_messages()
     ops = b.table.concat()
     b.table.parts.clear()                   # the layout keeps the builder alive through its allocator

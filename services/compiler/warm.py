@@ -2,8 +2,9 @@
 library's kernels (services.synthesis.bfb.warm), then the compiler's dependency pass
 (services.compiler.dep_kernels) and XML text writers (services.compiler.xmltext), by compiling one tiny
 allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
-(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, and the deadlock proof
-(services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps).
+(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, the deadlock proof
+(services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps), and the
+all-to-all pair index (services.compiler.layout.AlltoallPairs) on one transfer of two ranks.
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
@@ -12,6 +13,7 @@ parallel section.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from services.synthesis.search.construct import construct_collectives
 
 from .api import check_xml, compile_schedule
 from .deadlock_kernels import edges
+from .layout import AlltoallPairs
 
 __all__ = ["warm"]
 
@@ -35,6 +38,10 @@ def warm() -> float:
     check_xml(xml, simulate_max_steps=0)
     i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
     edges(i64, i64, np.zeros(1, np.int32), i32, i32, i32, i64, 0)
+    one = np.ones(1, np.int64)
+    pairs = AlltoallPairs(SimpleNamespace(nodes=2, grid=2, lo=one, hi=2 * one, source=0 * one, receiver=one))
+    pairs.slots(one, 2 * one + 1)
+    pairs.triples(one, 0 * one, one)
     compile_schedule(built.schedule, built.topology, runtime="oneccl")
     return time.perf_counter() - t0
 
