@@ -75,6 +75,7 @@ def _slots(pair_start, tri_d, valid_bits, W, G, n, P, B):
         sP += 1
     while (1 << sB) < B:
         sB += 1
+    last_pair, last_d, t = -1, -1, -1
     for i in range(W.size):
         g = G[i]
         if shift:
@@ -83,7 +84,9 @@ def _slots(pair_start, tri_d, valid_bits, W, G, n, P, B):
         else:
             v, pos = g // P, g % P
             d, x = pos // B, pos % B
-        t = _triple(pair_start, tri_d, W[i] * n + v, d)
+        pair = W[i] * n + v
+        if pair != last_pair or d != last_d:        # queries sorted by (rank, unit) stay in a triple for a while
+            last_pair, last_d, t = pair, d, _triple(pair_start, tri_d, pair, d)
         if t < 0:
             return out, i
         slot = t * B + x
@@ -94,12 +97,41 @@ def _slots(pair_start, tri_d, valid_bits, W, G, n, P, B):
 
 
 @njit(cache=True, nogil=True)
-def _triples(pair_start, tri_d, w, v, d, n):
-    """Index of each triple (w, v, d) (-1: absent)."""
+def _relay_triples(pair_start, tri_d, w, g, n, P, B):
+    """(per pair (w, g): the triple of a relay's unit, -1 at its block's node; which triples occur; the first
+    relay pair whose triple is absent or -1)."""
     out = np.empty(w.size, np.int64)
+    used = np.zeros(tri_d.size, np.bool_)
+    last_pair, last_d, t = -1, -1, -1
     for i in range(w.size):
-        out[i] = _triple(pair_start, tri_d, w[i] * n + v[i], d[i])
-    return out
+        v, pos = g[i] // P, g[i] % P
+        d = pos // B
+        if w[i] == d:
+            out[i] = -1
+            continue
+        pair = w[i] * n + v
+        if pair != last_pair or d != last_d:
+            last_pair, last_d, t = pair, d, _triple(pair_start, tri_d, pair, d)
+        if t < 0:
+            return out, used, i
+        out[i] = t
+        used[t] = True
+    return out, used, -1
+
+
+@njit(cache=True, nogil=True)
+def _home_places(tri, slot_base, g, P, B):
+    """(buffer, offset) of each unit's home: the output at v*B + (position mod B), or (tri >= 0) its relay
+    slot."""
+    buf = np.empty(g.size, np.int8)
+    off = np.empty(g.size, np.int32)
+    for i in range(g.size):
+        v, pos = g[i] // P, g[i] % P
+        if tri[i] < 0:
+            buf[i], off[i] = OBUF, v * B + pos % B
+        else:
+            buf[i], off[i] = SBUF, slot_base[tri[i]] + pos % B
+    return buf, off
 
 
 class AlltoallPairs:
@@ -146,9 +178,15 @@ class AlltoallPairs:
             raise KeyError("a (rank, unit) pair outside the schedule's transfers")
         return out
 
-    def triples(self, w: np.ndarray, v: np.ndarray, d: np.ndarray) -> np.ndarray:
-        i64 = (np.ascontiguousarray(a, dtype=np.int64) for a in (w, v, d))
-        return _triples(self.pair_start, self.tri_d, *i64, self.n)
+    def relays(self, w, g) -> tuple[np.ndarray, np.ndarray]:
+        """(per pair (w, g): its triple where w relays the unit, -1 where w is its block's node; which triples
+        occur)."""
+        w = np.ascontiguousarray(np.broadcast_to(np.asarray(w, np.int64), np.shape(g)))
+        tri, used, bad = _relay_triples(self.pair_start, self.tri_d, w, np.ascontiguousarray(g, dtype=np.int64),
+                                        self.n, self.P, self.B)
+        if bad >= 0:
+            raise KeyError("a (rank, unit) pair outside the schedule's transfers")
+        return tri, used
 
 
 class _PairIndex:
@@ -279,24 +317,12 @@ class UnitLayout:
     def _alltoall_home(self, w: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Block d's node: its output at v*B + (position mod B); a relay: its (source, block) slot, allocated
         in the order of the triples (rank, source, block) when first used."""
-        P, B = self.P, self.B
-        v, pos = g // P, g % P
-        d = pos // B
-        buf = np.where(w == d, OBUF, SBUF).astype(np.int8)
-        off = v * B + pos % B
-        relay = np.flatnonzero(w != d)
-        if relay.size:
-            tri = self.pairs.triples(w[relay], v[relay], d[relay])
-            if (tri < 0).any():
-                raise KeyError("a (rank, unit) pair outside the schedule's transfers")
-            used = np.zeros(self.slot_base.size, bool)
-            used[tri] = True
-            new = np.flatnonzero(used & (self.slot_base < 0))
-            if new.size:
-                rank = (np.searchsorted(self.pairs.pair_start, new, side="right") - 1) // self.n
-                self.slot_base[new] = self.alloc(rank, np.full(new.size, B))
-            off[relay] = self.slot_base[tri] + pos[relay] % B
-        return buf, off.astype(np.int32)
+        tri, used = self.pairs.relays(w, g)
+        new = np.flatnonzero(used & (self.slot_base < 0))
+        if new.size:
+            rank = (np.searchsorted(self.pairs.pair_start, new, side="right") - 1) // self.n
+            self.slot_base[new] = self.alloc(rank, np.full(new.size, self.B))
+        return _home_places(tri, self.slot_base, np.ascontiguousarray(g, dtype=np.int64), self.P, self.B)
 
     def acc(self, w: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Accumulator for the partial sums of units g at gpus w (scratch allocated on first use)."""

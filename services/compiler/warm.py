@@ -4,7 +4,7 @@ library's kernels (services.synthesis.bfb.warm), then the compiler's dependency 
 allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
 (services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, the deadlock proof
 (services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps), and the
-all-to-all pair index (services.compiler.layout.AlltoallPairs) on one transfer of two ranks.
+all-to-all pair index (services.compiler.layout.AlltoallPairs) and homes on one transfer of two ranks.
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
@@ -23,7 +23,7 @@ from services.synthesis.search.construct import construct_collectives
 
 from .api import check_xml, compile_schedule
 from .deadlock_kernels import edges
-from .layout import AlltoallPairs
+from .layout import AlltoallPairs, UnitLayout
 
 __all__ = ["warm"]
 
@@ -40,8 +40,7 @@ def warm() -> float:
     edges(i64, i64, np.zeros(1, np.int32), i32, i32, i32, i64, 0)
     one = np.ones(1, np.int64)
     pairs = AlltoallPairs(SimpleNamespace(nodes=2, grid=2, lo=one, hi=2 * one, source=0 * one, receiver=one))
-    pairs.slots(one, 2 * one + 1)
-    pairs.triples(one, 0 * one, one)
+    UnitLayout(Collective.ALLTOALL, 2, 2, False, lambda g, s: np.zeros(len(g), np.int32), pairs).home(one, 0 * one + 1)
     compile_schedule(built.schedule, built.topology, runtime="oneccl")
     return time.perf_counter() - t0
 
