@@ -19,7 +19,7 @@ j of chunk x lies in its block at d*B + j*(grid/N) + x mod (grid/N), so a block 
 g = v*P + position of source v's buffer. Its home is the output of its block's node d at v*B + (position
 mod B); a relay keeps what it forwards in a scratch slot of B units per (source, block), allocated on first
 use. Every rank relays only some units, so the location tables hold the (rank, unit) pairs the schedule
-touches (`touched`) instead of all N x N*P. Out of place only.
+touches (AlltoallPairs, one per schedule and instances) instead of all N x N*P. Out of place only.
 """
 from __future__ import annotations
 
