@@ -68,10 +68,10 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
     r_key = (_i64(prog.tb_recv) * n + t_gpu) * 65536 + t_chan
     ids = np.arange(t_gpu.size)
     ptr, nop_tb, nop_pos = prog.nop_deps
-    dep_tb = _i64(prog.dep_first[:, 0])
+    dep_first = _i64(prog.dep_first)
     status, row, dep_start, dep, s_rows, r_rows = waits(
         tb, np.ascontiguousarray(kind, dtype=np.int8), t_gpu, _i64(gstart), _i64(prog.xml_pos),
-        np.ascontiguousarray(prog.hasdep, dtype=np.int8), dep_tb, _i64(prog.dep_first[:, 1]),
+        np.ascontiguousarray(prog.hasdep, dtype=np.int8), dep_first,
         _i64(ptr), _i64(nop_tb), _i64(nop_pos), _SENDS, _RECEIVES, lexorder((ids, s_key)), s_key,
         lexorder((ids, r_key)), r_key)
     if status == UNPUBLISHED:
@@ -88,7 +88,7 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
                                    f"{sends.get(bad, 0)} sends and {receives.get(bad, 0)} receives", gpu=u)
     if runs(tb, t_gpu.size, dep_start, dep, s_rows, r_rows, s_key, int(fifo)):
         return None
-    a, b = edges(tb, dep_tb, dep_start, dep, s_rows, r_rows, s_key, int(fifo))
+    a, b = edges(tb, dep_first, dep_start, dep, s_rows, r_rows, s_key, int(fifo))
     loop = np.flatnonzero(a == b)
     if loop.size:
         g, t, p, k = _where(prog, int(a[loop[0]]))

@@ -70,7 +70,7 @@ def _producer(target, rp, pub_start, pub, pub_pos):
 
 
 @njit(cache=True, nogil=True)
-def waits(tb, kind, tb_gpu, gstart, xml_pos, hasdep, dep_tb, dep_pos, nop_ptr, nop_tb, nop_pos,
+def waits(tb, kind, tb_gpu, gstart, xml_pos, hasdep, dep_first, nop_ptr, nop_tb, nop_pos,
           sends, receives, s_tbs, s_key, r_tbs, r_key):
     """(status, row, dep_start, dep, s_rows, r_rows): per row the CSR of its dependency waits' producers (its own
     first, then its nops', in order), the first published step of the named tb at XML index >= the one named;
@@ -79,7 +79,7 @@ def waits(tb, kind, tb_gpu, gstart, xml_pos, hasdep, dep_tb, dep_pos, nop_ptr, n
     nops by row); MISMATCH: some connection's sends and receives differ in number; then the rest is empty.
 
     tb: per row (sorted); kind: per row, indexing the bool tables sends / receives; tb_gpu: per tb; gstart: the
-    first tb of each gpu; dep_tb, dep_pos: a row's own dependency (-1: none); nop_ptr / nop_tb / nop_pos: its
+    first tb of each gpu; dep_first: per row its own dependency (tb, XML index; -1: none); nop_ptr / nop_tb / nop_pos: its
     nops'; s_tbs / r_tbs: the tbs in (connection, tb) order of their send / receive connection, s_key / r_key
     the connection per tb."""
     n = tb.size
@@ -102,14 +102,14 @@ def waits(tb, kind, tb_gpu, gstart, xml_pos, hasdep, dep_tb, dep_pos, nop_ptr, n
             k += 1
     dep_start = np.zeros(n + 1, np.int32)
     for r in range(n):
-        dep_start[r + 1] = dep_start[r] + (dep_tb[r] >= 0) + nop_ptr[r + 1] - nop_ptr[r]
+        dep_start[r + 1] = dep_start[r] + (dep_first[r, 0] >= 0) + nop_ptr[r + 1] - nop_ptr[r]
     dep = np.empty(dep_start[n], np.int32)
     first_nop = -1
     for r in range(n):
         g0 = gstart[tb_gpu[tb[r]]]
         q = dep_start[r]
-        if dep_tb[r] >= 0:
-            p = _producer(g0 + dep_tb[r], dep_pos[r], pub_start, pub, pub_pos)
+        if dep_first[r, 0] >= 0:
+            p = _producer(g0 + dep_first[r, 0], dep_first[r, 1], pub_start, pub, pub_pos)
             if p < 0:
                 return UNPUBLISHED, r, e32, e32, e32, e32
             dep[q] = p
@@ -186,9 +186,21 @@ def _waits_by_row(tb, tb_start, dep_start, dep, s_rows, r_rows, s_key, fifo):
 def _blocker(r, w_start, w_rows, done):
     """The first step row r waits for (besides its predecessor) that has not completed; -1: none."""
     for q in range(w_start[r], w_start[r + 1]):
-        if not done[w_rows[q]]:
-            return w_rows[q]
+        x = w_rows[q]
+        if not _is_done(done, x):
+            return x
     return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_done(done, x):
+    """Bit x of `done` (a bit per step keeps the set of completed steps in cache)."""
+    return (done[x >> 3] >> (x & 7)) & 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _set_done(done, x):
+    done[x >> 3] |= np.uint8(1 << (x & 7))
 
 
 @njit(cache=True, nogil=True)
@@ -200,7 +212,7 @@ def runs(tb, n_tbs, dep_start, dep, s_rows, r_rows, s_key, fifo):
     n = tb.size
     tb_start = _rows_by_tb(tb, n_tbs)
     w_start, w_rows = _waits_by_row(tb, tb_start, dep_start, dep, s_rows, r_rows, s_key, fifo)
-    done = np.zeros(n, np.bool_)
+    done = np.zeros((n + 7) >> 3, np.uint8)
     cur = tb_start[:-1].copy()
     blocked_on = np.full(n_tbs, -1, np.int64)
     completed = 0
@@ -210,7 +222,7 @@ def runs(tb, n_tbs, dep_start, dep, s_rows, r_rows, s_key, fifo):
         swept = 0
         for t in range(n_tbs):
             x = blocked_on[t]
-            if x >= 0 and not done[x]:
+            if x >= 0 and not _is_done(done, x):
                 continue
             end = tb_start[t + 1]
             r = cur[t]
@@ -218,7 +230,7 @@ def runs(tb, n_tbs, dep_start, dep, s_rows, r_rows, s_key, fifo):
                 x = _blocker(r, w_start, w_rows, done)
                 if x >= 0:
                     break
-                done[r] = True
+                _set_done(done, r)
                 r += 1
             blocked_on[t] = x
             swept += r - cur[t]
@@ -243,7 +255,7 @@ def runs(tb, n_tbs, dep_start, dep, s_rows, r_rows, s_key, fifo):
                 park_next[t] = park[x]
                 park[x] = t
                 break
-            done[r] = True
+            _set_done(done, r)
             completed += 1
             w = park[r]
             while w >= 0:
@@ -257,7 +269,7 @@ def runs(tb, n_tbs, dep_start, dep, s_rows, r_rows, s_key, fifo):
 
 
 @njit(cache=True, nogil=True)
-def edges(tb, dep_tb, dep_start, dep, s_rows, r_rows, s_key, fifo):
+def edges(tb, dep_first, dep_start, dep, s_rows, r_rows, s_key, fifo):
     """(a, b): the waits as edges a[i] -> b[i] ("a completes before b"), grouped and ordered as services.compiler.
     deadlock lists them: program order; dependencies (own ones by row, then nops by row); the k-th receive on
     the k-th send; the k-th send on the (k - fifo)-th receive, or with fifo 0 on what the matching receive waits
@@ -276,11 +288,11 @@ def edges(tb, dep_tb, dep_start, dep, s_rows, r_rows, s_key, fifo):
             e += 1
             prev[r] = r - 1
     for r in range(n):                                      # 2. dependencies: own, then the nops'
-        if dep_tb[r] >= 0:
+        if dep_first[r, 0] >= 0:
             a[e], b[e] = dep[dep_start[r]], r
             e += 1
     for r in range(n):
-        for q in range(dep_start[r] + (dep_tb[r] >= 0), dep_start[r + 1]):
+        for q in range(dep_start[r] + (dep_first[r, 0] >= 0), dep_start[r + 1]):
             a[e], b[e] = dep[q], r
             e += 1
     for i in range(m):                                      # 3. the k-th receive waits for the k-th send
@@ -304,12 +316,12 @@ def edges(tb, dep_tb, dep_start, dep, s_rows, r_rows, s_key, fifo):
         for i in range(m):
             at[r_rows[i]] = i
         for r in range(n):
-            if dep_tb[r] >= 0 and at[r] >= 0:
+            if dep_first[r, 0] >= 0 and at[r] >= 0:
                 a[e], b[e] = dep[dep_start[r]], s_rows[at[r]]
                 e += 1
         for r in range(n):
             if at[r] >= 0:
-                for q in range(dep_start[r] + (dep_tb[r] >= 0), dep_start[r + 1]):
+                for q in range(dep_start[r] + (dep_first[r, 0] >= 0), dep_start[r + 1]):
                     a[e], b[e] = dep[q], s_rows[at[r]]
                     e += 1
     return a[:e], b[:e]

@@ -37,7 +37,7 @@ def warm() -> float:
     check_xml(xml)
     check_xml(xml, simulate_max_steps=0)
     i64, i32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
-    edges(i64, i64, np.zeros(1, np.int32), i32, i32, i32, i64, 0)
+    edges(i64, np.zeros((0, 2), np.int64), np.zeros(1, np.int32), i32, i32, i32, i64, 0)
     one = np.ones(1, np.int64)
     pairs = AlltoallPairs(SimpleNamespace(nodes=2, grid=2, lo=one, hi=2 * one, source=0 * one, receiver=one))
     UnitLayout(Collective.ALLTOALL, 2, 2, False, lambda g, s: np.zeros(len(g), np.int32), pairs).home(one, 0 * one + 1)
