@@ -10,7 +10,8 @@ candidates too (larger plans keep the construction's one range).
 A revision's comparison (`bfb.degraded`) builds BFB and the greedy scheduler at one size; the set adds the
 greedy scheduler at 4 chunks per shard and the pipelined tree packing (topologies up to
 MAX_PACKING_NODES nodes) and keeps, on every size range, the fastest verified schedule among all of them
-(`bfb.schedule_sets`; exact crossovers on the plan's uniform links). Range i of collective c is stored as the
+(`bfb.schedule_sets`; exact crossovers on the plan's uniform links; the schedules the comparison served are
+model-checked there once, not again for the set). Range i of collective c is stored as the
 artifact `<prefix>schedule:<c>@<i>` and listed as `schedules.<c>.by_size[i]` = {min_bytes, max_bytes (None
 for the last), scheduler, steps, tau, tau_exact, verified}; the revision view adds each range's `url`.
 """
@@ -38,12 +39,17 @@ def revision_sets(degraded, reference=None) -> dict[Collective, ScheduleSet]:
     """The schedule sets of a degraded topology from its comparison (`bfb.degraded.DegradedSchedules`), with
     the greedy scheduler at 4 chunks and the tree packing added on topologies up to MAX_PACKING_NODES nodes."""
     g = degraded.topology
+    phases = (Collective.ALLGATHER, Collective.REDUCESCATTER)
     built = {c: [(x.scheduler, x.schedule) for x in degraded.comparisons[c].candidates if x.schedule is not None]
-             for c in (Collective.ALLGATHER, Collective.REDUCESCATTER)}
+             for c in phases}
+    # the comparison model-checked the schedules it serves (and with verify_mode "all", every candidate): the
+    # set does not check them again
+    checked = [x.schedule for c in phases for x in degraded.comparisons[c].candidates
+               if x.verified and x.schedule is not None]
     small = g.nodes <= MAX_PACKING_NODES
     return schedule_sets(g, degraded.costs, schedulers=("greedy", "trees") if small else (),
                          greedy_chunks=(4,) if small else (), built=built, bfb_options={"workers": 1},
-                         reference=reference)
+                         reference=reference, checked=checked)
 
 
 def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, ScheduleSet]:
