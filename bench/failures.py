@@ -168,7 +168,7 @@ def part3(sizes_n: list[int], backend: str) -> None:
         try:
             server, base_url = start_service(backend, Path(tmp), run_id, procs)
             with httpx.Client(base_url=base_url, timeout=30, trust_env=False) as client:
-                wait_ready(client, server)
+                wait_ready(client, server, timeout_s=300.0)   # a loaded machine starts slowly
                 for n in sizes_n:
                     p = time_plan(client, n, run_id, 1800.0, procs)
                     if p["status"] != "done":
@@ -184,9 +184,26 @@ def part3(sizes_n: list[int], backend: str) -> None:
                               f"{b.get('compile_s') or float('nan'):>7.2f}  "
                               f"{slow or float('nan'):>8.3f}  {r['status']}: {r.get('expr') or r.get('reason')}",
                               flush=True)
+                        print(_files_line(r), flush=True)
         finally:
             for proc in reversed(procs):
                 proc.stop()
+
+
+def _files_line(rev: dict) -> str:
+    """The revision's XML files: how many, and per file its compile seconds (the compile job's own `seconds`)
+    and the schedule it holds (a range's `xml_schedule`; a range served by its collective's file is not a file)."""
+    files = []
+    for runtime, per in (rev.get("compiled") or {}).items():
+        for c, summary in per.items():
+            rows = [(c, summary, (rev.get("schedules") or {}).get(c, {}).get("scheduler"))] + [
+                (f"{c}@{x['range']}", x, (x.get("xml_schedule") or {}).get("scheduler"))
+                for x in summary.get("by_size") or [] if not x.get("same_file_as")]
+            files += [(f"{runtime}:{name}", x.get("status"), x.get("seconds") or 0.0, held) for name, x, held in rows
+                      if "status" in x]
+    cells = ", ".join(f"{name} [{held}] {secs:.1f}s" + ("" if st == "done" else f" {st}")
+                      for name, st, secs, held in files)
+    return f"{'':>5} {len(files)} files, compile s summed {sum(f[2] for f in files):.1f}: {cells}"
 
 
 def _topology_of(client, plan_id: str):
