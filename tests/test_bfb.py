@@ -203,6 +203,8 @@ def test_forked_blocks_in_a_daemonic_process_equal_serial_solve(monkeypatch):
         for k, v in serial.schedule.columns().items():
             assert np.array_equal(v, getattr(forked.schedule, k)), k
     assert calls == [3, 3]
+    bfb_allgather(topo)                                  # workers not asked for: one process, as before
+    assert calls == [3, 3]
 
 
 @pytest.mark.parametrize("expr", ["genkautz(4, 64)", "debruijn(3, 3)", "line(circulant(9, 2))", "hypercube(5)"])

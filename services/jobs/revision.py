@@ -34,6 +34,7 @@ from sqlalchemy import select
 
 from services.fabric.repair import RepairError, repatch
 from services.synthesis.bfb.degraded import degraded_schedules
+from services.synthesis.bfb.lp import default_workers
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
@@ -155,7 +156,8 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     # per orientation on two cores); a vertex-transitive plan's revision solves only the receivers the failure
     # changed
     original = build(expr)
-    out = degraded_schedules(original, [tuple(f) for f in failed], link, mean_size(req))
+    out = degraded_schedules(original, [tuple(f) for f in failed], link, mean_size(req),
+                             bfb_options={"workers": default_workers()})
     g = out.topology
     sets = size_sets.revision_sets(out, original if original.translation is not None else None)
     a2a_sizes = alltoall_sizes(req)

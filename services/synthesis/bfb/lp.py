@@ -468,7 +468,9 @@ def receiver_blocks(nodes: int, parts: int) -> list[np.ndarray]:
 
 def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: bool = True,
                   chunks: int | None = None, method: str = "auto") -> BfbResult:
-    """The optimal BFB allgather schedule of `topology` (Theorem 16), solved in parallel blocks."""
+    """The optimal BFB allgather schedule of `topology` (Theorem 16), solved in parallel blocks: `workers`
+    processes (default: the cores; in a daemonic process, which may not start a pool, one unless `workers` is
+    given, then forked children: `forked_blocks`)."""
     global _POOL_CTX
     if chunks is not None and (not isinstance(chunks, int) or chunks < 1):
         raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
@@ -478,11 +480,11 @@ def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: b
     if ctx.shortcut:
         blocks = [solve_block(ctx, np.array([0]))]
     else:
-        workers = workers or default_workers()
+        asked, workers = workers is not None, workers or default_workers()
         work = topology.nodes * ctx.diameter
-        if workers > 1 and work >= 2048 and multiprocessing.current_process().daemon:
+        if asked and workers > 1 and work >= 2048 and multiprocessing.current_process().daemon:
             # a daemonic process (a Celery prefork child, the embedded worker's job process) may not start a
-            # pool: its blocks are solved in forked children instead
+            # pool: when the caller asks for workers, its blocks are solved in forked children instead
             blocks = forked_blocks(ctx, receiver_blocks(topology.nodes, workers))
         elif workers > 1 and work >= 2048:
             _POOL_CTX = ctx
