@@ -482,11 +482,12 @@ def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: b
     else:
         asked, workers = workers is not None, workers or default_workers()
         work = topology.nodes * ctx.diameter
-        if asked and workers > 1 and work >= 2048 and multiprocessing.current_process().daemon:
+        daemonic = multiprocessing.current_process().daemon
+        if asked and workers > 1 and work >= 2048 and daemonic:
             # a daemonic process (a Celery prefork child, the embedded worker's job process) may not start a
             # pool: when the caller asks for workers, its blocks are solved in forked children instead
             blocks = forked_blocks(ctx, receiver_blocks(topology.nodes, workers))
-        elif workers > 1 and work >= 2048:
+        elif workers > 1 and work >= 2048 and not daemonic:
             _POOL_CTX = ctx
             try:
                 mp = multiprocessing.get_context("fork")
