@@ -17,7 +17,7 @@ from .conftest import poll_xml
 from .test_revisions import plan, wait_revision
 
 
-def test_revision_lists_verified_sets_and_predicts_with_them(client):
+def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     p = plan(client)
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
@@ -68,6 +68,24 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl",
                                                                         "min_bytes": 5})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "min_bytes"]
+    # while the revision compiles (put back into its compile stage, a range's job still running): its sets are
+    # served with their schedules, and the range's file is listed as pending, by its range
+    from services.store.db import session_scope
+    from services.store.models import CompileJob, PlanRevision
+
+    with session_scope(settings.sqlalchemy_url) as s:
+        row = s.query(PlanRevision).filter_by(plan_id=p["id"], number=rev["number"]).one()
+        row.status, row.stage, row.result = "running", "compile", None
+        job = s.query(CompileJob).filter_by(plan_id=p["id"], collective=f"rev{rev['number']}:allgather@{last}") \
+            .order_by(CompileJob.created_at).first()         # the stage's job (the LL file above came later)
+        job.status = "running"
+    running = client.get(r.json()["url"]).json()
+    assert running["compile_pending"] == [f"executor:allgather@{last}"]
+    assert running["compiled"]["executor"]["allgather"]["by_size"][last] == {"range": last, "status": "running"}
+    assert [x["tau_exact"] for x in running["schedules"]["allgather"]["by_size"]] == \
+        [x["tau_exact"] for x in rev["schedules"]["allgather"]["by_size"]]
+    npz = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": last, "format": "npz"})
+    assert npz.status_code == 200 and Schedule.from_bytes(npz.content).collective is Collective.ALLGATHER
 
 
 def check_set_xml(client, view: dict, g) -> None:
