@@ -143,3 +143,30 @@ def test_plan_lists_its_sets(client):
     for f in p["compiled"]["executor"]["allgather"]["by_size"]:
         if f.get("same_file_as"):                  # a one-range set of the main schedule: the main file
             assert client.get(f["url"].replace("http://testserver", "")).content == main.content
+
+
+def test_revision_sets_reuse_the_served_schedules(monkeypatch):
+    """The sets take the comparison's checked schedules as they are: an allreduce range whose phases are the
+    served allreduce's holds that very object (the same bytes as composing it again), and the revision encodes
+    each object once (`size_sets.encoder`)."""
+    from services.jobs import size_sets
+    from services.synthesis.bfb.degraded import degraded_schedules
+    from services.synthesis.schedule.ir import allreduce
+
+    g0 = build("circulant(16, 1, 4)")
+    out = degraded_schedules(g0, [(0, 1)], LinkModel.from_units(10, 100), 1 << 20)
+    sets = size_sets.revision_sets(out, g0)
+    served = out.comparisons[Collective.ALLREDUCE].chosen
+    same = [r for r in sets[Collective.ALLREDUCE].ranges if r.schedule is served.schedule]
+    assert same, "no allreduce range holds the served allreduce"
+    for r in same:
+        assert allreduce(r.phases[0].schedule, r.phases[1].schedule).to_bytes() == served.schedule.to_bytes()
+    encode = size_sets.encoder()
+    calls = []
+    real = Schedule.to_bytes
+    monkeypatch.setattr(Schedule, "to_bytes", lambda self: calls.append(id(self)) or real(self))
+    blobs = [encode(r.schedule) for ss in sets.values() for r in ss.ranges] + [encode(served.schedule)]
+    monkeypatch.undo()
+    objects = {id(r.schedule) for ss in sets.values() for r in ss.ranges} | {id(served.schedule)}
+    assert sorted(calls) == sorted(objects)
+    assert blobs[-1] == served.schedule.to_bytes()
