@@ -17,6 +17,7 @@ from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 
 from .api import check_xml, compile_schedule
+from .nccl_xml import lexical_findings
 
 __all__ = ["warm"]
 
@@ -28,6 +29,7 @@ def warm() -> float:
     built = construct_collectives("ring(4)")[Collective.ALLREDUCE]
     check_xml(compile_schedule(built.schedule, built.topology, runtime="executor").xml.encode("ascii"))
     compile_schedule(built.schedule, built.topology, runtime="oneccl")
+    lexical_findings(b"<algo/>")          # the tokenizer automaton (services.compiler.nccl_grammar)
     return time.perf_counter() - t0
 
 
