@@ -1,0 +1,83 @@
+"""Stable least-significant-digit radix sort of non-negative int64 keys (numba), the kernel behind
+services.compiler.arrays.lexorder on large inputs.
+
+LSD radix sort (Knuth, TAOCP vol. 3, 5.2.5; Cormen et al., Introduction to Algorithms, 8.3) orders the keys by
+one digit per pass, least significant first, each pass a stable counting sort: a histogram of the digit, its
+exclusive prefix sums as the buckets' first positions, and a scatter in input order. Because every pass is
+stable, the result is stably sorted by the whole key: rows with equal keys keep their input order, which is
+exactly the order np.lexsort gives.
+
+Only the bits [shift, shift + bits) of a key are sorted on; bits above them must be zero, bits below them ride
+along (lexorder puts the row index there, so one int64 array moves per pass). The bits are split into
+ceil(bits / 11) digits of equal width (at most 2^11 buckets, whose counters stay in the L1 cache); the
+histograms of all digits come from one read of the keys, and a digit that is the same in every key (one bucket
+holds them all) is skipped. With `carry` an index array moves with the keys (when the row index does not fit
+below them).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["radix_sort", "DIGIT_BITS"]
+
+DIGIT_BITS = 11
+
+
+@njit(cache=True, nogil=True)
+def _sort(keys, shift, bits, idx, carry):
+    n = keys.size
+    if bits <= 0 or n < 2:
+        return keys, idx
+    passes = (bits + DIGIT_BITS - 1) // DIGIT_BITS
+    width = (bits + passes - 1) // passes
+    radix = 1 << width
+    mask = radix - 1
+    counts = np.zeros((passes, radix), np.int64)
+    for i in range(n):
+        x = keys[i] >> shift
+        for p in range(passes):
+            counts[p, (x >> (p * width)) & mask] += 1
+    src, dst = keys, np.empty_like(keys)
+    isrc = idx
+    idst = np.empty_like(idx) if carry else idx
+    pos = np.empty(radix, np.int64)
+    for p in range(passes):
+        s = shift + p * width
+        total = 0
+        single = False
+        for d in range(radix):
+            c = counts[p, d]
+            if c == n:
+                single = True
+            pos[d] = total
+            total += c
+        if single:
+            continue
+        if carry:
+            for i in range(n):
+                x = src[i]
+                d = (x >> s) & mask
+                j = pos[d]
+                dst[j] = x
+                idst[j] = isrc[i]
+                pos[d] = j + 1
+            isrc, idst = idst, isrc
+        else:
+            for i in range(n):
+                x = src[i]
+                d = (x >> s) & mask
+                dst[pos[d]] = x
+                pos[d] += 1
+        src, dst = dst, src
+    return src, isrc
+
+
+def radix_sort(keys: np.ndarray, shift: int, bits: int, idx: np.ndarray | None = None):
+    """Stably sort non-negative int64 `keys` by their bits [shift, shift + bits) (higher bits zero). Returns the
+    sorted keys, and with `idx` also idx permuted alongside; the inputs may be overwritten."""
+    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    carry = idx is not None
+    i = np.ascontiguousarray(idx, dtype=np.int64) if carry else np.zeros(0, np.int64)
+    out, perm = _sort(keys, shift, bits, i, carry)
+    return (out, perm) if carry else out
