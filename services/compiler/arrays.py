@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .radix import radix_sort
+from .radix import pack, radix_sort, span
 
 __all__ = ["lexorder", "unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges", "run_positions", "RADIX_MIN"]
 
@@ -28,7 +28,7 @@ def lexorder(keys) -> np.ndarray:
         return np.arange(n)
     spans = []
     for c in cols:
-        lo, hi = int(c.min()), int(c.max())
+        lo, hi = span(c)
         spans.append((lo, (hi - lo).bit_length()))
     total = sum(b for _, b in spans)
     idx_bits = (n - 1).bit_length()
@@ -37,10 +37,7 @@ def lexorder(keys) -> np.ndarray:
     packed = np.zeros(n, np.int64)
     for c, (lo, bits) in zip(reversed(cols), reversed(spans)):     # primary key first, into the high bits
         if bits:
-            packed <<= bits
-            packed += c                     # the low bits are zero: adding is or-ing
-            if lo:
-                packed -= lo
+            pack(packed, c, lo, bits)
     if total + idx_bits <= 63:
         packed <<= idx_bits
         packed |= np.arange(n, dtype=np.int64)

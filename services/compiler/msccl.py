@@ -49,6 +49,7 @@ from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
 from .pool import ordered_map
+from .run_kernels import mark_breaks, run_starts
 from .runtimes import RuntimeProfile
 from .xmltext import MSCCL as MSCCL_TEXT
 from .xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
@@ -139,21 +140,18 @@ class MscclProgram:
 
 def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Split positions 0..n-1 into maximal runs where every `adv` column advances by exactly 1 and every `eq`
-    column stays constant, each at most max_len long. Returns (starts, lengths)."""
+    column stays constant, each at most max_len long. Returns (starts, lengths). The kernels:
+    services.compiler.run_kernels."""
     n = adv[0].size if adv else eq[0].size
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     brk = np.zeros(n, dtype=bool)
     brk[0] = True
     for c in adv:
-        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 1
+        mark_breaks(brk, c, 1)
     for c in eq:
-        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
-    pos = run_positions(brk)
-    brk2 = brk | (pos % max_len == 0)
-    st = np.flatnonzero(brk2)
-    lengths = np.diff(np.append(st, n))
-    return st, lengths
+        mark_breaks(brk, c, 0)
+    return run_starts(brk, max_len)
 
 
 class _Table:
@@ -262,9 +260,11 @@ class _Builder:
             if U.size == 0:
                 return
         else:       # sorted by (W, G, U, CH): equal (U, W, G) triples are adjacent whatever their channels
-            if np.any((U[1:] == U[:-1]) & (W[1:] == W[:-1]) & (G[1:] == G[:-1])):
+            same_unit = (W[1:] == W[:-1]) & (G[1:] == G[:-1])
+            if np.any(same_unit & (U[1:] == U[:-1])):
                 raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
                                    f"not supported")
+            first = np.r_[True, ~same_unit]         # each unit's first contribution (_direct)
         SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
         if np.any(SB == NONE):
             i = int(np.flatnonzero(SB == NONE)[0])
@@ -275,6 +275,8 @@ class _Builder:
         # link order (sender, receiver, channel), then the sender's layout
         order = lexorder((SO, SB, CH, W, U))
         U, W, CH, G, SB, SO, DB, DO = U[order], W[order], CH[order], G[order], SB[order], SO[order], DB[order], DO[order]
+        if op is Op.REDUCE:
+            first = first[order]
         staged_send = staged_recv = np.zeros(U.size, bool)
         if self.opt.consolidate:
             PB, PO = DB, DO
@@ -291,7 +293,10 @@ class _Builder:
             if staged_send.any():
                 SB, SO = self._gather(t, U, W, CH, SB, SO, staged_send)
         direct = np.flatnonzero(~staged_recv)
-        if direct.size:
+        if direct.size == U.size:
+            self._direct(t, op, U, W, CH, G, SB, SO, DB, DO, presorted=not staged_send.any(),
+                         first=first if op is Op.REDUCE else None)
+        elif direct.size:
             self._direct(t, op, U[direct], W[direct], CH[direct], G[direct], SB[direct], SO[direct], DB[direct],
                          DO[direct], presorted=not staged_send.any())
         staged = np.flatnonzero(staged_recv)
@@ -299,11 +304,14 @@ class _Builder:
             self._staged_receive(t, op, U[staged], W[staged], CH[staged], G[staged], SB[staged], SO[staged],
                                  DB[staged], DO[staged])
 
-    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO, presorted: bool = False) -> None:
+    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO, presorted: bool = False,
+                first: np.ndarray | None = None) -> None:
         """Messages straight into place: `r` into the home, or `rrc` (partial + message) into the accumulator.
         The links into a gpu that reduce in one step are ranked (by sender and channel): link k's reductions
         run after those of links < k, and a unit's first contribution reads the partial where it is, later ones
-        the accumulator. Every message of a connection has its link's rank."""
+        the accumulator. Every message of a connection has its link's rank. `first` (reductions, when the rows
+        are all of the step's): per row, whether it is its unit's first contribution, i.e. of the least (sender,
+        channel), which is the least rank (`_step` finds them in its sort by receiver and unit)."""
         lay = self.layout
         if op is Op.COPY:
             rank = np.zeros(U.size, np.int64)
@@ -311,10 +319,12 @@ class _Builder:
             PO = np.full(U.size, -1, np.int32)
         else:
             rank = self._link_ranks(U, W, CH)
-            o = lexorder((rank, G, W))
-            first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
-            first_c = np.empty(U.size, bool)
-            first_c[o] = first
+            if first is None:
+                o = lexorder((rank, G, W))
+                first_c = np.empty(U.size, bool)
+                first_c[o] = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
+            else:
+                first_c = first
             PB, PO = lay.locbuf[W, G].copy(), lay.locoff[W, G].copy()
             if np.any(PB[first_c] == NONE):
                 i = int(np.flatnonzero((PB == NONE) & first_c)[0])

@@ -13,15 +13,57 @@ ceil(bits / 11) digits of equal width (at most 2^11 buckets, whose counters stay
 histograms of all digits come from one read of the keys, and a digit that is the same in every key (one bucket
 holds them all) is skipped. With `carry` an index array moves with the keys (when the row index does not fit
 below them).
+
+`span` and `pack` build the packed keys from lexorder's columns, one read of a column each (numpy's min, max,
+shift, add and subtract would take five), compiled ahead for the integer and boolean column types (`KINDS`).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["radix_sort", "DIGIT_BITS"]
+__all__ = ["radix_sort", "span", "pack", "KINDS", "DIGIT_BITS"]
 
 DIGIT_BITS = 11
+KINDS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "boolean")
+_NUMPY = {"boolean": "bool"}
+
+
+@njit([f"UniTuple(int64, 2)({t}[:])" for t in KINDS], cache=True, nogil=True)
+def _span(col):
+    lo = hi = np.int64(col[0])
+    for i in range(1, col.size):
+        x = np.int64(col[i])
+        if x < lo:
+            lo = x
+        elif x > hi:
+            hi = x
+    return lo, hi
+
+
+@njit([f"void(int64[::1], {t}[:], int64, int64)" for t in KINDS], cache=True, nogil=True)
+def _pack(packed, col, lo, bits):
+    for i in range(col.size):
+        packed[i] = (packed[i] << bits) | (np.int64(col[i]) - lo)
+
+
+_COMPILED = frozenset(np.dtype(_NUMPY.get(t, t)) for t in KINDS)
+
+
+def span(col: np.ndarray) -> tuple[int, int]:
+    """(min, max) of a non-empty column."""
+    if col.dtype in _COMPILED and col.ndim == 1:
+        return _span(col)
+    return int(col.min()), int(col.max())
+
+
+def pack(packed: np.ndarray, col: np.ndarray, lo: int, bits: int) -> None:
+    """packed = packed << bits | (col - lo), in place (the values of col - lo below 2^bits)."""
+    if col.dtype in _COMPILED and col.ndim == 1:
+        _pack(packed, col, lo, bits)
+        return
+    packed <<= bits
+    packed |= col.astype(np.int64) - lo
 
 
 @njit(cache=True, nogil=True)
