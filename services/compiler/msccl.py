@@ -48,8 +48,8 @@ from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
+from .message_kernels import expand_units, mark_breaks, run_starts
 from .pool import ordered_map
-from .run_kernels import mark_breaks, run_starts
 from .runtimes import RuntimeProfile
 from .xmltext import MSCCL as MSCCL_TEXT
 from .xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
@@ -141,7 +141,7 @@ class MscclProgram:
 def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Split positions 0..n-1 into maximal runs where every `adv` column advances by exactly 1 and every `eq`
     column stays constant, each at most max_len long. Returns (starts, lengths). The kernels:
-    services.compiler.run_kernels."""
+    services.compiler.message_kernels."""
     n = adv[0].size if adv else eq[0].size
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -169,8 +169,8 @@ class _Table:
             return
         row = {}
         for c in self.COLS:
-            v = cols.get(c, -1)
-            row[c] = np.broadcast_to(np.asarray(v, dtype=self.DT.get(c, np.int32)), (n,)).copy()
+            v, dt = cols.get(c, -1), self.DT.get(c, np.int32)
+            row[c] = np.full(n, v, dt) if np.ndim(v) == 0 else np.array(np.broadcast_to(v, (n,)), dtype=dt)
         self.parts.append(row)
 
     def concat(self) -> dict:
@@ -223,6 +223,8 @@ class _Builder:
             raise CompileError(f"step {t}: a transfer over the self-loop of node {u[i]} carries no data; the "
                                f"schedule is not executable")
         ln = hi - lo
+        if self.coll is not Collective.ALLTOALL and not np.any(ln < 0):
+            return expand_units(v, u, w, lane, lo, hi, self.classes.rank, self.classes.blocks, P, P0, k, c)
         total = int(ln.sum())
         rep = np.repeat(np.arange(v.size), ln)
         x = ranges(lo, ln)
