@@ -41,7 +41,7 @@ import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
+from .arrays import isin_sorted, lexorder, lexsorted, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
 from .dep_kernels import dense_keys
 from .dep_kernels import prune as dep_prune
@@ -252,8 +252,7 @@ class _Builder:
         U, W, CH, G = self._units(t)
         if U.size == 0:
             return
-        order = lexorder((CH, U, G, W))             # by receiver and unit: duplicates and ranks are adjacent
-        U, W, CH, G = U[order], W[order], CH[order], G[order]
+        _, (CH, U, G, W) = lexsorted((CH, U, G, W))   # by receiver and unit: duplicates and ranks are adjacent
         if op is Op.COPY:
             dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
             keep = ~(dup | lay.final[W, G])
@@ -266,7 +265,7 @@ class _Builder:
             if np.any(same_unit & (U[1:] == U[:-1])):
                 raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
                                    f"not supported")
-            first = np.r_[True, ~same_unit]         # each unit's first contribution (_direct)
+            unit_first = np.r_[True, ~same_unit]         # each unit's first contribution (_direct)
         SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
         if np.any(SB == NONE):
             i = int(np.flatnonzero(SB == NONE)[0])
@@ -275,10 +274,10 @@ class _Builder:
                                f"schedule is not valid")
         DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)
         # link order (sender, receiver, channel), then the sender's layout
-        order = lexorder((SO, SB, CH, W, U))
-        U, W, CH, G, SB, SO, DB, DO = U[order], W[order], CH[order], G[order], SB[order], SO[order], DB[order], DO[order]
+        order, (SO, SB, CH, W, U) = lexsorted((SO, SB, CH, W, U))
+        G, DB, DO = G[order], DB[order], DO[order]
         if op is Op.REDUCE:
-            first = first[order]
+            unit_first = unit_first[order]
         staged_send = staged_recv = np.zeros(U.size, bool)
         if self.opt.consolidate:
             PB, PO = DB, DO
@@ -297,7 +296,7 @@ class _Builder:
         direct = np.flatnonzero(~staged_recv)
         if direct.size == U.size:
             self._direct(t, op, U, W, CH, G, SB, SO, DB, DO, presorted=not staged_send.any(),
-                         first=first if op is Op.REDUCE else None)
+                         first=unit_first if op is Op.REDUCE else None)
         elif direct.size:
             self._direct(t, op, U[direct], W[direct], CH[direct], G[direct], SB[direct], SO[direct], DB[direct],
                          DO[direct], presorted=not staged_send.any())

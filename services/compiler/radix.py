@@ -15,14 +15,16 @@ holds them all) is skipped. With `carry` an index array moves with the keys (whe
 below them).
 
 `span` and `pack` build the packed keys from lexorder's columns, one read of a column each (numpy's min, max,
-shift, add and subtract would take five), compiled ahead for the integer and boolean column types (`KINDS`).
+shift, add and subtract would take five), and `unpack` reads a column back out of sorted packed keys (one
+sequential pass where gathering the column by the order reads it at random); compiled ahead for the integer
+and boolean column types (`KINDS`).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["radix_sort", "span", "pack", "KINDS", "DIGIT_BITS"]
+__all__ = ["radix_sort", "span", "pack", "unpack", "KINDS", "DIGIT_BITS"]
 
 DIGIT_BITS = 11
 KINDS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "boolean")
@@ -45,6 +47,14 @@ def _span(col):
 def _pack(packed, col, lo, bits):
     for i in range(col.size):
         packed[i] = (packed[i] << bits) | (np.int64(col[i]) - lo)
+
+
+@njit([f"void(int64[::1], int64, int64, int64, {'uint8' if t == 'boolean' else t}[::1])" for t in KINDS],
+      cache=True, nogil=True)
+def _unpack(packed, shift, bits, lo, out):
+    mask = (np.int64(1) << bits) - 1
+    for i in range(packed.size):
+        out[i] = ((packed[i] >> shift) & mask) + lo
 
 
 _COMPILED = frozenset(np.dtype(_NUMPY.get(t, t)) for t in KINDS)
@@ -123,3 +133,13 @@ def radix_sort(keys: np.ndarray, shift: int, bits: int, idx: np.ndarray | None =
     i = np.ascontiguousarray(idx, dtype=np.int64) if carry else np.zeros(0, np.int64)
     out, perm = _sort(keys, shift, bits, i, carry)
     return (out, perm) if carry else out
+
+
+def unpack(packed: np.ndarray, shift: int, bits: int, lo: int, dtype) -> np.ndarray:
+    """The column of `dtype` packed at bits [shift, shift + bits) as value - lo (`pack`)."""
+    dtype = np.dtype(dtype)
+    if dtype not in _COMPILED:
+        return (((packed >> shift) & ((1 << bits) - 1)) + lo).astype(dtype)
+    out = np.empty(packed.size, dtype)
+    _unpack(packed, shift, bits, lo, out.view(np.uint8) if dtype == np.bool_ else out)
+    return out
