@@ -193,6 +193,7 @@ class _Builder:
         touched = alltoall_touched(schedule, self.k) if self.coll is Collective.ALLTOALL else None
         self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, touched)
         self.table = _Table()
+        self.dense = isinstance(self.layout.locbuf, np.ndarray)    # (gpu x unit) arrays, not the all-to-all's pairs
         self.msg = 0
         self.dropped = 0
         self.consolidated = 0
@@ -211,6 +212,24 @@ class _Builder:
         bases[order] = self.scratch[g] + before
         np.add.at(self.scratch, g, sz)
         return bases.astype(np.int32)
+
+    def _cells(self, W: np.ndarray, G: np.ndarray):
+        """What indexes the layout's tables at gpus W, units G: the flat positions in its dense (gpu x unit)
+        arrays (one index array instead of two for numpy to combine on every access), else the pairs."""
+        return W * self.layout.locbuf.shape[1] + G if self.dense else (W, G)
+
+    @staticmethod
+    def _of(table, cells):
+        """The entries of a layout table at `cells` (_cells)."""
+        return table[cells] if isinstance(cells, tuple) else table.reshape(-1)[cells]
+
+    @staticmethod
+    def _put(table, cells, values) -> None:
+        """Set the entries of a layout table at `cells` (_cells)."""
+        if isinstance(cells, tuple):
+            table[cells] = values
+        else:
+            table.reshape(-1)[cells] = values
 
     # ----- pass 1: messages ------------------------------------------------------------------------------
     def _units(self, t: int):
@@ -255,7 +274,7 @@ class _Builder:
         _, (CH, U, G, W) = lexsorted((CH, U, G, W))   # by receiver and unit: duplicates and ranks are adjacent
         if op is Op.COPY:
             dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
-            keep = ~(dup | lay.final[W, G])
+            keep = ~(dup | self._of(lay.final, self._cells(W, G)))
             self.dropped += int((~keep).sum())
             U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
             if U.size == 0:
@@ -266,16 +285,17 @@ class _Builder:
                 raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
                                    f"not supported")
             unit_first = np.r_[True, ~same_unit]         # each unit's first contribution (_direct)
-        SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
+        at = self._cells(U, G)
+        SB, SO = self._of(lay.locbuf, at), self._of(lay.locoff, at)
         if np.any(SB == NONE):
             i = int(np.flatnonzero(SB == NONE)[0])
             v, x = divmod(int(G[i]), self.P)
             raise CompileError(f"step {t}: gpu {U[i]} sends chunk {x}/{self.P} of shard {v} before holding it; the "
                                f"schedule is not valid")
-        DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)
         # link order (sender, receiver, channel), then the sender's layout
         order, (SO, SB, CH, W, U) = lexsorted((SO, SB, CH, W, U))
-        G, DB, DO = G[order], DB[order], DO[order]
+        G = G[order]
+        DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)   # per row, whatever the rows' order
         if op is Op.REDUCE:
             unit_first = unit_first[order]
         staged_send = staged_recv = np.zeros(U.size, bool)
@@ -326,7 +346,8 @@ class _Builder:
                 first_c[o] = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
             else:
                 first_c = first
-            PB, PO = lay.locbuf[W, G].copy(), lay.locoff[W, G].copy()
+            at = self._cells(W, G)
+            PB, PO = self._of(lay.locbuf, at), self._of(lay.locoff, at)
             if np.any(PB[first_c] == NONE):
                 i = int(np.flatnonzero((PB == NONE) & first_c)[0])
                 v, x = divmod(int(G[i]), self.P)
@@ -344,9 +365,11 @@ class _Builder:
         st, ln = runs(adv, eq, max_len=self.maxcnt)
         self._messages(t, U[st], W[st], CH[st], rank[st], SB[st], SO[st], DB[st], DO[st],
                        None if op is Op.COPY else PB[st], PO[st], ln)
-        lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
+        at = self._cells(W, G)
+        self._put(lay.locbuf, at, DB)
+        self._put(lay.locoff, at, DO)
         if op is Op.COPY:
-            lay.final[W, G] = True
+            self._put(lay.final, at, True)
 
     def _link_ranks(self, U, W, CH) -> np.ndarray:
         """Per row, the rank of its link (sender, channel) among the links into its receiver, ordered by (sender,
