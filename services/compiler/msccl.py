@@ -478,7 +478,8 @@ class _Builder:
         """Copy every result that is not where the collective wants it (e.g. an allgather's own shard)."""
         lay = self.layout
         W, G = lay.results()
-        b, o = lay.locbuf[W, G], lay.locoff[W, G]
+        at = self._cells(W, G)
+        b, o = self._of(lay.locbuf, at), self._of(lay.locoff, at)
         if held_only:
             h = b != NONE
             W, G, b, o = W[h], G[h], b[h], o[h]

@@ -36,10 +36,8 @@ def _span(col):
     lo = hi = np.int64(col[0])
     for i in range(1, col.size):
         x = np.int64(col[i])
-        if x < lo:
-            lo = x
-        elif x > hi:
-            hi = x
+        lo = min(lo, x)
+        hi = max(hi, x)
     return lo, hi
 
 
