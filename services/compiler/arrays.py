@@ -7,7 +7,8 @@ import numpy as np
 
 from .radix import pack, radix_sort, span, unpack
 
-__all__ = ["lexorder", "lexsorted", "unique", "unique_inverse", "unique_counts", "isin_sorted", "ranges", "run_positions", "RADIX_MIN"]
+__all__ = ["RADIX_MIN", "isin_sorted", "lexorder", "lexsorted", "ranges", "run_positions", "unique", "unique_counts",
+           "unique_inverse"]
 
 RADIX_MIN = 1 << 12            # rows from which lexorder radix-sorts (below, numpy's sorts are as fast)
 

@@ -155,28 +155,33 @@ def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[
 
 
 class _Table:
-    """Instruction rows appended in batches (columns as numpy arrays)."""
+    """Instruction rows appended in batches (columns as numpy arrays). A batch keeps the arrays it is given
+    (pass arrays nothing writes later) and its constant columns as scalars; `concat` writes each column once."""
 
     COLS = ("gpu", "kind", "t", "phase", "sub", "tie", "speer", "rpeer", "chan", "sbuf", "soff", "dbuf", "doff",
             "cnt", "msg")
     DT = {"kind": np.int8, "phase": np.int8, "sbuf": np.int8, "dbuf": np.int8, "tie": np.int64, "msg": np.int64}
 
     def __init__(self):
-        self.parts: list[dict] = []
+        self.parts: list[tuple[int, dict]] = []
 
     def add(self, n: int, **cols) -> None:
         if n == 0:
             return
-        row = {}
-        for c in self.COLS:
-            v, dt = cols.get(c, -1), self.DT.get(c, np.int32)
-            row[c] = np.full(n, v, dt) if np.ndim(v) == 0 else np.array(np.broadcast_to(v, (n,)), dtype=dt)
-        self.parts.append(row)
+        self.parts.append((n, {c: np.broadcast_to(np.asarray(cols.get(c, -1), dtype=self.DT.get(c, np.int32)), (n,))
+                               for c in self.COLS}))
 
     def concat(self) -> dict:
-        if not self.parts:
-            return {c: np.zeros(0, dtype=self.DT.get(c, np.int32)) for c in self.COLS}
-        return {c: np.concatenate([p[c] for p in self.parts]) for c in self.COLS}
+        total = sum(n for n, _ in self.parts)
+        out = {}
+        for c in self.COLS:
+            col = np.empty(total, dtype=self.DT.get(c, np.int32))
+            at = 0
+            for n, row in self.parts:
+                col[at:at + n] = row[c]
+                at += n
+            out[c] = col
+        return out
 
 
 class _Builder:

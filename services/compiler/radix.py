@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["radix_sort", "span", "pack", "unpack", "KINDS", "DIGIT_BITS"]
+__all__ = ["DIGIT_BITS", "KINDS", "pack", "radix_sort", "span", "unpack"]
 
 DIGIT_BITS = 11
 KINDS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "boolean")
