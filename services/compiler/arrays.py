@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .radix import pack, radix_sort, span, unpack
+from .radix import KERNEL_MIN, pack, radix_sort, span, unpack
 
 __all__ = ["RADIX_MIN", "isin_sorted", "lexorder", "lexsorted", "ranges", "run_positions", "unique", "unique_counts",
            "unique_inverse"]
 
-RADIX_MIN = 1 << 12            # rows from which lexorder radix-sorts (below, numpy's sorts are as fast)
+RADIX_MIN = KERNEL_MIN         # rows from which lexorder radix-sorts (below, numpy's sorts are as fast)
 
 
 def lexorder(keys) -> np.ndarray:

@@ -7,20 +7,18 @@ numpy takes several with temporaries:
   one and others stay constant, one read of each column (numpy's diff, compare and or take four passes and two
   temporaries per column), then one pass cutting the runs at most max_len long.
 
-`mark_breaks` is compiled ahead for the integer and boolean column types (services.compiler.radix.KINDS);
-differences are taken in int64, as msccl.runs did with numpy.
+`mark_breaks` takes the columns services.compiler.radix.takes says (numpy's diff any other); differences are
+taken in int64, as msccl.runs did with numpy. `warm` compiles every kernel here.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .radix import KINDS
+from .radix import KERNEL_MIN, KINDS, takes
 
-__all__ = ["expand_units", "mark_breaks", "run_starts"]
+__all__ = ["expand_units", "mark_breaks", "run_starts", "warm"]
 
-_NUMPY = {"boolean": "bool"}
-_COMPILED = frozenset(np.dtype(_NUMPY.get(t, t)) for t in KINDS)
 
 
 @njit(cache=True, nogil=True)
@@ -52,12 +50,12 @@ def expand_units(v, u, w, lane, lo, hi, rank: np.ndarray, blocks: bool, P: int, 
     instance j of chunk x of shard v is unit v * P + j * P0 + x on channel lane * k * c + j * c + class_c(v),
     class_c(v) = rank[v] mod c, or rank[v] * c // N with `blocks` (services.compiler.channels.ShardChannels);
     ordered by instance, then transfer, then chunk. Every hi >= lo."""
-    a = [np.ascontiguousarray(x, dtype=np.int64) for x in (v, u, w, lane, lo, hi)]
-    rank = np.ascontiguousarray(rank, dtype=np.int64)
+    a = [np.require(x, np.int64, ["C", "W"]) for x in (v, u, w, lane, lo, hi)]
+    rank = np.require(rank, np.int64, ["C", "W"])
     return _expand(*a, rank, bool(blocks), int(rank.size), int(P), int(P0), int(k), int(c))
 
 
-@njit([f"void(boolean[::1], {t}[:], int64)" for t in KINDS], cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _mark(brk, col, step):
     for i in range(1, col.size):
         if np.int64(col[i]) - np.int64(col[i - 1]) != step:
@@ -82,7 +80,7 @@ def _starts(brk, max_len):
 def mark_breaks(brk: np.ndarray, col: np.ndarray, step: int) -> None:
     """brk[i] |= col[i] - col[i - 1] != step for every i >= 1, in place (brk: contiguous bool)."""
     col = np.asarray(col)
-    if col.dtype in _COMPILED and col.ndim == 1:
+    if takes(col):
         _mark(brk, col, step)
     else:
         brk[1:] |= np.diff(col.astype(np.int64)) != step
@@ -91,5 +89,15 @@ def mark_breaks(brk: np.ndarray, col: np.ndarray, step: int) -> None:
 def run_starts(brk: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """(starts, lengths) of the runs that begin at the True entries of brk (brk[0] True), each cut into pieces
     of at most max_len rows from its start."""
-    st = _starts(brk, max_len)
+    st = _starts(np.require(brk, bool, ["C", "W"]), int(max_len))
     return st, np.diff(np.append(st, brk.size))
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel here for the types the message table passes."""
+    one = np.ones(2, np.int64)
+    expand_units(one, one, one, one, one - 1, one, np.arange(2), False, 1, 1, 1, 1)
+    brk = np.ones(KERNEL_MIN, bool)
+    for t in KINDS:
+        mark_breaks(brk, np.ones(KERNEL_MIN, t), 1)
+    run_starts(brk, 1)

@@ -16,22 +16,22 @@ below them).
 
 `span` and `pack` build the packed keys from lexorder's columns, one read of a column each (numpy's min, max,
 shift, add and subtract would take five), and `unpack` reads a column back out of sorted packed keys (one
-sequential pass where gathering the column by the order reads it at random); compiled ahead for the integer
-and boolean column types (`KINDS`).
+sequential pass where gathering the column by the order reads it at random); for the column types of `KINDS`
+(the message table's), numpy's operations for any other. `warm` compiles every kernel for them.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["DIGIT_BITS", "KINDS", "pack", "radix_sort", "span", "unpack"]
+__all__ = ["DIGIT_BITS", "KERNEL_MIN", "KINDS", "pack", "radix_sort", "span", "takes", "unpack", "warm"]
 
 DIGIT_BITS = 11
-KINDS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "boolean")
-_NUMPY = {"boolean": "bool"}
+KINDS = (np.int8, np.int32, np.int64, np.bool_)     # the column types the kernels take (others: numpy)
+KERNEL_MIN = 1 << 12    # rows from which the kernels run (below, numpy is as fast and small programs load none)
 
 
-@njit([f"UniTuple(int64, 2)({t}[:])" for t in KINDS], cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _span(col):
     lo = hi = np.int64(col[0])
     for i in range(1, col.size):
@@ -41,33 +41,40 @@ def _span(col):
     return lo, hi
 
 
-@njit([f"void(int64[::1], {t}[:], int64, int64)" for t in KINDS], cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _pack(packed, col, lo, bits):
     for i in range(col.size):
         packed[i] = (packed[i] << bits) | (np.int64(col[i]) - lo)
 
 
-@njit([f"void(int64[::1], int64, int64, int64, {'uint8' if t == 'boolean' else t}[::1])" for t in KINDS],
-      cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _unpack(packed, shift, bits, lo, out):
     mask = (np.int64(1) << bits) - 1
     for i in range(packed.size):
         out[i] = ((packed[i] >> shift) & mask) + lo
 
 
-_COMPILED = frozenset(np.dtype(_NUMPY.get(t, t)) for t in KINDS)
+_COMPILED = frozenset(np.dtype(t) for t in KINDS)
+
+
+def takes(col: np.ndarray) -> bool:
+    """Whether the kernels take `col`: at least KERNEL_MIN rows, of the types `warm` compiles them for (a
+    writeable contiguous vector of a KINDS type; numba compiles anew for any other layout or a read-only
+    array)."""
+    return (col.size >= KERNEL_MIN and col.dtype in _COMPILED and col.ndim == 1 and col.flags.c_contiguous
+            and col.flags.writeable)
 
 
 def span(col: np.ndarray) -> tuple[int, int]:
     """(min, max) of a non-empty column."""
-    if col.dtype in _COMPILED and col.ndim == 1:
+    if takes(col):
         return _span(col)
     return int(col.min()), int(col.max())
 
 
 def pack(packed: np.ndarray, col: np.ndarray, lo: int, bits: int) -> None:
     """packed = packed << bits | (col - lo), in place (the values of col - lo below 2^bits)."""
-    if col.dtype in _COMPILED and col.ndim == 1:
+    if takes(col):
         _pack(packed, col, lo, bits)
         return
     packed <<= bits
@@ -126,9 +133,9 @@ def _sort(keys, shift, bits, idx, carry):
 def radix_sort(keys: np.ndarray, shift: int, bits: int, idx: np.ndarray | None = None):
     """Stably sort non-negative int64 `keys` by their bits [shift, shift + bits) (higher bits zero). Returns the
     sorted keys, and with `idx` also idx permuted alongside; the inputs may be overwritten."""
-    keys = np.ascontiguousarray(keys, dtype=np.int64)
+    keys = np.require(keys, np.int64, ["C", "W"])
     carry = idx is not None
-    i = np.ascontiguousarray(idx, dtype=np.int64) if carry else np.zeros(0, np.int64)
+    i = np.require(idx, np.int64, ["C", "W"]) if carry else np.zeros(0, np.int64)
     out, perm = _sort(keys, shift, bits, i, carry)
     return (out, perm) if carry else out
 
@@ -136,8 +143,20 @@ def radix_sort(keys: np.ndarray, shift: int, bits: int, idx: np.ndarray | None =
 def unpack(packed: np.ndarray, shift: int, bits: int, lo: int, dtype) -> np.ndarray:
     """The column of `dtype` packed at bits [shift, shift + bits) as value - lo (`pack`)."""
     dtype = np.dtype(dtype)
-    if dtype not in _COMPILED:
+    if dtype not in _COMPILED or not takes(packed):
         return (((packed >> shift) & ((1 << bits) - 1)) + lo).astype(dtype)
     out = np.empty(packed.size, dtype)
     _unpack(packed, shift, bits, lo, out.view(np.uint8) if dtype == np.bool_ else out)
     return out
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) every kernel here for every column type of KINDS."""
+    keys = np.arange(8, dtype=np.int64)[::-1].copy()
+    radix_sort(keys.copy(), 0, 3)
+    radix_sort(keys.copy(), 0, 3, np.arange(8))
+    for t in KINDS:
+        col = np.ones(KERNEL_MIN, t)
+        packed = np.zeros(KERNEL_MIN, np.int64)
+        pack(packed, col, *span(col))
+        unpack(packed, 0, 1, 0, t)
