@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .radix import KERNEL_MIN, pack, radix_sort, span, unpack
+from .radix import KERNEL_MIN, pack, radix_sort, unpack
 
 __all__ = ["RADIX_MIN", "isin_sorted", "lexorder", "lexsorted", "ranges", "run_positions", "unique", "unique_counts",
            "unique_inverse"]
@@ -48,7 +48,7 @@ def _sort_packed(keys):
         return np.arange(n), None, cols, [], 0
     spans = []
     for c in cols:
-        lo, hi = span(c)
+        lo, hi = int(c.min()), int(c.max())
         spans.append((lo, (hi - lo).bit_length()))
     total = sum(b for _, b in spans)
     idx_bits = (n - 1).bit_length()

@@ -14,31 +14,21 @@ histograms of all digits come from one read of the keys, and a digit that is the
 holds them all) is skipped. With `carry` an index array moves with the keys (when the row index does not fit
 below them).
 
-`span` and `pack` build the packed keys from lexorder's columns, one read of a column each (numpy's min, max,
-shift, add and subtract would take five), and `unpack` reads a column back out of sorted packed keys (one
-sequential pass where gathering the column by the order reads it at random); for the column types of `KINDS`
-(the message table's), numpy's operations for any other. `warm` compiles every kernel for them.
+`pack` adds one of lexorder's columns to the packed keys in one read (numpy's shift, add and subtract take
+three passes), and `unpack` reads a column back out of sorted packed keys (one sequential pass where gathering
+the column by the order reads it at random); both for the columns `takes` says (the message table's types,
+from KERNEL_MIN rows), numpy's operations for any other. `warm` compiles every kernel for them.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["DIGIT_BITS", "KERNEL_MIN", "KINDS", "pack", "radix_sort", "span", "takes", "unpack", "warm"]
+__all__ = ["DIGIT_BITS", "KERNEL_MIN", "KINDS", "pack", "radix_sort", "takes", "unpack", "warm"]
 
 DIGIT_BITS = 11
 KINDS = (np.int8, np.int32, np.int64, np.bool_)     # the column types the kernels take (others: numpy)
 KERNEL_MIN = 1 << 12    # rows from which the kernels run (below, numpy is as fast and small programs load none)
-
-
-@njit(cache=True, nogil=True)
-def _span(col):
-    lo = hi = np.int64(col[0])
-    for i in range(1, col.size):
-        x = np.int64(col[i])
-        lo = min(lo, x)
-        hi = max(hi, x)
-    return lo, hi
 
 
 @njit(cache=True, nogil=True)
@@ -63,13 +53,6 @@ def takes(col: np.ndarray) -> bool:
     array)."""
     return (col.size >= KERNEL_MIN and col.dtype in _COMPILED and col.ndim == 1 and col.flags.c_contiguous
             and col.flags.writeable)
-
-
-def span(col: np.ndarray) -> tuple[int, int]:
-    """(min, max) of a non-empty column."""
-    if takes(col):
-        return _span(col)
-    return int(col.min()), int(col.max())
 
 
 def pack(packed: np.ndarray, col: np.ndarray, lo: int, bits: int) -> None:
@@ -158,5 +141,5 @@ def warm() -> None:
     for t in KINDS:
         col = np.ones(KERNEL_MIN, t)
         packed = np.zeros(KERNEL_MIN, np.int64)
-        pack(packed, col, *span(col))
+        pack(packed, col, 0, 1)
         unpack(packed, 0, 1, 0, t)
