@@ -1,8 +1,8 @@
 """The compiler's sort and run kernels against numpy's definitions (services.compiler.arrays, radix,
 message_kernels): lexorder and lexsorted give np.lexsort's order and the gathered columns on either side of the
 kernels' size threshold, for every key type, with ties, wide keys (index carried beside the keys, or np.lexsort
-past 63 bits), read-only and strided columns; the radix sort is stable on any bit range; runs and the unit
-expansion match the numpy formulas the message table used before them."""
+past 63 bits), read-only and strided columns; the radix sort is stable on any bit range; runs, the unit
+expansion and a copy step's first fresh units match the numpy formulas the message table used before them."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from services.compiler.arrays import RADIX_MIN, lexorder, lexsorted, ranges, run_positions
 from services.compiler.channels import ShardChannels
-from services.compiler.message_kernels import expand_units
+from services.compiler.message_kernels import expand_units, first_fresh
 from services.compiler.msccl import runs
 from services.compiler.radix import radix_sort
 
@@ -116,3 +116,16 @@ def test_expand_units_matches_numpy(seed, transfers, nodes, P0, k, c, blocks):
     assert np.array_equal(U, u[rep]) and np.array_equal(W, w[rep])
     assert np.array_equal(G, vv * P + j * P0 + x)
     assert np.array_equal(CH, lane[rep] * (k * c) + j * c + classes.of(vv, c))
+
+
+@SETTINGS
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), gpus=st.integers(1, 8), units=st.integers(1, 50))
+def test_first_fresh_matches_numpy(seed, n, gpus, units):
+    rng = np.random.default_rng(seed)
+    U, W, CH, G = rng.integers(0, gpus, n), rng.integers(0, gpus, n), rng.integers(0, 3, n), rng.integers(0, units, n)
+    o = np.lexsort((CH, U, G, W))
+    U, W, CH, G = U[o], W[o], CH[o], G[o]
+    final = rng.random((gpus, units)) < 0.3
+    keep = ~(np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])] | final[W, G])
+    for got, want in zip(first_fresh(U, W, CH, G, final), (U[keep], W[keep], CH[keep], G[keep])):
+        assert np.array_equal(got, want)

@@ -3,6 +3,8 @@ numpy takes several with temporaries:
 
 * `expand_units`: a step's transfers as units (sender, receiver, channel, unit g = v * P + j * P0 + x) for
   every instance j and chunk x of each transfer's range, in the builder's order (instance, transfer, chunk);
+* `first_fresh`: of a copy step's units sorted by (receiver, unit), the first of each (receiver, unit) whose
+  receiver does not hold that unit's final result yet (msccl._Builder._step drops the others);
 * `mark_breaks` and `run_starts` (msccl.runs): splitting rows into maximal runs where some columns advance by
   one and others stay constant, one read of each column (numpy's diff, compare and or take four passes and two
   temporaries per column), then one pass cutting the runs at most max_len long.
@@ -17,7 +19,7 @@ from numba import njit
 
 from .radix import KERNEL_MIN, KINDS, takes
 
-__all__ = ["expand_units", "mark_breaks", "run_starts", "warm"]
+__all__ = ["expand_units", "first_fresh", "mark_breaks", "run_starts", "warm"]
 
 
 
@@ -53,6 +55,28 @@ def expand_units(v, u, w, lane, lo, hi, rank: np.ndarray, blocks: bool, P: int, 
     a = [np.require(x, np.int64, ["C", "W"]) for x in (v, u, w, lane, lo, hi)]
     rank = np.require(rank, np.int64, ["C", "W"])
     return _expand(*a, rank, bool(blocks), int(rank.size), int(P), int(P0), int(k), int(c))
+
+
+@njit(cache=True, nogil=True)
+def _first_fresh(U, W, CH, G, final, units):
+    n = U.size
+    u, w, ch, g = np.empty(n, U.dtype), np.empty(n, W.dtype), np.empty(n, CH.dtype), np.empty(n, G.dtype)
+    m = 0
+    for i in range(n):
+        if i > 0 and W[i] == W[i - 1] and G[i] == G[i - 1]:
+            continue
+        if final[W[i] * units + G[i]]:
+            continue
+        u[m], w[m], ch[m], g[m] = U[i], W[i], CH[i], G[i]
+        m += 1
+    return u[:m], w[:m], ch[:m], g[:m]
+
+
+def first_fresh(U, W, CH, G, final: np.ndarray):
+    """(U, W, CH, G) of the rows (sorted so that equal (W, G) are adjacent) that are the first of their (W, G)
+    and whose final[W, G] (a (gpu x unit) bool array) is False; int64 columns."""
+    cols = [np.require(c, np.int64, ["C", "W"]) for c in (U, W, CH, G)]
+    return _first_fresh(*cols, np.require(final.reshape(-1), bool, ["C", "W"]), int(final.shape[1]))
 
 
 @njit(cache=True, nogil=True)
@@ -97,6 +121,7 @@ def warm() -> None:
     """Compile (or load from numba's cache) every kernel here for the types the message table passes."""
     one = np.ones(2, np.int64)
     expand_units(one, one, one, one, one - 1, one, np.arange(2), False, 1, 1, 1, 1)
+    first_fresh(one, one, one, one, np.zeros((2, 2), bool))
     brk = np.ones(KERNEL_MIN, bool)
     for t in KINDS:
         mark_breaks(brk, np.ones(KERNEL_MIN, t), 1)

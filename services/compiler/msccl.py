@@ -48,7 +48,7 @@ from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
 from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
-from .message_kernels import expand_units, mark_breaks, run_starts
+from .message_kernels import expand_units, first_fresh, mark_breaks, run_starts
 from .pool import ordered_map
 from .runtimes import RuntimeProfile
 from .xmltext import MSCCL as MSCCL_TEXT
@@ -277,11 +277,14 @@ class _Builder:
         if U.size == 0:
             return
         _, (CH, U, G, W) = lexsorted((CH, U, G, W))   # by receiver and unit: duplicates and ranks are adjacent
-        if op is Op.COPY:
-            dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
-            keep = ~(dup | self._of(lay.final, self._cells(W, G)))
-            self.dropped += int((~keep).sum())
-            U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
+        if op is Op.COPY:        # the first copy of each unit a receiver does not hold yet
+            n = U.size
+            if self.dense:
+                U, W, CH, G = first_fresh(U, W, CH, G, lay.final)
+            else:
+                keep = ~(np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])] | lay.final[W, G])
+                U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
+            self.dropped += n - U.size
             if U.size == 0:
                 return
         else:       # sorted by (W, G, U, CH): equal (U, W, G) triples are adjacent whatever their channels
