@@ -221,7 +221,7 @@ class _Builder:
     def _cells(self, W: np.ndarray, G: np.ndarray):
         """What indexes the layout's tables at gpus W, units G: the flat positions in its dense (gpu x unit)
         arrays (one index array instead of two for numpy to combine on every access), else the pairs."""
-        return W * self.layout.locbuf.shape[1] + G if self.dense else (W, G)
+        return W.astype(np.int64, copy=False) * self.layout.locbuf.shape[1] + G if self.dense else (W, G)
 
     @staticmethod
     def _of(table, cells):
