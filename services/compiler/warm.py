@@ -1,8 +1,9 @@
 """Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis
-library's kernels (services.synthesis.bfb.warm), then the compiler's dependency pass
-(services.compiler.dep_kernels) and XML text writers (services.compiler.xmltext), by compiling one tiny
-allreduce for an MSCCL runtime and for oneCCL, and the checker's byte scanner and rules
-(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file.
+library's kernels (services.synthesis.bfb.warm), the message table's sorts and runs (services.compiler.radix
+and message_kernels, for every column type they take, since tiny programs never reach the radix sort), then
+the compiler's dependency pass (services.compiler.dep_kernels) and XML text writers
+(services.compiler.xmltext), by compiling one tiny allreduce for an MSCCL runtime and for oneCCL, and the
+checker's byte scanner and rules (services.compiler.xmlscan, msccl_columns) by checking the MSCCL file.
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
@@ -16,6 +17,7 @@ from services.synthesis.bfb.warm import warm as warm_synthesis
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 
+from . import message_kernels, radix
 from .api import check_xml, compile_schedule
 from .nccl_xml import lexical_findings
 
@@ -26,6 +28,8 @@ def warm() -> float:
     """Compile (or load from numba's on-disk cache) every kernel on tiny inputs; returns the seconds taken."""
     t0 = time.perf_counter()
     warm_synthesis()
+    radix.warm()
+    message_kernels.warm()
     built = construct_collectives("ring(4)")[Collective.ALLREDUCE]
     check_xml(compile_schedule(built.schedule, built.topology, runtime="executor").xml.encode("ascii"))
     compile_schedule(built.schedule, built.topology, runtime="oneccl")
