@@ -32,7 +32,11 @@ def _compare(s, channels: int, instances: int) -> None:
     """Every bound at most the table's value (per gpu for arrays); tbs and the per-step maximum exact at one
     instance; on an allgather (units at their homes, copies only) the connection bound is exact too. The fit's
     buffering floor (fit._check_buffering_floor): the one-channel bounds over `channels` bound those at
-    `channels` (a channel's runs split the one-channel runs; a gpu's receives and sends only grow)."""
+    `channels` (a channel's runs split the one-channel runs; a gpu's receives and sends only grow), and so do the
+    one-channel table's exact counts (fit._table_floor), which the floor takes once that table is built."""
+    from services.compiler.fit import _table_floor
+    from services.compiler.msccl import RECEIVES, S
+
     classes = shard_classes(s) if channels > 1 else ShardChannels.identity(s.nodes)
     pre = ScheduleBounds.of(s, classes, channels, instances)
     assert pre is not None
@@ -45,6 +49,14 @@ def _compare(s, channels: int, instances: int) -> None:
                            combined=combined, fuse=combined)
         table = build_messages(s, PROFILE, opt, classes)
         exact, ours = table.lower_bounds(opt), pre.lower_bounds(opt)
+        one_table = build_messages(s, PROFILE, MscclOptions(channels=1, instances=instances, mode="both",
+                                                            consolidate=False))
+        m1, fused1 = _table_floor(one_table, opt)
+        assert one.messages_per_connection_step <= m1
+        assert -(-m1 // channels) <= exact["messages_per_connection_step"]
+        kind, gpu = table.ops["kind"], table.ops["gpu"]
+        assert fused1 <= np.maximum(np.bincount(gpu[kind == S], minlength=s.nodes),
+                                    np.bincount(gpu[RECEIVES[kind]], minlength=s.nodes)).sum()
         # the table's per-gpu steps for fused tbs subtract every possible fusion: compare with the rows then
         rows = np.bincount(table.ops["gpu"].astype(np.int64), minlength=s.nodes)
         assert (ours["steps_per_gpu"] <= rows).all()

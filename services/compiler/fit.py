@@ -43,7 +43,7 @@ from .deadlock import deadlock
 from .errors import CompileError
 from .layout import AlltoallPairs
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
-from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
+from .msccl import RECEIVES, S, Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .msccl_check import SIMULATE_MAX_STEPS, simulable
 from .runtimes import RuntimeProfile
 from .schedule_bounds import ScheduleBounds
@@ -157,20 +157,38 @@ def _buffering_error(worst: int, depth: int, at_least: bool = False) -> CompileE
                         f"connection, and the program is too large to simulate", limit="simulation")
 
 
+def _table_floor(table: Messages, opt: MscclOptions) -> tuple[int, int]:
+    """(the most messages one connection receives in one step, the sum over gpus of max(receives, sends)) of a
+    one-channel message table: on more channels the first can only split (see `_check_buffering_floor`) and the
+    second only grow. Kept with the table's other bounds."""
+    messages = table.lower_bounds(opt, per_gpu=False)["messages_per_connection_step"]   # fills table._bounds
+    c = table._bounds
+    if "fused_floor" not in c:
+        kind, gpu, n = table.ops["kind"], table.ops["gpu"], table.schedule.nodes
+        c["fused_floor"] = int(np.maximum(np.bincount(gpu[kind == S], minlength=n),
+                                          np.bincount(gpu[RECEIVES[kind]], minlength=n)).sum())
+    return messages, c["fused_floor"]
+
+
 def _check_buffering_floor(one: ScheduleBounds, channels: int, profile: RuntimeProfile, *, may_simulate: bool,
-                           proto: str, simulate_max_steps: int) -> None:
+                           proto: str, simulate_max_steps: int, table: tuple[int, int] = (0, 0)) -> None:
     """Refuse combined thread blocks on `channels` channels from the one-channel schedule bounds `one`, before the
     shard classes and the bounds at `channels` are computed: the buffering check of `_check_lower_bounds`, on
     lower bounds of what it reads. Dealing a connection-step's units over c channels splits its runs (a run of a
     channel's units lies inside one run of all of them, and the intervals of one step on one link are disjoint),
     so the busiest connection-channel-step carries at least ceil(m / c) of the m messages on one channel, and a
-    gpu's receives and sends (so its steps) only grow: a program large on one channel is large on c."""
+    gpu's receives and sends (so its steps) only grow: a program large on one channel is large on c. When the
+    one-channel message table is already built (an earlier candidate needed it), its exact counts (`table`,
+    `_table_floor`) replace the schedule's bounds, which they can only exceed: a connection-step's messages on
+    one channel are runs of units, which the schedule's intervals bound from below (a reduce step's units need
+    not lie contiguously)."""
     if channels <= 1:
         return
     fused_steps = np.maximum(one.recv, one.send)       # the smaller of the two per-gpu bounds (fused)
-    large = int(fused_steps.sum()) > simulate_max_steps
+    large = max(int(fused_steps.sum()), table[1]) > simulate_max_steps
     if large or not may_simulate:
-        depth, worst = profile.fifo_messages(proto), -(-one.messages_per_connection_step // channels)
+        m = max(one.messages_per_connection_step, table[0])
+        depth, worst = profile.fifo_messages(proto), -(-m // channels)
         if 2 * worst > depth:
             raise _buffering_error(worst, depth, at_least=True)
 
@@ -319,7 +337,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                     cheap_first = opt.fuse and any(not k[0] and k not in dead for k in layouts[i + 1:])
                     result = _try(low, p0, opt, messages, None if cons or by_msg else pre,
                                   None if cons or not comb else floor, schedule, profile, req,
-                                  simulate_fn, attempts, cheap_first)
+                                  simulate_fn, attempts, cheap_first, one_channel[0] if one_channel else None)
                     if isinstance(result, Fitted):
                         return result
                     if first_error is None or (first_error.limit == "simulation" and result.limit != "simulation"):
@@ -365,8 +383,10 @@ def _layouts(combined_ok: list[bool], channels: int) -> list[tuple[bool, bool]]:
 
 
 def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre, floor, schedule: Schedule,
-         profile: RuntimeProfile, req: FitRequest, simulate_fn, attempts: list[Attempt], cheap_first: bool = False):
-    """One candidate: for combined tbs the buffering floor from the one-channel schedule bounds (`floor()`), its
+         profile: RuntimeProfile, req: FitRequest, simulate_fn, attempts: list[Attempt], cheap_first: bool = False,
+         one_table: Messages | None = None):
+    """One candidate: for combined tbs the buffering floor from the one-channel schedule bounds (`floor()`) and
+    the one-channel table when an earlier candidate built it (`one_table`), its
     bounds from the schedule (`pre()`, when there are some), then from its message table (`messages()`, built on
     first need), then the program, its limits and its run."""
     t0 = time.perf_counter()
@@ -384,7 +404,8 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre, floor, schedul
         one = floor() if floor is not None else None
         if one is not None and opt.combined:
             _check_buffering_floor(one, opt.channels, profile, may_simulate=simulate_fn is not None and req.simulate,
-                                   proto=req.proto, simulate_max_steps=req.simulate_max_steps)
+                                   proto=req.proto, simulate_max_steps=req.simulate_max_steps,
+                                   table=(0, 0) if one_table is None else _table_floor(one_table, opt))
         bounds = pre() if pre is not None else None
         if bounds is not None:
             check(bounds)
