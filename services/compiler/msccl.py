@@ -43,7 +43,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
-from .dep_kernels import dense_keys
+from .dep_kernels import dense_keys, group_order, xml_positions
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
@@ -726,15 +726,13 @@ def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLay
 
     (src, rdst, wdst), space = dense_keys([start(_READS_SRC, "sbuf", "soff"), start(_READS_DST, "dbuf", "doff"),
                                           start(_WRITES_DST, "dbuf", "doff")], cnt)
-    t, phase, sub = (ops[c].astype(np.int64) for c in ("t", "phase", "sub"))
-    order = lexorder((sub, phase, t, gpu))              # stable: the table's order within a group
-    grp = t << 40 | phase << 36 | sub
+    order, gid = group_order(gpu, ops["t"], ops["phase"], ops["sub"])   # stable: the table's order within a group
     reads = cnt * ((src >= 0).astype(np.int64) + (rdst >= 0))
     pool = int(np.bincount(gpu, weights=reads).max()) if n else 0
     n_tbs = int(tb.max()) + 1 if n else 0
-    co, ct, ci = dep_sweep(order, grp, gpu, tb.astype(np.int64), idx.astype(np.int64), cnt, src, rdst, wdst,
-                           max(space, 1), n_tbs, max(pool, 1))
-    keep = dep_prune(co, ct, ci, n, tb.astype(np.int64), n_tbs)
+    tb, idx = tb.astype(np.int64, copy=False), idx.astype(np.int64, copy=False)
+    co, ct, ci = dep_sweep(order, gid, gpu, tb, idx, cnt, src, rdst, wdst, max(space, 1), n_tbs, max(pool, 1))
+    keep = dep_prune(co, ct, ci, n, tb, n_tbs)           # by (op, waited tb)
     return co[keep], ct[keep], ci[keep]
 
 
@@ -956,34 +954,17 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     if budget is not None:
         budget(stats)
     (d_op, d_tb, d_idx), idx, tb_start = _dependencies(ops, tb, n_tbs, lay, both)
-    # XML positions: each op is preceded by (number of its deps - 1) nops
-    n_deps = np.bincount(d_op, minlength=tb.size)
-    nops = np.maximum(n_deps - 1, 0)
-    csum = np.cumsum(nops)
-    first_of_tb = tb_start[tb]
-    before_tb = np.where(first_of_tb > 0, csum[np.maximum(first_of_tb - 1, 0)], 0)
-    xml_pos = idx + (csum - before_tb)
-    dep_row = tb_start[d_tb] + d_idx
-    hasdep = np.zeros(tb.size, np.int8)
-    hasdep[dep_row] = 1
-    dep_ref_tb = tb_local[d_tb]
-    dep_ref_pos = xml_pos[dep_row]
-    o = lexorder((dep_ref_tb, d_op))
-    d_op, dep_ref_tb, dep_ref_pos = d_op[o], dep_ref_tb[o], dep_ref_pos[o]
-    first = np.r_[True, d_op[1:] != d_op[:-1]] if d_op.size else np.zeros(0, bool)
-    dep_first = np.full((tb.size, 2), -1, np.int64)
-    dep_first[d_op[first], 0] = dep_ref_tb[first]
-    dep_first[d_op[first], 1] = dep_ref_pos[first]
-    rest = ~first                   # the other waits, one nop each, grouped by op (CSR: ptr per op)
-    nop_deps = (np.searchsorted(d_op[rest], np.arange(tb.size + 1)), dep_ref_tb[rest], dep_ref_pos[rest])
-    steps_tb = n_ops_tb + np.bincount(tb, weights=nops, minlength=n_tbs).astype(np.int64)
+    # XML positions: each op is preceded by (number of its deps - 1) nops; the first wait goes on the op
+    xml_pos, dep_first, nop_ptr, nop_tb, nop_pos, hasdep, steps_tb, max_dep_tb = xml_positions(
+        d_op, d_tb, d_idx, tb, idx, tb_start, tb_local)
+    nop_deps = (nop_ptr, nop_tb, nop_pos)
     stats["steps_per_tb"] = steps_tb
     stats["tb_local"] = tb_local
     prog = MscclProgram(n, lay.chunk_loop // n, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
                         dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, msgs.scratch,
                         msgs.messages, msgs.dropped, fused, msgs.consolidated, stats)
     prog.tb_of_op = tb
-    prog.max_dep_tb = int(dep_ref_tb.max()) if dep_ref_tb.size else -1
+    prog.max_dep_tb = int(max_dep_tb)
     return prog
 
 
