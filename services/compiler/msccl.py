@@ -476,16 +476,16 @@ def _match(w_in: np.ndarray, w_out: np.ndarray, weight: np.ndarray, same_peer: n
     return ri, ci
 
 
-def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
-    """Thread blocks of the communication instructions (and fusion candidates when combined)."""
+def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout, conns: "Connections"):
+    """Thread blocks of the communication instructions (and fusion candidates when combined); `conns`: the
+    table's connections (Messages.connections)."""
     kind, gpu, chan = ops["kind"], ops["gpu"].astype(np.int64), ops["chan"].astype(np.int64)
     is_s, is_r = kind == S, (kind == R) | (kind == RRC)
     fuse_pairs = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if opt.combined and opt.fuse:
         fuse_pairs = _fusion_candidates(ops, is_s, is_r & _last_writes(ops, layout, opt.mode == "both"))
     # per (gpu, chan): out-peers from sends, in-peers from receives
-    out_key = unique(gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
-    in_key = unique(gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64))
+    out_key, in_key = conns.out_key, conns.in_key
     tbs: dict[tuple, int] = {}
     tb_of_out: dict[int, int] = {}
     tb_of_in: dict[int, int] = {}
@@ -504,9 +504,8 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
         tbs.update(zip(keys_of(out_key, True), range(out_key.size)))
         tbs.update(zip(keys_of(in_key, False), range(out_key.size, out_key.size + in_key.size)))
         tb = np.full(kind.size, -1, np.int64)
-        tb[is_s] = np.searchsorted(out_key, gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
-        tb[is_r] = out_key.size + np.searchsorted(in_key, gpu[is_r] << 32 | chan[is_r] << 16
-                                                  | ops["rpeer"][is_r].astype(np.int64))
+        tb[conns.out_rows] = conns.out_of
+        tb[conns.in_rows] = out_key.size + conns.in_of
         return tb, tbs, fuse_pairs
     else:
         m1, m2 = fuse_pairs
@@ -542,14 +541,10 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
                 if o not in paired_out:
                     tb_of_out[gc << 16 | o] = new_tb(g, o, -1, ch)
     tb = np.full(kind.size, -1, np.int64)
-    if is_s.any():
-        keys = gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64)
-        uk, inv = unique_inverse(keys)
-        tb[is_s] = np.array([tb_of_out[k] for k in uk.tolist()], np.int64)[inv]
-    if is_r.any():
-        keys = gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64)
-        uk, inv = unique_inverse(keys)
-        tb[is_r] = np.array([tb_of_in[k] for k in uk.tolist()], np.int64)[inv]
+    if out_key.size:
+        tb[conns.out_rows] = np.array([tb_of_out[k] for k in out_key.tolist()], np.int64)[conns.out_of]
+    if in_key.size:
+        tb[conns.in_rows] = np.array([tb_of_in[k] for k in in_key.tolist()], np.int64)[conns.in_of]
     return tb, tbs, fuse_pairs
 
 
@@ -785,6 +780,20 @@ def thread_block_counts(out_conn: np.ndarray, in_conn: np.ndarray, stride: int,
 
 
 @dataclass
+class Connections:
+    """A message table's connections: the distinct (gpu << 32 | channel << 16 | peer) keys of its sends
+    (out_key, sorted) and receives (in_key), and per send row (out_rows) and receive row (in_rows) the index of
+    its connection (out_of, in_of)."""
+
+    out_key: np.ndarray
+    out_rows: np.ndarray
+    out_of: np.ndarray
+    in_key: np.ndarray
+    in_rows: np.ndarray
+    in_of: np.ndarray
+
+
+@dataclass
 class Messages:
     """Pass 1's result: the instruction rows of every gpu before thread blocks (depends on the lowering, the
     instances, channels, mode and consolidation, not on the thread-block layout)."""
@@ -825,6 +834,19 @@ class Messages:
         out["chan"] = chan.astype(ops["chan"].dtype)
         return Messages(self.schedule, out, self.layout, self.scratch, self.messages, self.dropped, self.consolidated)
 
+    def connections(self) -> Connections:
+        """The table's connections (computed once; the lower bounds and the thread blocks both use them)."""
+        c = self._bounds
+        if "conns" not in c:
+            ops = self.ops
+            kind, gpu, chan = ops["kind"], ops["gpu"].astype(np.int64), ops["chan"].astype(np.int64)
+            parts = []
+            for rows, peer in ((np.flatnonzero(kind == S), ops["speer"]), (np.flatnonzero(RECEIVES[kind]), ops["rpeer"])):
+                parts += [*unique_inverse(gpu[rows] << 32 | chan[rows] << 16 | peer[rows].astype(np.int64)), rows]
+            (ok, oi, orow), (ik, ii, irow) = parts[:3], parts[3:]
+            c["conns"] = Connections(ok, orow, oi, ik, irow, ii)
+        return c["conns"]
+
     def lower_bounds(self, opt: MscclOptions, per_gpu: bool = True) -> dict:
         """What any thread-block layout of these messages needs at least (`opt` says combined or separate tbs
         and whether fusion is on), computed without building the program (per_gpu=False leaves out
@@ -843,25 +865,24 @@ class Messages:
                         keeps every receive)
         """
         c = self._bounds
-        if not c:
+        if "rows" not in c:
             ops, n = self.ops, self.schedule.nodes
-            kind, gpu = ops["kind"], ops["gpu"].astype(np.int64)
-            chan = ops["chan"].astype(np.int64)
-            c["rows"] = np.bincount(gpu, minlength=n)
-            is_s, is_r = kind == S, RECEIVES[kind]
-            per_tb, conns = 0, []
-            for m, peer in ((is_s, ops["speer"]), (is_r, ops["rpeer"])):
-                keys, counts = unique_counts((gpu[m] << 32) | (chan[m] << 16) | peer[m].astype(np.int64))
-                per_tb = max(per_tb, int(counts.max()) if counts.size else 0)
-                conns.append(keys >> 16)                               # (gpu, channel) per connection
+            cn = self.connections()
+            c["rows"] = np.bincount(ops["gpu"], minlength=n)
+            per_tb = 0
+            for key, of in ((cn.out_key, cn.out_of), (cn.in_key, cn.in_of)):
+                per_tb = max(per_tb, int(np.bincount(of).max()) if of.size else 0)
             c["steps_per_tb"] = per_tb
-            combined, separate, c["tbs_per_channel"], has_peers = thread_block_counts(*conns, 1 << 16, n)
+            combined, separate, c["tbs_per_channel"], has_peers = thread_block_counts(
+                cn.out_key >> 16, cn.in_key >> 16, 1 << 16, n)            # (gpu, channel) per connection
             local_only = (c["rows"] > 0) & ~has_peers
             c["tbs_combined"], c["tbs_separate"] = combined + local_only, separate + local_only
-            r = np.flatnonzero(is_r)
-            step_key = (((gpu[r] << 16 | ops["rpeer"][r].astype(np.int64)) << 16 | chan[r]) << 16
-                        | ops["t"][r].astype(np.int64))
-            c["messages_per_connection_step"] = int(unique_counts(step_key)[1].max()) if r.size else 0
+            t = ops["t"][cn.in_rows].astype(np.int64)
+            span = int(t.max()) + 1 if t.size else 1
+            key = cn.in_of * span + t                                  # (connection, comm step)
+            dense = cn.in_key.size * span <= 4 * t.size + (1 << 20)
+            c["messages_per_connection_step"] = (0 if not t.size else int(np.bincount(key).max()) if dense
+                                                 else int(unique_counts(key)[1].max()))
         fused = opt.combined and opt.fuse
         tbs = c["tbs_combined"] if opt.combined else c["tbs_separate"]
         if not per_gpu:
@@ -907,7 +928,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     lay = msgs.layout
     both = opt.mode == "both"
     result_keys = None
-    tb, tbs, pairs = _assign_tbs(ops, opt, n, lay)
+    tb, tbs, pairs = _assign_tbs(ops, opt, n, lay, msgs.connections())
     rrs_pred = None
     if opt.fuse and pairs[0].size:
         W, G = lay.results()
@@ -1028,7 +1049,6 @@ def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile:
         yield f"<!-- fabricplan {header.replace('--', '- -')} -->\n".encode()
     yield f"<algo {attrs}>\n".encode()
     ops = prog.ops
-    letters = np.frombuffer(b"iosi", np.uint8)                  # IBUF, OBUF, SBUF, NONE (-1)
     i64 = np.int64
     op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).astype(i64)
     gpu_tb = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).astype(i64)
@@ -1046,9 +1066,10 @@ def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile:
         kind = ops["kind"][r0:r1]
         used_src = _READS_SRC[kind]
         used_dst = _WRITES_DST[kind] | _READS_DST[kind]
-        sb = np.where(used_src, letters[ops["sbuf"][r0:r1]], ord("i")).astype(np.uint8)
+        sbuf, dbuf = ops["sbuf"][r0:r1], ops["dbuf"][r0:r1]
+        sb = np.where(used_src & (sbuf >= 0), sbuf, IBUF).astype(i64)      # no buffer (NONE) reads as "i"
         so = np.where(used_src, ops["soff"][r0:r1], -1).astype(i64)
-        db = np.where(used_dst, letters[ops["dbuf"][r0:r1]], ord("o")).astype(np.uint8)
+        db = np.where(used_dst, np.where(dbuf >= 0, dbuf, IBUF), OBUF).astype(i64)
         do = np.where(used_dst, ops["doff"][r0:r1], -1).astype(i64)
         bound = ((b - a) * gpu_line + int(gpu_tb[b] - gpu_tb[a]) * tb_line + (r1 - r0) * step_line
                  + int(nop_ptr[r1] - nop_ptr[r0]) * nop_line)

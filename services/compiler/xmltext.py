@@ -42,6 +42,13 @@ def _put(buf, pos, frag, off, k):
 def _int(buf, pos, x):
     """Write the decimal text of integer x at pos; returns the position after it."""
     x = np.int64(x)
+    if 0 <= x < 10:                       # most fields (hasdep, cnt, small ids) take one digit
+        buf[pos] = 48 + x
+        return pos + 1
+    if x == -1:                           # depid / deps / unused offsets
+        buf[pos] = 45
+        buf[pos + 1] = 49
+        return pos + 2
     neg = x < 0
     v = -x if neg else x
     n = 1
@@ -61,12 +68,6 @@ def _int(buf, pos, x):
         if v == 0:
             break
     return pos + n
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _byte(buf, pos, c):
-    buf[pos] = c
-    return pos + 1
 
 
 def block_bounds(row_start: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:
@@ -106,13 +107,19 @@ def fill_blocks(kernel, blocks, args_of):
 # MSCCL: <gpu>, <tb> and <step> lines (services.compiler.msccl.to_xml writes the <algo> element around them)
 # ---------------------------------------------------------------------------------------------------------
 MSCCL_TYPES = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")       # msccl.TYPE_NAME, by kind
+MSCCL_BUFFERS = "ios"                 # layout.IBUF, OBUF, SBUF
 MSCCL = Fragments('  <gpu id="', '" i_chunks="', '" o_chunks="', '" s_chunks="', '">\n',
                   '    <tb id="', '" send="', '" recv="', '" chan="', '    </tb>\n', '  </gpu>\n',
                   '      <step s="',
                   '" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" depid="', '" deps="',
                   '" hasdep="0"/>\n', '" type="', '" srcbuf="', '" srcoff="', '" dstbuf="', '" dstoff="', '" cnt="',
-                  '" depid="', '" hasdep="', '"/>\n', *MSCCL_TYPES)
-_M_TYPE0 = 24
+                  '" depid="', '" hasdep="', '"/>\n',
+                  # the text between a step's s and srcoff values, by (kind, source buffer), and between its
+                  # srcoff and dstoff values, by destination buffer: one copy each instead of five
+                  *(f'" type="{t}" srcbuf="{b}" srcoff="' for t in MSCCL_TYPES for b in MSCCL_BUFFERS),
+                  *(f'" dstbuf="{b}" dstoff="' for b in MSCCL_BUFFERS))
+_M_SRC0 = 24
+_M_DST0 = _M_SRC0 + len(MSCCL_TYPES) * len(MSCCL_BUFFERS)
 
 
 @njit(cache=True, nogil=True)
@@ -120,7 +127,8 @@ def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_
                tb_chan, op_start, r0, xml_pos, kind, sbuf, soff, dbuf, doff, cnt, dep, hasdep, nop_ptr, nop_tb,
                nop_pos):
     """The lines of gpus [g0, g1). Per-op columns start at op r0 (op_start and nop_ptr hold global indices);
-    sbuf/dbuf are the buffer letters as bytes, soff/doff already -1 where the instruction does not use them;
+    sbuf/dbuf are the buffers as written (0, 1, 2: i, o, s; MSCCL_BUFFERS), soff/doff already -1 where the
+    instruction does not use them;
     dep[r] = (depid, deps); op r's nops wait on (nop_tb, nop_pos)[nop_ptr[r]:nop_ptr[r + 1]] and are numbered
     just below its own step."""
     p = 0
@@ -158,15 +166,9 @@ def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_
                     p = _put(buf, p, frag, off, 14)
                 p = _put(buf, p, frag, off, 11)
                 p = _int(buf, p, xml_pos[i])
-                p = _put(buf, p, frag, off, 15)
-                p = _put(buf, p, frag, off, _M_TYPE0 + kind[i])
-                p = _put(buf, p, frag, off, 16)
-                p = _byte(buf, p, sbuf[i])
-                p = _put(buf, p, frag, off, 17)
+                p = _put(buf, p, frag, off, _M_SRC0 + 3 * kind[i] + sbuf[i])
                 p = _int(buf, p, soff[i])
-                p = _put(buf, p, frag, off, 18)
-                p = _byte(buf, p, dbuf[i])
-                p = _put(buf, p, frag, off, 19)
+                p = _put(buf, p, frag, off, _M_DST0 + dbuf[i])
                 p = _int(buf, p, doff[i])
                 p = _put(buf, p, frag, off, 20)
                 p = _int(buf, p, cnt[i])
