@@ -1063,21 +1063,15 @@ def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile:
 
     def args(a: int, b: int):
         r0, r1 = int(gpu_op[a]), int(gpu_op[b])
-        kind = ops["kind"][r0:r1]
-        used_src = _READS_SRC[kind]
-        used_dst = _WRITES_DST[kind] | _READS_DST[kind]
-        sbuf, dbuf = ops["sbuf"][r0:r1], ops["dbuf"][r0:r1]
-        sb = np.where(used_src & (sbuf >= 0), sbuf, IBUF).astype(i64)      # no buffer (NONE) reads as "i"
-        so = np.where(used_src, ops["soff"][r0:r1], -1).astype(i64)
-        db = np.where(used_dst, np.where(dbuf >= 0, dbuf, IBUF), OBUF).astype(i64)
-        do = np.where(used_dst, ops["doff"][r0:r1], -1).astype(i64)
         bound = ((b - a) * gpu_line + int(gpu_tb[b] - gpu_tb[a]) * tb_line + (r1 - r0) * step_line
                  + int(nop_ptr[r1] - nop_ptr[r0]) * nop_line)
+        kind, sbuf, soff, dbuf, doff, cnt = (np.ascontiguousarray(ops[c][r0:r1]) for c in (
+            "kind", "sbuf", "soff", "dbuf", "doff", "cnt"))
         return bound, (MSCCL_TEXT.data, MSCCL_TEXT.off, a, b, gpu_tb, int(prog.i_chunks), int(prog.o_chunks),
-                       s_chunks, *tb_cols, op_start, r0, np.ascontiguousarray(prog.xml_pos[r0:r1], i64),
-                       kind.astype(i64), sb, so, db, do, ops["cnt"][r0:r1].astype(i64),
-                       np.ascontiguousarray(prog.dep_first[r0:r1], i64), prog.hasdep[r0:r1].astype(i64), nop_ptr,
-                       nop_tb, nop_pos)
+                       s_chunks, *tb_cols, op_start, r0, np.ascontiguousarray(prog.xml_pos[r0:r1], i64), kind, sbuf,
+                       soff, dbuf, doff, cnt, np.ascontiguousarray(prog.dep_first[r0:r1], i64),
+                       np.ascontiguousarray(prog.hasdep[r0:r1]), nop_ptr, nop_tb, nop_pos, _READS_SRC,
+                       _WRITES_DST | _READS_DST)
 
     yield from fill_blocks(msccl_gpus, block_bounds(gpu_op, XML_BLOCK_OPS), args)
     yield b"</algo>\n"
