@@ -43,6 +43,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
+from .conn_kernels import connections as connection_ids
 from .dep_kernels import dense_keys, group_order, xml_positions
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
@@ -839,10 +840,10 @@ class Messages:
         c = self._bounds
         if "conns" not in c:
             ops = self.ops
-            kind, gpu, chan = ops["kind"], ops["gpu"].astype(np.int64), ops["chan"].astype(np.int64)
+            kind, gpu, chan = ops["kind"], ops["gpu"], ops["chan"]
             parts = []
             for rows, peer in ((np.flatnonzero(kind == S), ops["speer"]), (np.flatnonzero(RECEIVES[kind]), ops["rpeer"])):
-                parts += [*unique_inverse(gpu[rows] << 32 | chan[rows] << 16 | peer[rows].astype(np.int64)), rows]
+                parts += [*connection_ids(gpu[rows], chan[rows], peer[rows]), rows]
             (ok, oi, orow), (ik, ii, irow) = parts[:3], parts[3:]
             c["conns"] = Connections(ok, orow, oi, ik, irow, ii)
         return c["conns"]
