@@ -25,20 +25,30 @@ __all__ = ["dense_keys", "group_order", "prune", "sweep", "xml_positions"]
 
 def dense_keys(starts: list[np.ndarray], cnt: np.ndarray) -> tuple[list[np.ndarray], int]:
     """Location keys of ranges [start, start + cnt) (start -1: no access) made dense: keys are (buffer << 40 |
-    offset) or offsets below 2^40; each buffer's offsets get their own block of the index space. Returns the
-    dense starts (-1 kept) and the size of the index space."""
+    offset) or offsets below 2^40, buffer < 4; each buffer's offsets get their own block of the index space.
+    Returns the dense starts (-1 kept) and the size of the index space."""
+    out, space = _dense_keys(starts[0], starts[1], starts[2], cnt)
+    return list(out), int(space)
+
+
+@njit(cache=True, nogil=True)
+def _dense_keys(s0, s1, s2, cnt):
+    lo_mask = (np.int64(1) << 40) - 1
     ext = np.zeros(4, np.int64)
-    his, los = [], []
-    for s in starts:
-        has = s >= 0
-        hi, lo = s >> 40, s & ((1 << 40) - 1)
-        his.append(hi)
-        los.append(lo)
-        if has.any():
-            np.maximum.at(ext, hi[has], lo[has] + cnt[has])
-    base = np.r_[0, np.cumsum(ext)[:-1]]
-    out = [np.where(s >= 0, base[np.maximum(hi, 0)] + lo, -1) for s, hi, lo in zip(starts, his, los)]
-    return out, int(ext.sum())
+    for s in (s0, s1, s2):
+        for r in range(s.size):
+            if s[r] >= 0:
+                hi = s[r] >> 40
+                ext[hi] = max(ext[hi], (s[r] & lo_mask) + cnt[r])
+    base = np.zeros(4, np.int64)
+    for h in range(3):
+        base[h + 1] = base[h] + ext[h]
+    out = (np.empty(s0.size, np.int64), np.empty(s1.size, np.int64), np.empty(s2.size, np.int64))
+    for k in range(3):
+        s, o = (s0, s1, s2)[k], out[k]
+        for r in range(s.size):
+            o[r] = base[s[r] >> 40] + (s[r] & lo_mask) if s[r] >= 0 else -1
+    return out, base[3] + ext[3]
 
 
 @njit(cache=True, nogil=True)

@@ -640,21 +640,23 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
     """Per row: the tie-break within (t, phase, sub). Receives follow the order their messages were sent;
     so does everything on one connection, since its sends all sit in one tb."""
     tie = ops["tie"].copy()
-    kind, t, phase, sub = ops["kind"], ops["t"].astype(np.int64), ops["phase"].astype(np.int64), ops["sub"]
+    kind, t, phase, sub = ops["kind"], ops["t"], ops["phase"], ops["sub"]
     msg = ops["msg"]
-    fwd = ops.get("fwd_msg", np.full(kind.size, -1, np.int64))
+    fwd = ops.get("fwd_msg")
     recv_rows = np.flatnonzero(RECEIVES[kind])
     # the send event of every message: the S row, or the fused row that forwards it
     send_rows = np.flatnonzero(kind == S)
-    fused_rows = np.flatnonzero(fwd >= 0)
-    ev_msg = np.concatenate([msg[send_rows], fwd[fused_rows]])
+    fused_rows = np.flatnonzero(fwd >= 0) if fwd is not None else np.zeros(0, np.int64)
+    ev_msg = np.concatenate([msg[send_rows], fwd[fused_rows] if fwd is not None else msg[:0]])
     ev_row = np.concatenate([send_rows, fused_rows])
     sender_of = np.full(int(msg.max()) + 1 if msg.size else 0, -1, np.int64)
     sender_of[ev_msg] = ev_row
-    steps = unique(t[recv_rows]) if recv_rows.size else np.zeros(0, np.int64)
-    by_t = {int(x): recv_rows[t[recv_rows] == x] for x in steps}
-    for x in sorted(by_t):
-        rows = by_t[x]
+    rt = t[recv_rows]
+    o = lexorder((rt,))                        # stable: by step, each step's rows in table order
+    recv_rows, rt = recv_rows[o], rt[o]
+    cuts = np.flatnonzero(np.r_[True, rt[1:] != rt[:-1], True]) if rt.size else np.zeros(1, np.int64)
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        rows = recv_rows[a:b]
         ev = sender_of[msg[rows]]
         # rank of each send event among the step's events: (t, phase, sub, tie, tb) of the sending row
         o = lexorder((tb[ev], tie[ev], sub[ev], phase[ev], t[ev]))
