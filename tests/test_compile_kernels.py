@@ -1,5 +1,6 @@
 """The compiler's small kernels against their numpy / Python definitions: connection ids (conn_kernels), the
-dependency pass's group order (dep_kernels.group_order) and the XML integer writer (xmltext._int). The whole
+program order (order_kernels), the dependency pass's group order (dep_kernels.group_order) and the XML integer
+writer (xmltext._int). The whole
 pipeline is pinned byte for byte by tests/test_compile_bytes.py; these cover the inputs the spread does not
 reach (large and negative integers, the merge-sort fallback of the group order, the sorted fallback of the
 connection ids)."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from services.compiler import conn_kernels
+from services.compiler import conn_kernels, order_kernels
 from services.compiler.arrays import lexorder, unique_inverse
 from services.compiler.dep_kernels import group_order
 from services.compiler.xmltext import _int
@@ -64,3 +65,16 @@ def test_integer_text_is_str():
     buf = np.empty(xs.size * 22, np.uint8)
     end = _write_all(buf, xs)
     assert bytes(buf[:end]).decode("ascii") == "".join(f"{int(x)} " for x in xs)
+
+
+def test_tb_order_is_the_stable_lexorder(monkeypatch):
+    rng = np.random.default_rng(9)
+    for n in (0, 1, 4000):
+        tb = rng.integers(0, 60, n)
+        t, phase = rng.integers(0, 5, n).astype(np.int32), rng.integers(0, 4, n).astype(np.int8)
+        sub, tie = rng.integers(0, 3, n).astype(np.int32), rng.integers(0, 6, n)
+        want = lexorder((tie, sub, phase, t, tb))
+        assert np.array_equal(order_kernels.tb_order(tb, t, phase, sub, tie, 60), want)
+        monkeypatch.setattr(order_kernels, "INSERTION_MAX", 1 << 30)   # the kernel even where it would sort
+        assert np.array_equal(order_kernels.tb_order(tb, t, phase, sub, tie, 60), want)
+        monkeypatch.undo()

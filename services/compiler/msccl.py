@@ -44,6 +44,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
 from .conn_kernels import connections as connection_ids
+from .order_kernels import tb_order
 from .dep_kernels import dense_keys, group_order, xml_positions
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
@@ -652,7 +653,9 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
     sender_of = np.full(int(msg.max()) + 1 if msg.size else 0, -1, np.int64)
     sender_of[ev_msg] = ev_row
     rt = t[recv_rows]
-    o = lexorder((rt,))                        # stable: by step, each step's rows in table order
+    span = int(rt.max()) - int(rt.min()) if rt.size else 0
+    # stable: by step, each step's rows in table order (numpy's stable sort of 16-bit keys is a radix sort)
+    o = np.argsort((rt - rt.min()).astype(np.uint16), kind="stable") if 0 < span < 1 << 16 else lexorder((rt,))
     recv_rows, rt = recv_rows[o], rt[o]
     cuts = np.flatnonzero(np.r_[True, rt[1:] != rt[:-1], True]) if rt.size else np.zeros(1, np.int64)
     for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
@@ -965,7 +968,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     # within (tb, comm step): local gathers, sends, receives, scatters (the phases' order). Every send of a step
     # comes before its receives, so no message of a step waits for another of the same step (the realized
     # depth is the schedule's step count).
-    order = lexorder((tie, ops["sub"], ops["phase"], ops["t"], tb))
+    order = tb_order(tb, ops["t"], ops["phase"], ops["sub"], tie, n_tbs)
     ops = {c: a[order] for c, a in ops.items()}
     tb = tb[order]
     n_ops_tb = np.bincount(tb, minlength=n_tbs)

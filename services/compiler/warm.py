@@ -1,8 +1,9 @@
 """Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis
 library's kernels (services.synthesis.bfb.warm), then the compiler's dependency pass
-(services.compiler.dep_kernels), connection ids (services.compiler.conn_kernels) and XML text writers
-(services.compiler.xmltext), by compiling one tiny allreduce for an MSCCL runtime and for oneCCL, and the
-checker's byte scanner and rules (services.compiler.xmlscan, msccl_columns) by checking the MSCCL file.
+(services.compiler.dep_kernels), connection ids (services.compiler.conn_kernels), the program order
+(services.compiler.order_kernels) and XML text writers (services.compiler.xmltext), by compiling one tiny
+allreduce for an MSCCL runtime and for oneCCL, and the checker's byte scanner and rules
+(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file.
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
