@@ -8,7 +8,8 @@ schedules (`degraded_schedules`: remove the arcs, BFB and the greedy scheduler o
 check the served one) for N = 64, 256, 1024, on the d = 4 frontier's lowest-latency and lowest-bandwidth
 topologies. Each case runs in a fresh process after the compiled kernels are loaded; wall and CPU seconds
 (this process and its BFB pool workers) are printed, since the machine may be shared. Target: the whole
-revision including XML at most 10 s at N = 1024 on 2 cores (part 3 measures the XML too).
+revision including XML at most 15 s at N = 1024 on a quiet 2-core machine (issue 25; issue 14 asked 10 s; part 3
+measures the XML too).
 
 Part 2: the predicted allreduce slowdown of one and of two failed links on the Table 7 frontier at N = 256
 (d = 4, alpha = 10 us, B = 100 Gbps): failures drawn at random (seeded, only ones that keep the topology
@@ -23,7 +24,9 @@ the time from the POST to the revision's status done, polled every 20 ms, covers
 process, the degraded schedules, the model check, the XML compile stage (every collective for the plan's
 runtimes, the executor by default), the artifacts and the failure's cost. The revision reports its own times:
 `build.schedules_s` (schedules and model check), `build.compile_s` (XML) and `build.cpu_s` (the worker's CPU
-seconds for the whole revision), printed as sched s, xml s and cpu s.
+seconds for the whole revision), printed as sched s, xml s and cpu s; below each row, the revision's XML files
+(a size range whose file is its collective's is not counted) with each file's compile seconds and the
+schedule it holds.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ import sys
 import time
 
 SIZES = {"1 MiB": float(1 << 20), "1 GiB": float(1 << 30)}
-TARGET_S = 10.0
+TARGET_S = 15.0
 
 
 def _cpu() -> float:
@@ -168,7 +171,7 @@ def part3(sizes_n: list[int], backend: str) -> None:
         try:
             server, base_url = start_service(backend, Path(tmp), run_id, procs)
             with httpx.Client(base_url=base_url, timeout=30, trust_env=False) as client:
-                wait_ready(client, server)
+                wait_ready(client, server, timeout_s=300.0)   # a loaded machine starts slowly
                 for n in sizes_n:
                     p = time_plan(client, n, run_id, 1800.0, procs)
                     if p["status"] != "done":
@@ -184,9 +187,26 @@ def part3(sizes_n: list[int], backend: str) -> None:
                               f"{b.get('compile_s') or float('nan'):>7.2f}  "
                               f"{slow or float('nan'):>8.3f}  {r['status']}: {r.get('expr') or r.get('reason')}",
                               flush=True)
+                        print(_files_line(r), flush=True)
         finally:
             for proc in reversed(procs):
                 proc.stop()
+
+
+def _files_line(rev: dict) -> str:
+    """The revision's XML files: how many, and per file its compile seconds (the compile job's own `seconds`)
+    and the schedule it holds (a range's `xml_schedule`; a range served by its collective's file is not a file)."""
+    files = []
+    for runtime, per in (rev.get("compiled") or {}).items():
+        for c, summary in per.items():
+            rows = [(c, summary, (rev.get("schedules") or {}).get(c, {}).get("scheduler"))] + [
+                (f"{c}@{x['range']}", x, (x.get("xml_schedule") or {}).get("scheduler"))
+                for x in summary.get("by_size") or [] if not x.get("same_file_as")]
+            files += [(f"{runtime}:{name}", x.get("status"), x.get("seconds") or 0.0, held) for name, x, held in rows
+                      if "status" in x]
+    cells = ", ".join(f"{name} [{held}] {secs:.1f}s" + ("" if st == "done" else f" {st}")
+                      for name, st, secs, held in files)
+    return f"{'':>5} {len(files)} files, compile s summed {sum(f[2] for f in files):.1f}: {cells}"
 
 
 def _topology_of(client, plan_id: str):

@@ -173,6 +173,40 @@ def test_parallel_blocks_equal_serial_solve():
         assert np.array_equal(v, getattr(parallel.schedule, k)), k
 
 
+def test_forked_blocks_in_a_daemonic_process_equal_serial_solve(monkeypatch):
+    """A daemonic process (a job process: no pool) solves its blocks in forked children (lp.forked_blocks):
+    the same schedule as one process; a child that fails has its block solved in the parent."""
+    import multiprocessing
+    import os
+
+    from services.synthesis.bfb import lp
+
+    topo = build("genkautz(4, 512)")                    # N D >= 2048: worth splitting
+    serial = bfb_allgather(topo, workers=1)
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)
+    calls = []
+    real = lp.forked_blocks
+    monkeypatch.setattr(lp, "forked_blocks", lambda ctx, parts: calls.append(len(parts)) or real(ctx, parts))
+    parent = os.getpid()
+    solve = lp.solve_block
+
+    def failing_in_children(ctx, receivers):
+        if os.getpid() != parent:
+            raise RuntimeError("a child that fails")
+        return solve(ctx, receivers)
+
+    for patch in (False, True):
+        if patch:
+            monkeypatch.setattr(lp, "solve_block", failing_in_children)
+        forked = bfb_allgather(topo, workers=3)
+        assert forked.tau == serial.tau
+        for k, v in serial.schedule.columns().items():
+            assert np.array_equal(v, getattr(forked.schedule, k)), k
+    assert calls == [3, 3]
+    bfb_allgather(topo)                                  # workers not asked for: one process, as before
+    assert calls == [3, 3]
+
+
 @pytest.mark.parametrize("expr", ["genkautz(4, 64)", "debruijn(3, 3)", "line(circulant(9, 2))", "hypercube(5)"])
 def test_min_cut_method_equals_subset_sums(expr):
     topo = build(expr)

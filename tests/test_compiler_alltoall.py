@@ -177,3 +177,57 @@ def test_tokenizer_check_in_windows(monkeypatch):
     for text in (bad, bad.decode()):
         found = nccl_xml.lexical_findings(text)
         assert len(found) == 1 and found[0].message.startswith(f"line {line}, column 1: expecting '<'")
+
+
+def test_alltoall_pairs_are_built_once_per_fit_and_shared(monkeypatch):
+    """The held (rank, unit) pairs depend on the schedule and instances only: the fit search builds them once and
+    every candidate's message table uses them (here two tables: steps per thread block capped at 8 send the
+    search to more channels), with the same file as when each table builds its own."""
+    from dataclasses import replace
+
+    from services.compiler import fit as fit_module
+    from services.compiler.layout import AlltoallPairs
+    from services.compiler.runtimes import profile_for
+
+    s, topo = a2a("torus(4, 4)").schedule, build("torus(4, 4)")
+    profile = replace(profile_for("executor"), max_steps=8)
+    built, tables = [], []
+
+    class Counted(AlltoallPairs):
+        def __init__(self, *a, **k):
+            built.append(1)
+            super().__init__(*a, **k)
+
+    def counted_messages(*a, **k):
+        tables.append(k.get("pairs") or (a[4] if len(a) > 4 else None))
+        return build_messages(*a, **k)
+
+    monkeypatch.setattr(fit_module, "AlltoallPairs", Counted)
+    monkeypatch.setattr(fit_module, "build_messages", counted_messages)
+    art = compile_schedule(s, topo, runtime=profile, link=LINK, sizes=SIZES, simulate=False)
+    assert len(built) == 1 and len(tables) == 2 and tables[0] is tables[1]
+    monkeypatch.setattr(fit_module, "AlltoallPairs", lambda *a, **k: None)   # each table builds its own
+    assert compile_schedule(s, topo, runtime=profile, link=LINK, sizes=SIZES, simulate=False).xml == art.xml
+
+
+def test_alltoall_pairs_give_every_held_pair_its_own_slot():
+    """Every unit at its source and every (receiver, unit) pair a transfer delivers has a slot, one per distinct
+    pair; a pair no transfer delivers is refused, as the sorted keys refused it."""
+    from services.compiler.arrays import ranges
+    from services.compiler.layout import AlltoallPairs, alltoall_position
+
+    s = a2a("torus(3, 4)").schedule
+    pairs = AlltoallPairs(s)
+    n, P = s.nodes, s.grid
+    W = np.repeat(np.arange(n, dtype=np.int64), P)
+    G = W * P + np.tile(np.arange(P, dtype=np.int64), n)
+    ln = (s.hi - s.lo).astype(np.int64)
+    rep = np.repeat(np.arange(ln.size), ln)
+    W = np.r_[W, s.receiver[rep].astype(np.int64)]
+    G = np.r_[G, s.source[rep].astype(np.int64) * P + alltoall_position(ranges(s.lo, ln), 0, n, s.grid, 1)]
+    keys, slots = W * (n * P) + G, pairs.slots(W, G)
+    assert np.unique(keys).size == np.unique(slots).size == np.unique(keys * pairs.size + slots).size
+    held = set(keys.tolist())
+    w, g = next((w, g) for w in range(n) for g in range(n * P) if w * n * P + g not in held)
+    with pytest.raises(KeyError):
+        pairs.slots(np.array([w]), np.array([g]))

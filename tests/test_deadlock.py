@@ -179,3 +179,23 @@ def test_a_file_too_large_for_the_simulators_memory_is_proved_not_simulated():
     rep = check_xml(art.xml, simulate_max_steps=art.xml_steps - 1)
     assert rep.ok and rep.simulated == [] and rep.comm_steps is None
     assert "deadlock freedom proved" in rep.warnings[-1].message
+
+
+def _chain(n_tbs: int, closed: bool):
+    """One gpu of n_tbs thread blocks of one published nop each, tb i waiting for tb i + 1 (and the last for the
+    first when closed): the proof's sweeps in tb order complete one step each, so it runs the rest from its
+    stack of parked thread blocks."""
+    from services.compiler.deadlock import _KIND, _deadlock_of_columns
+
+    ids = np.arange(n_tbs)
+    tb_cols = np.c_[np.zeros(n_tbs, np.int64), ids, -np.ones((n_tbs, 2), np.int64), np.zeros(n_tbs, np.int64)]
+    depid = np.where(ids + 1 < n_tbs, ids + 1, 0 if closed else -1)
+    one = np.ones(n_tbs, np.int64)
+    return _deadlock_of_columns(1, tb_cols, one, _KIND["nop"] * one, 0 * one, one, depid, np.where(depid >= 0, 0, -1),
+                                1)
+
+
+def test_waits_against_the_tb_order_are_run_from_the_stack():
+    assert _chain(64, closed=False) is None
+    found = _chain(64, closed=True)
+    assert found.kind == "deadlock" and "64 steps wait for each other in a cycle" in found.message

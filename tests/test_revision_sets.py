@@ -17,7 +17,7 @@ from .conftest import poll_xml
 from .test_revisions import plan, wait_revision
 
 
-def test_revision_lists_verified_sets_and_predicts_with_them(client):
+def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     p = plan(client)
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
@@ -68,6 +68,24 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client):
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl",
                                                                         "min_bytes": 5})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "min_bytes"]
+    # while the revision compiles (put back into its compile stage, a range's job still running): its sets are
+    # served with their schedules, and the range's file is listed as pending, by its range
+    from services.store.db import session_scope
+    from services.store.models import CompileJob, PlanRevision
+
+    with session_scope(settings.sqlalchemy_url) as s:
+        row = s.query(PlanRevision).filter_by(plan_id=p["id"], number=rev["number"]).one()
+        row.status, row.stage, row.result = "running", "compile", None
+        job = s.query(CompileJob).filter_by(plan_id=p["id"], collective=f"rev{rev['number']}:allgather@{last}") \
+            .order_by(CompileJob.created_at).first()         # the stage's job (the LL file above came later)
+        job.status = "running"
+    running = client.get(r.json()["url"]).json()
+    assert running["compile_pending"] == [f"executor:allgather@{last}"]
+    assert running["compiled"]["executor"]["allgather"]["by_size"][last] == {"range": last, "status": "running"}
+    assert [x["tau_exact"] for x in running["schedules"]["allgather"]["by_size"]] == \
+        [x["tau_exact"] for x in rev["schedules"]["allgather"]["by_size"]]
+    npz = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": last, "format": "npz"})
+    assert npz.status_code == 200 and Schedule.from_bytes(npz.content).collective is Collective.ALLGATHER
 
 
 def check_set_xml(client, view: dict, g) -> None:
@@ -125,3 +143,30 @@ def test_plan_lists_its_sets(client):
     for f in p["compiled"]["executor"]["allgather"]["by_size"]:
         if f.get("same_file_as"):                  # a one-range set of the main schedule: the main file
             assert client.get(f["url"].replace("http://testserver", "")).content == main.content
+
+
+def test_revision_sets_reuse_the_served_schedules(monkeypatch):
+    """The sets take the comparison's checked schedules as they are: an allreduce range whose phases are the
+    served allreduce's holds that very object (the same bytes as composing it again), and the revision encodes
+    each object once (`size_sets.encoder`)."""
+    from services.jobs import size_sets
+    from services.synthesis.bfb.degraded import degraded_schedules
+    from services.synthesis.schedule.ir import allreduce
+
+    g0 = build("circulant(16, 1, 4)")
+    out = degraded_schedules(g0, [(0, 1)], LinkModel.from_units(10, 100), 1 << 20)
+    sets = size_sets.revision_sets(out, g0)
+    served = out.comparisons[Collective.ALLREDUCE].chosen
+    same = [r for r in sets[Collective.ALLREDUCE].ranges if r.schedule is served.schedule]
+    assert same, "no allreduce range holds the served allreduce"
+    for r in same:
+        assert allreduce(r.phases[0].schedule, r.phases[1].schedule).to_bytes() == served.schedule.to_bytes()
+    encode = size_sets.encoder()
+    calls = []
+    real = Schedule.to_bytes
+    monkeypatch.setattr(Schedule, "to_bytes", lambda self: calls.append(id(self)) or real(self))
+    blobs = [encode(r.schedule) for ss in sets.values() for r in ss.ranges] + [encode(served.schedule)]
+    monkeypatch.undo()
+    objects = {id(r.schedule) for ss in sets.values() for r in ss.ranges} | {id(served.schedule)}
+    assert sorted(calls) == sorted(objects)
+    assert blobs[-1] == served.schedule.to_bytes()

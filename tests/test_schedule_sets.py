@@ -119,3 +119,39 @@ def test_sets_from_candidates_built_elsewhere():
         assert sets[Collective.ALLGATHER].time_s(m) == pytest.approx(best, rel=1e-12)
         assert ar.time_s(m) == pytest.approx(best + costs.time(rs[0][1], m), rel=1e-12)
         assert verify(ar.at(m).schedule, g, Collective.ALLREDUCE).ok
+
+
+def test_checked_schedules_are_not_checked_again(monkeypatch):
+    """`checked` (a revision's schedules its comparison model-checked) skips the model checker for exactly
+    those objects: the others are still checked, so a broken one is never served."""
+    import services.synthesis.bfb.schedule_sets as sets_mod
+
+    g = build("remove(torus(4, 4), 0>1)")
+    costs = LinkCosts.uniform(g, LinkModel.from_units(10, 100))
+    ag = bfb_allgather(g).schedule
+    rs = bfb_allgather(g.transpose()).schedule.reverse(topology=g.expr)
+    seen = []
+
+    def counting(s, topology, collective):
+        seen.append((id(s), collective))
+        return verify(s, topology, collective)
+
+    monkeypatch.setattr(sets_mod, "verify", counting)
+    built = {Collective.ALLGATHER: [("bfb", ag)], Collective.REDUCESCATTER: [("bfb", rs)]}
+    schedule_sets(g, costs, schedulers=(), built=built)
+    assert sorted(c.value for _, c in seen) == ["allgather", "reducescatter"]
+    seen.clear()
+    sets = schedule_sets(g, costs, schedulers=(), built=built, checked=[ag])
+    assert seen == [(id(rs), Collective.REDUCESCATTER)]
+    assert sets[Collective.ALLGATHER].ranges[0].schedule is ag and sets[Collective.ALLGATHER].ranges[0].verified
+    seen.clear()
+    schedule_sets(g, costs, schedulers=(), built=built, checked=[rs])    # the RS object listed: the allgather is
+    assert seen == [(id(ag), Collective.ALLGATHER)]                       # still checked
+    full = greedy_allgather(g, chunks=4).schedule                         # an incomplete allgather, not listed
+    keep = full.step_of < full.steps
+    bad = Schedule.from_arrays(Collective.ALLGATHER, g.nodes, full.grid, full.step_of[keep], full.ops[:-1], g.expr,
+                               **{k: v[keep] for k, v in full.columns().items()})
+    sets = schedule_sets(g, costs, schedulers=(), checked=[ag, rs],
+                         built={Collective.ALLGATHER: [("broken", bad), ("bfb", ag)],
+                                Collective.REDUCESCATTER: [("bfb", rs)]})
+    assert {r.scheduler for r in sets[Collective.ALLGATHER].ranges} == {"bfb"}

@@ -112,8 +112,9 @@ _COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall")
 
 def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
     """A running revision's (schedules, compiled, compile_pending): the verified schedules its schedules stage
-    stored (served at once, services.jobs.failure_reports.artifact_link), its compile jobs so far, and the
-    files (`runtime:collective`) not compiled yet."""
+    stored, with their sets' ranges (served at once, services.jobs.failure_reports.artifact_link), its compile
+    jobs so far (the stage's own: the file's options), and the files (`runtime:collective`, `runtime:c@i`)
+    not compiled yet."""
     prefix = f"rev{rev.number}:"
     schedules = {}
     for c in _COLLECTIVES:
@@ -126,13 +127,17 @@ def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
         return None, None, None
     links["topology"] = f"{url}/topology"
     runtimes = list(plan.request.get("runtimes") or ["executor"])
-    jobs = {(j.spec.get("runtime"), j.collective.removeprefix(prefix)): j for j in s.scalars(
+    # by file and options: an on-demand compile of the same file with other options is another job
+    jobs = {(j.collective.removeprefix(prefix), j.options): j for j in s.scalars(
         select(CompileJob).where(CompileJob.plan_id == plan.id, CompileJob.collective.like(f"{prefix}%")))}
     ranges = {link.name.removeprefix(f"{prefix}schedule:"): link for link in s.scalars(
         select(PlanArtifact).where(PlanArtifact.plan_id == plan.id,
                                    PlanArtifact.name.like(f"{prefix}schedule:%@%")))}
     by_size = {c: [ranges[f"{c}@{i}"].meta or {} for i in range(len(ranges)) if f"{c}@{i}" in ranges]
                for c in _COLLECTIVES}
+    for c, rows in by_size.items():         # the sets' ranges are served as soon as stored, as when done
+        if rows and c in schedules:
+            schedules[c]["by_size"] = [{**row, "url": f"{url}/schedules/{c}?range={i}"} for i, row in enumerate(rows)]
     digests = {name: link.digest for name, link in ranges.items()}
     digests.update({c: repo.plan_artifact(s, plan.id, f"{prefix}schedule:{c}").digest for c in schedules})
     units, _ = plan_units(runtimes, [c for c in _COLLECTIVES if c in schedules], by_size, digests, {})
@@ -141,7 +146,7 @@ def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
         if u.alias:
             continue
         per = compiled.setdefault(u.runtime, {})
-        job = jobs.get((u.runtime, u.name))
+        job = jobs.get((u.name, u.options.key()))
         state = ({"status": job.status, "options": job.options} if job is not None and job.status in ("done", "failed")
                  else {"status": job.status if job is not None else "queued"})
         if state["status"] not in ("done", "failed"):

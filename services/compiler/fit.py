@@ -34,13 +34,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from services.synthesis.schedule.cost import measured_tau
-from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Schedule
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.graph import Topology
 
 from .arrays import unique_counts
 from .channels import ShardChannels, shard_classes
 from .deadlock import deadlock
 from .errors import CompileError
+from .layout import AlltoallPairs
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
 from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .msccl_check import SIMULATE_MAX_STEPS, simulable
@@ -271,6 +272,13 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
 
         def floor() -> ScheduleBounds | None:       # the one-channel bounds (no shard classes needed)
             return bounds_at(1)
+        pairs_memo: list[AlltoallPairs | None] = []
+
+        def pairs(low=low) -> AlltoallPairs | None:    # an all-to-all's held pairs: every table of the lowering's
+            if not pairs_memo:                          # candidates shares them (schedule and instances only)
+                alltoall = low.schedule.collective is Collective.ALLTOALL
+                pairs_memo.append(AlltoallPairs(low.schedule, req.instances) if alltoall else None)
+            return pairs_memo[0]
         for cons in consolidations:
             dead: set[tuple[bool, bool]] = set()    # layouts more channels cannot help (their tbs only grow)
             one_channel: list[Messages] = []        # the table on one channel, dealt by message at every count
@@ -278,7 +286,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             def on_one_channel(cons=cons) -> Messages:
                 if not one_channel:
                     opt1 = MscclOptions(instances=req.instances, channels=1, mode=req.mode, consolidate=cons)
-                    one_channel.append(build_messages(low.schedule, profile, opt1))
+                    one_channel.append(build_messages(low.schedule, profile, opt1, pairs=pairs()))
                 return one_channel[0]
             min_c = 1
             for c in chans:
@@ -306,7 +314,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                             return on_one_channel()
                         if opt.by_message not in tables:
                             tables[opt.by_message] = (on_one_channel().by_message(c) if opt.by_message else
-                                                      build_messages(low.schedule, profile, opt, classes()))
+                                                      build_messages(low.schedule, profile, opt, classes(), pairs()))
                         return tables[opt.by_message]
                     cheap_first = opt.fuse and any(not k[0] and k not in dead for k in layouts[i + 1:])
                     result = _try(low, p0, opt, messages, None if cons or by_msg else pre,

@@ -19,19 +19,20 @@ j of chunk x lies in its block at d*B + j*(grid/N) + x mod (grid/N), so a block 
 g = v*P + position of source v's buffer. Its home is the output of its block's node d at v*B + (position
 mod B); a relay keeps what it forwards in a scratch slot of B units per (source, block), allocated on first
 use. Every rank relays only some units, so the location tables hold the (rank, unit) pairs the schedule
-touches (`touched`) instead of all N x N*P. Out of place only.
+touches (AlltoallPairs, one per schedule and instances) instead of all N x N*P. Out of place only.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
+from numba import njit
 
 from services.synthesis.schedule.ir import Collective
 
-from .arrays import isin_sorted, lexorder, ranges, unique
+from .arrays import ranges, unique
 
-__all__ = ["UnitLayout", "NONE", "IBUF", "OBUF", "SBUF", "alltoall_position", "alltoall_touched"]
+__all__ = ["UnitLayout", "AlltoallPairs", "NONE", "IBUF", "OBUF", "SBUF", "alltoall_position"]
 
 NONE, IBUF, OBUF, SBUF = -1, 0, 1, 2
 
@@ -42,36 +43,166 @@ def alltoall_position(x: np.ndarray, instance: np.ndarray, nodes: int, grid: int
     return (x // b0) * (b0 * instances) + instance * b0 + x % b0
 
 
-def alltoall_touched(schedule, instances: int = 1) -> np.ndarray:
-    """Sorted keys rank * L + unit of every (receiver, unit) pair an all-to-all schedule's transfers deliver
-    (every instance), L = N * P the units of all buffers (P = grid x instances)."""
-    n, grid, k = schedule.nodes, schedule.grid, instances
-    P = grid * k
-    ln = (schedule.hi - schedule.lo).astype(np.int64)
-    rep = np.repeat(np.arange(ln.size), ln)
-    x = ranges(schedule.lo, ln)
-    base = schedule.receiver[rep].astype(np.int64) * (n * P) + schedule.source[rep].astype(np.int64) * P
-    del rep
-    return unique(np.concatenate([base + alltoall_position(x, j, n, grid, k) for j in range(k)]))
+@njit(cache=True, nogil=True, inline="always")
+def _triple(pair_start, tri_d, pair, d):
+    """Index of triple (pair, block d) among a layout's triples; -1: absent (a pair holds a few blocks)."""
+    for i in range(pair_start[pair], pair_start[pair + 1]):
+        if tri_d[i] == d:
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _mark_transfers(valid_bits, pair_start, tri_d, w, v, lo, hi, n, b0, k):
+    """Set the bits of the slots of every (receiver, unit) pair the transfers deliver, every instance."""
+    B = b0 * k
+    for i in range(w.size):
+        pair = w[i] * n + v[i]
+        for x in range(lo[i], hi[i]):
+            t = _triple(pair_start, tri_d, pair, x // b0)
+            for j in range(k):
+                slot = t * B + j * b0 + x % b0
+                valid_bits[slot >> 3] |= np.uint8(1 << (slot & 7))
+
+
+@njit(cache=True, nogil=True)
+def _slots(pair_start, tri_d, valid_bits, W, G, n, P, B):
+    """(slots, first bad position or -1) of pairs (W, G); P and B powers of two are divided by shifts."""
+    out = np.empty(W.size, np.int64)
+    shift = (P & (P - 1)) == 0 and (B & (B - 1)) == 0
+    sP, sB = 0, 0
+    while (1 << sP) < P:
+        sP += 1
+    while (1 << sB) < B:
+        sB += 1
+    last_pair, last_d, t = -1, -1, -1
+    for i in range(W.size):
+        g = G[i]
+        if shift:
+            v, pos = g >> sP, g & (P - 1)
+            d, x = pos >> sB, pos & (B - 1)
+        else:
+            v, pos = g // P, g % P
+            d, x = pos // B, pos % B
+        pair = W[i] * n + v
+        if pair != last_pair or d != last_d:        # queries sorted by (rank, unit) stay in a triple for a while
+            last_pair, last_d, t = pair, d, _triple(pair_start, tri_d, pair, d)
+        if t < 0:
+            return out, i
+        slot = t * B + x
+        if not (valid_bits[slot >> 3] >> (slot & 7)) & 1:
+            return out, i
+        out[i] = slot
+    return out, -1
+
+
+@njit(cache=True, nogil=True)
+def _relay_triples(pair_start, tri_d, w, g, n, P, B):
+    """(per pair (w, g): the triple of a relay's unit, -1 at its block's node; which triples occur; the first
+    relay pair whose triple is absent or -1)."""
+    out = np.empty(w.size, np.int64)
+    used = np.zeros(tri_d.size, np.bool_)
+    last_pair, last_d, t = -1, -1, -1
+    for i in range(w.size):
+        v, pos = g[i] // P, g[i] % P
+        d = pos // B
+        if w[i] == d:
+            out[i] = -1
+            continue
+        pair = w[i] * n + v
+        if pair != last_pair or d != last_d:
+            last_pair, last_d, t = pair, d, _triple(pair_start, tri_d, pair, d)
+        if t < 0:
+            return out, used, i
+        out[i] = t
+        used[t] = True
+    return out, used, -1
+
+
+@njit(cache=True, nogil=True)
+def _home_places(tri, slot_base, g, P, B):
+    """(buffer, offset) of each unit's home: the output at v*B + (position mod B), or (tri >= 0) its relay
+    slot."""
+    buf = np.empty(g.size, np.int8)
+    off = np.empty(g.size, np.int32)
+    for i in range(g.size):
+        v, pos = g[i] // P, g[i] % P
+        if tri[i] < 0:
+            buf[i], off[i] = OBUF, v * B + pos % B
+        else:
+            buf[i], off[i] = SBUF, slot_base[tri[i]] + pos % B
+    return buf, off
+
+
+class AlltoallPairs:
+    """The (rank, unit) pairs an all-to-all's ranks ever hold: every unit at its source, and every (receiver,
+    unit) pair the schedule's transfers deliver (every instance). It depends only on the schedule and the
+    instances, so the fit search builds it once and the candidates' layouts share it (services.compiler.fit).
+
+    A pair (w, v * P + pos) lies in triple (w, v, d), block d = pos // B of source v held at rank w. The
+    triples present are numbered in sorted order (`tri_d`, the blocks of pair w * N + v from `pair_start`), and
+    triple t's pairs occupy slots t * B + pos mod B; `valid_bits` marks the slots of pairs present (a bit per
+    slot, little-endian in bytes). A lookup is a short scan of a pair's few blocks (compiled kernels), not a
+    search of all pairs."""
+
+    def __init__(self, schedule, instances: int = 1):
+        n, grid, k = schedule.nodes, schedule.grid, instances
+        self.n, self.P, self.B, self.b0 = n, grid * k, grid * k // n, grid // n
+        if grid % n:
+            raise ValueError(f"an all-to-all grid of {grid} chunks is not {n} blocks")
+        ln = (schedule.hi - schedule.lo).astype(np.int64)
+        has = np.flatnonzero(ln > 0)
+        w, v = schedule.receiver[has].astype(np.int64), schedule.source[has].astype(np.int64)
+        lo, hi = schedule.lo[has].astype(np.int64), schedule.hi[has].astype(np.int64)
+        d0 = lo // self.b0
+        cnt = (hi - 1) // self.b0 - d0 + 1
+        rep = np.repeat(np.arange(has.size), cnt)
+        at = np.arange(n, dtype=np.int64)
+        own = ((at * (n + 1))[:, None] * n + at).ravel()                  # (w, w, d): a rank's own blocks
+        tri = unique(np.concatenate([own, (w[rep] * n + v[rep]) * n + ranges(d0, cnt)]))
+        self.tri_d = (tri % n).astype(np.int32)
+        self.pair_start = np.searchsorted(tri // n, np.arange(n * n + 1, dtype=np.int64)).astype(np.int32)
+        self.size = tri.size * self.B                                   # slots: the length of a table
+        valid = np.zeros(self.size, bool)
+        mine = np.searchsorted(tri, own)
+        valid[(mine[:, None] * self.B + np.arange(self.B)).ravel()] = True
+        self.valid_bits = np.packbits(valid, bitorder="little")
+        del valid
+        _mark_transfers(self.valid_bits, self.pair_start, self.tri_d, w, v, lo, hi, n, self.b0, k)
+
+    def slots(self, W, G) -> np.ndarray:
+        W = np.ascontiguousarray(np.broadcast_to(np.asarray(W, np.int64), np.shape(G)))
+        out, bad = _slots(self.pair_start, self.tri_d, self.valid_bits, W, np.ascontiguousarray(G, dtype=np.int64),
+                          self.n, self.P, self.B)
+        if bad >= 0:
+            raise KeyError("a (rank, unit) pair outside the schedule's transfers")
+        return out
+
+    def relays(self, w, g) -> tuple[np.ndarray, np.ndarray]:
+        """(per pair (w, g): its triple where w relays the unit, -1 where w is its block's node; which triples
+        occur)."""
+        w = np.ascontiguousarray(np.broadcast_to(np.asarray(w, np.int64), np.shape(g)))
+        tri, used, bad = _relay_triples(self.pair_start, self.tri_d, w, np.ascontiguousarray(g, dtype=np.int64),
+                                        self.n, self.P, self.B)
+        if bad >= 0:
+            raise KeyError("a (rank, unit) pair outside the schedule's transfers")
+        return tri, used
 
 
 class _PairIndex:
-    """Positions of (rank, unit) pairs among a fixed sorted set of keys rank * L + unit. The tables of one
-    layout share it, and it remembers its last few queries by the identity of their arrays (kept alive here,
-    so an identity is never reused): the builder looks the same pairs up in several tables in a row."""
+    """Slots of (rank, unit) pairs (AlltoallPairs) for the tables of one layout. It remembers its last few
+    queries by the identity of their arrays (kept alive here, so an identity is never reused): the builder
+    looks the same pairs up in several tables in a row."""
 
-    def __init__(self, keys: np.ndarray, L: int):
-        self.keys, self.L = keys, L
+    def __init__(self, pairs: AlltoallPairs):
+        self.pairs = pairs
         self.recent: list[tuple] = []
 
     def __call__(self, W, G) -> np.ndarray:
         for w, g, i in self.recent:
             if w is W and g is G:
                 return i
-        k = np.asarray(W, np.int64) * self.L + np.asarray(G, np.int64)
-        i = np.minimum(np.searchsorted(self.keys, k), max(self.keys.size - 1, 0))
-        if k.size and not np.array_equal(self.keys[i], k):
-            raise KeyError("a (rank, unit) pair outside the schedule's transfers")
+        i = self.pairs.slots(W, G)
         self.recent = [(W, G, i)] + self.recent[:3]
         return i
 
@@ -82,7 +213,7 @@ class _PairTable:
 
     def __init__(self, index: _PairIndex, fill, dtype):
         self.index = index
-        self.values = np.full(index.keys.size, fill, dtype=dtype)
+        self.values = np.full(index.pairs.size, fill, dtype=dtype)
 
     def __getitem__(self, wg) -> np.ndarray:
         return self.values[self.index(*wg)]
@@ -96,16 +227,17 @@ class UnitLayout:
 
     inplace: False (separate buffers), True (the call's buffers alias, NCCL's in-place convention).
     alloc(gpus, sizes) -> bases: scratch allocation callback (vectorized).
+    pairs: an all-to-all's AlltoallPairs (required for one).
     """
 
     def __init__(self, coll: Collective, nodes: int, units_per_shard: int, inplace: bool,
-                 alloc: Callable[[np.ndarray, np.ndarray], np.ndarray], touched: np.ndarray | None = None):
+                 alloc: Callable[[np.ndarray, np.ndarray], np.ndarray], pairs: AlltoallPairs | None = None):
         self.coll, self.n, self.P, self.inplace, self.alloc = coll, nodes, units_per_shard, inplace, alloc
         n, P = nodes, units_per_shard
         L = n * P
         self.L = L
         if coll is Collective.ALLTOALL:
-            self._init_alltoall(touched)
+            self._init_alltoall(pairs)
             return
         self.locbuf = np.full((n, L), NONE, dtype=np.int8)
         self.locoff = np.full((n, L), -1, dtype=np.int32)
@@ -123,13 +255,15 @@ class UnitLayout:
             self.locbuf[:] = OBUF if (inplace and coll is Collective.ALLREDUCE) else IBUF
             self.locoff[:] = g
 
-    def _init_alltoall(self, touched: np.ndarray | None) -> None:
+    def _init_alltoall(self, pairs: AlltoallPairs) -> None:
         if self.inplace:
             raise ValueError("all-to-all programs are out of place")
         n, P = self.n, self.P
+        if pairs is None or (pairs.n, pairs.P) != (n, P):
+            raise ValueError("an all-to-all layout needs the AlltoallPairs of its schedule and instances")
         own = np.repeat(np.arange(n, dtype=np.int64), P) * (self.L + P) + np.tile(np.arange(P, dtype=np.int64), n)
-        keys = unique(np.concatenate([own, np.asarray(touched if touched is not None else [], np.int64)]))
-        index = _PairIndex(keys, self.L)
+        index = _PairIndex(pairs)
+        self.pairs = pairs
         self.locbuf = _PairTable(index, NONE, np.int8)
         self.locoff = _PairTable(index, -1, np.int32)
         self.final = _PairTable(index, False, bool)
@@ -138,8 +272,7 @@ class UnitLayout:
         self.locoff[W, G] = G % P
         self.final[W, G] = True
         self.B = P // n
-        self.slot_keys = np.zeros(0, np.int64)          # (rank, source, block) relay slots, sorted
-        self.slot_base = np.zeros(0, np.int64)
+        self.slot_base = np.full(pairs.tri_d.size, -1, np.int64)    # per triple: its relay slot (scratch)
 
     # ----- buffer sizes in units ------------------------------------------------------------------
     @property
@@ -182,24 +315,14 @@ class UnitLayout:
         return np.full(g.size, OBUF, np.int8), g.astype(np.int32)
 
     def _alltoall_home(self, w: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Block d's node: its output at v*B + (position mod B); a relay: its (source, block) slot."""
-        P, B, n = self.P, self.B, self.n
-        v, pos = g // P, g % P
-        d = pos // B
-        buf = np.where(w == d, OBUF, SBUF).astype(np.int8)
-        off = v * B + pos % B
-        relay = np.flatnonzero(w != d)
-        if relay.size:
-            key = (w[relay] * n + v[relay]) * n + d[relay]
-            new = unique(key)
-            new = new[~isin_sorted(new, self.slot_keys)]
-            if new.size:
-                bases = self.alloc(new // (n * n), np.full(new.size, B))
-                keys = np.concatenate([self.slot_keys, new])
-                o = lexorder((keys,))
-                self.slot_keys, self.slot_base = keys[o], np.concatenate([self.slot_base, bases])[o]
-            off[relay] = self.slot_base[np.searchsorted(self.slot_keys, key)] + pos[relay] % B
-        return buf, off.astype(np.int32)
+        """Block d's node: its output at v*B + (position mod B); a relay: its (source, block) slot, allocated
+        in the order of the triples (rank, source, block) when first used."""
+        tri, used = self.pairs.relays(w, g)
+        new = np.flatnonzero(used & (self.slot_base < 0))
+        if new.size:
+            rank = (np.searchsorted(self.pairs.pair_start, new, side="right") - 1) // self.n
+            self.slot_base[new] = self.alloc(rank, np.full(new.size, self.B))
+        return _home_places(tri, self.slot_base, np.ascontiguousarray(g, dtype=np.int64), self.P, self.B)
 
     def acc(self, w: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Accumulator for the partial sums of units g at gpus w (scratch allocated on first use)."""

@@ -41,7 +41,7 @@ import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-from .arrays import isin_sorted, lexorder, ranges, run_positions, unique, unique_counts, unique_inverse
+from .arrays import isin_sorted, lexorder, lexsorted, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
 from .conn_kernels import connections as connection_ids
 from .order_kernels import tb_order
@@ -49,7 +49,8 @@ from .dep_kernels import dense_keys, group_order, xml_positions
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
-from .layout import IBUF, NONE, OBUF, SBUF, UnitLayout, alltoall_position, alltoall_touched
+from .layout import IBUF, NONE, OBUF, SBUF, AlltoallPairs, UnitLayout, alltoall_position
+from .message_kernels import expand_units, first_fresh, mark_breaks, run_starts
 from .pool import ordered_map
 from .runtimes import RuntimeProfile
 from .xmltext import MSCCL as MSCCL_TEXT
@@ -141,51 +142,53 @@ class MscclProgram:
 
 def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Split positions 0..n-1 into maximal runs where every `adv` column advances by exactly 1 and every `eq`
-    column stays constant, each at most max_len long. Returns (starts, lengths)."""
+    column stays constant, each at most max_len long. Returns (starts, lengths). The kernels:
+    services.compiler.message_kernels."""
     n = adv[0].size if adv else eq[0].size
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     brk = np.zeros(n, dtype=bool)
     brk[0] = True
     for c in adv:
-        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 1
+        mark_breaks(brk, c, 1)
     for c in eq:
-        brk[1:] |= np.diff(np.asarray(c, dtype=np.int64)) != 0
-    pos = run_positions(brk)
-    brk2 = brk | (pos % max_len == 0)
-    st = np.flatnonzero(brk2)
-    lengths = np.diff(np.append(st, n))
-    return st, lengths
+        mark_breaks(brk, c, 0)
+    return run_starts(brk, max_len)
 
 
 class _Table:
-    """Instruction rows appended in batches (columns as numpy arrays)."""
+    """Instruction rows appended in batches (columns as numpy arrays). A batch keeps the arrays it is given
+    (pass arrays nothing writes later) and its constant columns as scalars; `concat` writes each column once."""
 
     COLS = ("gpu", "kind", "t", "phase", "sub", "tie", "speer", "rpeer", "chan", "sbuf", "soff", "dbuf", "doff",
             "cnt", "msg")
     DT = {"kind": np.int8, "phase": np.int8, "sbuf": np.int8, "dbuf": np.int8, "tie": np.int64, "msg": np.int64}
 
     def __init__(self):
-        self.parts: list[dict] = []
+        self.parts: list[tuple[int, dict]] = []
 
     def add(self, n: int, **cols) -> None:
         if n == 0:
             return
-        row = {}
-        for c in self.COLS:
-            v = cols.get(c, -1)
-            row[c] = np.broadcast_to(np.asarray(v, dtype=self.DT.get(c, np.int32)), (n,)).copy()
-        self.parts.append(row)
+        self.parts.append((n, {c: np.broadcast_to(np.asarray(cols.get(c, -1), dtype=self.DT.get(c, np.int32)), (n,))
+                               for c in self.COLS}))
 
     def concat(self) -> dict:
-        if not self.parts:
-            return {c: np.zeros(0, dtype=self.DT.get(c, np.int32)) for c in self.COLS}
-        return {c: np.concatenate([p[c] for p in self.parts]) for c in self.COLS}
+        total = sum(n for n, _ in self.parts)
+        out = {}
+        for c in self.COLS:
+            col = np.empty(total, dtype=self.DT.get(c, np.int32))
+            at = 0
+            for n, row in self.parts:
+                col[at:at + n] = row[c]
+                at += n
+            out[c] = col
+        return out
 
 
 class _Builder:
     def __init__(self, schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
-                 classes: ShardChannels | None = None):
+                 classes: ShardChannels | None = None, pairs: AlltoallPairs | None = None):
         self.s, self.profile, self.opt = schedule, profile, opt
         self.classes = (ShardChannels.identity(schedule.nodes) if opt.channels == 1
                         else shard_classes(schedule) if classes is None else classes)
@@ -194,9 +197,11 @@ class _Builder:
         self.coll = schedule.collective
         self.maxcnt = profile.max_count - 1
         self.scratch = np.zeros(self.n, dtype=np.int64)
-        touched = alltoall_touched(schedule, self.k) if self.coll is Collective.ALLTOALL else None
-        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, touched)
+        if self.coll is Collective.ALLTOALL and pairs is None:
+            pairs = AlltoallPairs(schedule, self.k)
+        self.layout = UnitLayout(self.coll, self.n, self.P, opt.mode == "in", self._alloc, pairs)
         self.table = _Table()
+        self.dense = isinstance(self.layout.locbuf, np.ndarray)    # (gpu x unit) arrays, not the all-to-all's pairs
         self.msg = 0
         self.dropped = 0
         self.consolidated = 0
@@ -216,6 +221,24 @@ class _Builder:
         np.add.at(self.scratch, g, sz)
         return bases.astype(np.int32)
 
+    def _cells(self, W: np.ndarray, G: np.ndarray):
+        """What indexes the layout's tables at gpus W, units G: the flat positions in its dense (gpu x unit)
+        arrays (one index array instead of two for numpy to combine on every access), else the pairs."""
+        return W.astype(np.int64, copy=False) * self.layout.locbuf.shape[1] + G if self.dense else (W, G)
+
+    @staticmethod
+    def _of(table, cells):
+        """The entries of a layout table at `cells` (_cells)."""
+        return table[cells] if isinstance(cells, tuple) else table.reshape(-1)[cells]
+
+    @staticmethod
+    def _put(table, cells, values) -> None:
+        """Set the entries of a layout table at `cells` (_cells)."""
+        if isinstance(cells, tuple):
+            table[cells] = values
+        else:
+            table.reshape(-1)[cells] = values
+
     # ----- pass 1: messages ------------------------------------------------------------------------------
     def _units(self, t: int):
         s, P, P0, k, c = self.s, self.P, self.P0, self.k, self.c
@@ -227,6 +250,8 @@ class _Builder:
             raise CompileError(f"step {t}: a transfer over the self-loop of node {u[i]} carries no data; the "
                                f"schedule is not executable")
         ln = hi - lo
+        if self.coll is not Collective.ALLTOALL and not np.any(ln < 0):
+            return expand_units(v, u, w, lane, lo, hi, self.classes.rank, self.classes.blocks, P, P0, k, c)
         total = int(ln.sum())
         rep = np.repeat(np.arange(v.size), ln)
         x = ranges(lo, ln)
@@ -254,29 +279,36 @@ class _Builder:
         U, W, CH, G = self._units(t)
         if U.size == 0:
             return
-        order = lexorder((CH, U, G, W))             # by receiver and unit: duplicates and ranks are adjacent
-        U, W, CH, G = U[order], W[order], CH[order], G[order]
-        if op is Op.COPY:
-            dup = np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])]
-            keep = ~(dup | lay.final[W, G])
-            self.dropped += int((~keep).sum())
-            U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
+        _, (CH, U, G, W) = lexsorted((CH, U, G, W))   # by receiver and unit: duplicates and ranks are adjacent
+        if op is Op.COPY:        # the first copy of each unit a receiver does not hold yet
+            n = U.size
+            if self.dense:
+                U, W, CH, G = first_fresh(U, W, CH, G, lay.final)
+            else:
+                keep = ~(np.r_[False, (W[1:] == W[:-1]) & (G[1:] == G[:-1])] | lay.final[W, G])
+                U, W, CH, G = U[keep], W[keep], CH[keep], G[keep]
+            self.dropped += n - U.size
             if U.size == 0:
                 return
         else:       # sorted by (W, G, U, CH): equal (U, W, G) triples are adjacent whatever their channels
-            if np.any((U[1:] == U[:-1]) & (W[1:] == W[:-1]) & (G[1:] == G[:-1])):
+            same_unit = (W[1:] == W[:-1]) & (G[1:] == G[:-1])
+            if np.any(same_unit & (U[1:] == U[:-1])):
                 raise CompileError(f"step {t}: a node sends the same chunk to a neighbour twice in a reduce step; "
                                    f"not supported")
-        SB, SO = lay.locbuf[U, G], lay.locoff[U, G]
+            unit_first = np.r_[True, ~same_unit]         # each unit's first contribution (_direct)
+        at = self._cells(U, G)
+        SB, SO = self._of(lay.locbuf, at), self._of(lay.locoff, at)
         if np.any(SB == NONE):
             i = int(np.flatnonzero(SB == NONE)[0])
             v, x = divmod(int(G[i]), self.P)
             raise CompileError(f"step {t}: gpu {U[i]} sends chunk {x}/{self.P} of shard {v} before holding it; the "
                                f"schedule is not valid")
-        DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)
         # link order (sender, receiver, channel), then the sender's layout
-        order = lexorder((SO, SB, CH, W, U))
-        U, W, CH, G, SB, SO, DB, DO = U[order], W[order], CH[order], G[order], SB[order], SO[order], DB[order], DO[order]
+        order, (SO, SB, CH, W, U) = lexsorted((SO, SB, CH, W, U))
+        G = G[order]
+        DB, DO = lay.home(W, G) if op is Op.COPY else lay.acc(W, G)   # per row, whatever the rows' order
+        if op is Op.REDUCE:
+            unit_first = unit_first[order]
         staged_send = staged_recv = np.zeros(U.size, bool)
         if self.opt.consolidate:
             PB, PO = DB, DO
@@ -293,7 +325,10 @@ class _Builder:
             if staged_send.any():
                 SB, SO = self._gather(t, U, W, CH, SB, SO, staged_send)
         direct = np.flatnonzero(~staged_recv)
-        if direct.size:
+        if direct.size == U.size:
+            self._direct(t, op, U, W, CH, G, SB, SO, DB, DO, presorted=not staged_send.any(),
+                         first=unit_first if op is Op.REDUCE else None)
+        elif direct.size:
             self._direct(t, op, U[direct], W[direct], CH[direct], G[direct], SB[direct], SO[direct], DB[direct],
                          DO[direct], presorted=not staged_send.any())
         staged = np.flatnonzero(staged_recv)
@@ -301,11 +336,14 @@ class _Builder:
             self._staged_receive(t, op, U[staged], W[staged], CH[staged], G[staged], SB[staged], SO[staged],
                                  DB[staged], DO[staged])
 
-    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO, presorted: bool = False) -> None:
+    def _direct(self, t, op, U, W, CH, G, SB, SO, DB, DO, presorted: bool = False,
+                first: np.ndarray | None = None) -> None:
         """Messages straight into place: `r` into the home, or `rrc` (partial + message) into the accumulator.
         The links into a gpu that reduce in one step are ranked (by sender and channel): link k's reductions
         run after those of links < k, and a unit's first contribution reads the partial where it is, later ones
-        the accumulator. Every message of a connection has its link's rank."""
+        the accumulator. Every message of a connection has its link's rank. `first` (reductions, when the rows
+        are all of the step's): per row, whether it is its unit's first contribution, i.e. of the least (sender,
+        channel), which is the least rank (`_step` finds them in its sort by receiver and unit)."""
         lay = self.layout
         if op is Op.COPY:
             rank = np.zeros(U.size, np.int64)
@@ -313,11 +351,14 @@ class _Builder:
             PO = np.full(U.size, -1, np.int32)
         else:
             rank = self._link_ranks(U, W, CH)
-            o = lexorder((rank, G, W))
-            first = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
-            first_c = np.empty(U.size, bool)
-            first_c[o] = first
-            PB, PO = lay.locbuf[W, G].copy(), lay.locoff[W, G].copy()
+            if first is None:
+                o = lexorder((rank, G, W))
+                first_c = np.empty(U.size, bool)
+                first_c[o] = np.r_[True, (W[o][1:] != W[o][:-1]) | (G[o][1:] != G[o][:-1])]
+            else:
+                first_c = first
+            at = self._cells(W, G)
+            PB, PO = self._of(lay.locbuf, at), self._of(lay.locoff, at)
             if np.any(PB[first_c] == NONE):
                 i = int(np.flatnonzero((PB == NONE) & first_c)[0])
                 v, x = divmod(int(G[i]), self.P)
@@ -335,9 +376,11 @@ class _Builder:
         st, ln = runs(adv, eq, max_len=self.maxcnt)
         self._messages(t, U[st], W[st], CH[st], rank[st], SB[st], SO[st], DB[st], DO[st],
                        None if op is Op.COPY else PB[st], PO[st], ln)
-        lay.locbuf[W, G], lay.locoff[W, G] = DB, DO
+        at = self._cells(W, G)
+        self._put(lay.locbuf, at, DB)
+        self._put(lay.locoff, at, DO)
         if op is Op.COPY:
-            lay.final[W, G] = True
+            self._put(lay.final, at, True)
 
     def _link_ranks(self, U, W, CH) -> np.ndarray:
         """Per row, the rank of its link (sender, channel) among the links into its receiver, ordered by (sender,
@@ -446,7 +489,8 @@ class _Builder:
         """Copy every result that is not where the collective wants it (e.g. an allgather's own shard)."""
         lay = self.layout
         W, G = lay.results()
-        b, o = lay.locbuf[W, G], lay.locoff[W, G]
+        at = self._cells(W, G)
+        b, o = self._of(lay.locbuf, at), self._of(lay.locoff, at)
         if held_only:
             h = b != NONE
             W, G, b, o = W[h], G[h], b[h], o[h]
@@ -908,13 +952,15 @@ class Messages:
 
 
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
-                   classes: ShardChannels | None = None) -> Messages:
+                   classes: ShardChannels | None = None, pairs: AlltoallPairs | None = None) -> Messages:
     """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.channels;
     computed here when not given); with opt.by_message the messages of one channel are dealt over the channels
-    instead (Messages.by_message)."""
+    instead (Messages.by_message). `pairs`: an all-to-all's AlltoallPairs for opt.instances (built here when not
+    given; the fit search shares one between candidates)."""
     if opt.by_message and opt.channels > 1:
-        return build_messages(schedule, profile, replace(opt, channels=1, by_message=False)).by_message(opt.channels)
-    b = _Builder(schedule, profile, opt, classes)
+        return build_messages(schedule, profile, replace(opt, channels=1, by_message=False),
+                              pairs=pairs).by_message(opt.channels)
+    b = _Builder(schedule, profile, opt, classes, pairs)
     b.build_messages()
     ops = b.table.concat()
     b.table.parts.clear()                   # the layout keeps the builder alive through its allocator

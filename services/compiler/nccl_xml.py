@@ -25,6 +25,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from .errors import Finding
+from .nccl_grammar import grammar_scan
 
 __all__ = ["Node", "scan", "lexical_findings", "opening_tag", "MAX_ATTRS"]
 
@@ -231,7 +232,14 @@ def scan(text: str) -> tuple["Node | ET.Element | None", list[Finding]]:
 
 def lexical_findings(text: str | bytes) -> list[Finding]:
     """Only the tokenizer's verdict (no tree): [] when the runtimes' parser reads every element of `text`
-    (a str, or the file's bytes)."""
+    (a str, or the file's bytes). Files the compiled automaton (`nccl_grammar`) reads whole, with every item in
+    a window, are accepted there (the same verdict, tests/test_nccl_grammar.py); anything else goes through the
+    regular expression, which also locates the error."""
+    data = text if isinstance(text, bytes) else text.encode("ascii") if text.isascii() else None
+    if data is not None:
+        stop, longest = grammar_scan(data)
+        if stop < 0 and longest <= MAX_WINDOW:
+            return []
     stop = _grammar_stop(text)
     if stop < 0:
         return []

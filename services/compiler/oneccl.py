@@ -18,7 +18,7 @@ from services.synthesis.topology.graph import Topology
 
 from .arrays import lexorder, ranges, run_positions, unique
 from .errors import CompileError
-from .layout import NONE, SBUF, UnitLayout, alltoall_touched
+from .layout import NONE, SBUF, AlltoallPairs, UnitLayout
 from .msccl import runs
 from .xmltext import (ONECCL, ONECCL_FIRST, ONECCL_NAMED, ONECCL_WIDTH, block_bounds, fill_blocks, line_bound,
                       oneccl_ranks)
@@ -105,7 +105,7 @@ def compile_oneccl(schedule: Schedule, topology: Topology, *, inplace: bool = Fa
             tmp[g] += sz
         return out
 
-    lay = UnitLayout(coll, n, P, inplace, alloc, alltoall_touched(s) if coll is Collective.ALLTOALL else None)
+    lay = UnitLayout(coll, n, P, inplace, alloc, AlltoallPairs(s) if coll is Collective.ALLTOALL else None)
     prog = _Instructions()
     tags = np.zeros((n, n), dtype=np.int32)
     messages = 0

@@ -34,6 +34,7 @@ from sqlalchemy import select
 
 from services.fabric.repair import RepairError, repatch
 from services.synthesis.bfb.degraded import degraded_schedules
+from services.synthesis.bfb.lp import default_workers
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
@@ -150,11 +151,13 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
         req, expr, failed, number = dict(plan.request), plan.result["topology"]["expr"], list(rev.failed), rev.number
     t0 = time.perf_counter()
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    # one process: a job process may not fork a pool of its own (embedded: a daemonic process; Celery: a
-    # pool child), and a vertex-transitive plan's revision solves only the receivers the failure changed
+    # BFB's receivers split over the cores: a job process (embedded: a daemonic process; Celery: a pool child)
+    # may not start a pool, so they are solved in forked children (bfb.lp.forked_blocks: N = 1024, 1.1 CPU s
+    # per orientation on two cores); a vertex-transitive plan's revision solves only the receivers the failure
+    # changed
     original = build(expr)
     out = degraded_schedules(original, [tuple(f) for f in failed], link, mean_size(req),
-                             bfb_options={"workers": 1})
+                             bfb_options={"workers": default_workers()})
     g = out.topology
     sets = size_sets.revision_sets(out, original if original.translation is not None else None)
     a2a_sizes = alltoall_sizes(req)
@@ -164,11 +167,12 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
         alltoall, a2a_blobs = _alltoall(g, link, a2a_sizes)
     _advance(revision_id, "verify", 0.0)
     summaries, blobs = {}, {}
+    encode = size_sets.encoder()            # the sets' ranges are mostly the served schedules: encoded once
     for c, cmp in out.comparisons.items():
         chosen = cmp.chosen
         if not chosen.verified:             # choose() serves only a schedule that passed; never store another
             raise RuntimeError(f"the {c.value} schedule of {g.expr} is not verified")
-        blobs[c.value] = (chosen.schedule.to_bytes(), link_loads_blob(chosen.schedule, g, chosen.tau))
+        blobs[c.value] = (encode(chosen.schedule), link_loads_blob(chosen.schedule, g, chosen.tau))
         summaries[c.value] = {"steps": chosen.steps, "tau": float(chosen.tau), "tau_exact": str(chosen.tau),
                               "verified": True, "transfers": chosen.schedule.transfers, "scheduler": chosen.scheduler,
                               "candidates": [x.as_dict() for x in cmp.candidates]}
@@ -189,7 +193,7 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
             repo.attach(s, rev.plan_id, f"{prefix}loads:alltoall",
                         repo.put_blob(s, loads, "link-loads", "application/x-npz", compress=False))
             summaries["alltoall"] = {**summary, "digest": digest}
-        for c, rows in size_sets.store_sets(s, rev.plan_id, prefix, sets).items():
+        for c, rows in size_sets.store_sets(s, rev.plan_id, prefix, sets, encode).items():
             summaries[c]["by_size"] = rows
         meta = {"nodes": g.nodes, "degree": g.degree}
         topology_doc = topology_json(g)

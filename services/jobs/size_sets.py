@@ -10,7 +10,8 @@ candidates too (larger plans keep the construction's one range).
 A revision's comparison (`bfb.degraded`) builds BFB and the greedy scheduler at one size; the set adds the
 greedy scheduler at 4 chunks per shard and the pipelined tree packing (topologies up to
 MAX_PACKING_NODES nodes) and keeps, on every size range, the fastest verified schedule among all of them
-(`bfb.schedule_sets`; exact crossovers on the plan's uniform links). Range i of collective c is stored as the
+(`bfb.schedule_sets`; exact crossovers on the plan's uniform links; the schedules the comparison served are
+model-checked there once, not again for the set). Range i of collective c is stored as the
 artifact `<prefix>schedule:<c>@<i>` and listed as `schedules.<c>.by_size[i]` = {min_bytes, max_bytes (None
 for the last), scheduler, steps, tau, tau_exact, verified}; the revision view adds each range's `url`.
 """
@@ -26,7 +27,7 @@ from services.synthesis.forest.packing import MAX_PACKING_NODES
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective
 
-__all__ = ["revision_sets", "plan_sets", "store_sets", "set_time_us", "range_name"]
+__all__ = ["revision_sets", "plan_sets", "store_sets", "set_time_us", "range_name", "encoder"]
 
 
 def range_name(prefix: str, collective: str, index: int) -> str:
@@ -38,12 +39,25 @@ def revision_sets(degraded, reference=None) -> dict[Collective, ScheduleSet]:
     """The schedule sets of a degraded topology from its comparison (`bfb.degraded.DegradedSchedules`), with
     the greedy scheduler at 4 chunks and the tree packing added on topologies up to MAX_PACKING_NODES nodes."""
     g = degraded.topology
+    phases = (Collective.ALLGATHER, Collective.REDUCESCATTER)
     built = {c: [(x.scheduler, x.schedule) for x in degraded.comparisons[c].candidates if x.schedule is not None]
-             for c in (Collective.ALLGATHER, Collective.REDUCESCATTER)}
+             for c in phases}
+    # the comparison model-checked the schedules it serves (and with verify_mode "all", every candidate): the
+    # set does not check them again
+    checked = [x.schedule for c in phases for x in degraded.comparisons[c].candidates
+               if x.verified and x.schedule is not None]
     small = g.nodes <= MAX_PACKING_NODES
-    return schedule_sets(g, degraded.costs, schedulers=("greedy", "trees") if small else (),
+    sets = schedule_sets(g, degraded.costs, schedulers=("greedy", "trees") if small else (),
                          greedy_chunks=(4,) if small else (), built=built, bfb_options={"workers": 1},
-                         reference=reference)
+                         reference=reference, checked=checked)
+    # an allreduce range whose phases are the compared allreduce's holds that very schedule (RS then AG, the same
+    # two objects): the object itself, so the revision encodes it once (`encoder`)
+    served = degraded.comparisons.get(Collective.ALLREDUCE)
+    phases = served.chosen.phases if served is not None else None
+    for r in sets[Collective.ALLREDUCE].ranges if phases and Collective.ALLREDUCE in sets else ():
+        if r.phases and r.phases[0].schedule is phases[0].schedule and r.phases[1].schedule is phases[1].schedule:
+            r.schedule = served.chosen.schedule
+    return sets
 
 
 def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, ScheduleSet]:
@@ -64,8 +78,22 @@ def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, Sc
                                 Collective.REDUCESCATTER: [("construction", rs)]})
 
 
-def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]) -> dict[str, list[dict]]:
-    """Store every range's schedule (content-addressed) and attach it; returns the `by_size` lists."""
+def encoder():
+    """`Schedule.to_bytes` remembered per schedule object (a revision stores its served schedules and the ranges
+    of its sets, mostly the same objects: each is encoded once, about 0.2 s at N = 1024)."""
+    done: dict[int, tuple[object, bytes]] = {}
+
+    def encode(schedule) -> bytes:
+        hit = done.get(id(schedule))
+        if hit is None or hit[0] is not schedule:
+            hit = done[id(schedule)] = (schedule, schedule.to_bytes())      # held: the id stays this object's
+        return hit[1]
+    return encode
+
+
+def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet], encode=None) -> dict[str, list[dict]]:
+    """Store every range's schedule (content-addressed; `encode`: a schedule's blob, `encoder()`) and attach it;
+    returns the `by_size` lists."""
     out = {}
     for c, ss in sets.items():
         rows = []
@@ -73,7 +101,8 @@ def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]
             tau = r.tau(ss.topology.degree)
             row = {"min_bytes": r.min_bytes, "max_bytes": r.max_bytes, "scheduler": r.scheduler, "steps": r.steps,
                    "tau": float(tau), "tau_exact": str(tau), "verified": r.verified}
-            digest = repo.put_blob(s, r.schedule.to_bytes(), "schedule", "application/x-npz", compress=False)
+            blob = encode(r.schedule) if encode is not None else r.schedule.to_bytes()
+            digest = repo.put_blob(s, blob, "schedule", "application/x-npz", compress=False)
             repo.attach(s, plan_id, range_name(prefix, c.value, i), digest, row)
             rows.append(row)
         out[c.value] = rows

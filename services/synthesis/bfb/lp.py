@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
+import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -412,6 +414,49 @@ def _pool_solve(receivers):
     return solve_block(_POOL_CTX, receivers)
 
 
+def forked_blocks(ctx: BfbContext, parts: list[np.ndarray]) -> list[BlockResult]:
+    """`solve_block` of every part, all but the last in a child forked with os.fork (possible where
+    multiprocessing refuses a pool: a daemonic process), the last in this process; each child sends its
+    pickled result through a pipe. A child that fails (killed, or an error) has its part solved here."""
+    children: list[tuple[int, int, np.ndarray]] = []
+    try:
+        for part in parts[:-1]:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:                                    # the child: solve, send, leave without cleanup
+                code = 1
+                try:
+                    os.close(r)
+                    signal.setitimer(signal.ITIMER_REAL, 0)     # a parent's time-limit alarm is not the child's
+                    data = pickle.dumps(solve_block(ctx, part), protocol=pickle.HIGHEST_PROTOCOL)
+                    with os.fdopen(w, "wb") as f:
+                        f.write(data)
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children.append((pid, r, part))
+        own = solve_block(ctx, parts[-1])
+        out = []
+        while children:
+            pid, r, part = children[0]
+            with os.fdopen(r, "rb", closefd=False) as f:
+                data = f.read()
+            children.pop(0)
+            os.close(r)
+            _, status = os.waitpid(pid, 0)
+            out.append(pickle.loads(data) if status == 0 and data else solve_block(ctx, part))
+        return out + [own]
+    finally:                                                # stopped early (an error, a time limit): no orphans
+        for pid, r, _ in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            os.close(r)
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
@@ -423,7 +468,9 @@ def receiver_blocks(nodes: int, parts: int) -> list[np.ndarray]:
 
 def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: bool = True,
                   chunks: int | None = None, method: str = "auto") -> BfbResult:
-    """The optimal BFB allgather schedule of `topology` (Theorem 16), solved in parallel blocks."""
+    """The optimal BFB allgather schedule of `topology` (Theorem 16), solved in parallel blocks: `workers`
+    processes (default: the cores; in a daemonic process, which may not start a pool, one unless `workers` is
+    given, then forked children: `forked_blocks`)."""
     global _POOL_CTX
     if chunks is not None and (not isinstance(chunks, int) or chunks < 1):
         raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
@@ -433,10 +480,14 @@ def bfb_allgather(topology: Topology, *, workers: int | None = None, shortcut: b
     if ctx.shortcut:
         blocks = [solve_block(ctx, np.array([0]))]
     else:
-        workers = workers or default_workers()
+        asked, workers = workers is not None, workers or default_workers()
         work = topology.nodes * ctx.diameter
-        # a daemonic process (a Celery prefork child) may not start a pool: solve the blocks in-process there
-        if workers > 1 and work >= 2048 and not multiprocessing.current_process().daemon:
+        daemonic = multiprocessing.current_process().daemon
+        if asked and workers > 1 and work >= 2048 and daemonic:
+            # a daemonic process (a Celery prefork child, the embedded worker's job process) may not start a
+            # pool: when the caller asks for workers, its blocks are solved in forked children instead
+            blocks = forked_blocks(ctx, receiver_blocks(topology.nodes, workers))
+        elif workers > 1 and work >= 2048 and not daemonic:
             _POOL_CTX = ctx
             try:
                 mp = multiprocessing.get_context("fork")

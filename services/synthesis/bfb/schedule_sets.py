@@ -20,7 +20,8 @@ min_i RS_i(M) + min_j AG_j(M), so its ranges are the union of both sets' boundar
 from different schedulers (named ``rs+ag``). The fastest candidate per interval is the lower envelope of
 the curves, with crossovers exact (`envelope.lower_envelope`); every schedule a range serves is
 model-checked, and a candidate that fails is dropped and the envelope recomputed (a scheduler bug is never
-served).
+served); a schedule the caller already model-checked on the same topology (`checked`: a revision's served
+schedules, checked by `bfb.compare.choose`) is not checked again.
 """
 from __future__ import annotations
 
@@ -167,9 +168,10 @@ def _size_name(size: int) -> str:
     return str(size)
 
 
-def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, cands: list[tuple[str, Make]]
-               ) -> tuple[list[SizeRange], list[str]]:
-    """The ranges of an allgather or a reduce-scatter from (name, maker of a schedule of it) candidates."""
+def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, cands: list[tuple[str, Make]],
+               checked: frozenset[int] = frozenset()) -> tuple[list[SizeRange], list[str]]:
+    """The ranges of an allgather or a reduce-scatter from (name, maker of a schedule of it) candidates; a
+    schedule whose id() is in `checked` passed the model checker already."""
     curves, makers, names = [], [], []
     for name, make in cands:
         curves.append(curve(make(), costs))
@@ -184,8 +186,8 @@ def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, can
         for lo, hi, k in integer_ranges(spans):
             i = alive[k]
             s = makers[i]()
-            report = verify(s, topology, collective)
-            if not report.ok:
+            known = id(s) in checked and s.collective is collective
+            if not known and not verify(s, topology, collective).ok:
                 failed = i
                 break
             ranges.append(SizeRange(lo, hi, names[i], s, curves[i], True))
@@ -197,7 +199,8 @@ def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, can
 def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.ALLGATHER,
                   Collective.REDUCESCATTER, Collective.ALLREDUCE), *, schedulers=SET_SCHEDULERS,
                   greedy_chunks=(1, 4), bfb_options: dict | None = None, reference: Topology | None = None,
-                  prebuilt: dict | None = None, built: dict | None = None) -> dict[Collective, ScheduleSet]:
+                  prebuilt: dict | None = None, built: dict | None = None,
+                  checked=()) -> dict[Collective, ScheduleSet]:
     """The schedule set of every collective wanted (see the module docstring).
 
     Parameters
@@ -220,6 +223,9 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
     built : dict
         Collective.ALLGATHER / REDUCESCATTER -> [(name, schedule of that collective on `topology`)]: candidates
         built elsewhere (e.g. `compare`'s), added as they are.
+    checked : iterable of Schedule
+        Schedules of `built` that passed the model checker on `topology` as their collective (the very
+        objects, e.g. `compare.choose`'s verified choices): not checked again.
 
     Examples
     --------
@@ -242,6 +248,8 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
         if isinstance(p, bool) or not isinstance(p, int) or p < 1:
             raise ValueError(f"greedy chunks must be positive integers, got {p!r}")
     opts = bfb_options or {}
+    checked = tuple(checked)                # held here, so the ids below stay theirs for the whole call
+    seen = frozenset(id(x) for x in checked)
     skipped: dict[str, str] = {}
     want_ag = Collective.ALLGATHER in collectives or Collective.ALLREDUCE in collectives
     want_rs = Collective.REDUCESCATTER in collectives or Collective.ALLREDUCE in collectives
@@ -253,7 +261,7 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
         cands = ready.get(Collective.ALLGATHER, []) + pre + _allgathers(
             topology, costs, schedulers, greedy_chunks, opts, reference, skipped)
         phase[Collective.ALLGATHER], names[Collective.ALLGATHER] = _phase_set(
-            topology, costs, Collective.ALLGATHER, cands)
+            topology, costs, Collective.ALLGATHER, cands, seen)
     if want_rs:
         gt = topology.transpose()
         ref_t = reference.transpose() if reference is not None else None
@@ -262,7 +270,7 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
             cands = pre + cands
         rev = [(name, lambda make=make: make().reverse(topology=topology.expr)) for name, make in cands]
         phase[Collective.REDUCESCATTER], names[Collective.REDUCESCATTER] = _phase_set(
-            topology, costs, Collective.REDUCESCATTER, ready.get(Collective.REDUCESCATTER, []) + rev)
+            topology, costs, Collective.REDUCESCATTER, ready.get(Collective.REDUCESCATTER, []) + rev, seen)
     out: dict[Collective, ScheduleSet] = {}
     for c in collectives:
         ranges = _pairs(phase[Collective.REDUCESCATTER], phase[Collective.ALLGATHER]) \
