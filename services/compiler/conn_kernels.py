@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from .arrays import unique_inverse
+from .order_kernels import buckets
 
 __all__ = ["connections"]
 
@@ -32,17 +33,7 @@ def connections(gpu: np.ndarray, chan: np.ndarray, peer: np.ndarray) -> tuple[np
 @njit(cache=True, nogil=True)
 def _connections(gpu, chan, peer, n_gpus, n_chan, n_peer):
     m = gpu.size
-    start = np.zeros(n_gpus + 1, np.int64)
-    for i in range(m):
-        start[gpu[i] + 1] += 1
-    for g in range(n_gpus):
-        start[g + 1] += start[g]
-    pos = start[:-1].copy()
-    by_gpu = np.empty(m, np.int64)
-    for i in range(m):
-        g = gpu[i]
-        by_gpu[pos[g]] = i
-        pos[g] += 1
+    start, by_gpu = buckets(gpu, n_gpus)
     stamp = np.full(n_chan * n_peer, -1, np.int64)
     local = np.empty(n_chan * n_peer, np.int64)
     seen = np.empty(n_chan * n_peer, np.int64)

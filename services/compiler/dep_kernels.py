@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .order_kernels import buckets
+
 __all__ = ["dense_keys", "group_order", "prune", "sweep", "xml_positions"]
 
 
@@ -204,16 +206,7 @@ def prune(co, ct, ci, n_ops, tb, n_tbs):
     """The waits to keep, by (op, waited tb): a wait (op co waits for idx ci of tb ct) is kept only if no
     earlier op of the same tb (ops are in program order within a tb) already waits for ct at ci or later.
     Returns indices into co / ct / ci."""
-    count = np.zeros(n_ops + 1, np.int64)
-    for k in range(co.size):
-        count[co[k] + 1] += 1
-    for r in range(n_ops):
-        count[r + 1] += count[r]
-    pos = count[:-1].copy()
-    by_op = np.empty(co.size, np.int64)
-    for k in range(co.size):
-        by_op[pos[co[k]]] = k
-        pos[co[k]] += 1
+    count, by_op = buckets(co, n_ops)
     seen = np.full(n_tbs, -1, np.int64)
     owner = np.full(n_tbs, -1, np.int64)
     keep = np.empty(co.size, np.int64)

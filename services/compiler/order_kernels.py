@@ -13,7 +13,7 @@ from numba import njit
 
 from .arrays import lexorder
 
-__all__ = ["tb_order"]
+__all__ = ["buckets", "tb_order"]
 
 INSERTION_MAX = 256                   # rows of one tb beyond which the table is sorted instead
 
@@ -25,6 +25,23 @@ def tb_order(tb: np.ndarray, t: np.ndarray, phase: np.ndarray, sub: np.ndarray, 
     if tb.size == 0 or np.bincount(tb, minlength=n_tbs).max() > INSERTION_MAX:
         return lexorder((tie, sub, phase, t, tb))
     return _tb_order(tb, t, phase, sub, tie, n_tbs)
+
+
+@njit(cache=True, nogil=True)
+def buckets(key, n_keys):
+    """A stable counting sort of rows by key in [0, n_keys): (start of every key's rows, len n_keys + 1; the
+    rows in order)."""
+    start = np.zeros(n_keys + 1, np.int64)
+    for r in range(key.size):
+        start[key[r] + 1] += 1
+    for k in range(n_keys):
+        start[k + 1] += start[k]
+    pos = start[:-1].copy()
+    order = np.empty(key.size, np.int64)
+    for r in range(key.size):
+        order[pos[key[r]]] = r
+        pos[key[r]] += 1
+    return start, order
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -41,17 +58,7 @@ def _after(t, phase, sub, tie, q, r):
 
 @njit(cache=True, nogil=True)
 def _tb_order(tb, t, phase, sub, tie, n_tbs):
-    n = tb.size
-    start = np.zeros(n_tbs + 1, np.int64)
-    for r in range(n):
-        start[tb[r] + 1] += 1
-    for k in range(n_tbs):
-        start[k + 1] += start[k]
-    pos = start[:-1].copy()
-    order = np.empty(n, np.int64)
-    for r in range(n):
-        order[pos[tb[r]]] = r
-        pos[tb[r]] += 1
+    start, order = buckets(tb, n_tbs)
     for k in range(n_tbs):
         a = start[k]
         for i in range(a + 1, start[k + 1]):
