@@ -280,13 +280,16 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             if not memo:
                 memo.append(shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes))
             return memo[0]
-        bounds_at = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
-        floor_at: dict[int, ScheduleBounds | None] = {}
+        bounds_of = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
+        bounds_memo: dict[int, ScheduleBounds | None] = {}
+
+        def bounds_at(c: int) -> ScheduleBounds | None:     # per channel count, computed once per lowering
+            if c not in bounds_memo:
+                bounds_memo[c] = bounds_of(c)
+            return bounds_memo[c]
 
         def floor() -> ScheduleBounds | None:       # the one-channel bounds (no shard classes needed)
-            if 1 not in floor_at:
-                floor_at[1] = bounds_at(1)
-            return floor_at[1]
+            return bounds_at(1)
         pairs_memo: list[AlltoallPairs | None] = []
 
         def pairs(low=low) -> AlltoallPairs | None:    # an all-to-all's held pairs: every table of the lowering's
@@ -315,12 +318,9 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 wanted: list[int] = []              # per layout: the fewest channels that may fit its steps per tb
                 # without consolidation the schedule bounds what the class table would show (schedule_bounds)
                 # computed on first need: combined tbs may be refused from the one-channel bounds before it
-                pre_at: dict[int, ScheduleBounds | None] = {}
 
                 def pre(c=c) -> ScheduleBounds | None:
-                    if c not in pre_at:
-                        pre_at[c] = bounds_at(c)
-                    return pre_at[c]
+                    return bounds_at(c)
                 skip: set[tuple[bool, bool]] = set()
                 for i, (comb, by_msg) in enumerate(layouts):
                     if (comb, by_msg) in dead or (comb, by_msg) in skip:

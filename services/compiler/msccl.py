@@ -43,7 +43,9 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from .arrays import isin_sorted, lexorder, lexsorted, ranges, run_positions, unique, unique_counts, unique_inverse
 from .channels import ShardChannels, shard_classes
-from .dep_kernels import dense_keys
+from .conn_kernels import connections as connection_ids
+from .order_kernels import tb_order
+from .dep_kernels import dense_keys, group_order, xml_positions
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
 from .errors import CompileError
@@ -520,16 +522,16 @@ def _match(w_in: np.ndarray, w_out: np.ndarray, weight: np.ndarray, same_peer: n
     return ri, ci
 
 
-def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
-    """Thread blocks of the communication instructions (and fusion candidates when combined)."""
+def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout, conns: "Connections"):
+    """Thread blocks of the communication instructions (and fusion candidates when combined); `conns`: the
+    table's connections (Messages.connections)."""
     kind, gpu, chan = ops["kind"], ops["gpu"].astype(np.int64), ops["chan"].astype(np.int64)
     is_s, is_r = kind == S, (kind == R) | (kind == RRC)
     fuse_pairs = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if opt.combined and opt.fuse:
         fuse_pairs = _fusion_candidates(ops, is_s, is_r & _last_writes(ops, layout, opt.mode == "both"))
     # per (gpu, chan): out-peers from sends, in-peers from receives
-    out_key = unique(gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
-    in_key = unique(gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64))
+    out_key, in_key = conns.out_key, conns.in_key
     tbs: dict[tuple, int] = {}
     tb_of_out: dict[int, int] = {}
     tb_of_in: dict[int, int] = {}
@@ -548,9 +550,8 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
         tbs.update(zip(keys_of(out_key, True), range(out_key.size)))
         tbs.update(zip(keys_of(in_key, False), range(out_key.size, out_key.size + in_key.size)))
         tb = np.full(kind.size, -1, np.int64)
-        tb[is_s] = np.searchsorted(out_key, gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64))
-        tb[is_r] = out_key.size + np.searchsorted(in_key, gpu[is_r] << 32 | chan[is_r] << 16
-                                                  | ops["rpeer"][is_r].astype(np.int64))
+        tb[conns.out_rows] = conns.out_of
+        tb[conns.in_rows] = out_key.size + conns.in_of
         return tb, tbs, fuse_pairs
     else:
         m1, m2 = fuse_pairs
@@ -586,14 +587,10 @@ def _assign_tbs(ops: dict, opt: MscclOptions, n: int, layout: UnitLayout):
                 if o not in paired_out:
                     tb_of_out[gc << 16 | o] = new_tb(g, o, -1, ch)
     tb = np.full(kind.size, -1, np.int64)
-    if is_s.any():
-        keys = gpu[is_s] << 32 | chan[is_s] << 16 | ops["speer"][is_s].astype(np.int64)
-        uk, inv = unique_inverse(keys)
-        tb[is_s] = np.array([tb_of_out[k] for k in uk.tolist()], np.int64)[inv]
-    if is_r.any():
-        keys = gpu[is_r] << 32 | chan[is_r] << 16 | ops["rpeer"][is_r].astype(np.int64)
-        uk, inv = unique_inverse(keys)
-        tb[is_r] = np.array([tb_of_in[k] for k in uk.tolist()], np.int64)[inv]
+    if out_key.size:
+        tb[conns.out_rows] = np.array([tb_of_out[k] for k in out_key.tolist()], np.int64)[conns.out_of]
+    if in_key.size:
+        tb[conns.in_rows] = np.array([tb_of_in[k] for k in in_key.tolist()], np.int64)[conns.in_of]
     return tb, tbs, fuse_pairs
 
 
@@ -688,21 +685,25 @@ def _order(ops: dict, tb: np.ndarray) -> np.ndarray:
     """Per row: the tie-break within (t, phase, sub). Receives follow the order their messages were sent;
     so does everything on one connection, since its sends all sit in one tb."""
     tie = ops["tie"].copy()
-    kind, t, phase, sub = ops["kind"], ops["t"].astype(np.int64), ops["phase"].astype(np.int64), ops["sub"]
+    kind, t, phase, sub = ops["kind"], ops["t"], ops["phase"], ops["sub"]
     msg = ops["msg"]
-    fwd = ops.get("fwd_msg", np.full(kind.size, -1, np.int64))
+    fwd = ops.get("fwd_msg")
     recv_rows = np.flatnonzero(RECEIVES[kind])
     # the send event of every message: the S row, or the fused row that forwards it
     send_rows = np.flatnonzero(kind == S)
-    fused_rows = np.flatnonzero(fwd >= 0)
-    ev_msg = np.concatenate([msg[send_rows], fwd[fused_rows]])
+    fused_rows = np.flatnonzero(fwd >= 0) if fwd is not None else np.zeros(0, np.int64)
+    ev_msg = np.concatenate([msg[send_rows], fwd[fused_rows] if fwd is not None else msg[:0]])
     ev_row = np.concatenate([send_rows, fused_rows])
     sender_of = np.full(int(msg.max()) + 1 if msg.size else 0, -1, np.int64)
     sender_of[ev_msg] = ev_row
-    steps = unique(t[recv_rows]) if recv_rows.size else np.zeros(0, np.int64)
-    by_t = {int(x): recv_rows[t[recv_rows] == x] for x in steps}
-    for x in sorted(by_t):
-        rows = by_t[x]
+    rt = t[recv_rows]
+    span = int(rt.max()) - int(rt.min()) if rt.size else 0
+    # stable: by step, each step's rows in table order (numpy's stable sort of 16-bit keys is a radix sort)
+    o = np.argsort((rt - rt.min()).astype(np.uint16), kind="stable") if 0 < span < 1 << 16 else lexorder((rt,))
+    recv_rows, rt = recv_rows[o], rt[o]
+    cuts = np.flatnonzero(np.r_[True, rt[1:] != rt[:-1], True]) if rt.size else np.zeros(1, np.int64)
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        rows = recv_rows[a:b]
         ev = sender_of[msg[rows]]
         # rank of each send event among the step's events: (t, phase, sub, tie, tb) of the sending row
         o = lexorder((tb[ev], tie[ev], sub[ev], phase[ev], t[ev]))
@@ -770,15 +771,13 @@ def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLay
 
     (src, rdst, wdst), space = dense_keys([start(_READS_SRC, "sbuf", "soff"), start(_READS_DST, "dbuf", "doff"),
                                           start(_WRITES_DST, "dbuf", "doff")], cnt)
-    t, phase, sub = (ops[c].astype(np.int64) for c in ("t", "phase", "sub"))
-    order = lexorder((sub, phase, t, gpu))              # stable: the table's order within a group
-    grp = t << 40 | phase << 36 | sub
+    order, gid = group_order(gpu, ops["t"], ops["phase"], ops["sub"])   # stable: the table's order within a group
     reads = cnt * ((src >= 0).astype(np.int64) + (rdst >= 0))
     pool = int(np.bincount(gpu, weights=reads).max()) if n else 0
     n_tbs = int(tb.max()) + 1 if n else 0
-    co, ct, ci = dep_sweep(order, grp, gpu, tb.astype(np.int64), idx.astype(np.int64), cnt, src, rdst, wdst,
-                           max(space, 1), n_tbs, max(pool, 1))
-    keep = dep_prune(co, ct, ci, n, tb.astype(np.int64), n_tbs)
+    tb, idx = tb.astype(np.int64, copy=False), idx.astype(np.int64, copy=False)
+    co, ct, ci = dep_sweep(order, gid, gpu, tb, idx, cnt, src, rdst, wdst, max(space, 1), n_tbs, max(pool, 1))
+    keep = dep_prune(co, ct, ci, n, tb, n_tbs)           # by (op, waited tb)
     return co[keep], ct[keep], ci[keep]
 
 
@@ -831,6 +830,20 @@ def thread_block_counts(out_conn: np.ndarray, in_conn: np.ndarray, stride: int,
 
 
 @dataclass
+class Connections:
+    """A message table's connections: the distinct (gpu << 32 | channel << 16 | peer) keys of its sends
+    (out_key, sorted) and receives (in_key), and per send row (out_rows) and receive row (in_rows) the index of
+    its connection (out_of, in_of)."""
+
+    out_key: np.ndarray
+    out_rows: np.ndarray
+    out_of: np.ndarray
+    in_key: np.ndarray
+    in_rows: np.ndarray
+    in_of: np.ndarray
+
+
+@dataclass
 class Messages:
     """Pass 1's result: the instruction rows of every gpu before thread blocks (depends on the lowering, the
     instances, channels, mode and consolidation, not on the thread-block layout)."""
@@ -871,6 +884,19 @@ class Messages:
         out["chan"] = chan.astype(ops["chan"].dtype)
         return Messages(self.schedule, out, self.layout, self.scratch, self.messages, self.dropped, self.consolidated)
 
+    def connections(self) -> Connections:
+        """The table's connections (computed once; the lower bounds and the thread blocks both use them)."""
+        c = self._bounds
+        if "conns" not in c:
+            ops = self.ops
+            kind, gpu, chan = ops["kind"], ops["gpu"], ops["chan"]
+            parts = []
+            for rows, peer in ((np.flatnonzero(kind == S), ops["speer"]), (np.flatnonzero(RECEIVES[kind]), ops["rpeer"])):
+                parts += [*connection_ids(gpu[rows], chan[rows], peer[rows]), rows]
+            (ok, oi, orow), (ik, ii, irow) = parts[:3], parts[3:]
+            c["conns"] = Connections(ok, orow, oi, ik, irow, ii)
+        return c["conns"]
+
     def lower_bounds(self, opt: MscclOptions, per_gpu: bool = True) -> dict:
         """What any thread-block layout of these messages needs at least (`opt` says combined or separate tbs
         and whether fusion is on), computed without building the program (per_gpu=False leaves out
@@ -889,25 +915,24 @@ class Messages:
                         keeps every receive)
         """
         c = self._bounds
-        if not c:
+        if "rows" not in c:
             ops, n = self.ops, self.schedule.nodes
-            kind, gpu = ops["kind"], ops["gpu"].astype(np.int64)
-            chan = ops["chan"].astype(np.int64)
-            c["rows"] = np.bincount(gpu, minlength=n)
-            is_s, is_r = kind == S, RECEIVES[kind]
-            per_tb, conns = 0, []
-            for m, peer in ((is_s, ops["speer"]), (is_r, ops["rpeer"])):
-                keys, counts = unique_counts((gpu[m] << 32) | (chan[m] << 16) | peer[m].astype(np.int64))
-                per_tb = max(per_tb, int(counts.max()) if counts.size else 0)
-                conns.append(keys >> 16)                               # (gpu, channel) per connection
+            cn = self.connections()
+            c["rows"] = np.bincount(ops["gpu"], minlength=n)
+            per_tb = 0
+            for key, of in ((cn.out_key, cn.out_of), (cn.in_key, cn.in_of)):
+                per_tb = max(per_tb, int(np.bincount(of).max()) if of.size else 0)
             c["steps_per_tb"] = per_tb
-            combined, separate, c["tbs_per_channel"], has_peers = thread_block_counts(*conns, 1 << 16, n)
+            combined, separate, c["tbs_per_channel"], has_peers = thread_block_counts(
+                cn.out_key >> 16, cn.in_key >> 16, 1 << 16, n)            # (gpu, channel) per connection
             local_only = (c["rows"] > 0) & ~has_peers
             c["tbs_combined"], c["tbs_separate"] = combined + local_only, separate + local_only
-            r = np.flatnonzero(is_r)
-            step_key = (((gpu[r] << 16 | ops["rpeer"][r].astype(np.int64)) << 16 | chan[r]) << 16
-                        | ops["t"][r].astype(np.int64))
-            c["messages_per_connection_step"] = int(unique_counts(step_key)[1].max()) if r.size else 0
+            t = ops["t"][cn.in_rows].astype(np.int64)
+            span = int(t.max()) + 1 if t.size else 1
+            key = cn.in_of * span + t                                  # (connection, comm step)
+            dense = cn.in_key.size * span <= 4 * t.size + (1 << 20)
+            c["messages_per_connection_step"] = (0 if not t.size else int(np.bincount(key).max()) if dense
+                                                 else int(unique_counts(key)[1].max()))
         fused = opt.combined and opt.fuse
         tbs = c["tbs_combined"] if opt.combined else c["tbs_separate"]
         if not per_gpu:
@@ -955,7 +980,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     lay = msgs.layout
     both = opt.mode == "both"
     result_keys = None
-    tb, tbs, pairs = _assign_tbs(ops, opt, n, lay)
+    tb, tbs, pairs = _assign_tbs(ops, opt, n, lay, msgs.connections())
     rrs_pred = None
     if opt.fuse and pairs[0].size:
         W, G = lay.results()
@@ -989,7 +1014,7 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     # within (tb, comm step): local gathers, sends, receives, scatters (the phases' order). Every send of a step
     # comes before its receives, so no message of a step waits for another of the same step (the realized
     # depth is the schedule's step count).
-    order = lexorder((tie, ops["sub"], ops["phase"], ops["t"], tb))
+    order = tb_order(tb, ops["t"], ops["phase"], ops["sub"], tie, n_tbs)
     ops = {c: a[order] for c, a in ops.items()}
     tb = tb[order]
     n_ops_tb = np.bincount(tb, minlength=n_tbs)
@@ -1002,34 +1027,17 @@ def build_program(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions
     if budget is not None:
         budget(stats)
     (d_op, d_tb, d_idx), idx, tb_start = _dependencies(ops, tb, n_tbs, lay, both)
-    # XML positions: each op is preceded by (number of its deps - 1) nops
-    n_deps = np.bincount(d_op, minlength=tb.size)
-    nops = np.maximum(n_deps - 1, 0)
-    csum = np.cumsum(nops)
-    first_of_tb = tb_start[tb]
-    before_tb = np.where(first_of_tb > 0, csum[np.maximum(first_of_tb - 1, 0)], 0)
-    xml_pos = idx + (csum - before_tb)
-    dep_row = tb_start[d_tb] + d_idx
-    hasdep = np.zeros(tb.size, np.int8)
-    hasdep[dep_row] = 1
-    dep_ref_tb = tb_local[d_tb]
-    dep_ref_pos = xml_pos[dep_row]
-    o = lexorder((dep_ref_tb, d_op))
-    d_op, dep_ref_tb, dep_ref_pos = d_op[o], dep_ref_tb[o], dep_ref_pos[o]
-    first = np.r_[True, d_op[1:] != d_op[:-1]] if d_op.size else np.zeros(0, bool)
-    dep_first = np.full((tb.size, 2), -1, np.int64)
-    dep_first[d_op[first], 0] = dep_ref_tb[first]
-    dep_first[d_op[first], 1] = dep_ref_pos[first]
-    rest = ~first                   # the other waits, one nop each, grouped by op (CSR: ptr per op)
-    nop_deps = (np.searchsorted(d_op[rest], np.arange(tb.size + 1)), dep_ref_tb[rest], dep_ref_pos[rest])
-    steps_tb = n_ops_tb + np.bincount(tb, weights=nops, minlength=n_tbs).astype(np.int64)
+    # XML positions: each op is preceded by (number of its deps - 1) nops; the first wait goes on the op
+    xml_pos, dep_first, nop_ptr, nop_tb, nop_pos, hasdep, steps_tb, max_dep_tb = xml_positions(
+        d_op, d_tb, d_idx, tb, idx, tb_start, tb_local)
+    nop_deps = (nop_ptr, nop_tb, nop_pos)
     stats["steps_per_tb"] = steps_tb
     stats["tb_local"] = tb_local
     prog = MscclProgram(n, lay.chunk_loop // n, nchannels, ops, tb_gpu, tb_send, tb_recv, tb_chan, tb_local, xml_pos,
                         dep_first, nop_deps, hasdep, lay.input_units, lay.output_units, msgs.scratch,
                         msgs.messages, msgs.dropped, fused, msgs.consolidated, stats)
     prog.tb_of_op = tb
-    prog.max_dep_tb = int(dep_ref_tb.max()) if dep_ref_tb.size else -1
+    prog.max_dep_tb = int(max_dep_tb)
     return prog
 
 
@@ -1093,7 +1101,6 @@ def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile:
         yield f"<!-- fabricplan {header.replace('--', '- -')} -->\n".encode()
     yield f"<algo {attrs}>\n".encode()
     ops = prog.ops
-    letters = np.frombuffer(b"iosi", np.uint8)                  # IBUF, OBUF, SBUF, NONE (-1)
     i64 = np.int64
     op_start = np.searchsorted(prog.tb_of_op, np.arange(prog.tb_gpu.size + 1)).astype(i64)
     gpu_tb = np.searchsorted(prog.tb_gpu, np.arange(prog.nodes + 1)).astype(i64)
@@ -1108,20 +1115,15 @@ def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile:
 
     def args(a: int, b: int):
         r0, r1 = int(gpu_op[a]), int(gpu_op[b])
-        kind = ops["kind"][r0:r1]
-        used_src = _READS_SRC[kind]
-        used_dst = _WRITES_DST[kind] | _READS_DST[kind]
-        sb = np.where(used_src, letters[ops["sbuf"][r0:r1]], ord("i")).astype(np.uint8)
-        so = np.where(used_src, ops["soff"][r0:r1], -1).astype(i64)
-        db = np.where(used_dst, letters[ops["dbuf"][r0:r1]], ord("o")).astype(np.uint8)
-        do = np.where(used_dst, ops["doff"][r0:r1], -1).astype(i64)
         bound = ((b - a) * gpu_line + int(gpu_tb[b] - gpu_tb[a]) * tb_line + (r1 - r0) * step_line
                  + int(nop_ptr[r1] - nop_ptr[r0]) * nop_line)
+        kind, sbuf, soff, dbuf, doff, cnt = (np.ascontiguousarray(ops[c][r0:r1]) for c in (
+            "kind", "sbuf", "soff", "dbuf", "doff", "cnt"))
         return bound, (MSCCL_TEXT.data, MSCCL_TEXT.off, a, b, gpu_tb, int(prog.i_chunks), int(prog.o_chunks),
-                       s_chunks, *tb_cols, op_start, r0, np.ascontiguousarray(prog.xml_pos[r0:r1], i64),
-                       kind.astype(i64), sb, so, db, do, ops["cnt"][r0:r1].astype(i64),
-                       np.ascontiguousarray(prog.dep_first[r0:r1], i64), prog.hasdep[r0:r1].astype(i64), nop_ptr,
-                       nop_tb, nop_pos)
+                       s_chunks, *tb_cols, op_start, r0, np.ascontiguousarray(prog.xml_pos[r0:r1], i64), kind, sbuf,
+                       soff, dbuf, doff, cnt, np.ascontiguousarray(prog.dep_first[r0:r1], i64),
+                       np.ascontiguousarray(prog.hasdep[r0:r1]), nop_ptr, nop_tb, nop_pos, _READS_SRC,
+                       _WRITES_DST | _READS_DST)
 
     yield from fill_blocks(msccl_gpus, block_bounds(gpu_op, XML_BLOCK_OPS), args)
     yield b"</algo>\n"

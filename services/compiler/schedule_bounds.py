@@ -74,10 +74,11 @@ class ScheduleBounds:
         if schedule.transfers == 0 or coll is Collective.ALLTOALL:
             return lambda channels: None
         n, P0, steps = schedule.nodes, schedule.grid, schedule.steps
-        step = schedule.step_of.astype(np.int64)
-        u, w = schedule.sender.astype(np.int64), schedule.receiver.astype(np.int64)
-        v, lane = schedule.source.astype(np.int64), schedule.lane.astype(np.int64)
-        lo, hi = schedule.lo.astype(np.int64), schedule.hi.astype(np.int64)
+        i64 = np.int64                         # no copy of the columns already int64 (nothing here writes them)
+        step = np.asarray(schedule.step_of, i64)
+        u, w = np.asarray(schedule.sender, i64), np.asarray(schedule.receiver, i64)
+        v, lane = np.asarray(schedule.source, i64), np.asarray(schedule.lane, i64)
+        lo, hi = np.asarray(schedule.lo, i64), np.asarray(schedule.hi, i64)
         copy = schedule.ops[step - 1] == Op.COPY
         cw, cv, clo, chi = w[copy], v[copy], lo[copy], hi[copy]
         if np.any(cw == cv):                   # a unit delivered to its owner would be dropped

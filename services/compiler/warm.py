@@ -1,12 +1,12 @@
 """Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis
 library's kernels (services.synthesis.bfb.warm), the message table's sorts and runs (services.compiler.radix
 and message_kernels, for every column type they take, since tiny programs never reach the radix sort), then
-the compiler's dependency pass (services.compiler.dep_kernels) and XML text writers
-(services.compiler.xmltext), by compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the
-checker's byte scanner and rules (services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, the
-deadlock proof (services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no
-steps), and the all-to-all pair index (services.compiler.layout.AlltoallPairs) and homes on one transfer of
-two ranks.
+the compiler's dependency pass (services.compiler.dep_kernels), connection ids (services.compiler.conn_kernels),
+the program order (services.compiler.order_kernels) and XML text writers (services.compiler.xmltext), by
+compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
+(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, the deadlock proof
+(services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps), and the
+all-to-all pair index (services.compiler.layout.AlltoallPairs) and homes on one transfer of two ranks.
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or

@@ -33,40 +33,50 @@ class Fragments:
 @njit(cache=True, nogil=True, inline="always")
 def _put(buf, pos, frag, off, k):
     a, b = off[k], off[k + 1]
-    for i in range(b - a):
-        buf[pos + i] = frag[a + i]
+    buf[pos:pos + (b - a)] = frag[a:b]
     return pos + (b - a)
+
+
+_DIGIT_PAIRS = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode("ascii"), np.uint8).copy()
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _int(buf, pos, x):
-    """Write the decimal text of integer x at pos; returns the position after it."""
+    """Write the decimal text of integer x at pos; returns the position after it (two digits per division)."""
     x = np.int64(x)
+    if 0 <= x < 10:                       # most fields (hasdep, cnt, small ids) take one digit
+        buf[pos] = 48 + x
+        return pos + 1
+    if x == -1:                           # depid / deps / unused offsets
+        buf[pos] = 45
+        buf[pos + 1] = 49
+        return pos + 2
     neg = x < 0
     v = -x if neg else x
     n = 1
     t = v
-    while t >= 10:
-        t //= 10
-        n += 1
-    if neg:
+    while t >= 100:
+        t //= 100
+        n += 2
+    if t >= 10:
         n += 1
     if neg:
         buf[pos] = 45                     # "-"
-    i = pos + n - 1
-    while True:
-        buf[i] = 48 + v % 10
-        v //= 10
-        i -= 1
-        if v == 0:
-            break
+        n += 1
+    i = pos + n
+    while v >= 100:
+        q = v // 100
+        r = 2 * (v - 100 * q)
+        buf[i - 2] = _DIGIT_PAIRS[r]
+        buf[i - 1] = _DIGIT_PAIRS[r + 1]
+        i -= 2
+        v = q
+    if v >= 10:
+        buf[i - 2] = _DIGIT_PAIRS[2 * v]
+        buf[i - 1] = _DIGIT_PAIRS[2 * v + 1]
+    else:
+        buf[i - 1] = 48 + v
     return pos + n
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _byte(buf, pos, c):
-    buf[pos] = c
-    return pos + 1
 
 
 def block_bounds(row_start: np.ndarray, rows_per_block: int) -> list[tuple[int, int]]:
@@ -106,21 +116,28 @@ def fill_blocks(kernel, blocks, args_of):
 # MSCCL: <gpu>, <tb> and <step> lines (services.compiler.msccl.to_xml writes the <algo> element around them)
 # ---------------------------------------------------------------------------------------------------------
 MSCCL_TYPES = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")       # msccl.TYPE_NAME, by kind
+MSCCL_BUFFERS = "ios"                 # layout.IBUF, OBUF, SBUF
 MSCCL = Fragments('  <gpu id="', '" i_chunks="', '" o_chunks="', '" s_chunks="', '">\n',
                   '    <tb id="', '" send="', '" recv="', '" chan="', '    </tb>\n', '  </gpu>\n',
                   '      <step s="',
                   '" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" depid="', '" deps="',
                   '" hasdep="0"/>\n', '" type="', '" srcbuf="', '" srcoff="', '" dstbuf="', '" dstoff="', '" cnt="',
-                  '" depid="', '" hasdep="', '"/>\n', *MSCCL_TYPES)
-_M_TYPE0 = 24
+                  '" depid="', '" hasdep="', '"/>\n',
+                  # the text between a step's s and srcoff values, by (kind, source buffer), and between its
+                  # srcoff and dstoff values, by destination buffer: one copy each instead of five
+                  *(f'" type="{t}" srcbuf="{b}" srcoff="' for t in MSCCL_TYPES for b in MSCCL_BUFFERS),
+                  *(f'" dstbuf="{b}" dstoff="' for b in MSCCL_BUFFERS))
+_M_SRC0 = 24
+_M_DST0 = _M_SRC0 + len(MSCCL_TYPES) * len(MSCCL_BUFFERS)
 
 
 @njit(cache=True, nogil=True)
 def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_id, tb_send, tb_recv,
                tb_chan, op_start, r0, xml_pos, kind, sbuf, soff, dbuf, doff, cnt, dep, hasdep, nop_ptr, nop_tb,
-               nop_pos):
+               nop_pos, src_used, dst_used):
     """The lines of gpus [g0, g1). Per-op columns start at op r0 (op_start and nop_ptr hold global indices);
-    sbuf/dbuf are the buffer letters as bytes, soff/doff already -1 where the instruction does not use them;
+    sbuf/dbuf are buffer ids (0, 1, 2: i, o, s, MSCCL_BUFFERS; -1, none, is written i); an instruction whose
+    kind does not use its source (src_used[kind]) or destination (dst_used[kind]) writes it as i -1 / o -1;
     dep[r] = (depid, deps); op r's nops wait on (nop_tb, nop_pos)[nop_ptr[r]:nop_ptr[r + 1]] and are numbered
     just below its own step."""
     p = 0
@@ -158,16 +175,16 @@ def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_
                     p = _put(buf, p, frag, off, 14)
                 p = _put(buf, p, frag, off, 11)
                 p = _int(buf, p, xml_pos[i])
-                p = _put(buf, p, frag, off, 15)
-                p = _put(buf, p, frag, off, _M_TYPE0 + kind[i])
-                p = _put(buf, p, frag, off, 16)
-                p = _byte(buf, p, sbuf[i])
-                p = _put(buf, p, frag, off, 17)
-                p = _int(buf, p, soff[i])
-                p = _put(buf, p, frag, off, 18)
-                p = _byte(buf, p, dbuf[i])
-                p = _put(buf, p, frag, off, 19)
-                p = _int(buf, p, doff[i])
+                k = np.int64(kind[i])
+                sb, so, db, do = 0, -1, 1, -1
+                if src_used[k]:
+                    sb, so = max(np.int64(sbuf[i]), 0), np.int64(soff[i])
+                if dst_used[k]:
+                    db, do = max(np.int64(dbuf[i]), 0), np.int64(doff[i])
+                p = _put(buf, p, frag, off, _M_SRC0 + 3 * k + sb)
+                p = _int(buf, p, so)
+                p = _put(buf, p, frag, off, _M_DST0 + db)
+                p = _int(buf, p, do)
                 p = _put(buf, p, frag, off, 20)
                 p = _int(buf, p, cnt[i])
                 p = _put(buf, p, frag, off, 21)
