@@ -58,6 +58,8 @@ def test_compiled_xml_is_accepted(expr, runtime):
         if fmt == "msccl":
             assert art.xml_steps == rep.xml_steps and art.max_tb_steps <= PROFILES[runtime].max_steps
             assert art.threadblocks <= PROFILES[runtime].max_tbs
+            assert art.xml_threadblocks == art.xml_data.count(b"<tb ")
+            assert art.xml_dependent_steps == art.xml_data.count(b'hasdep="1"')
 
 
 @pytest.mark.parametrize("expr", TOPOLOGIES)

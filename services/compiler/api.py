@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 
+import numpy as np
+
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
@@ -130,6 +132,8 @@ class CompiledArtifact:
     threadblocks: int | None = None     # most thread blocks on one gpu (msccl)
     max_tb_steps: int | None = None     # most XML steps in one thread block (msccl) / instructions of one rank
     xml_steps: int | None = None
+    xml_threadblocks: int | None = None     # every <tb> of the file (msccl)
+    xml_dependent_steps: int | None = None  # steps with hasdep="1" (msccl)
     messages: int = 0                   # point-to-point messages per chunk loop
     dropped_units: int = 0              # redundant deliveries of a copy step left out
     options: str = ""
@@ -339,7 +343,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         min_bytes=opts.min_bytes, max_bytes=opts.max_bytes, channels=opt.channels, instances=opt.instances,
         nchannels=prog.nchannels, combined=opt.combined, consolidated=prog.consolidated > 0, fused=prog.fused,
         threadblocks=int(st["tbs_per_gpu"].max()), max_tb_steps=int(st["steps_per_tb"].max()),
-        xml_steps=int(st["steps_per_tb"].sum()), messages=prog.messages, dropped_units=prog.dropped_units,
+        xml_steps=int(st["steps_per_tb"].sum()), xml_threadblocks=int(st["tbs_per_gpu"].sum()),
+        xml_dependent_steps=int(np.count_nonzero(prog.hasdep)), messages=prog.messages, dropped_units=prog.dropped_units,
         options=opt.label(), attempts=[a.as_dict() for a in fitted.attempts], predicted_time_us=pred,
         schedule_time_us=sched_t, warnings=warnings)
     checked_prog, passed = reports.get("last", (None, None))
