@@ -13,7 +13,7 @@ import numpy as np
 from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, allreduce
-from services.synthesis.schedule.verify import verify
+from services.synthesis.schedule.verify import verify, verify_allreduce_phases
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
 from services.synthesis.topology.catalog import build
 
@@ -93,11 +93,17 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs,
                      Collective.ALLREDUCE: allreduce(rs, ag)}
     else:
-        schedules = {c: b.schedule for c, b in construct_collectives(expr).items()}
+        built = construct_collectives(expr)
+        ag, rs = built[Collective.ALLGATHER].schedule, built[Collective.REDUCESCATTER].schedule
+        schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
     advance(plan_id, "verify", 0.85, "model-checking the schedules")
-    summaries, loads = {}, {}
+    summaries, loads, reports = {}, {}, {}
     for c, sched in schedules.items():
-        report = verify(sched, topo)
+        # the allreduce is allreduce(rs, ag) of the two schedules just checked: its report is theirs
+        # (verify_allreduce_phases, the lemma in its docstring); simulated again only when a phase failed
+        report = reports[c] = (verify_allreduce_phases(reports[Collective.REDUCESCATTER],
+                                                       reports[Collective.ALLGATHER], sched.steps)
+                               if c is Collective.ALLREDUCE else verify(sched, topo))
         if not report.ok:
             raise RuntimeError(f"the {c.value} schedule of {expr} failed model checking: {report.violation.message}")
         promised = state["selected"].get("costs", {}).get(c.value)
@@ -126,7 +132,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
             repo.attach(s, plan_id, f"schedule:{c.value}", schedule_digest, summaries[c.value])
             summaries[c.value]["digest"] = schedule_digest
             repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
-        for c, rows in size_sets.store_sets(s, plan_id, "", sets).items():
+        stored = {c: (schedules[c], digests[c][0]) for c in schedules}
+        for c, rows in size_sets.store_sets(s, plan_id, "", sets, stored).items():
             summaries[c]["by_size"] = rows
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
         repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
