@@ -26,11 +26,12 @@ from ..store.db import session_scope
 from ..store.models import CompileJob
 from . import workloads
 from .attempts import claim
+from . import early_compile
 from .compile_pool import run_units
 from .compile_units import CompileUnit, plan_units
 from .range_files import chunk_bound, substitute
 
-__all__ = ["compile_job", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
+__all__ = ["compile_job", "compile_file", "record_outcome", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
            "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
@@ -64,7 +65,6 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     Returns the job summary. Idempotent: a finished job is returned as it is. `guard(session)` (an outbox
     job's claim) runs before each write and raises when this delivery may no longer write. `prefix` names a
     plan revision's schedules (`rev{n}:`, services.jobs.revision): its artifacts and its jobs carry it."""
-    key = prefix + collective
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
@@ -95,6 +95,36 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
             name, sched, ratio = substitute(sched, topology, others, lm, row.get("min_bytes", 0),
                                             row.get("max_bytes"), bound)
             held = {"scheduler": name, "worst_ratio": ratio, "substitutes": row.get("scheduler")}
+    digest, meta, reason = compile_file(plan_id, collective, sched, topology, options, lm, sizes,
+                                        deadline_s=deadline_s, progress=progress, held=held, t0=t0)
+    return record_outcome(plan_id, collective, options, digest, meta, reason, guard=guard, prefix=prefix)
+
+
+def record_outcome(plan_id: str, collective: str, options: CompileOptions, digest: str | None, meta: dict,
+                   reason: str | None, *, guard=None, prefix: str = "") -> dict:
+    """The compile job of `prefix + collective` for `options` finished with the file `digest` (or failed with
+    `reason`), unless it already finished (compile jobs are written once). Returns the job summary."""
+    with session_scope(_url()) as s:
+        if guard is not None:
+            guard(s)
+        job, _ = compiles.request(s, plan_id, collective, options, prefix)
+        if job.status in ("done", "failed"):
+            return job_summary(job)
+        if digest is not None:
+            compiles.finish(s, job, digest, meta)
+        else:
+            compiles.fail(s, job, reason, meta)
+        return job_summary(job)
+
+
+def compile_file(plan_id: str, collective: str, sched: Schedule, topology, options: CompileOptions, lm: LinkModel,
+                 sizes, *, deadline_s: float | None = None, progress=None, held: dict | None = None,
+                 t0: float | None = None) -> tuple[str | None, dict, str | None]:
+    """Compile `sched` for `options`, check the file and store its bytes (a content-addressed blob, served only
+    once a compile job names it): (digest, meta, None), or (None, meta, reason) for a refusal or a failure.
+    `compile_job` records the outcome; a plan's early compile (services.jobs.early_compile) records it once the
+    schedule is verified."""
+    t0 = time.perf_counter() if t0 is None else t0
     meta: dict | None = None
     reason: str | None = None
     digest = None
@@ -145,15 +175,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
         log.exception("compile of plan %s %s %s failed", plan_id, collective, options.key())
         reason = f"internal error while compiling: {type(exc).__name__}: {exc}"
         meta = {"limit": "internal", "seconds": time.perf_counter() - t0}
-    with session_scope(_url()) as s:
-        if guard is not None:
-            guard(s)
-        job = compiles.get(s, plan_id, key, options.key())
-        if digest is not None:
-            compiles.finish(s, job, digest, meta)
-        else:
-            compiles.fail(s, job, reason, meta)
-        return job_summary(job)
+    return digest, meta, reason
 
 
 def run(job_id: str) -> dict:
@@ -251,19 +273,42 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     does not fail the plan, nor does a compile process that dies: the file's refusal or failure is reported
     with its reason. A plan revision's compile stage (services.jobs.revision) is the same with its artifact
     prefix and `advance` of the revision."""
+    early = None if prefix else early_compile.take(plan_id)
     if state.get("stop"):
+        if early is not None:
+            early.stop()
         return state
     units, skipped = stage_units(state, plan_id, prefix)
     deadline = unit_deadline(len({u.runtime for u in units}))
     st = get_settings()
     files = [u for u in units if not u.alias]          # an alias is a range served by its collective's file
     advance(plan_id, "compile", 0.96, f"compiling {len(files)} XML files")
-
-    run_units(files, lambda u: run_unit(plan_id, u, deadline, prefix),
+    done = _record_early(plan_id, early, files, advance) if early is not None else set()
+    rest = [u for u in files if u.label not in done]
+    run_units(rest, lambda u: run_unit(plan_id, u, deadline, prefix),
               lambda u, why: fail_unit(plan_id, u, why, prefix), processes=st.compile_processes_resolved,
               budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s,
-              on_done=lambda u, finished, total: _files_done(advance, plan_id, u, finished, total))
+              on_done=lambda u, finished, total: _files_done(advance, plan_id, u, len(done) + finished, len(files)))
     return collect(state, plan_id, units, skipped, prefix)
+
+
+def _record_early(plan_id: str, early, files: list[CompileUnit], advance) -> set[str]:
+    """Wait for the main files compiled while the schedules were checked (services.jobs.early_compile) and
+    record them as the stage's compile jobs, in the stage's order (an allreduce after its phases, so a phase's
+    refusal implies the allreduce's as in `run_unit`); returns the labels recorded."""
+    outcomes = early.outcomes(lambda u, k: _files_done(advance, plan_id, u, k, len(files)))
+    recorded = set()
+    for u in files:
+        o = outcomes.get(u.label)
+        if o is None or u.index is not None or u.alias:
+            continue                                    # compiled here (a process that died: once more)
+        implied = (_implied_refusal(plan_id, u.options.key()) if u.collective == "allreduce" else None)
+        if implied is not None:
+            refuse(plan_id, u.name, u.options, implied)
+        else:
+            record_outcome(plan_id, u.name, u.options, o.digest, o.meta, o.reason)
+        recorded.add(u.label)
+    return recorded
 
 
 def stage_compile_unit(plan_id: str, unit: CompileUnit, total: int, advance) -> dict:

@@ -22,7 +22,7 @@ from ...store import repo
 from ...store.db import session_scope
 from ..artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts, topology_graphml,
                          topology_json)
-from .. import size_sets
+from .. import early_compile, size_sets
 from ..attempts import advance, claim, current_attempt, plan_request, weighted
 
 __all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
@@ -96,6 +96,21 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         built = construct_collectives(expr)
         ag, rs = built[Collective.ALLGATHER].schedule, built[Collective.REDUCESCATTER].schedule
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
+    blobs = {c: sched.to_bytes() for c, sched in schedules.items()}
+    if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.early_compile)
+        early_compile.start(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
+                            {c.value: len(b) for c, b in blobs.items()}, topo)
+    try:
+        return _checked_and_stored(state, plan_id, topo, schedules, blobs)
+    except BaseException:
+        early_compile.cancel(plan_id)
+        raise
+
+
+def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs: dict) -> dict:
+    """Model-check the schedules against the frontier's prices, build their schedule sets and store them (the
+    serialized `blobs`) with their link loads and the topology."""
+    expr = state["selected"]["expr"]
     advance(plan_id, "verify", 0.85, "model-checking the schedules")
     summaries, loads, reports = {}, {}, {}
     for c, sched in schedules.items():
@@ -121,7 +136,7 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
     topology_doc = topology_json(topo)
     topology_blob, graphml_blob = json.dumps(topology_doc).encode(), topology_graphml(topo, topology_doc)
     with session_scope(_url()) as s:
-        digests = {c: (repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False),
+        digests = {c: (repo.put_blob(s, blobs[c], "schedule", "application/x-npz", compress=False),
                        repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
                    for c, sched in schedules.items()}
         digest = repo.put_blob(s, topology_blob, "topology", "application/json")

@@ -1,0 +1,71 @@
+"""A plan's main XML files compiled while its schedules are checked (issue 25, services.jobs.early_compile): the
+compile processes hand back their outcomes and record nothing (no compile job names a file before the compile
+stage records it, after the schedules are verified and attached); a stopped early compile leaves no process.
+Parametrised over the embedded SQLite backend and PostgreSQL (when available)."""
+from __future__ import annotations
+
+import os
+import time
+
+from services.compiler.api import CompileOptions
+from services.jobs import early_compile
+from services.store import compiles, repo
+from services.store.db import session_scope
+from services.synthesis.search.construct import construct_collectives
+from services.synthesis.topology.catalog import build
+
+from .conftest import MINIMAL, unique_job
+
+
+def _plan(settings) -> tuple[str, dict]:
+    body = {**MINIMAL, "job_id": unique_job(), "runtimes": ["executor", "oneccl"]}
+    with session_scope(settings.sqlalchemy_url) as s:
+        plan, _ = repo.create_plan(s, body, None)
+        return plan.id, body
+
+
+def _schedules(expr: str) -> dict:
+    return {c.value: b.schedule for c, b in construct_collectives(expr).items()}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_outcomes_come_back_and_nothing_is_recorded(settings):
+    pid, body = _plan(settings)
+    scheds = _schedules("torus(4, 4)")
+    early = early_compile.start(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
+                                build("torus(4, 4)"))
+    assert early_compile.take(pid) is early and early_compile.take(pid) is None       # handed over once
+    arrived = []
+    got = early.outcomes(lambda u, k: arrived.append(k))
+    assert arrived == [1, 2, 3, 4, 5, 6] and len(got) == 6           # 3 collectives x 2 runtimes
+    assert [u.collective for u in early.units][:2] == ["allreduce", "allreduce"]     # the largest first
+    with session_scope(settings.sqlalchemy_url) as s:
+        for u in early.units:
+            o = got[u.label]
+            assert o is not None and o.reason is None and o.digest, (u.label, o)
+            assert o.meta["runtime"] == u.runtime and o.meta["steps"] == scheds[u.collective].steps
+            data, _ = repo.get_blob(s, o.digest)
+            assert data.lstrip().startswith(b"<")                  # the file is stored ...
+            assert compiles.get(s, pid, u.collective, CompileOptions(u.runtime).key()) is None   # ... named by no job
+    assert _gone(early.launcher)
+
+
+def test_cancel_kills_the_compiles_and_records_nothing(settings):
+    pid, body = _plan(settings)
+    expr = "line(circulant(16, 1, 4), 1)"
+    scheds = _schedules(expr)
+    early = early_compile.start(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build(expr))
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    early_compile.cancel(pid)
+    assert time.monotonic() - t0 < 5 and _gone(early.launcher) and early_compile.take(pid) is None
+    assert len(early.outcomes()) < 6
+    with session_scope(settings.sqlalchemy_url) as s:
+        assert all(compiles.get(s, pid, u.collective, u.options.key()) is None for u in early.units)
