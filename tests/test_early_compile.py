@@ -39,9 +39,9 @@ def _gone(pid: int) -> bool:
 def test_outcomes_come_back_and_nothing_is_recorded(settings):
     pid, body = _plan(settings)
     scheds = _schedules("torus(4, 4)")
-    early = early_compile.start(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
-                                build("torus(4, 4)"))
-    assert early_compile.take(pid) is early and early_compile.take(pid) is None       # handed over once
+    early_compile.start_plan(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build("torus(4, 4)"))
+    early = early_compile.take(pid)
+    assert early is not None and early_compile.take(pid) is None       # handed over once
     arrived = []
     got = early.outcomes(lambda u, k: arrived.append(k))
     assert arrived == [1, 2, 3, 4, 5, 6] and len(got) == 6           # 3 collectives x 2 runtimes
@@ -61,7 +61,8 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
     pid, body = _plan(settings)
     expr = "line(circulant(16, 1, 4), 1)"
     scheds = _schedules(expr)
-    early = early_compile.start(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build(expr))
+    early_compile.start_plan(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build(expr))
+    early = early_compile._STARTED[pid]
     time.sleep(0.3)
     t0 = time.monotonic()
     early_compile.cancel(pid)

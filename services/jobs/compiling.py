@@ -8,14 +8,8 @@ from __future__ import annotations
 import logging
 import time
 
-from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy.exc import DBAPIError
-
-from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
-from services.compiler.errors import CompileError
+from services.compiler.api import CompileOptions, format_of
 from services.compiler.lowering import chunks_per_shard
-from services.compiler.msccl_check import simulable
-from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.catalog import build
@@ -28,6 +22,7 @@ from . import workloads
 from .attempts import claim
 from . import early_compile
 from .compile_pool import run_units
+from .file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
 from .compile_units import CompileUnit, plan_units
 from .range_files import chunk_bound, substitute
 
@@ -35,8 +30,6 @@ __all__ = ["compile_job", "compile_file", "record_outcome", "run", "stage_compil
            "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
-DEFAULT_RUNTIMES = ("executor",)
-ONECCL_SIMULATE_MAX = 400_000          # instructions: simulate oneCCL files up to this size
 
 
 def _url() -> str:
@@ -117,67 +110,6 @@ def record_outcome(plan_id: str, collective: str, options: CompileOptions, diges
         return job_summary(job)
 
 
-def compile_file(plan_id: str, collective: str, sched: Schedule, topology, options: CompileOptions, lm: LinkModel,
-                 sizes, *, deadline_s: float | None = None, progress=None, held: dict | None = None,
-                 t0: float | None = None) -> tuple[str | None, dict, str | None]:
-    """Compile `sched` for `options`, check the file and store its bytes (a content-addressed blob, served only
-    once a compile job names it): (digest, meta, None), or (None, meta, reason) for a refusal or a failure.
-    `compile_job` records the outcome; a plan's early compile (services.jobs.early_compile) records it once the
-    schedule is verified."""
-    t0 = time.perf_counter() if t0 is None else t0
-    meta: dict | None = None
-    reason: str | None = None
-    digest = None
-    try:
-        simulate_max = get_settings().compile_simulate_max_steps
-        art = compile_schedule(sched, topology, options=options, link=lm, sizes=sizes,
-                               deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
-        if art.fmt == "msccl" and art.check_report is None and not simulable(
-                art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
-            # too large to re-parse and simulate here (steps or the simulator's memory, msccl_check.simulable):
-            # the fit search enforced the profile's limits on the program it printed and proved it deadlock-free
-            # (services.compiler.deadlock); the text still goes through the runtimes' tokenizer
-            problems = lexical_findings(art.xml_data)
-            if problems:
-                raise RuntimeError(f"the compiled file fails the runtimes' tokenizer: {problems[0]}")
-            checked = {"checked": "limits, tokenizer and deadlock proof (too large to simulate)", "simulated": []}
-        elif art.fmt == "oneccl" and art.max_tb_steps * art.nodes > ONECCL_SIMULATE_MAX:
-            checked = {"checked": "compiler only (too large to check here)", "simulated": []}
-        else:
-            if art.check_report is not None:     # the fit search checked and simulated exactly this file
-                rep = art.check_report
-            elif art.fmt == "msccl":
-                rep = check_xml(art.xml, "msccl", runtime=art.runtime, max_steps=options.max_steps)
-            else:
-                rep = check_xml(art.xml, "oneccl")
-            if not rep.ok:                          # never store a file that fails the checker
-                raise RuntimeError(f"the compiled {art.fmt} file fails its check: {rep.error}")
-            checked = {"checked": "checker" + (" and simulator" if rep.simulated else ""),
-                       "simulated": rep.simulated, "comm_steps": rep.comm_steps}
-        meta = {**art.as_dict(), **checked, **({"held": held} if held else {})}
-        meta["attempts"] = art.attempts[-8:]
-        with session_scope(_url()) as s:
-            digest = repo.put_blob(s, art.xml_data, "xml", "application/xml")
-    except CompileError as exc:
-        reason = str(exc)
-        attempts = getattr(exc, "attempts", [])
-        meta = {"limit": exc.limit, "value": _plain(exc.value), "maximum": _plain(exc.maximum),
-                "limits": sorted({a["limit"] for a in attempts if a.get("limit")} | {exc.limit or "fit"}
-                                 | ({"deadline"} if getattr(exc, "timed_out", False) else set())),
-                "grid": sched.grid, "attempts": attempts[-8:], "seconds": time.perf_counter() - t0}
-    except (SoftTimeLimitExceeded, DBAPIError):     # the time limit fails the job with that reason; a database
-        raise                                       # error is retried by the task, never the job's reason
-    except MemoryError:                             # the frames holding the program are gone once we leave here
-        reason = (f"compiling the {collective} schedule for {options.runtime} ran out of memory (the worker's "
-                  "limit, FABRICPLAN_TASK_MEMORY_LIMIT_MB): ask for fewer channels or chunks, or raise the limit")
-        meta = {"limit": "memory", "seconds": time.perf_counter() - t0}
-    except Exception as exc:                        # recorded, so the plan and later requests see the reason
-        log.exception("compile of plan %s %s %s failed", plan_id, collective, options.key())
-        reason = f"internal error while compiling: {type(exc).__name__}: {exc}"
-        meta = {"limit": "internal", "seconds": time.perf_counter() - t0}
-    return digest, meta, reason
-
-
 def run(job_id: str) -> dict:
     """The worker's part of an on-demand compile job (services.store.jobs delivers it with an attempt)."""
     def guard(s) -> None:
@@ -211,10 +143,6 @@ def _range_sizes(sizes, row: dict) -> list[float]:
     lo, hi = row.get("min_bytes", 0), row.get("max_bytes")
     inside = [m for m in sizes if m >= lo and (hi is None or m < hi)]
     return sorted({float(max(lo, 1)), *([float(hi - 1)] if hi is not None else []), *inside})
-
-
-def _plain(x):
-    return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
 
 
 def stage_units(state: dict, plan_id: str, prefix: str = "") -> tuple[list[CompileUnit], dict[str, str]]:
@@ -258,12 +186,6 @@ def fail_unit(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") ->
         job, _ = compiles.request(s, plan_id, unit.name, unit.options, prefix)
         if job.status not in ("done", "failed"):
             compiles.fail(s, job, reason, {"limit": "process"})
-
-
-def unit_deadline(runtimes: int) -> float:
-    """The fit search budget of one unit (services.compiler: the search stops there and reports the best)."""
-    st = get_settings()
-    return max(10.0, min(float(st.compile_time_limit_s), st.task_time_limit_s / (4 * max(1, runtimes))))
 
 
 def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:

@@ -6,7 +6,7 @@ schedules, `start` compiles every main file (each runtime the plan lists, with i
 services.jobs.compile_units names `c`) in forked processes (services.jobs.compile_pool: the stage's process
 count and memory budget, the largest schedule first) from the schedules in memory, while the stage model-checks
 and stores them. A child stores only the XML bytes (a content-addressed blob that nothing names yet:
-services.jobs.compiling.compile_file) and hands its outcome back; nothing is recorded before the compile stage
+services.jobs.file_compile) and hands its outcome back; nothing is recorded before the compile stage
 `take`s the outcomes, after the schedules passed the model checker and were attached, and records them as the
 compile jobs the plan serves (services.jobs.compiling.stage_compile). A schedule that fails the model checker,
 or a stage that raises, stops them (`cancel`): no compile job ever names their files.
@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
@@ -42,8 +43,9 @@ from ..config import get_settings
 from . import workloads
 from .compile_pool import run_units
 from .compile_units import CompileUnit, estimate_bytes
+from .file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
 
-__all__ = ["Outcome", "EarlyCompiles", "start", "take", "cancel"]
+__all__ = ["Outcome", "EarlyCompiles", "start", "start_plan", "take", "cancel"]
 
 log = logging.getLogger("fabricplan.early_compile")
 
@@ -95,25 +97,19 @@ _STARTED: dict[str, EarlyCompiles] = {}
 _LOCK = threading.Lock()
 
 
-def start(plan_id: str, req: dict, schedules: dict[str, Schedule], blob_bytes: dict[str, int], topology
-          ) -> EarlyCompiles:
+def start(plan_id: str, runtimes: list[str], schedules: dict[str, Schedule], blob_bytes: dict[str, int],
+          compile_one: Callable[[CompileUnit, Schedule], tuple]) -> EarlyCompiles:
     """Compile the main file of every schedule in `schedules` (collective name -> schedule) for every runtime
-    the plan lists, in the background, each with the compile stage's fit search budget; `blob_bytes`: the
-    schedule blobs' sizes (the memory estimate). Call it between transactions (see the module docstring)."""
-    from .compiling import DEFAULT_RUNTIMES, compile_file, unit_deadline
-
+    in `runtimes`, in the background: `compile_one(unit, schedule)` -> (digest, meta, reason) in a compile
+    process (`start_plan`'s: file_compile.compile_file); `blob_bytes`: the schedule blobs' sizes (the memory
+    estimate). Call it between transactions (see the module docstring)."""
     st = get_settings()
-    runtimes = list(req.get("runtimes") or DEFAULT_RUNTIMES)
-    deadline_s = unit_deadline(len(runtimes))
     order = sorted(schedules, key=lambda c: -schedules[c].transfers)            # the largest compile first
     units = [CompileUnit(r, c, None, CompileOptions(r), estimated_bytes=estimate_bytes(blob_bytes[c]))
              for c in order for r in runtimes]
-    lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    sizes = workloads.message_sizes(req)
 
     def run_one(u: CompileUnit) -> Outcome:         # in a compile process: the schedule is in its memory
-        return Outcome(*compile_file(plan_id, u.collective, schedules[u.collective], topology, u.options, lm, sizes,
-                                     deadline_s=deadline_s))
+        return Outcome(*compile_one(u, schedules[u.collective]))
 
     receive, send = Pipe(duplex=False)
     pid = os.fork()
@@ -129,6 +125,18 @@ def start(plan_id: str, req: dict, schedules: dict[str, Schedule], blob_bytes: d
     if old is not None:
         old.stop()
     return early
+
+
+def start_plan(plan_id: str, req: dict, schedules: dict[str, Schedule], blob_bytes: dict[str, int],
+               topology) -> EarlyCompiles:
+    """`start` for a plan's main files: every runtime the plan lists, the default options, the sizes and fit
+    search budget its compile jobs give them (services.jobs.compiling.compile_job)."""
+    runtimes = list(req.get("runtimes") or DEFAULT_RUNTIMES)
+    deadline = unit_deadline(len(runtimes))
+    lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    sizes = workloads.message_sizes(req)
+    return start(plan_id, runtimes, schedules, blob_bytes, lambda u, sched: compile_file(
+        plan_id, u.collective, sched, topology, u.options, lm, sizes, deadline_s=deadline))
 
 
 def _launcher(receive: Connection, send: Connection, units, run_one, st) -> None:

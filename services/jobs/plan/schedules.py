@@ -98,8 +98,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
     blobs = {c: sched.to_bytes() for c, sched in schedules.items()}
     if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.early_compile)
-        early_compile.start(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
-                            {c.value: len(b) for c, b in blobs.items()}, topo)
+        early_compile.start_plan(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
+                                 {c.value: len(b) for c, b in blobs.items()}, topo)
     try:
         return _checked_and_stored(state, plan_id, topo, schedules, blobs)
     except BaseException:
