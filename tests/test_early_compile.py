@@ -70,3 +70,30 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
     assert len(early.outcomes()) < 6
     with session_scope(settings.sqlalchemy_url) as s:
         assert all(compiles.get(s, pid, u.collective, u.options.key()) is None for u in early.units)
+
+
+def test_a_schedule_failing_the_model_check_stops_its_early_compile(settings, monkeypatch):
+    """The schedules stage starts the early compile once its schedules are built; when one then fails the model
+    checker the stage raises, the compiles are stopped, and no compile job or artifact names anything."""
+    from fractions import Fraction
+
+    from services.jobs.plan import schedules as stage
+    from services.store.models import CompileJob, PlanArtifact
+    from services.synthesis.schedule.verify import VerificationReport, Violation
+
+    pid, _ = _plan(settings)
+    started = []
+    real_start = early_compile.start_plan
+    monkeypatch.setattr(early_compile, "start_plan", lambda *a: started.append(real_start(*a)) or started[-1])
+    bad = VerificationReport(False, "allgather", 16, 0, Fraction(0), 0, Violation("incomplete", "a shard is missing"))
+    monkeypatch.setattr(stage, "verify", lambda *a: bad)
+    try:
+        stage.stage_schedules({"selected": {"expr": "torus(4, 4)"}}, pid)
+    except RuntimeError as exc:
+        assert "failed model checking" in str(exc)
+    else:
+        raise AssertionError("the stage stored a schedule that failed the model checker")
+    assert len(started) == 1 and _gone(started[0].launcher) and early_compile.take(pid) is None
+    with session_scope(settings.sqlalchemy_url) as s:
+        assert s.query(CompileJob).filter_by(plan_id=pid).count() == 0
+        assert s.query(PlanArtifact).filter_by(plan_id=pid).count() == 0
