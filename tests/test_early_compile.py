@@ -43,8 +43,8 @@ def test_outcomes_come_back_and_nothing_is_recorded(settings):
     early = early_compile.take(pid)
     assert early is not None and early_compile.take(pid) is None       # handed over once
     arrived = []
-    got = early.outcomes(lambda u, k: arrived.append(k))
-    assert arrived == [1, 2, 3, 4, 5, 6] and len(got) == 6           # 3 collectives x 2 runtimes
+    got = early.outcomes(lambda u, o: arrived.append((u.label, o)))
+    assert len(got) == 6 and dict(arrived) == got                   # 3 collectives x 2 runtimes, each reported
     assert [u.collective for u in early.units][:2] == ["allreduce", "allreduce"]     # the largest first
     with session_scope(settings.sqlalchemy_url) as s:
         for u in early.units:
@@ -54,6 +54,7 @@ def test_outcomes_come_back_and_nothing_is_recorded(settings):
             data, _ = repo.get_blob(s, o.digest)
             assert data.lstrip().startswith(b"<")                  # the file is stored ...
             assert compiles.get(s, pid, u.collective, CompileOptions(u.runtime).key()) is None   # ... named by no job
+    early.reader.join(10)                              # the launcher exits once its pool is done, and is reaped
     assert _gone(early.launcher)
 
 

@@ -193,8 +193,9 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     .../schedules/{collective}?format=msccl&runtime=R[&range=i] serves), compiled in parallel in forked
     processes within the memory budget (services.jobs.compile_pool). A runtime that cannot take a schedule
     does not fail the plan, nor does a compile process that dies: the file's refusal or failure is reported
-    with its reason. A plan revision's compile stage (services.jobs.revision) is the same with its artifact
-    prefix and `advance` of the revision."""
+    with its reason. The main files an embedded plan compiled while its schedules were checked
+    (services.jobs.early_compile) are recorded here, not compiled again. A plan revision's compile stage
+    (services.jobs.revision) is the same with its artifact prefix and `advance` of the revision."""
     early = None if prefix else early_compile.take(plan_id)
     if state.get("stop"):
         if early is not None:
@@ -218,7 +219,14 @@ def _record_early(plan_id: str, early, files: list[CompileUnit], advance) -> set
     """Wait for the main files compiled while the schedules were checked (services.jobs.early_compile) and
     record them as the stage's compile jobs, in the stage's order (an allreduce after its phases, so a phase's
     refusal implies the allreduce's as in `run_unit`); returns the labels recorded."""
-    outcomes = early.outcomes(lambda u, k: _files_done(advance, plan_id, u, k, len(files)))
+    compiled = []
+
+    def arrived(u: CompileUnit, outcome) -> None:
+        if outcome is not None:                         # a process that died: its file compiles below
+            compiled.append(u)
+            _files_done(advance, plan_id, u, len(compiled), len(files))
+
+    outcomes = early.outcomes(arrived)
     recorded = set()
     for u in files:
         o = outcomes.get(u.label)

@@ -70,8 +70,8 @@ class EarlyCompiles:
 
     def outcomes(self, on_each=None) -> dict[str, Outcome | None]:
         """Wait for every unit; label -> outcome, None for a unit whose process did not end normally (a unit
-        the launcher never reported, stopped or lost, has no entry). `on_each(unit, k)` runs here as the k-th
-        outcome arrives."""
+        the launcher never reported, stopped or lost, has no entry). `on_each(unit, outcome)` runs here as each
+        arrives."""
         got: dict[str, Outcome | None] = {}
         while len(got) < len(self.units):
             item = self.arrived.get()
@@ -80,7 +80,7 @@ class EarlyCompiles:
             unit, outcome = item
             got[unit.label] = outcome
             if on_each is not None:
-                on_each(unit, len(got))
+                on_each(unit, outcome)
         return got
 
     def stop(self) -> None:

@@ -1,6 +1,8 @@
 """The plan's schedules stage (DESIGN 4.2): the selected topology's allgather, reduce-scatter and allreduce
 schedules (one BFB solve, or receiver blocks solved in parallel tasks and merged), each model-checked against
 the cost the frontier priced it at and stored with its link loads and the topology (services.jobs.artifacts).
+Embedded, the main XML files start compiling from the schedules once they are built, while they are checked
+and stored (services.jobs.early_compile); a schedule that fails stops them.
 The all-to-all schedule is the next stage (alltoall).
 """
 from __future__ import annotations
