@@ -150,7 +150,7 @@ def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs:
             summaries[c.value]["digest"] = schedule_digest
             repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
         stored = {c: (schedules[c], digests[c][0]) for c in schedules}
-        for c, rows in size_sets.store_sets(s, plan_id, "", sets, stored).items():
+        for c, rows in size_sets.store_sets(s, plan_id, "", sets, stored=stored).items():
             summaries[c]["by_size"] = rows
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
         repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
