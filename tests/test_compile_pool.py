@@ -135,3 +135,18 @@ def test_a_range_finer_than_a_file_holds_gets_the_fittest_schedule_that_fits():
         t = link.time(*line(held), m) / link.time(*line(trees), m)
         assert t <= ratio * (1 + 1e-12)
     assert ratio == min(worst_ratio(line(s), line(trees), link, lo, hi) for s in cands.values())
+
+
+def test_collect_returns_what_the_child_computed():
+    """`collect` gets each child's return value in the parent (a child that died is failed instead, with no
+    value)."""
+    def run_one(u: CompileUnit):
+        if u.collective == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"pid": os.getpid(), "name": u.collective, "big": bytes(200_000)}   # more than a pipe holds
+
+    got, failed = {}, {}
+    run_units([unit("a"), unit("killed"), unit("b")], run_one, lambda u, why: failed.setdefault(u.collective, why),
+              processes=2, budget_bytes=64 * MiB, time_limit_s=30, collect=lambda u, v: got.setdefault(u.collective, v))
+    assert set(got) == {"a", "b"} and set(failed) == {"killed"}
+    assert got["a"]["name"] == "a" and got["a"]["pid"] != os.getpid() and len(got["b"]["big"]) == 200_000

@@ -32,7 +32,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from services.jobs import attempts, compiling, evaluation, revision
+from services.jobs import attempts, compiling, early_compile, evaluation, revision
 from services.jobs.compile_units import CompileUnit
 from services.jobs.plan import alltoall, fabric, finish, schedules, select
 from services.config import get_settings
@@ -82,6 +82,8 @@ class JobTask(celery_app.Task):
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         job_id = kwargs.get(self.id_kw)
+        if self.kind == "plan" and isinstance(job_id, str):
+            early_compile.cancel(job_id)        # the chain ends here: no compile stage will take them
         if database_error(exc) is not None:     # retried and still away: the job is delivered again (lost worker,
             return                              # or the embedded outbox), not failed with the database's words
         if isinstance(job_id, str):

@@ -11,13 +11,18 @@ reason.
 
 `run_one(unit)` runs in the child and records the unit's outcome itself (services.jobs.compiling.compile_job
 stores the file or the refusal); `fail_one(unit, reason)` runs in the parent for a child that died or was
-killed before it recorded anything (a recorded outcome is kept: compile jobs are written once).
+killed before it recorded anything (a recorded outcome is kept: compile jobs are written once). With
+`collect`, what `run_one` returns travels back instead (pickled to a file of the parent's, read once the child
+exited normally) and `collect(unit, value)` runs in the parent (services.jobs.early_compile: the outcome is
+recorded only once the schedule it compiled is verified).
 """
 from __future__ import annotations
 
 import logging
 import os
+import pickle
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -39,6 +44,7 @@ class _Running:
     pid: int
     deadline: float
     killed_for: str | None = None
+    out_path: str | None = None
 
 
 def exit_reason(status: int) -> str | None:
@@ -53,11 +59,13 @@ def exit_reason(status: int) -> str | None:
     return None if code == 0 else f"the compile process ended with exit code {code}"
 
 
-def run_units(units: Sequence[CompileUnit], run_one: Callable[[CompileUnit], None],
+def run_units(units: Sequence[CompileUnit], run_one: Callable[[CompileUnit], object],
               fail_one: Callable[[CompileUnit, str], None], *, processes: int, budget_bytes: int,
-              time_limit_s: float, on_done: Callable[[CompileUnit, int, int], None] | None = None) -> None:
+              time_limit_s: float, on_done: Callable[[CompileUnit, int, int], None] | None = None,
+              collect: Callable[[CompileUnit, object], None] | None = None) -> None:
     """Run every unit in a forked process (see the module docstring); returns when all have ended.
-    `on_done(unit, finished, total)` runs in the parent after each."""
+    `on_done(unit, finished, total)` runs in the parent after each; `collect(unit, value)` with what `run_one`
+    returned in the child."""
     queue = list(units)
     running: list[_Running] = []
     finished = 0
@@ -69,7 +77,9 @@ def run_units(units: Sequence[CompileUnit], run_one: Callable[[CompileUnit], Non
                 if running and (u.estimated_bytes > budget_bytes or held + u.estimated_bytes > budget_bytes):
                     break                   # waits for room (a unit above the budget waits to run alone)
                 queue.pop(0)
-                running.append(_Running(u, _fork(u, run_one, budget_bytes), time.monotonic() + time_limit_s))
+                out_path = _out_file() if collect is not None else None
+                running.append(_Running(u, _fork(u, run_one, budget_bytes, out_path),
+                                        time.monotonic() + time_limit_s, out_path=out_path))
             time.sleep(POLL_S)
             for r in list(running):
                 pid, status = os.waitpid(r.pid, os.WNOHANG)
@@ -83,6 +93,9 @@ def run_units(units: Sequence[CompileUnit], run_one: Callable[[CompileUnit], Non
                 why = r.killed_for or exit_reason(status)
                 if why is not None:
                     fail_one(r.unit, why)
+                elif collect is not None:
+                    collect(r.unit, _read_out(r.out_path))
+                _remove(r.out_path)
                 finished += 1
                 if on_done is not None:
                     on_done(r.unit, finished, len(units))
@@ -90,6 +103,7 @@ def run_units(units: Sequence[CompileUnit], run_one: Callable[[CompileUnit], Non
         for r in running:
             _kill(r.pid)
             os.waitpid(r.pid, 0)
+            _remove(r.out_path)
 
 
 def _kill(pid: int) -> None:
@@ -99,7 +113,27 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _fork(unit: CompileUnit, run_one: Callable[[CompileUnit], None], budget_bytes: int) -> int:
+def _out_file() -> str:
+    fd, path = tempfile.mkstemp(prefix="fabricplan-compile-", suffix=".pickle")
+    os.close(fd)
+    return path
+
+
+def _read_out(path: str) -> object:
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def _remove(path: str | None) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _fork(unit: CompileUnit, run_one: Callable[[CompileUnit], object], budget_bytes: int,
+          out_path: str | None = None) -> int:
     pid = os.fork()
     if pid:
         return pid
@@ -109,7 +143,10 @@ def _fork(unit: CompileUnit, run_one: Callable[[CompileUnit], None], budget_byte
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         forget_inherited_engines()
         apply_memory_limit(max(1, budget_bytes >> 20))
-        run_one(unit)
+        value = run_one(unit)
+        if out_path is not None:
+            with open(out_path, "wb") as f:
+                pickle.dump(value, f)
         code = 0
     except BaseException:
         log.exception("compile unit %s failed", unit.label)

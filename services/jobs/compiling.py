@@ -8,14 +8,8 @@ from __future__ import annotations
 import logging
 import time
 
-from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy.exc import DBAPIError
-
-from services.compiler.api import CompileOptions, check_xml, compile_schedule, format_of
-from services.compiler.errors import CompileError
+from services.compiler.api import CompileOptions, format_of
 from services.compiler.lowering import chunks_per_shard
-from services.compiler.msccl_check import simulable
-from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.catalog import build
@@ -26,16 +20,16 @@ from ..store.db import session_scope
 from ..store.models import CompileJob
 from . import workloads
 from .attempts import claim
+from . import early_compile
 from .compile_pool import run_units
+from .file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
 from .compile_units import CompileUnit, plan_units
 from .range_files import chunk_bound, substitute
 
-__all__ = ["compile_job", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
+__all__ = ["compile_job", "compile_file", "record_outcome", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
            "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
-DEFAULT_RUNTIMES = ("executor",)
-ONECCL_SIMULATE_MAX = 400_000          # instructions: simulate oneCCL files up to this size
 
 
 def _url() -> str:
@@ -64,7 +58,6 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     Returns the job summary. Idempotent: a finished job is returned as it is. `guard(session)` (an outbox
     job's claim) runs before each write and raises when this delivery may no longer write. `prefix` names a
     plan revision's schedules (`rev{n}:`, services.jobs.revision): its artifacts and its jobs carry it."""
-    key = prefix + collective
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
@@ -95,60 +88,21 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
             name, sched, ratio = substitute(sched, topology, others, lm, row.get("min_bytes", 0),
                                             row.get("max_bytes"), bound)
             held = {"scheduler": name, "worst_ratio": ratio, "substitutes": row.get("scheduler")}
-    meta: dict | None = None
-    reason: str | None = None
-    digest = None
-    try:
-        simulate_max = get_settings().compile_simulate_max_steps
-        art = compile_schedule(sched, topology, options=options, link=lm, sizes=sizes,
-                               deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
-        if art.fmt == "msccl" and art.check_report is None and not simulable(
-                art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
-            # too large to re-parse and simulate here (steps or the simulator's memory, msccl_check.simulable):
-            # the fit search enforced the profile's limits on the program it printed and proved it deadlock-free
-            # (services.compiler.deadlock); the text still goes through the runtimes' tokenizer
-            problems = lexical_findings(art.xml_data)
-            if problems:
-                raise RuntimeError(f"the compiled file fails the runtimes' tokenizer: {problems[0]}")
-            checked = {"checked": "limits, tokenizer and deadlock proof (too large to simulate)", "simulated": []}
-        elif art.fmt == "oneccl" and art.max_tb_steps * art.nodes > ONECCL_SIMULATE_MAX:
-            checked = {"checked": "compiler only (too large to check here)", "simulated": []}
-        else:
-            if art.check_report is not None:     # the fit search checked and simulated exactly this file
-                rep = art.check_report
-            elif art.fmt == "msccl":
-                rep = check_xml(art.xml, "msccl", runtime=art.runtime, max_steps=options.max_steps)
-            else:
-                rep = check_xml(art.xml, "oneccl")
-            if not rep.ok:                          # never store a file that fails the checker
-                raise RuntimeError(f"the compiled {art.fmt} file fails its check: {rep.error}")
-            checked = {"checked": "checker" + (" and simulator" if rep.simulated else ""),
-                       "simulated": rep.simulated, "comm_steps": rep.comm_steps}
-        meta = {**art.as_dict(), **checked, **({"held": held} if held else {})}
-        meta["attempts"] = art.attempts[-8:]
-        with session_scope(_url()) as s:
-            digest = repo.put_blob(s, art.xml_data, "xml", "application/xml")
-    except CompileError as exc:
-        reason = str(exc)
-        attempts = getattr(exc, "attempts", [])
-        meta = {"limit": exc.limit, "value": _plain(exc.value), "maximum": _plain(exc.maximum),
-                "limits": sorted({a["limit"] for a in attempts if a.get("limit")} | {exc.limit or "fit"}
-                                 | ({"deadline"} if getattr(exc, "timed_out", False) else set())),
-                "grid": sched.grid, "attempts": attempts[-8:], "seconds": time.perf_counter() - t0}
-    except (SoftTimeLimitExceeded, DBAPIError):     # the time limit fails the job with that reason; a database
-        raise                                       # error is retried by the task, never the job's reason
-    except MemoryError:                             # the frames holding the program are gone once we leave here
-        reason = (f"compiling the {collective} schedule for {options.runtime} ran out of memory (the worker's "
-                  "limit, FABRICPLAN_TASK_MEMORY_LIMIT_MB): ask for fewer channels or chunks, or raise the limit")
-        meta = {"limit": "memory", "seconds": time.perf_counter() - t0}
-    except Exception as exc:                        # recorded, so the plan and later requests see the reason
-        log.exception("compile of plan %s %s %s failed", plan_id, collective, options.key())
-        reason = f"internal error while compiling: {type(exc).__name__}: {exc}"
-        meta = {"limit": "internal", "seconds": time.perf_counter() - t0}
+    digest, meta, reason = compile_file(plan_id, collective, sched, topology, options, lm, sizes,
+                                        deadline_s=deadline_s, progress=progress, held=held, t0=t0)
+    return record_outcome(plan_id, collective, options, digest, meta, reason, guard=guard, prefix=prefix)
+
+
+def record_outcome(plan_id: str, collective: str, options: CompileOptions, digest: str | None, meta: dict,
+                   reason: str | None, *, guard=None, prefix: str = "") -> dict:
+    """The compile job of `prefix + collective` for `options` finished with the file `digest` (or failed with
+    `reason`), unless it already finished (compile jobs are written once). Returns the job summary."""
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
-        job = compiles.get(s, plan_id, key, options.key())
+        job, _ = compiles.request(s, plan_id, collective, options, prefix)
+        if job.status in ("done", "failed"):
+            return job_summary(job)
         if digest is not None:
             compiles.finish(s, job, digest, meta)
         else:
@@ -189,10 +143,6 @@ def _range_sizes(sizes, row: dict) -> list[float]:
     lo, hi = row.get("min_bytes", 0), row.get("max_bytes")
     inside = [m for m in sizes if m >= lo and (hi is None or m < hi)]
     return sorted({float(max(lo, 1)), *([float(hi - 1)] if hi is not None else []), *inside})
-
-
-def _plain(x):
-    return x if x is None or isinstance(x, (int, float, str, bool)) else str(x)
 
 
 def stage_units(state: dict, plan_id: str, prefix: str = "") -> tuple[list[CompileUnit], dict[str, str]]:
@@ -238,32 +188,57 @@ def fail_unit(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") ->
             compiles.fail(s, job, reason, {"limit": "process"})
 
 
-def unit_deadline(runtimes: int) -> float:
-    """The fit search budget of one unit (services.compiler: the search stops there and reports the best)."""
-    st = get_settings()
-    return max(10.0, min(float(st.compile_time_limit_s), st.task_time_limit_s / (4 * max(1, runtimes))))
-
-
 def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     """The plan's compile stage: every unit (`stage_units`) with the runtime's default options (what GET
     .../schedules/{collective}?format=msccl&runtime=R[&range=i] serves), compiled in parallel in forked
     processes within the memory budget (services.jobs.compile_pool). A runtime that cannot take a schedule
     does not fail the plan, nor does a compile process that dies: the file's refusal or failure is reported
-    with its reason. A plan revision's compile stage (services.jobs.revision) is the same with its artifact
-    prefix and `advance` of the revision."""
+    with its reason. The main files an embedded plan compiled while its schedules were checked
+    (services.jobs.early_compile) are recorded here, not compiled again. A plan revision's compile stage
+    (services.jobs.revision) is the same with its artifact prefix and `advance` of the revision."""
+    early = None if prefix else early_compile.take(plan_id)
     if state.get("stop"):
+        if early is not None:
+            early.stop()
         return state
     units, skipped = stage_units(state, plan_id, prefix)
     deadline = unit_deadline(len({u.runtime for u in units}))
     st = get_settings()
     files = [u for u in units if not u.alias]          # an alias is a range served by its collective's file
     advance(plan_id, "compile", 0.96, f"compiling {len(files)} XML files")
-
-    run_units(files, lambda u: run_unit(plan_id, u, deadline, prefix),
+    done = _record_early(plan_id, early, files, advance) if early is not None else set()
+    rest = [u for u in files if u.label not in done]
+    run_units(rest, lambda u: run_unit(plan_id, u, deadline, prefix),
               lambda u, why: fail_unit(plan_id, u, why, prefix), processes=st.compile_processes_resolved,
               budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s,
-              on_done=lambda u, finished, total: _files_done(advance, plan_id, u, finished, total))
+              on_done=lambda u, finished, total: _files_done(advance, plan_id, u, len(done) + finished, len(files)))
     return collect(state, plan_id, units, skipped, prefix)
+
+
+def _record_early(plan_id: str, early, files: list[CompileUnit], advance) -> set[str]:
+    """Wait for the main files compiled while the schedules were checked (services.jobs.early_compile) and
+    record them as the stage's compile jobs, in the stage's order (an allreduce after its phases, so a phase's
+    refusal implies the allreduce's as in `run_unit`); returns the labels recorded."""
+    compiled = []
+
+    def arrived(u: CompileUnit, outcome) -> None:
+        if outcome is not None:                         # a process that died: its file compiles below
+            compiled.append(u)
+            _files_done(advance, plan_id, u, len(compiled), len(files))
+
+    outcomes = early.outcomes(arrived)
+    recorded = set()
+    for u in files:
+        o = outcomes.get(u.label)
+        if o is None or u.index is not None or u.alias:
+            continue                                    # compiled here (a process that died: once more)
+        implied = (_implied_refusal(plan_id, u.options.key()) if u.collective == "allreduce" else None)
+        if implied is not None:
+            refuse(plan_id, u.name, u.options, implied)
+        else:
+            record_outcome(plan_id, u.name, u.options, o.digest, o.meta, o.reason)
+        recorded.add(u.label)
+    return recorded
 
 
 def stage_compile_unit(plan_id: str, unit: CompileUnit, total: int, advance) -> dict:

@@ -61,7 +61,8 @@ def revision_sets(degraded, reference=None) -> dict[Collective, ScheduleSet]:
 
 
 def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, ScheduleSet]:
-    """The schedule sets of a plan whose verified schedules are `schedules` (Collective -> Schedule)."""
+    """The schedule sets of a plan whose verified schedules are `schedules` (Collective -> Schedule): the
+    construction's allgather and reduce-scatter are candidates the set does not model-check again."""
     from services.synthesis.schedule.cost import measured_tau, tau_lower_bound
     from services.synthesis.schedule.links import LinkCosts
 
@@ -75,7 +76,7 @@ def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, Sc
     return schedule_sets(topology, costs, schedulers=("greedy", "trees") if small else (),
                          greedy_chunks=(1, 4) if small else (), bfb_options={"workers": 1},
                          built={Collective.ALLGATHER: [("construction", ag)],
-                                Collective.REDUCESCATTER: [("construction", rs)]})
+                                Collective.REDUCESCATTER: [("construction", rs)]}, checked=(ag, rs))
 
 
 def encoder():
@@ -91,9 +92,12 @@ def encoder():
     return encode
 
 
-def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet], encode=None) -> dict[str, list[dict]]:
+def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet], encode=None,
+               stored: dict | None = None) -> dict[str, list[dict]]:
     """Store every range's schedule (content-addressed; `encode`: a schedule's blob, `encoder()`) and attach it;
-    returns the `by_size` lists."""
+    returns the `by_size` lists. `stored`: Collective -> (schedule, digest of its stored blob) the caller already
+    stored (a plan's main schedules): a range holding the same transfers is attached to that blob instead of
+    being serialized again."""
     out = {}
     for c, ss in sets.items():
         rows = []
@@ -101,12 +105,29 @@ def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]
             tau = r.tau(ss.topology.degree)
             row = {"min_bytes": r.min_bytes, "max_bytes": r.max_bytes, "scheduler": r.scheduler, "steps": r.steps,
                    "tau": float(tau), "tau_exact": str(tau), "verified": r.verified}
-            blob = encode(r.schedule) if encode is not None else r.schedule.to_bytes()
-            digest = repo.put_blob(s, blob, "schedule", "application/x-npz", compress=False)
+            digest = _stored_digest(r.schedule, (stored or {}).get(c))
+            if digest is None:
+                blob = encode(r.schedule) if encode is not None else r.schedule.to_bytes()
+                digest = repo.put_blob(s, blob, "schedule", "application/x-npz", compress=False)
             repo.attach(s, plan_id, range_name(prefix, c.value, i), digest, row)
             rows.append(row)
         out[c.value] = rows
     return out
+
+
+def _stored_digest(sched, stored: tuple | None) -> str | None:
+    """The digest of `stored` = (schedule, digest) when `sched` is that schedule, or has its very columns (the
+    same blob: Schedule.to_bytes is a function of them), else None."""
+    if stored is None:
+        return None
+    other, digest = stored
+    if sched is other:
+        return digest
+    same = (sched.collective, sched.nodes, sched.grid, sched.topology) == \
+        (other.collective, other.nodes, other.grid, other.topology) and all(
+            np.array_equal(getattr(sched, k), getattr(other, k)) and getattr(sched, k).dtype == getattr(other, k).dtype
+            for k in ("step_ptr", "ops", "source", "sender", "receiver", "lane", "lo", "hi"))
+    return digest if same else None
 
 
 def set_time_us(link: LinkModel, by_size: list[dict], size_bytes: float) -> float:

@@ -2,7 +2,8 @@
 
     select      frontier -> selection (a training job's selection: training)
     fabric      hosts, ports and panel configs on the fabric the request names
-    schedules   schedules (BFB, fanned out in receiver blocks when large) -> verification -> artifacts;
+    schedules   schedules (BFB, fanned out in receiver blocks when large) -> verification -> artifacts
+                (embedded: the main XML files compile meanwhile, services.jobs.early_compile);
                 alltoall: the all-to-all schedule when the workload has one
     (the compile stage is services.jobs.compiling's, shared with revisions)
     finish      predicted times and baselines; the plan done

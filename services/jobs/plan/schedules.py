@@ -1,6 +1,8 @@
 """The plan's schedules stage (DESIGN 4.2): the selected topology's allgather, reduce-scatter and allreduce
 schedules (one BFB solve, or receiver blocks solved in parallel tasks and merged), each model-checked against
 the cost the frontier priced it at and stored with its link loads and the topology (services.jobs.artifacts).
+Embedded, the main XML files start compiling from the schedules once they are built, while they are checked
+and stored (services.jobs.early_compile); a schedule that fails stops them.
 The all-to-all schedule is the next stage (alltoall).
 """
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, allreduce
-from services.synthesis.schedule.verify import verify
+from services.synthesis.schedule.verify import verify, verify_allreduce_phases
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
 from services.synthesis.topology.catalog import build
 
@@ -22,7 +24,7 @@ from ...store import repo
 from ...store.db import session_scope
 from ..artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts, topology_graphml,
                          topology_json)
-from .. import size_sets
+from .. import early_compile, size_sets
 from ..attempts import advance, claim, current_attempt, plan_request, weighted
 
 __all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
@@ -93,11 +95,32 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs,
                      Collective.ALLREDUCE: allreduce(rs, ag)}
     else:
-        schedules = {c: b.schedule for c, b in construct_collectives(expr).items()}
+        built = construct_collectives(expr)
+        ag, rs = built[Collective.ALLGATHER].schedule, built[Collective.REDUCESCATTER].schedule
+        schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
+    blobs = {c: sched.to_bytes() for c, sched in schedules.items()}
+    if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.early_compile)
+        early_compile.start_plan(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
+                                 {c.value: len(b) for c, b in blobs.items()}, topo)
+    try:
+        return _checked_and_stored(state, plan_id, topo, schedules, blobs)
+    except BaseException:
+        early_compile.cancel(plan_id)
+        raise
+
+
+def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs: dict) -> dict:
+    """Model-check the schedules against the frontier's prices, build their schedule sets and store them (the
+    serialized `blobs`) with their link loads and the topology."""
+    expr = state["selected"]["expr"]
     advance(plan_id, "verify", 0.85, "model-checking the schedules")
-    summaries, loads = {}, {}
+    summaries, loads, reports = {}, {}, {}
     for c, sched in schedules.items():
-        report = verify(sched, topo)
+        # the allreduce is allreduce(rs, ag) of the two schedules just checked: its report is theirs
+        # (verify_allreduce_phases, the lemma in its docstring); simulated again only when a phase failed
+        report = reports[c] = (verify_allreduce_phases(reports[Collective.REDUCESCATTER],
+                                                       reports[Collective.ALLGATHER], sched.steps)
+                               if c is Collective.ALLREDUCE else verify(sched, topo))
         if not report.ok:
             raise RuntimeError(f"the {c.value} schedule of {expr} failed model checking: {report.violation.message}")
         promised = state["selected"].get("costs", {}).get(c.value)
@@ -115,7 +138,7 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
     topology_doc = topology_json(topo)
     topology_blob, graphml_blob = json.dumps(topology_doc).encode(), topology_graphml(topo, topology_doc)
     with session_scope(_url()) as s:
-        digests = {c: (repo.put_blob(s, sched.to_bytes(), "schedule", "application/x-npz", compress=False),
+        digests = {c: (repo.put_blob(s, blobs[c], "schedule", "application/x-npz", compress=False),
                        repo.put_blob(s, loads[c], "link-loads", "application/x-npz", compress=False))
                    for c, sched in schedules.items()}
         digest = repo.put_blob(s, topology_blob, "topology", "application/json")
@@ -126,7 +149,8 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
             repo.attach(s, plan_id, f"schedule:{c.value}", schedule_digest, summaries[c.value])
             summaries[c.value]["digest"] = schedule_digest
             repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
-        for c, rows in size_sets.store_sets(s, plan_id, "", sets).items():
+        stored = {c: (schedules[c], digests[c][0]) for c in schedules}
+        for c, rows in size_sets.store_sets(s, plan_id, "", sets, stored=stored).items():
             summaries[c]["by_size"] = rows
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
         repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
