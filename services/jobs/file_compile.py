@@ -48,7 +48,7 @@ def compile_file(plan_id: str, collective: str, sched: Schedule, topology, optio
         art = compile_schedule(sched, topology, options=options, link=lm, sizes=sizes,
                                deadline_s=deadline_s, progress=progress, simulate_max_steps=simulate_max)
         if art.fmt == "msccl" and art.check_report is None and not simulable(
-                art.xml_steps or 0, art.xml_data.count(b"<tb "), art.xml_data.count(b'hasdep="1"'), simulate_max):
+                art.xml_steps or 0, art.xml_threadblocks or 0, art.xml_dependent_steps or 0, simulate_max):
             # too large to re-parse and simulate here (steps or the simulator's memory, msccl_check.simulable):
             # the fit search enforced the profile's limits on the program it printed and proved it deadlock-free
             # (services.compiler.deadlock); the text still goes through the runtimes' tokenizer
