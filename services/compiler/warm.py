@@ -6,7 +6,8 @@ the program order (services.compiler.order_kernels) and XML text writers (servic
 compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
 (services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, the deadlock proof
 (services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps), and the
-all-to-all pair index (services.compiler.layout.AlltoallPairs) and homes on one transfer of two ranks.
+all-to-all pair index (services.compiler.layout.AlltoallPairs) and homes on one transfer of two ranks, and the
+tokenizer automaton a stored file is checked with (services.compiler.nccl_grammar).
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
