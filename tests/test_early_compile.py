@@ -98,3 +98,53 @@ def test_a_schedule_failing_the_model_check_stops_its_early_compile(settings, mo
     with session_scope(settings.sqlalchemy_url) as s:
         assert s.query(CompileJob).filter_by(plan_id=pid).count() == 0
         assert s.query(PlanArtifact).filter_by(plan_id=pid).count() == 0
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a process whose parent died is reaped by init, or by nobody in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(x) for x in fh.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def test_a_killed_job_process_leaves_no_compiles(settings):
+    """The job process that started the compiles dies (SIGKILL: out of memory, a hard time limit) before its
+    compile stage: the launcher and its compile processes end too (services.jobs.early_compile._die_with)."""
+    import signal
+
+    sched = _schedules("torus(4, 4)")["allgather"]
+    r, w = os.pipe()
+    job = os.fork()
+    if job == 0:                                    # the job process
+        try:
+            os.close(r)
+            early = early_compile.start("p", ["executor"], {"allgather": sched}, {"allgather": 1000},
+                                        lambda u, s: time.sleep(60))
+            os.write(w, f"{early.launcher}\n".encode())
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        launcher = int(fh.readline())
+    deadline = time.monotonic() + 60
+    while not _children(launcher) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    compiling = _children(launcher)
+    assert compiling, "the launcher started no compile process"
+    os.kill(job, signal.SIGKILL)
+    os.waitpid(job, 0)
+    deadline = time.monotonic() + 30
+    while any(_running(p) for p in [launcher, *compiling]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(p) for p in [launcher, *compiling])

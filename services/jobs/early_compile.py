@@ -23,6 +23,7 @@ redelivery) finds nothing to take and compiles every file itself.
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import queue
@@ -93,6 +94,7 @@ class EarlyCompiles:
             self.reader.join()
 
 
+_PR_SET_PDEATHSIG = 1                        # linux/prctl.h
 _STARTED: dict[str, EarlyCompiles] = {}
 _LOCK = threading.Lock()
 
@@ -112,9 +114,10 @@ def start(plan_id: str, runtimes: list[str], schedules: dict[str, Schedule], blo
         return Outcome(*compile_one(u, schedules[u.collective]))
 
     receive, send = Pipe(duplex=False)
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _launcher(receive, send, units, run_one, st)
+        _launcher(receive, send, units, run_one, st, parent)
     send.close()
     early = EarlyCompiles(units, pid)
     early.reader = threading.Thread(target=_read, args=(early, receive), name=f"early-compile-{plan_id}", daemon=True)
@@ -139,16 +142,31 @@ def start_plan(plan_id: str, req: dict, schedules: dict[str, Schedule], blob_byt
         plan_id, u.collective, sched, topology, u.options, lm, sizes, deadline_s=deadline))
 
 
-def _launcher(receive: Connection, send: Connection, units, run_one, st) -> None:
+def _die_with(parent: int) -> None:
+    """Have the kernel send this process SIGTERM when `parent` dies (Linux prctl(PR_SET_PDEATHSIG)): a job
+    process killed between its schedules and compile stages (out of memory, a worker's hard time limit) leaves
+    no compiles running for a plan nobody will record. Elsewhere nothing happens (`stop` and the plan's
+    on_failure still end them)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:              # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _launcher(receive: Connection, send: Connection, units, run_one, st, parent: int) -> None:
     """The launcher process: the compile pool, each outcome sent as it arrives (None: the compile process did
     not end normally, the compile stage compiles that file itself). A SIGTERM ends the pool (its processes
-    killed)."""
+    killed); so does the death of the job process that forked it (`_die_with`)."""
     code = 1
     try:
         receive.close()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+        _die_with(parent)
         forget_inherited_engines()
         run_units(units, run_one, lambda u, why: send.send((u, None)), processes=st.compile_processes_resolved,
                   budget_bytes=st.compile_memory_budget_bytes, time_limit_s=st.compile_unit_time_limit_s,
