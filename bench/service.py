@@ -2,6 +2,7 @@
 
     python -m bench.service                      # embedded: SQLite in a temp dir + in-process worker
     python -m bench.service --backend redis      # PostgreSQL (127.0.0.1:5432/test) + Redis db 14 + 1 worker
+    python -m bench.service --backend redis --concurrency 2 --sizes 1024   # the worker with 2 processes
 
 Starts the service as subprocesses (`python -m services.cli serve|worker|migrate`), waits for /readyz, then
   1. for N = 16, 64, 256 at d = 4: time from POST /v1/plans (DESIGN 4.1's minimal body) to status done,
@@ -248,16 +249,18 @@ def histogram_quantile(before: dict[float, float], after: dict[float, float], q:
 
 
 # ----- main -----------------------------------------------------------------------------------------------
-def start_service(backend: str, tmpdir: Path, run_id: str, procs: list[Proc], port: int = 0) -> tuple[Proc, str]:
+def start_service(backend: str, tmpdir: Path, run_id: str, procs: list[Proc], port: int = 0,
+                  concurrency: int = 1) -> tuple[Proc, str]:
     """The service as subprocesses in `tmpdir` (appended to `procs`, for the caller to stop): the embedded
-    server, or with `redis` a migrated PostgreSQL database, one worker and the server. (server, base URL)"""
+    server, or with `redis` a migrated PostgreSQL database, one worker (`concurrency` processes) and the server.
+    (server, base URL)"""
     data_dir = tmpdir / "data"
     data_dir.mkdir()            # migrate() on SQLite does not create the directory itself
     env = child_env(backend, data_dir)
     port = port or free_port()
     if backend == "redis":
         subprocess.run(cli("migrate"), env=env, cwd=ROOT, check=True, timeout=180)
-        procs.append(Proc("worker", cli("worker", "--concurrency", "1", "--log-level", "warning",
+        procs.append(Proc("worker", cli("worker", "--concurrency", str(concurrency), "--log-level", "warning",
                                         "--hostname", f"bench-{run_id}@%h"), env, tmpdir))
     server = Proc("server", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"), env, tmpdir)
     procs.append(server)
@@ -270,7 +273,7 @@ def run(args) -> bool:
     with tempfile.TemporaryDirectory(prefix="fabricplan-bench-") as tmp:
         tmpdir = Path(tmp)
         try:
-            server, base_url = start_service(args.backend, tmpdir, run_id, procs, args.port)
+            server, base_url = start_service(args.backend, tmpdir, run_id, procs, args.port, args.concurrency)
             with httpx.Client(base_url=base_url, timeout=10, trust_env=False) as client:
                 ready_s = wait_ready(client, server)
                 print(f"backend {args.backend}: ready in {ready_s:.1f} s at {base_url} (run {run_id})", flush=True)
@@ -453,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=60.0, help="seconds allowed for the GET phase")
     ap.add_argument("--plan-timeout", type=float, default=300.0, help="seconds to wait for one plan")
     ap.add_argument("--port", type=int, default=0, help="server port on 127.0.0.1 (default: a free one)")
+    ap.add_argument("--concurrency", type=int, default=1,
+                    help="with --backend redis: the worker's processes (its chord's compile tasks run in parallel)")
     ap.add_argument("--long-polls", type=int, default=LONG_POLLS, help="idle long polls held at once")
     ap.add_argument("--long-poll-s", type=float, default=LONG_POLL_S, help="how long each waits")
     args = ap.parse_args(argv)
