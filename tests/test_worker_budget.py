@@ -44,6 +44,21 @@ def _keys(st):
                 "viewer": create_key(s, "view", "viewer")[0], "viewer2": create_key(s, "view2", "viewer")[0]}
 
 
+def _race(n, ask):
+    """`ask(i)` from `n` threads released together by a barrier; their answers' status codes, in order of i."""
+    statuses, barrier = [None] * n, threading.Barrier(n)
+
+    def run(i):
+        barrier.wait()
+        statuses[i] = ask(i).status_code
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return statuses
+
+
 def h(secret):
     return {"Authorization": f"Bearer {secret}"}
 
@@ -111,16 +126,7 @@ def test_identical_compile_requests_coalesce_into_one_job(done_plan):
     url = f"/v1/plans/{p['id']}/schedules/allreduce"
     with session_scope(st.sqlalchemy_url) as s:
         before = s.scalar(select(func.count()).select_from(CompileJob))
-    statuses, barrier = [], threading.Barrier(8)
-
-    def ask():
-        barrier.wait()
-        statuses.append(c.get(url, params={"format": "msccl", "channels": 2}).status_code)
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    statuses = _race(8, lambda i: c.get(url, params={"format": "msccl", "channels": 2}))
     assert statuses == [202] * 8, statuses
     # every spelling of the same options is the same job: explicit defaults, and for the oneCCL format the
     # MSCCL options it does not read
@@ -206,3 +212,31 @@ def test_compiles_and_revisions_beyond_the_bound_store_nothing(done_plan):
         assert queued == [("executor;min_bytes=100", "scheduler:anonymous")], queued
         assert jobs.counts(s)["revision"] == {"queued": 0, "running": 0}
     assert c.get(f"/v1/plans/{p['id']}/revisions").headers["x-total-count"] == "1"
+
+
+def test_concurrent_plans_of_one_key_never_pass_the_bound(settings):
+    """12 distinct plans of one key at once (each request its own session and connection) with a bound of 3:
+    exactly 3 are accepted and stored, the rest get 429 (budget.admit counts under the owner's lock)."""
+    st, app = _app(settings, max_jobs_per_key=3)
+    with TestClient(app) as c:
+        _hold_the_outbox(c)
+        statuses = _race(12, lambda i: c.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}))
+        assert sorted(statuses) == [202] * 3 + [429] * 9, statuses
+        with session_scope(st.sqlalchemy_url) as s:
+            assert jobs.unfinished_by(s, "scheduler:anonymous") == 3
+            assert s.scalar(select(func.count()).select_from(Plan)) == 3
+
+
+def test_concurrent_compiles_of_one_key_never_pass_the_bound(done_plan):
+    """12 on-demand compiles of distinct options at once with a bound of 3: exactly 3 jobs are queued, the
+    rest get 429 (budget.room counts under the owner's lock, before the job is inserted)."""
+    c, st, p = done_plan
+    _hold_the_outbox(c)
+    c.app.state.settings = st.model_copy(update={"max_jobs_per_key": 3})
+    url = f"/v1/plans/{p['id']}/schedules/allgather"
+    statuses = _race(12, lambda i: c.get(url, params={"format": "msccl", "min_bytes": 200 + i}))
+    assert sorted(statuses) == [202] * 3 + [429] * 9, statuses
+    with session_scope(st.sqlalchemy_url) as s:
+        assert jobs.unfinished_by(s, "scheduler:anonymous") == 3
+        owners = list(s.scalars(select(CompileJob.owner).where(CompileJob.status == "queued")))
+        assert owners == ["scheduler:anonymous"] * 3, owners

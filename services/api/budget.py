@@ -6,8 +6,10 @@ owner's unfinished jobs of every kind. Beyond `max_jobs_per_key` (a viewer key: 
 is 429 with Retry-After and nothing is stored. A request answered from the store (the same evaluation,
 compile options or Idempotency-Key again) queues nothing and is never refused; a failure report is checked
 before it is recorded, so at the bound even one naming only links failed already gets 429. Concurrent
-requests of one key are counted in their own transactions, so they may pass the bound together by at most
-their number.
+requests of one key never pass the bound together: each counts under the owner's lock
+(services.store.jobs.lock_owner: PostgreSQL's transaction-scoped advisory lock of the owner, SQLite's database
+write lock), held until its transaction commits or rolls back, so one owner's count-then-insert never
+interleave (tests/test_worker_budget.py races 12 requests against a bound of 3 on both backends).
 
 Viewers have a small quota rather than none: the dashboard (a viewer key is enough for it) evaluates the
 topologies it draws and downloads XML for options not compiled yet; two jobs at a time keep that working
@@ -46,8 +48,12 @@ def _too_many(p: Principal, limit: int, held: int) -> HTTPException:
 def admit(s: Session, job, p: Principal, settings: Settings) -> None:
     """Record `p` as the owner of the new `job` (flushed in `s`); roll back and raise 429 when the key then
     has more unfinished jobs than its bound (plans and evaluations: their rows are added without a savepoint,
-    so the rollback removes them on every backend)."""
+    so the rollback removes them on every backend). The count runs under the owner's lock, taken before the
+    owner is written: on PostgreSQL (READ COMMITTED) it sees every job of the owner committed by a request
+    that held the lock before, and no other request of the owner commits a job until this one ends; on
+    SQLite the job's insert already holds the database's write lock."""
     job.owner = owner(p)
+    jobs.lock_owner(s, job.owner)
     s.flush()
     limit = bound(p, settings)
     held = jobs.unfinished_by(s, job.owner)
@@ -58,8 +64,11 @@ def admit(s: Session, job, p: Principal, settings: Settings) -> None:
 
 def room(s: Session, p: Principal, settings: Settings) -> str:
     """Before a job is recorded (compiles and revisions, whose rows are inserted under a savepoint): 429 when
-    the key already has its bound of unfinished jobs; else the owner to record on the new job."""
+    the key already has its bound of unfinished jobs; else the owner to record on the new job. The count runs
+    under the owner's lock (services.store.jobs.lock_owner), which the caller's transaction holds until it
+    commits the job, so no other request of the owner counts in between."""
     who, limit = owner(p), bound(p, settings)
+    jobs.lock_owner(s, who)
     held = jobs.unfinished_by(s, who)
     if held >= limit:
         raise _too_many(p, limit, held)

@@ -16,22 +16,25 @@ database refused the job's writes, e.g. a full disk). A queued one is sent again
 running one is lost at once; both only once the database takes writes again.
 
 Worker time is a budget: a job queued by the API carries its `owner`, the API key that asked for it
-(`owner_name`: role and key id). The API bounds each owner's unfinished jobs (`unfinished_by`), and the
+(`owner_name`: role and key id). The API bounds each owner's unfinished jobs (`unfinished_by`, counted under
+`lock_owner`, so one owner's requests count and insert one at a time), and the
 dispatcher keeps viewers' jobs to a few worker slots (`in_flight_by`), so a viewer flooding downloads never
 holds every worker while a scheduler's plan waits.
 """
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
+from .db import write_lock
 from .models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
 
 __all__ = ["KINDS", "TERMINAL", "UNFINISHED", "VIEWER", "undispatched", "begin_dispatch", "undo_dispatch",
-           "mark_dispatched", "claim", "beat", "lost", "requeue_all", "owner_name", "owners", "unfinished_by",
-           "in_flight_by", "counts"]
+           "mark_dispatched", "claim", "beat", "lost", "requeue_all", "owner_name", "owners", "owner_lock_key",
+           "lock_owner", "unfinished_by", "in_flight_by", "counts"]
 
 KINDS = {"plan": Plan, "evaluation": Evaluation, "revision": PlanRevision, "compile": CompileJob}
 TERMINAL = ("done", "failed")
@@ -180,6 +183,24 @@ def owners(s: Session, pending: list[tuple[str, str]]) -> dict[tuple[str, str], 
             out.update({(kind, job_id): owner for job_id, owner in
                         s.execute(select(model.id, model.owner).where(model.id.in_(ids)))})
     return out
+
+
+def owner_lock_key(owner: str) -> int:
+    """The owner's PostgreSQL advisory lock key: a signed 64-bit integer from the name's BLAKE2b digest, the
+    same in every process (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(owner.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def lock_owner(s: Session, owner: str) -> None:
+    """Serialise this transaction with every other one that counts or queues `owner`'s jobs, until it commits
+    or rolls back. PostgreSQL: the transaction-scoped advisory lock of the owner (`pg_advisory_xact_lock`;
+    other owners, fabric locks and workers never wait on it; waited for at most the connection's lock_timeout,
+    services.store.db.LOCK_TIMEOUT_S). SQLite: the database write lock (services.store.db.write_lock), the
+    only lock it has."""
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": owner_lock_key(owner)})
+    else:
+        write_lock(s)
 
 
 def unfinished_by(s: Session, owner: str) -> int:
