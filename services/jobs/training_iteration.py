@@ -13,7 +13,7 @@ from services.synthesis.schedule.cost import LinkModel
 
 from . import workloads
 
-__all__ = ["link_model", "chosen_entry", "iteration_at", "iteration_with_alltoall"]
+__all__ = ["chosen_entry", "iteration_at", "iteration_with_alltoall", "link_model"]
 
 
 def link_model(req: dict) -> LinkModel:
