@@ -54,6 +54,7 @@ def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client, settings, 
     cost = rev["failure_cost"]["alltoall"][d]
     assert cost["before_us"] == pytest.approx(p["alltoall"]["times_us"][d]["schedule_us"])
     assert cost["after_us"] == a2a["times_us"][d]["schedule_us"] and cost["slowdown"] >= 1 - 1e-9
+    assert "training" not in rev["failure_cost"]           # a sizes workload: no training iteration to price
     # its XML, compiled by the revision's worker and checked
     xml = rev["compiled"]["executor"]["alltoall"]
     assert xml["status"] == "done", xml

@@ -944,8 +944,10 @@ class RevisionOut(RevisionSummary):
     alltoall: RevisionAllToAllOut | None = Field(default=None, description="when the workload has an all-to-all: "
                                                  "re-planned on the revision's topology")
     failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
-                                      "workload, the naive fallback (a ring over surviving links), and the "
-                                      "all-to-all's per size (`alltoall`)")
+                                      "workload, the naive fallback (a ring over surviving links), the "
+                                      "all-to-all's per size (`alltoall`), and for a training plan the iteration "
+                                      "on the revision's topology (`training`: iteration_s, iteration_s_before, "
+                                      "slowdown, bucket_bytes, allreduce, alltoall, ...)")
     build: dict | None = Field(default=None, description="failure revisions: `schedules_s` building and checking "
                                "the schedules, `compile_s` compiling their XML, `cpu_s` the worker's CPU seconds "
                                "for the whole revision")

@@ -18,7 +18,8 @@
   lower end (`alltoall.status` "approximate", no schedule).
 - **compile**: the plan's compile stage (services.jobs.compiling) on the revision's schedules.
 - **finish**: predicted times per collective and size (from the sets), the workload time, and the cost of the failure
-  against revision 0 and against the naive fallback, the all-to-all's per size (services.jobs.revision_cost).
+  against revision 0 and against the naive fallback, the all-to-all's per size, and for a training plan the
+  iteration on the degraded topology (`failure_cost.training`; services.jobs.revision_cost).
 
 Recording the failure that queues a revision, and the restored revision after a repair, happen on the request
 side (services.jobs.failure_reports). A revision is a job like a plan (outbox, attempts, heartbeats:
@@ -47,7 +48,7 @@ from . import compiling, size_sets
 from .alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
 from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from .attempts import claim
-from .revision_cost import failure_cost, predicted_times, workload_us
+from .revision_cost import failure_cost, predicted_times, training_cost, workload_us
 from .stage_weights import revision_progress
 from .workloads import alltoall_sizes, has_alltoall, workload_items
 
@@ -256,7 +257,10 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
                   "workload_time_us": workload_us(req, predicted), "alltoall": state.get("alltoall"),
                   "failure_cost": failure_cost(req, original, predicted, 0, plan.result.get("alltoall"),
-                                               state.get("alltoall")),
+                                               state.get("alltoall"),
+                                               training_cost(req, plan.result.get("training"),
+                                                             state["topology"]["expr"], state["schedules"],
+                                                             state.get("alltoall"))),
                   "repair": state.get("repair"), "artifact_prefix": state["artifact_prefix"],
                   "compiled": state.get("compiled"),
                   "seconds": state.get("seconds"), "compile_s": state.get("compile_s"),

@@ -1,7 +1,8 @@
 """What a link failure costs a plan (DESIGN 4.9): predicted times per collective and size from a revision's
 schedules, the workload's time at them, the naive fallback (a ring over the surviving links), and the
 all-to-all's time per size when the plan has one (services.jobs.alltoall_build: the verified schedule's, or
-without one the MCF time charged at the throughput bracket's lower end), compared before and after. Used by
+without one the MCF time charged at the throughput bracket's lower end), compared before and after, and for a
+training plan the iteration on the degraded topology (`training_cost`). Used by
 a failure revision's finish stage (services.jobs.revision) and by the restored revision a completed repair
 records (services.jobs.failure_reports).
 """
@@ -9,13 +10,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
 from .size_sets import set_time_us
+from .training_iteration import chosen_entry, iteration_at
 from .workloads import message_sizes, workload_items
 
-__all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "failure_cost"]
+__all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost", "failure_cost"]
 
 
 def predicted_times(req: dict, schedules: dict) -> dict:
@@ -52,10 +55,49 @@ def alltoall_us(alltoall: dict | None) -> dict[str, float]:
     return {d: t["schedule_us"] if t.get("schedule_us") is not None else t["mcf_bound_us"] for d, t in times.items()}
 
 
+def training_cost(req: dict, training: dict | None, expr: str, schedules: dict, alltoall: dict | None) -> dict | None:
+    """A training plan's iteration on a revision's topology `expr` (None for a sizes workload or a hybrid one,
+    whose plan has no `training` block): the plan's model, link model and best bucket
+    (services.jobs.training_iteration) with the revision's served allreduce (`schedules.allreduce`: steps, tau)
+    and, for a job with MoE layers, the revision's all-to-all: its verified schedule's cost, or without one its
+    LP (3) throughput bracket's lower end (the time plan selection charges, `alltoall_us`). Compared with the
+    plan's chosen iteration: `chosen_with_alltoall_schedule` when the plan has it (priced like the revision's,
+    by a verified schedule), else the chosen entry's. Field names as in the plan's entries."""
+    if not training or not training.get("entries") or not training.get("best"):
+        return None
+    chosen = chosen_entry(training)
+    again = training.get("chosen_with_alltoall_schedule")
+    before = again or chosen
+    out = {"expr": expr, "iteration_s_before": before["iteration_s"], "bucket_bytes_before": before["bucket_bytes"],
+           "before": "chosen_with_alltoall_schedule" if again else "chosen entry"}
+    schedule = throughput = None
+    info: dict = {}
+    if training.get("moe_layers"):
+        a2a = alltoall or {}
+        if a2a.get("status") == "built":
+            schedule = CollectiveCost(a2a["steps"], Fraction(a2a["tau_exact"]))
+            info = {"source": "schedule", **schedule.to_dict(), "mcf_tau": a2a.get("mcf_tau")}
+        elif a2a.get("status") == "approximate":
+            throughput = a2a["mcf_lower"]
+            info = {"source": "mcf", "throughput": throughput, "throughput_upper": a2a["mcf_upper"],
+                    "exact": a2a.get("mcf_exact"), "method": a2a.get("mcf_method")}
+        else:
+            return {**out, "iteration_s": None, "slowdown": None,
+                    "reason": "the degraded topology's all-to-all has no cost: " + str(a2a.get("reason"))}
+    ar = CollectiveCost(schedules["allreduce"]["steps"], Fraction(schedules["allreduce"]["tau_exact"]))
+    r = iteration_at(req, expr, ar, schedule, throughput)
+    return {**out, "iteration_s": r.iteration_s, "compute_s": r.compute_s,
+            "exposed_allreduce_s": r.exposed_allreduce_s, "alltoall_s": r.alltoall_s,
+            "allreduce_busy_s": r.allreduce_s, "bucket_bytes": r.bucket_bytes, "allreduce": ar.to_dict(),
+            "alltoall": info, "slowdown": r.iteration_s / before["iteration_s"] if before["iteration_s"] else None}
+
+
 def failure_cost(req: dict, before: dict, after: dict, before_number: int,
-                 alltoall_before: dict | None = None, alltoall_after: dict | None = None) -> dict:
+                 alltoall_before: dict | None = None, alltoall_after: dict | None = None,
+                 training: dict | None = None) -> dict:
     """Before/after per collective and size, the workload's, the ring fallback's, and the all-to-all's per size
-    (`alltoall`, from the two `alltoall` results; only sizes both price)."""
+    (`alltoall`, from the two `alltoall` results; only sizes both price); `training` (from `training_cost`)
+    added when given."""
     ring = ring_fallback(req)
     wb, wa, wr = workload_us(req, before), workload_us(req, after), workload_us(req, ring)
     a2a_b, a2a_a = alltoall_us(alltoall_before), alltoall_us(alltoall_after)
@@ -71,4 +113,5 @@ def failure_cost(req: dict, before: dict, after: dict, before_number: int,
                          for d in a2a_a if d in a2a_b},
             "note": "workload_us counts the workload's allgather, reduce-scatter and allreduce; the all-to-all is "
                     "re-planned on the degraded topology and compared per size under `alltoall`; the ring "
-                    "fallback is one ring over surviving links, one link per hop"}
+                    "fallback is one ring over surviving links, one link per hop",
+            **({"training": training} if training is not None else {})}

@@ -26,7 +26,7 @@ from .. import workloads
 from ..alltoall_build import REPORTED, AllToAllRefused, build_checked, built_result
 from ..artifacts import link_loads_blob
 from ..attempts import advance, claim, plan_request
-from .training import iteration_with_alltoall
+from ..training_iteration import iteration_with_alltoall
 
 __all__ = ["REPORTED", "stage_alltoall"]
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from services.synthesis.evaluate.iteration import CollectiveCost, TopologyCosts, best_bucket
+from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.evaluate.training import allreduce_cost, evaluate_training
 from services.synthesis.evaluate.training_job import ModelSpec
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
 from .. import workloads
 from ..hybrid_workloads import is_hybrid
+from ..training_iteration import link_model
 from .hybrid import stage_select_hybrid
 
-__all__ = ["allreduce_price", "baselines_time_us", "iteration_with_alltoall", "stage_select", "training_result"]
+__all__ = ["allreduce_price", "baselines_time_us", "stage_select", "training_result"]
 
 
 def allreduce_price(frontier: list[dict]):
@@ -32,10 +32,6 @@ def allreduce_price(frontier: list[dict]):
     priced = {e["expr"]: CollectiveCost(c["steps"], Fraction(c["tau_exact"]))
               for e in frontier if (c := (e.get("costs") or {}).get("allreduce"))}
     return lambda expr: priced[expr] if expr in priced else allreduce_cost(expr)
-
-
-def _link(req: dict) -> LinkModel:
-    return LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
 
 
 def training_result(ev, model: ModelSpec, alltoall_cost: str) -> dict:
@@ -62,7 +58,7 @@ def stage_select(state: dict, plan_id: str, req: dict, advance) -> dict:
         advance(plan_id, "select", 0.2 + 0.1 * done / max(1, total),
                 f"simulating an iteration of {model.name} on {name} ({done + 1} of at most {total})")
 
-    ev = evaluate_training(model, req["nodes"], req["degree"], _link(req),
+    ev = evaluate_training(model, req["nodes"], req["degree"], link_model(req),
                            topologies=[build(e["expr"]) for e in state["frontier"]], alltoall=cost,
                            allreduce=allreduce_price(state["frontier"]), progress=progress)
     training = training_result(ev, model, cost)
@@ -83,11 +79,3 @@ def baselines_time_us(training: dict) -> dict[str, float]:
     """The baselines' iteration times (the plan's `baselines_time_us` for a training workload)."""
     return {e["name"]: e["iteration_s"] * 1e6 for e in training["entries"] if e["kind"] == "baseline"}
 
-
-def iteration_with_alltoall(req: dict, training: dict, alltoall: CollectiveCost) -> dict:
-    """The chosen entry's iteration with every all-to-all priced by `alltoall` (the plan's verified all-to-all
-    schedule) instead of the cost it was selected with; its best bucket again."""
-    chosen = next(e for e in training["entries"] if e["kind"] == "frontier" and e["expr"] == training["best"])
-    ar = CollectiveCost(chosen["allreduce"]["steps"], Fraction(chosen["allreduce"]["tau_exact"]))
-    costs = TopologyCosts(chosen["expr"], req["nodes"], req["degree"], ar, None, alltoall)
-    return best_bucket(workloads.training_model(req), costs, _link(req)).to_dict()
