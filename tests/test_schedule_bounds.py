@@ -33,8 +33,8 @@ def _compare(s, channels: int, instances: int) -> None:
     instance; on an allgather (units at their homes, copies only) the connection bound is exact too. The fit's
     buffering floor (fit._check_buffering_floor): the one-channel bounds over `channels` bound those at
     `channels` (a channel's runs split the one-channel runs; a gpu's receives and sends only grow), and so do the
-    one-channel table's exact counts (fit._table_floor), which the floor takes once that table is built."""
-    from services.compiler.fit import _table_floor
+    one-channel table's exact counts (Messages.fused_steps_floor and its messages per connection-step), which the
+    floor takes once that table is built."""
     from services.compiler.msccl import RECEIVES, S
 
     classes = shard_classes(s) if channels > 1 else ShardChannels.identity(s.nodes)
@@ -51,7 +51,8 @@ def _compare(s, channels: int, instances: int) -> None:
         exact, ours = table.lower_bounds(opt), pre.lower_bounds(opt)
         one_table = build_messages(s, PROFILE, MscclOptions(channels=1, instances=instances, mode="both",
                                                             consolidate=False))
-        m1, fused1 = _table_floor(one_table, opt)
+        m1 = one_table.lower_bounds(opt, per_gpu=False)["messages_per_connection_step"]
+        fused1 = one_table.fused_steps_floor()
         assert one.messages_per_connection_step <= m1
         assert -(-m1 // channels) <= exact["messages_per_connection_step"]
         kind, gpu = table.ops["kind"], table.ops["gpu"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 from dataclasses import dataclass, field, replace
+from functools import cache, partial
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from .deadlock import deadlock
 from .errors import CompileError
 from .layout import AlltoallPairs
 from .lowering import Lowered, chunked_bfb, chunks_per_shard
-from .msccl import RECEIVES, S, Messages, MscclOptions, MscclProgram, build_messages, build_program
+from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
 from .msccl_check import SIMULATE_MAX_STEPS, simulable
 from .runtimes import RuntimeProfile
 from .schedule_bounds import ScheduleBounds
@@ -157,19 +158,6 @@ def _buffering_error(worst: int, depth: int, at_least: bool = False) -> CompileE
                         f"connection, and the program is too large to simulate", limit="simulation")
 
 
-def _table_floor(table: Messages, opt: MscclOptions) -> tuple[int, int]:
-    """(the most messages one connection receives in one step, the sum over gpus of max(receives, sends)) of a
-    one-channel message table: on more channels the first can only split (see `_check_buffering_floor`) and the
-    second only grow. Kept with the table's other bounds."""
-    messages = table.lower_bounds(opt, per_gpu=False)["messages_per_connection_step"]   # fills table._bounds
-    c = table._bounds
-    if "fused_floor" not in c:
-        kind, gpu, n = table.ops["kind"], table.ops["gpu"], table.schedule.nodes
-        c["fused_floor"] = int(np.maximum(np.bincount(gpu[kind == S], minlength=n),
-                                          np.bincount(gpu[RECEIVES[kind]], minlength=n)).sum())
-    return messages, c["fused_floor"]
-
-
 def _check_buffering_floor(one: ScheduleBounds, channels: int, profile: RuntimeProfile, *, may_simulate: bool,
                            proto: str, simulate_max_steps: int, table: tuple[int, int] = (0, 0)) -> None:
     """Refuse combined thread blocks on `channels` channels from the one-channel schedule bounds `one`, before the
@@ -178,8 +166,9 @@ def _check_buffering_floor(one: ScheduleBounds, channels: int, profile: RuntimeP
     channel's units lies inside one run of all of them, and the intervals of one step on one link are disjoint),
     so the busiest connection-channel-step carries at least ceil(m / c) of the m messages on one channel, and a
     gpu's receives and sends (so its steps) only grow: a program large on one channel is large on c. When the
-    one-channel message table is already built (an earlier candidate needed it), its exact counts (`table`,
-    `_table_floor`) replace the schedule's bounds, which they can only exceed: a connection-step's messages on
+    one-channel message table is already built (an earlier candidate needed it), its exact counts (`table`: its
+    most messages per connection-step, Messages.fused_steps_floor) replace the schedule's bounds, which they can
+    only exceed: a connection-step's messages on
     one channel are runs of units, which the schedule's intervals bound from below (a reduce step's units need
     not lie contiguously)."""
     if channels <= 1:
@@ -191,6 +180,14 @@ def _check_buffering_floor(one: ScheduleBounds, channels: int, profile: RuntimeP
         depth, worst = profile.fifo_messages(proto), -(-m // channels)
         if 2 * worst > depth:
             raise _buffering_error(worst, depth, at_least=True)
+
+
+def _classes_of(schedule: Schedule, chans: list[int]) -> ShardChannels:
+    return shard_classes(schedule) if chans != [1] else ShardChannels.identity(schedule.nodes)
+
+
+def _alltoall_pairs(schedule: Schedule, instances: int) -> AlltoallPairs | None:
+    return AlltoallPairs(schedule, instances) if schedule.collective is Collective.ALLTOALL else None
 
 
 def _channel_counts(req: FitRequest, profile: RuntimeProfile, lanes: int) -> list[int]:
@@ -274,29 +271,13 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
             attempts.append(Attempt(p0, "chunked-bfb", "-", False, "resolve", str(exc)))
             continue
         next_lowering = False
-        memo: list[ShardChannels] = []
-
-        def classes(low=low) -> ShardChannels:     # only candidates with shard classes on channels > 1 need them
-            if not memo:
-                memo.append(shard_classes(low.schedule) if chans != [1] else ShardChannels.identity(schedule.nodes))
-            return memo[0]
-        bounds_of = ScheduleBounds.for_schedule(low.schedule, classes, req.instances)
-        bounds_memo: dict[int, ScheduleBounds | None] = {}
-
-        def bounds_at(c: int) -> ScheduleBounds | None:     # per channel count, computed once per lowering
-            if c not in bounds_memo:
-                bounds_memo[c] = bounds_of(c)
-            return bounds_memo[c]
-
-        def floor() -> ScheduleBounds | None:       # the one-channel bounds (no shard classes needed)
-            return bounds_at(1)
-        pairs_memo: list[AlltoallPairs | None] = []
-
-        def pairs(low=low) -> AlltoallPairs | None:    # an all-to-all's held pairs: every table of the lowering's
-            if not pairs_memo:                          # candidates shares them (schedule and instances only)
-                alltoall = low.schedule.collective is Collective.ALLTOALL
-                pairs_memo.append(AlltoallPairs(low.schedule, req.instances) if alltoall else None)
-            return pairs_memo[0]
+        # each computed on first need, once per lowering: the shard classes (only candidates with shard classes on
+        # channels > 1 need them), the schedule bounds per channel count, and an all-to-all's held pairs (every
+        # table of the lowering's candidates shares them: they depend on the schedule and instances only)
+        classes = cache(partial(_classes_of, low.schedule, chans))
+        bounds_at = cache(ScheduleBounds.for_schedule(low.schedule, classes, req.instances))
+        floor = partial(bounds_at, 1)               # the one-channel bounds (no shard classes needed)
+        pairs = cache(partial(_alltoall_pairs, low.schedule, req.instances))
         for cons in consolidations:
             dead: set[tuple[bool, bool]] = set()    # layouts more channels cannot help (their tbs only grow)
             one_channel: list[Messages] = []        # the table on one channel, dealt by message at every count
@@ -318,9 +299,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 wanted: list[int] = []              # per layout: the fewest channels that may fit its steps per tb
                 # without consolidation the schedule bounds what the class table would show (schedule_bounds)
                 # computed on first need: combined tbs may be refused from the one-channel bounds before it
-
-                def pre(c=c) -> ScheduleBounds | None:
-                    return bounds_at(c)
+                pre = partial(bounds_at, c)
                 skip: set[tuple[bool, bool]] = set()
                 for i, (comb, by_msg) in enumerate(layouts):
                     if (comb, by_msg) in dead or (comb, by_msg) in skip:
@@ -405,7 +384,9 @@ def _try(low: Lowered, p0: int, opt: MscclOptions, messages, pre, floor, schedul
         if one is not None and opt.combined:
             _check_buffering_floor(one, opt.channels, profile, may_simulate=simulate_fn is not None and req.simulate,
                                    proto=req.proto, simulate_max_steps=req.simulate_max_steps,
-                                   table=(0, 0) if one_table is None else _table_floor(one_table, opt))
+                                   table=(0, 0) if one_table is None else (
+                                       one_table.lower_bounds(opt, per_gpu=False)["messages_per_connection_step"],
+                                       one_table.fused_steps_floor()))
         bounds = pre() if pre is not None else None
         if bounds is not None:
             check(bounds)

@@ -897,6 +897,16 @@ class Messages:
             c["conns"] = Connections(ok, orow, oi, ik, irow, ii)
         return c["conns"]
 
+    def fused_steps_floor(self) -> int:
+        """The sum over gpus of max(sends, receives): a gpu's steps with fused instructions are at least the
+        larger, and on more channels both only grow (services.compiler.fit's buffering floor). Computed once."""
+        c = self._bounds
+        if "fused_floor" not in c:
+            cn, gpu, n = self.connections(), self.ops["gpu"], self.schedule.nodes
+            c["fused_floor"] = int(np.maximum(np.bincount(gpu[cn.out_rows], minlength=n),
+                                              np.bincount(gpu[cn.in_rows], minlength=n)).sum())
+        return c["fused_floor"]
+
     def lower_bounds(self, opt: MscclOptions, per_gpu: bool = True) -> dict:
         """What any thread-block layout of these messages needs at least (`opt` says combined or separate tbs
         and whether fusion is on), computed without building the program (per_gpu=False leaves out
@@ -920,7 +930,7 @@ class Messages:
             cn = self.connections()
             c["rows"] = np.bincount(ops["gpu"], minlength=n)
             per_tb = 0
-            for key, of in ((cn.out_key, cn.out_of), (cn.in_key, cn.in_of)):
+            for of in (cn.out_of, cn.in_of):
                 per_tb = max(per_tb, int(np.bincount(of).max()) if of.size else 0)
             c["steps_per_tb"] = per_tb
             combined, separate, c["tbs_per_channel"], has_peers = thread_block_counts(
