@@ -90,6 +90,16 @@ def _element4(b, q, frag, off, out, i, k1, k2, k3):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _child_or_close(b, p, frag, off, open_k, close_k, out, i, k1, k2, k3):
+    """At p inside a <algo> or <gpu>: the opening tag of a child (fragment open_k, then `_element4` into out[i],
+    which must have room) or the parent's closing tag (fragment close_k). (q after it or -1, opened)."""
+    q = _lit(b, p, frag, off, open_k)
+    if q >= 0:
+        return (_element4(b, q, frag, off, out, i, k1, k2, k3) if i < out.shape[0] else -1), True
+    return _lit(b, p, frag, off, close_k), False
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _buf(b, p):
     """Code of a one-letter buffer value at p (i, o, s) followed by a quote, or -1."""
     if p + 1 >= b.size or b[p + 1] != 34:
@@ -214,37 +224,27 @@ def _scan(b, frag, off, gpus, tbs, steps, gpu_tb, tb_step):
             tb_step[nt] = ns
             state = 2
             p = q
-        elif state == 2:
-            q = _lit(b, p, frag, off, 5)
-            if q >= 0:
-                q = _element4(b, q, frag, off, tbs, nt, 6, 7, 8) if nt < tbs.shape[0] else -1
-                if q < 0:
-                    return at, a0, a1, ng, nt, ns
+        elif state == 2:              # a <tb> of the gpu, or its </gpu>
+            q, opened = _child_or_close(b, p, frag, off, 5, 10, tbs, nt, 6, 7, 8)
+            if q < 0:
+                return at, a0, a1, ng, nt, ns
+            if opened:
                 tb_step[nt] = ns
                 state = 3
-                p = q
-                continue
-            q = _lit(b, p, frag, off, 10)
+            else:
+                ng += 1
+                gpu_tb[ng] = nt
+                state = 1
+            p = q
+        elif state == 1:              # a <gpu> of the algo, or </algo>
+            q, opened = _child_or_close(b, p, frag, off, 0, 22, gpus, ng, 1, 2, 3)
             if q < 0:
                 return at, a0, a1, ng, nt, ns
-            ng += 1
-            gpu_tb[ng] = nt
-            state = 1
-            p = q
-        elif state == 1:
-            q = _lit(b, p, frag, off, 0)
-            if q >= 0:
-                q = _element4(b, q, frag, off, gpus, ng, 1, 2, 3) if ng < gpus.shape[0] else -1
-                if q < 0:
-                    return at, a0, a1, ng, nt, ns
+            if opened:
                 gpu_tb[ng] = nt
                 state = 2
-                p = q
-                continue
-            q = _lit(b, p, frag, off, 22)
-            if q < 0:
-                return at, a0, a1, ng, nt, ns
-            state = 4
+            else:
+                state = 4
             p = q
         elif state == 0:
             q = _lit(b, p, frag, off, 25)
