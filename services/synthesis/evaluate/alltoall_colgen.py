@@ -136,7 +136,6 @@ def colgen_throughput(topology: Topology, *, group: np.ndarray | None = None, rt
     nb = nr if blocks is None else max(1, min(int(blocks), nr))
     block = np.arange(nr) % nb                      # block of each representative (strided)
     members = [np.flatnonzero(block == b) for b in range(nb)]
-    size = np.bincount(block, minlength=nb).astype(np.float64)
     orbit_of = link_orbits(links, group)
     k = int(orbit_of.max()) + 1
     ocap = np.zeros(k)

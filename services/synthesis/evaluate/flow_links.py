@@ -64,7 +64,7 @@ def positive_lengths(lengths: np.ndarray) -> np.ndarray:
     return lengths + 1e-10 * top
 
 
-def tree_loads(links: _Links, pred: np.ndarray, demand: np.ndarray | None = None,
+def tree_loads(links: Links, pred: np.ndarray, demand: np.ndarray | None = None,
                 group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
     """Link loads of shortest-path-tree routing for the rows of pred (one tree per source, scipy's
     predecessor format), sending demand[i, u] (default one unit) from source i to every node u. Subtree
