@@ -50,19 +50,25 @@ def revision_sets(degraded, reference=None) -> dict[Collective, ScheduleSet]:
     sets = schedule_sets(g, degraded.costs, schedulers=("greedy", "trees") if small else (),
                          greedy_chunks=(4,) if small else (), built=built, bfb_options={"workers": 1},
                          reference=reference, checked=checked)
-    # an allreduce range whose phases are the compared allreduce's holds that very schedule (RS then AG, the same
-    # two objects): the object itself, so the revision encodes it once (`encoder`)
     served = degraded.comparisons.get(Collective.ALLREDUCE)
-    phases = served.chosen.phases if served is not None else None
-    for r in sets[Collective.ALLREDUCE].ranges if phases and Collective.ALLREDUCE in sets else ():
-        if r.phases and r.phases[0].schedule is phases[0].schedule and r.phases[1].schedule is phases[1].schedule:
-            r.schedule = served.chosen.schedule
+    if served is not None and served.chosen.phases:
+        rs, ag = served.chosen.phases
+        _hold_allreduce(sets, served.chosen.schedule, rs.schedule, ag.schedule)
     return sets
+
+
+def _hold_allreduce(sets: dict[Collective, ScheduleSet], allreduce_schedule, rs, ag) -> None:
+    """An allreduce range whose phases are the very two schedules `allreduce_schedule` composes (`rs` then `ag`,
+    the same objects) holds that object itself, so a store encodes it once (`encoder`)."""
+    for r in sets[Collective.ALLREDUCE].ranges if Collective.ALLREDUCE in sets else ():
+        if r.phases and r.phases[0].schedule is rs and r.phases[1].schedule is ag:
+            r.schedule = allreduce_schedule
 
 
 def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, ScheduleSet]:
     """The schedule sets of a plan whose verified schedules are `schedules` (Collective -> Schedule): the
-    construction's allgather and reduce-scatter are candidates the set does not model-check again."""
+    construction's allgather and reduce-scatter are candidates the set does not model-check again, and an
+    allreduce range composed of them holds the plan's allreduce object (`_hold_allreduce`)."""
     from services.synthesis.schedule.cost import measured_tau, tau_lower_bound
     from services.synthesis.schedule.links import LinkCosts
 
@@ -73,15 +79,18 @@ def plan_sets(topology, link: LinkModel, schedules: dict) -> dict[Collective, Sc
     optimal = all(int(np.count_nonzero(np.diff(s.step_ptr))) == topology.diameter for s in (ag, rs)) \
         and measured_tau(ag, topology.degree) == bound and measured_tau(rs, topology.degree) == bound_t
     small = topology.nodes <= MAX_PACKING_NODES and not optimal
-    return schedule_sets(topology, costs, schedulers=("greedy", "trees") if small else (),
+    sets = schedule_sets(topology, costs, schedulers=("greedy", "trees") if small else (),
                          greedy_chunks=(1, 4) if small else (), bfb_options={"workers": 1},
                          built={Collective.ALLGATHER: [("construction", ag)],
                                 Collective.REDUCESCATTER: [("construction", rs)]}, checked=(ag, rs))
+    if Collective.ALLREDUCE in schedules:
+        _hold_allreduce(sets, schedules[Collective.ALLREDUCE], rs, ag)
+    return sets
 
 
 def encoder():
-    """`Schedule.to_bytes` remembered per schedule object (a revision stores its served schedules and the ranges
-    of its sets, mostly the same objects: each is encoded once, about 0.2 s at N = 1024)."""
+    """`Schedule.to_bytes` remembered per schedule object (a plan or a revision stores its served schedules and
+    the ranges of its sets, mostly the same objects: each is encoded once, about 0.2 s at N = 1024)."""
     done: dict[int, tuple[object, bytes]] = {}
 
     def encode(schedule) -> bytes:
@@ -92,12 +101,11 @@ def encoder():
     return encode
 
 
-def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet], encode=None,
-               stored: dict | None = None) -> dict[str, list[dict]]:
-    """Store every range's schedule (content-addressed; `encode`: a schedule's blob, `encoder()`) and attach it;
-    returns the `by_size` lists. `stored`: Collective -> (schedule, digest of its stored blob) the caller already
-    stored (a plan's main schedules): a range holding the same transfers is attached to that blob instead of
-    being serialized again."""
+def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet],
+               encode=None) -> dict[str, list[dict]]:
+    """Store every range's schedule (content-addressed; `encode`: a schedule's blob, `encoder()`, shared with the
+    caller that stored the served schedules) and attach it; returns the `by_size` lists."""
+    encode = encode or encoder()
     out = {}
     for c, ss in sets.items():
         rows = []
@@ -105,29 +113,11 @@ def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]
             tau = r.tau(ss.topology.degree)
             row = {"min_bytes": r.min_bytes, "max_bytes": r.max_bytes, "scheduler": r.scheduler, "steps": r.steps,
                    "tau": float(tau), "tau_exact": str(tau), "verified": r.verified}
-            digest = _stored_digest(r.schedule, (stored or {}).get(c))
-            if digest is None:
-                blob = encode(r.schedule) if encode is not None else r.schedule.to_bytes()
-                digest = repo.put_blob(s, blob, "schedule", "application/x-npz", compress=False)
+            digest = repo.put_blob(s, encode(r.schedule), "schedule", "application/x-npz", compress=False)
             repo.attach(s, plan_id, range_name(prefix, c.value, i), digest, row)
             rows.append(row)
         out[c.value] = rows
     return out
-
-
-def _stored_digest(sched, stored: tuple | None) -> str | None:
-    """The digest of `stored` = (schedule, digest) when `sched` is that schedule, or has its very columns (the
-    same blob: Schedule.to_bytes is a function of them), else None."""
-    if stored is None:
-        return None
-    other, digest = stored
-    if sched is other:
-        return digest
-    same = (sched.collective, sched.nodes, sched.grid, sched.topology) == \
-        (other.collective, other.nodes, other.grid, other.topology) and all(
-            np.array_equal(getattr(sched, k), getattr(other, k)) and getattr(sched, k).dtype == getattr(other, k).dtype
-            for k in ("step_ptr", "ops", "source", "sender", "receiver", "lane", "lo", "hi"))
-    return digest if same else None
 
 
 def set_time_us(link: LinkModel, by_size: list[dict], size_bytes: float) -> float:

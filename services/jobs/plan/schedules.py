@@ -98,20 +98,22 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         built = construct_collectives(expr)
         ag, rs = built[Collective.ALLGATHER].schedule, built[Collective.REDUCESCATTER].schedule
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
-    blobs = {c: sched.to_bytes() for c, sched in schedules.items()}
+    encode = size_sets.encoder()            # the sets' ranges are mostly these schedules: each encoded once
+    blobs = {c: encode(sched) for c, sched in schedules.items()}
     if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.early_compile)
         early_compile.start_plan(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
                                  {c.value: len(b) for c, b in blobs.items()}, topo)
     try:
-        return _checked_and_stored(state, plan_id, topo, schedules, blobs)
+        return _checked_and_stored(state, plan_id, topo, schedules, blobs, encode)
     except BaseException:
         early_compile.cancel(plan_id)
         raise
 
 
-def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs: dict) -> dict:
+def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs: dict, encode) -> dict:
     """Model-check the schedules against the frontier's prices, build their schedule sets and store them (the
-    serialized `blobs`) with their link loads and the topology."""
+    serialized `blobs`, and the ranges' through `encode`, which made them) with their link loads and the
+    topology."""
     expr = state["selected"]["expr"]
     advance(plan_id, "verify", 0.85, "model-checking the schedules")
     summaries, loads, reports = {}, {}, {}
@@ -149,8 +151,7 @@ def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs:
             repo.attach(s, plan_id, f"schedule:{c.value}", schedule_digest, summaries[c.value])
             summaries[c.value]["digest"] = schedule_digest
             repo.attach(s, plan_id, f"loads:{c.value}", loads_digest)
-        stored = {c: (schedules[c], digests[c][0]) for c in schedules}
-        for c, rows in size_sets.store_sets(s, plan_id, "", sets, stored=stored).items():
+        for c, rows in size_sets.store_sets(s, plan_id, "", sets, encode).items():
             summaries[c]["by_size"] = rows
         repo.attach(s, plan_id, "topology", digest, {"nodes": topo.nodes, "degree": topo.degree})
         repo.attach(s, plan_id, "topology:graphml", graphml, {"nodes": topo.nodes, "degree": topo.degree})
