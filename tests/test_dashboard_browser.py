@@ -168,7 +168,10 @@ def show(pg, site, hash_: str, shot: str | None = None):
     """Open a view and wait until it has rendered (main[data-ready=true] and no error box)."""
     target = f"{site['server'].url}/#{hash_}"
     if pg.url.split("#")[0] == target.split("#")[0]:
-        pg.evaluate("h => { location.hash = h; }", hash_)
+        # the router runs on hashchange, after the hash is set: until then #view is the last view, ready; mark it
+        # not ready with the change, so the wait below sees the new view's own readiness
+        pg.evaluate("h => { if (location.hash !== '#' + h) { document.querySelector('#view').dataset.ready = "
+                    "'false'; location.hash = h; } }", hash_)
     else:
         pg.goto(target)
     pg.wait_for_function("h => location.hash === '#' + h && document.querySelector('#view').dataset.ready === 'true'",
@@ -517,7 +520,10 @@ def test_compare_plans_side_by_side(page, site):
     pg.wait_for_timeout(2500)                                    # a refresh of the list keeps the ticks
     assert pg.locator("#plan-table input.compare-pick:checked").count() == 2
     pg.click("#compare-button")
-    pg.wait_for_function("location.hash.startsWith('#/compare') && document.querySelector('#view').dataset.ready === 'true'")
+    # the hash changes before the router's hashchange handler runs: until then #view still holds the list, ready;
+    # so wait for the compare view itself to be ready
+    pg.wait_for_function("document.querySelector('#view').dataset.view === 'compare' && "
+                         "document.querySelector('#view').dataset.ready === 'true'")
     assert pg.locator("#compare-table thead th[data-plan-id]").evaluate_all("hs => hs.map(h => h.dataset.planId)") == ids
     plans = []
     for p in (site["bound"], site["revised"], site["small"]):      # each as it runs now: its current revision
