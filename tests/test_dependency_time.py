@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from services.synthesis.bfb.lp import bfb_schedule
 from services.synthesis.schedule import dependency
 from services.synthesis.schedule.cost import LinkModel, heterogeneous_time
-from services.synthesis.schedule.dependency import critical_path, dependency_time
+from services.synthesis.schedule.dependency import critical_path, dependency_curve, dependency_time
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
@@ -135,6 +135,21 @@ def test_longest_path_matches_an_event_simulation(seed, nodes, steps, grid, kind
     assert p.seconds <= heterogeneous_time(s, costs.topology, costs.alpha_s, costs.bandwidth_Bps, size) * (1 + 1e-12)
     for other in (0.0, 1e4, 1e9):
         assert p.at(other) <= dependency_time(s, costs, other) * (1 + 1e-12) + 1e-18
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), nodes=st.integers(2, 6), steps=st.integers(1, 7),
+       kind=st.sampled_from(["ag", "rs", "ar", "a2a"]))
+def test_the_exact_curve_is_the_time_at_every_size(seed, nodes, steps, kind):
+    """The curve found from the longest paths' lines equals the priced time at sizes spread over 0..2^40,
+    its breakpoints included, and is convex (slopes increase)."""
+    s, costs = _random_case(seed, nodes, steps, 3, kind)
+    c = dependency_curve(s, costs)
+    assert list(c.b) == sorted(c.b) and list(c.starts) == sorted(c.starts)
+    sizes = [0.0, 1.0, 1e3, 1e5, 1e6, 3e7, 1e9, 2.0**40] + [float(x) for x in c.starts]
+    sizes += [float(x) * (1 + 1e-6) for x in c.starts] + [float(x) * (1 - 1e-6) for x in c.starts]
+    for m in sizes:
+        assert float(c(m)) == pytest.approx(dependency_time(s, costs, m), rel=1e-9, abs=1e-15)
 
 
 @pytest.mark.parametrize("expr", ["ring(8)", "biring(9)", "torus(4,4)", "hypercube(4)", "genkautz(3,20)",

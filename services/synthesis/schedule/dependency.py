@@ -29,14 +29,17 @@ whole buffer D, one unit is D / grid bytes (`ir`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
 
 from services.synthesis.schedule.cost import LinkModel, grid_unit_fraction
+from services.synthesis.schedule.envelope import Curve
 from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.links import LinkCosts
 
-__all__ = ["CriticalPath", "critical_path", "dependency_time", "link_ids", "warm"]
+__all__ = ["CriticalPath", "critical_path", "dependency_curve", "dependency_time", "link_ids", "warm"]
 
 _DENSE_BUDGET = 1 << 25          # (node, atom) slots of one source's dense index before falling back to a sort
 
@@ -60,8 +63,6 @@ def link_ids(schedule: Schedule, links, degree: int | None = None) -> tuple[np.n
     """(link id per transfer, alpha seconds per link, bandwidth bytes/s per link) for `links`, a LinkCosts (ids:
     its topology's arcs) or a uniform LinkModel (ids: the distinct (sender, receiver, lane); each link alpha and
     B/d, so `degree` d is required)."""
-    from services.synthesis.schedule.links import LinkCosts      # links imports cost; keep this module light
-
     if isinstance(links, LinkCosts):
         arc = links.topology.arc_index(schedule.sender, schedule.receiver, schedule.lane)
         if (arc < 0).any():
@@ -80,11 +81,39 @@ def link_ids(schedule: Schedule, links, degree: int | None = None) -> tuple[np.n
     raise TypeError(f"links must be a LinkCosts or a LinkModel, got {type(links).__name__}")
 
 
+class _Priced:
+    """A schedule's locations and links numbered once, priced at any size (`at`)."""
+
+    def __init__(self, schedule: Schedule, links, degree: int | None):
+        self.empty = schedule.transfers == 0
+        if self.empty:
+            return
+        link, alpha, bw = link_ids(schedule, links, degree)
+        self.args = (schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
+                     (schedule.hi - schedule.lo).astype(np.float64), *_locations(schedule),
+                     np.asarray(alpha, dtype=np.float64),
+                     grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64))   # s per unit per byte of M
+        self.n_links = int(np.max(link)) + 1
+
+    def at(self, size_bytes: float) -> CriticalPath:
+        size_bytes = float(size_bytes)
+        if not np.isfinite(size_bytes) or size_bytes < 0:
+            raise ValueError(f"size_bytes must be finite and non-negative, got {size_bytes!r}")
+        if self.empty:
+            return CriticalPath(0.0, 0.0, 0.0, size_bytes)
+        t, a, b = _longest_path(*self.args, size_bytes, self.n_links)
+        if not np.isfinite(t):
+            raise ValueError("a transfer sends data its sender never holds: the schedule does not pass the model "
+                             "checker (verify it first)")
+        return CriticalPath(float(t), float(a), float(b), size_bytes)
+
+
 def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> CriticalPath:
     """The dependency-driven time of `schedule` for M = `size_bytes` on `links` (a per-link `LinkCosts`, or a
     uniform `LinkModel` with the topology's `degree`), with the affine piece of its longest path.
 
     Raises ValueError when a transfer reads data its sender never holds (model-check the schedule first).
+    O(atom-level transfers + links) time and memory.
 
     >>> from services.synthesis.schedule.ir import Collective, Schedule
     >>> ring = [((u, (0, 1)), (u, (u + 1) % 3), 1) for u in range(3)]
@@ -94,21 +123,65 @@ def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | No
     >>> round(p.seconds * 1e6, 6), round(p.latency_s * 1e6, 6)
     (2.666667, 2.0)
     """
-    size_bytes = float(size_bytes)
-    if not np.isfinite(size_bytes) or size_bytes < 0:
-        raise ValueError(f"size_bytes must be finite and non-negative, got {size_bytes!r}")
-    if schedule.transfers == 0:
-        return CriticalPath(0.0, 0.0, 0.0, size_bytes)
-    link, alpha, bw = link_ids(schedule, links, degree)
-    slope = grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64)    # s per grid unit per byte of M
-    e_ptr, rcell, wcell, init = _locations(schedule)
-    t, a, b = _longest_path(schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
-                            (schedule.hi - schedule.lo).astype(np.float64), e_ptr, rcell, wcell, init,
-                            np.asarray(alpha, dtype=np.float64), slope, size_bytes, int(np.max(link)) + 1)
-    if not np.isfinite(t):
-        raise ValueError("a transfer sends data its sender never holds: the schedule does not pass the model "
-                         "checker (verify it first)")
-    return CriticalPath(float(t), float(a), float(b), size_bytes)
+    return _Priced(schedule, links, degree).at(size_bytes)
+
+
+def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
+                     max_size: float = float(1 << 60)) -> Curve:
+    """T(M) of the dependency-driven time, exactly: the upper envelope of the paths' lines A + B M (convex,
+    piecewise linear), found from the longest path's own line at a few sizes. Start with the lines at M = 0
+    and at `max_size`; where two adjacent lines cross, price the crossing: if nothing rises above them there,
+    the crossing is a breakpoint, else the path found there is a new line between them (Eisner-Severance /
+    the convex-hull probe). 2 k - 1 pricings for k pieces; breakpoints are exact Fractions of the lines.
+
+    >>> from services.synthesis.topology.catalog import build
+    >>> from services.synthesis.bfb.lp import bfb_schedule
+    >>> g = build("torus(3, 3)")
+    >>> c = dependency_curve(bfb_schedule(g), LinkModel.from_units(10, 100), g.degree)
+    >>> len(c.starts), round(float(c.a[0]) * 1e6, 9), round(float(c.b[0] * 100e9 / 8), 9)   # 2 alpha + (8/9) M/B
+    (1, 20.0, 0.888888889)
+    """
+    priced = _Priced(schedule, links, degree)
+    first, last = priced.at(0.0), priced.at(max_size)
+    lines = [(first.latency_s, first.per_byte_s)]
+    stack = [((first.latency_s, first.per_byte_s), (last.latency_s, last.per_byte_s))]
+    found: dict[tuple[float, float], None] = {lines[0]: None}
+    while stack:
+        (a1, b1), (a2, b2) = stack.pop()
+        if b2 <= b1:
+            continue
+        x = (a1 - a2) / (b2 - b1)
+        if not np.isfinite(x) or x <= 0:
+            continue
+        p = priced.at(x)
+        if p.seconds <= (a1 + b1 * x) * (1 + 1e-12) or (p.latency_s, p.per_byte_s) in found \
+                or p.per_byte_s <= b1 or p.per_byte_s >= b2:
+            found.setdefault((a2, b2), None)
+            continue
+        mid = (p.latency_s, p.per_byte_s)
+        found[mid] = None
+        stack.append((mid, (a2, b2)))
+        stack.append(((a1, b1), mid))
+    found.setdefault((last.latency_s, last.per_byte_s), None)
+    starts: list[Fraction] = []
+    a_out: list[Fraction] = []
+    b_out: list[Fraction] = []
+    for a, b in sorted(found, key=lambda ab: (ab[1], ab[0])):      # the upper hull of the lines, by slope
+        fa, fb = Fraction(a), Fraction(b)
+        x = Fraction(0)
+        while b_out:
+            if fb == b_out[-1]:
+                x = starts[-1]                                     # same slope, larger intercept: replaces it
+            else:
+                x = max((a_out[-1] - fa) / (fb - b_out[-1]), Fraction(0))
+            if x > starts[-1]:
+                break
+            starts.pop(), a_out.pop(), b_out.pop()
+            x = Fraction(0)
+        starts.append(x)
+        a_out.append(fa)
+        b_out.append(fb)
+    return Curve(tuple(starts), tuple(a_out), tuple(b_out))
 
 
 def dependency_time(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> float:
