@@ -212,3 +212,22 @@ def test_bad_inputs():
     off_ring = Schedule.from_tuples(Collective.ALLGATHER, 3, [((0, (0, 1)), (0, 2), 1)])
     with pytest.raises(ValueError, match="does not have"):
         dependency_time(off_ring, LinkCosts.uniform(build("ring(3)"), LinkModel(1e-6, 1e9)), 1.0)
+
+
+@pytest.mark.parametrize("nodes, degree, collective", [(16, 2, Collective.ALLREDUCE), (32, 4, Collective.ALLGATHER),
+                                                       (24, 3, Collective.REDUCESCATTER), (12, 4, Collective.ALLREDUCE)])
+def test_frontier_constructions_take_their_step_price_on_uniform_links(nodes, degree, collective):
+    """On uniform links every frontier entry's construction (the schedule `construct` ships for it) takes exactly
+    its (steps, tau) price when run without barriers: the frontier's, select's and training's times, computed from
+    (steps, tau), are the dependency-driven time there (DESIGN section 2)."""
+    from services.synthesis.search.construct import construct
+    from services.synthesis.search.finder import frontier
+
+    link = LinkModel.from_units(10, 100)
+    for entry in frontier(nodes, degree, collective=collective):
+        built = construct(entry.expr, collective)
+        report = verify(built.schedule, built.topology, collective).raise_if_invalid()
+        for size in (1e3, float(1 << 20), float(1 << 30)):
+            barrier = link.time(report.steps, report.tau, size)
+            served = dependency_time(built.schedule, link, size, degree=built.topology.degree)
+            assert served == pytest.approx(barrier, rel=1e-12), entry.expr

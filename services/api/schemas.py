@@ -257,6 +257,10 @@ class SizeRangeOut(BaseModel):
     tau: float
     tau_exact: str
     verified: bool
+    time_pieces: list[list[float]] | None = Field(default=None, description="the served (dependency-driven) time "
+                                                  "of this range's schedule as a function of the size M: pieces "
+                                                  "[start_bytes, latency_us, us_per_byte], T(M) = latency_us + "
+                                                  "us_per_byte * M from each start on (docs/schedule-time.md)")
     url: str
 
 
@@ -456,7 +460,13 @@ class PlanOut(BaseModel):
     topology: TopologyOut | None = None
     frontier: list[FrontierEntry] | None = None
     schedules: dict[str, ScheduleSummary] | None = None
-    predicted_time_us: dict[str, dict[str, float]] | None = None
+    predicted_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="per collective and "
+                                                                  "size: the served schedule's dependency-driven "
+                                                                  "time (what the runtimes realise; "
+                                                                  "docs/schedule-time.md)")
+    barrier_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="the same schedules' "
+                                                                "step-synchronous price (the paper's: each step "
+                                                                "waits for its slowest link)")
     baselines_time_us: dict[str, float] | None = Field(default=None, description="the workload on today's "
                                                        "topologies (ring, shifted rings, double binary tree, torus; "
                                                        "a training workload: their iteration times)")
@@ -939,7 +949,11 @@ class RevisionOut(RevisionSummary):
         "while the revision runs: the files (`runtime:collective`, `runtime:collective@i` for size range i) its "
         "worker has still to compile; its verified "
         "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
-    predicted_time_us: dict[str, dict[str, float]] | None = None
+    predicted_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="as the plan's: the "
+                                                                  "dependency-driven time of the schedule served "
+                                                                  "at each size")
+    barrier_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="as the plan's: the "
+                                                                "step-synchronous price of the same schedules")
     workload_time_us: float | None = None
     alltoall: RevisionAllToAllOut | None = Field(default=None, description="when the workload has an all-to-all: "
                                                  "re-planned on the revision's topology")

@@ -48,7 +48,7 @@ from . import compiling, size_sets
 from .alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
 from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from .attempts import claim
-from .revision_cost import failure_cost, predicted_times, training_cost, workload_us
+from .revision_cost import barrier_times, failure_cost, predicted_times, training_cost, workload_us
 from .stage_weights import revision_progress
 from .workloads import alltoall_sizes, has_alltoall, workload_items
 
@@ -255,6 +255,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         predicted = predicted_times(req, state["schedules"])
         original = plan.result["predicted_time_us"]
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
+                  "barrier_time_us": barrier_times(req, state["schedules"]),
                   "workload_time_us": workload_us(req, predicted), "alltoall": state.get("alltoall"),
                   "failure_cost": failure_cost(req, original, predicted, 0, plan.result.get("alltoall"),
                                                state.get("alltoall"),

@@ -14,19 +14,27 @@ from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
-from .size_sets import set_time_us
+from .size_sets import set_barrier_time_us, set_time_us
 from .training_iteration import chosen_entry, iteration_at
 from .workloads import message_sizes, workload_items
 
-__all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost", "failure_cost"]
+__all__ = ["predicted_times", "barrier_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost", "failure_cost"]
 
 
 def predicted_times(req: dict, schedules: dict) -> dict:
-    """Per collective and workload size, the time (us) of the schedule served at that size: the range of the
-    collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.size_sets), else its one
+    """Per collective and workload size, the time (us) of the schedule served at that size (dependency-driven,
+    DESIGN section 2): the range of the collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.size_sets), else its one
     schedule. The all-to-all (its own sizes) is priced by `alltoall_us`."""
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     return {c: {str(m): set_time_us(link, sm["by_size"], m) if sm.get("by_size")
+                else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
+                for m in message_sizes(req)} for c, sm in schedules.items() if c != "alltoall"}
+
+
+def barrier_times(req: dict, schedules: dict) -> dict:
+    """`predicted_times`' step-synchronous price beside it (steps alpha + tau M/B of the same schedules)."""
+    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    return {c: {str(m): set_barrier_time_us(link, sm["by_size"], m) if sm.get("by_size")
                 else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
                 for m in message_sizes(req)} for c, sm in schedules.items() if c != "alltoall"}
 

@@ -126,6 +126,12 @@ def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | No
     return _Priced(schedule, links, degree).at(size_bytes)
 
 
+def _line(p: CriticalPath) -> tuple[float, float]:
+    """The path's (A, B) to 12 significant digits: two paths whose sums are equal but for the order of the float
+    additions give one line, not a spurious crossing at an absurd size."""
+    return float(f"{p.latency_s:.12g}"), float(f"{p.per_byte_s:.12g}")
+
+
 def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
                      max_size: float = float(1 << 60)) -> Curve:
     """T(M) of the dependency-driven time, exactly: the upper envelope of the paths' lines A + B M (convex,
@@ -142,10 +148,9 @@ def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
     (1, 20.0, 0.888888889)
     """
     priced = _Priced(schedule, links, degree)
-    first, last = priced.at(0.0), priced.at(max_size)
-    lines = [(first.latency_s, first.per_byte_s)]
-    stack = [((first.latency_s, first.per_byte_s), (last.latency_s, last.per_byte_s))]
-    found: dict[tuple[float, float], None] = {lines[0]: None}
+    first, last = _line(priced.at(0.0)), _line(priced.at(max_size))
+    stack = [(first, last)]
+    found: dict[tuple[float, float], None] = {first: None}
     while stack:
         (a1, b1), (a2, b2) = stack.pop()
         if b2 <= b1:
@@ -154,20 +159,19 @@ def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
         if not np.isfinite(x) or x <= 0:
             continue
         p = priced.at(x)
-        if p.seconds <= (a1 + b1 * x) * (1 + 1e-12) or (p.latency_s, p.per_byte_s) in found \
-                or p.per_byte_s <= b1 or p.per_byte_s >= b2:
+        mid = _line(p)
+        if p.seconds <= (a1 + b1 * x) * (1 + 1e-12) or mid in found or mid[1] <= b1 or mid[1] >= b2:
             found.setdefault((a2, b2), None)
             continue
-        mid = (p.latency_s, p.per_byte_s)
         found[mid] = None
         stack.append((mid, (a2, b2)))
         stack.append(((a1, b1), mid))
-    found.setdefault((last.latency_s, last.per_byte_s), None)
+    found.setdefault(last, None)
     starts: list[Fraction] = []
     a_out: list[Fraction] = []
     b_out: list[Fraction] = []
     for a, b in sorted(found, key=lambda ab: (ab[1], ab[0])):      # the upper hull of the lines, by slope
-        fa, fb = Fraction(a), Fraction(b)
+        fa, fb = Fraction(repr(a)), Fraction(repr(b))          # the decimals, exactly
         x = Fraction(0)
         while b_out:
             if fb == b_out[-1]:
@@ -201,9 +205,9 @@ def _locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     """Atom-level entries of every transfer: e_ptr (CSR over transfers), the location each entry reads at the
     sender and writes at the receiver (dense ids), and each location's initial ready time (0 where the node
     holds the data from the start, inf where it does not)."""
-    order = np.argsort(s.source, kind="stable").astype(np.int64)
-    src_ptr = np.searchsorted(s.source[order], np.arange(s.nodes + 1)).astype(np.int64)
-    a_lo, a_hi, n_atoms = _atoms(order, src_ptr, s.lo, s.hi)
+    order, src_ptr = _by_source(s.source, s.nodes)
+    marked = s.grid if s.nodes * (s.grid + 1) <= _DENSE_BUDGET else 0         # bounds marked on the grid
+    a_lo, a_hi, n_atoms = _atoms(order, src_ptr, s.lo, s.hi, marked)
     count = (a_hi - a_lo).astype(np.int64)
     e_ptr = np.zeros(s.transfers + 1, dtype=np.int64)
     np.cumsum(count, out=e_ptr[1:])
@@ -222,14 +226,52 @@ def _locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 
 @njit(cache=True, nogil=True)
-def _atoms(order, src_ptr, lo, hi):
+def _by_source(source, nodes):
+    """The transfers grouped by source (a counting sort, stable) and the groups' offsets."""
+    ptr = np.zeros(nodes + 1, np.int64)
+    for i in range(source.size):
+        ptr[source[i] + 1] += 1
+    for v in range(nodes):
+        ptr[v + 1] += ptr[v]
+    fill = ptr[:-1].copy()
+    order = np.empty(source.size, np.int64)
+    for i in range(source.size):
+        order[fill[source[i]]] = i
+        fill[source[i]] += 1
+    return order, ptr
+
+
+@njit(cache=True, nogil=True)
+def _atoms(order, src_ptr, lo, hi, grid):
     """Per transfer, its first and past-last atom among the atoms of its source (the intervals between the
-    source's chunk bounds); n_atoms per source."""
+    source's chunk bounds); n_atoms per source. With `grid` > 0 the bounds are marked on the grid (O(grid) per
+    source), else sorted."""
     n = lo.size
     a_lo = np.empty(n, np.int64)
     a_hi = np.empty(n, np.int64)
     nodes = src_ptr.size - 1
     n_atoms = np.zeros(nodes, np.int64)
+    if grid > 0:
+        mark = np.full(grid + 1, -1, np.int64)
+        rank = np.empty(grid + 1, np.int64)
+        for v in range(nodes):
+            a, z = src_ptr[v], src_ptr[v + 1]
+            if a == z:
+                continue
+            for k in range(a, z):
+                mark[lo[order[k]]] = v
+                mark[hi[order[k]]] = v
+            r = -1
+            for x in range(grid + 1):
+                if mark[x] == v:
+                    r += 1
+                rank[x] = r
+            n_atoms[v] = r
+            for k in range(a, z):
+                i = order[k]
+                a_lo[i] = rank[lo[i]]
+                a_hi[i] = rank[hi[i]]
+        return a_lo, a_hi, n_atoms
     buf = np.empty(2 * n, np.int64)
     for v in range(nodes):
         a, z = src_ptr[v], src_ptr[v + 1]
