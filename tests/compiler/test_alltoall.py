@@ -14,10 +14,10 @@ import pytest
 
 from services.cli import main
 from services.compiler import PROFILES, CompileError, check_xml, compile_schedule
-from services.compiler import msccl as msccl_module
-from services.compiler import nccl_xml
-from services.compiler.arrays import lexorder
-from services.compiler.msccl import MscclOptions, build_messages, build_program
+from services.compiler.msccl import program as msccl_module
+from services.compiler.check import tokenizer as nccl_xml
+from services.compiler.common.arrays import lexorder
+from services.compiler.msccl.program import MscclOptions, build_messages, build_program
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective
@@ -131,9 +131,9 @@ def test_dependencies_in_gpu_batches_give_the_same_file(monkeypatch):
 
 
 def test_threads_give_the_same_file(monkeypatch):
-    """XML blocks and dependency batches on two threads (services.compiler.pool) give the one-thread file; small
+    """XML blocks and dependency batches on two threads (services.compiler.common.pool) give the one-thread file; small
     blocks and batches so that several are in flight, and the blocks come back in order."""
-    from services.compiler import pool
+    from services.compiler.common import pool
 
     assert list(pool.ordered_map(lambda x: x * x, range(9), threads=2)) == [x * x for x in range(9)]
     built = construct_collectives("ring(6)")[Collective.ALLREDUCE]
@@ -185,8 +185,8 @@ def test_alltoall_pairs_are_built_once_per_fit_and_shared(monkeypatch):
     search to more channels), with the same file as when each table builds its own."""
     from dataclasses import replace
 
-    from services.compiler import fit as fit_module
-    from services.compiler.layout import AlltoallPairs
+    from services.compiler.fit import search as fit_module
+    from services.compiler.lower.layout import AlltoallPairs
     from services.compiler.runtimes import profile_for
 
     s, topo = a2a("torus(4, 4)").schedule, build("torus(4, 4)")
@@ -213,8 +213,8 @@ def test_alltoall_pairs_are_built_once_per_fit_and_shared(monkeypatch):
 def test_alltoall_pairs_give_every_held_pair_its_own_slot():
     """Every unit at its source and every (receiver, unit) pair a transfer delivers has a slot, one per distinct
     pair; a pair no transfer delivers is refused, as the sorted keys refused it."""
-    from services.compiler.arrays import ranges
-    from services.compiler.layout import AlltoallPairs, alltoall_position
+    from services.compiler.common.arrays import ranges
+    from services.compiler.lower.layout import AlltoallPairs, alltoall_position
 
     s = a2a("torus(3, 4)").schedule
     pairs = AlltoallPairs(s)

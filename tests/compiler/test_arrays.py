@@ -1,4 +1,4 @@
-"""The compiler's sort and run kernels against numpy's definitions (services.compiler.arrays, radix,
+"""The compiler's sort and run kernels against numpy's definitions (services.compiler.common.arrays, radix,
 message_kernels): lexorder and lexsorted give np.lexsort's order and the gathered columns on either side of the
 kernels' size threshold, for every key type, with ties, wide keys (index carried beside the keys, or np.lexsort
 past 63 bits), read-only and strided columns; the radix sort is stable on any bit range; runs, the unit
@@ -9,11 +9,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.compiler.arrays import RADIX_MIN, lexorder, lexsorted, ranges, run_positions
-from services.compiler.channels import ShardChannels
-from services.compiler.message_kernels import expand_units, first_fresh
-from services.compiler.msccl import runs
-from services.compiler.radix import radix_sort
+from services.compiler.common.arrays import RADIX_MIN, lexorder, lexsorted, ranges, run_positions
+from services.compiler.lower.channels import ShardChannels
+from services.compiler.msccl.message_kernels import expand_units, first_fresh
+from services.compiler.msccl.program import runs
+from services.compiler.common.radix import radix_sort
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DTYPES = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.bool_)

@@ -1,4 +1,4 @@
-"""Channel classes (services.compiler.channels): ring-like schedules keep v mod c; an allgather on a line graph
+"""Channel classes (services.compiler.lower.channels): ring-like schedules keep v mod c; an allgather on a line graph
 (shards scattered on its links) is permuted and a reduce-scatter on one (contiguous ranges per link) is cut in
 blocks, each spreading a connection's messages over fewer steps per thread block; every classing refines, and
 files compiled with each pass the checker and the simulator."""
@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.compiler import PROFILES, check_xml, compile_schedule
-from services.compiler.channels import (CHANNEL_COUNTS, PERMUTATION_SEED, ShardChannels, _pairs,
+from services.compiler.lower.channels import (CHANNEL_COUNTS, PERMUTATION_SEED, ShardChannels, _pairs,
                                         busiest_connection_channel, shard_classes)
-from services.compiler.msccl import S, MscclOptions, build_messages, build_program, to_xml
-from services.compiler.msccl_check import check_msccl
+from services.compiler.msccl.program import S, MscclOptions, build_messages, build_program, to_xml
+from services.compiler.check.msccl import check_msccl
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.ir import Collective
 
@@ -223,7 +223,7 @@ def test_rccl_allreduce_at_1024_ranks_fits():
     send tb needed 65-70 steps (messages cut at class boundaries, plus waits): refused after 81 s. Dealt by
     message, the fullest connection-channel carries 36 messages at 8 channels, and the file fits every runtime's
     limits (RCCL's are the strictest): proved deadlock-free (too large to simulate), tokenizer-clean."""
-    from services.compiler.nccl_xml import lexical_findings
+    from services.compiler.check.tokenizer import lexical_findings
 
     s, topo = sched("line(circulant(16, 1, 4), 3)", Collective.ALLREDUCE)
     assert shard_classes(s).name == "blocks"

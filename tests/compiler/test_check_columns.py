@@ -1,4 +1,4 @@
-"""The column checker (services.compiler.xmlscan + msccl_columns) gives the same report as the element reader
+"""The column checker (services.compiler.check.scan + msccl_columns) gives the same report as the element reader
 (check_msccl(..., scanner=False)) on compiled files and on a few hundred corruptions of them, and refuses
 malformed files with the element reader's message."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from services.cli import main
 from services.compiler import compile_schedule
-from services.compiler.msccl_check import check_msccl
-from services.compiler.xmlscan import scan_columns
+from services.compiler.check.msccl import check_msccl
+from services.compiler.check.scan import scan_columns
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 

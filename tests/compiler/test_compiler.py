@@ -10,7 +10,7 @@ import pytest
 
 from services.compiler import (PROFILES, CompileError, CompileOptions, check_xml, chunked_bfb, compile_schedule,
                                lower, runtime_defaults)
-from services.compiler.msccl_check import parse_msccl
+from services.compiler.check.msccl import parse_msccl
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
@@ -372,7 +372,7 @@ def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
     reduce-scatter of line(circulant(16, 1, 4), 3), 8192 thread blocks and 70731 published steps, needed 5 GB);
     otherwise it fits without simulating, as for SIMULATE_MAX_STEPS, and the file still passes the checker."""
     from services.compiler import api as compiler_api
-    from services.compiler import msccl_check
+    from services.compiler.check import msccl as msccl_check
 
     assert (msccl_check.simulation_bytes(8192, 70731) > msccl_check.SIMULATE_MAX_BYTES
             >= msccl_check.simulation_bytes(4096, 16384))

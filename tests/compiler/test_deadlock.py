@@ -1,4 +1,4 @@
-"""The cycle test of a program's waits (services.compiler.deadlock) decides exactly what the CPU simulator finds:
+"""The cycle test of a program's waits (services.compiler.check.deadlock) decides exactly what the CPU simulator finds:
 on a spread of compiled programs (combined and separate thread blocks, consolidated or not, one and two
 channels) and connection buffering 0 (rendezvous), 1 and 2 messages, both say deadlock on the same programs, and
 both outcomes occur; the same on random circulants (hypothesis). A connection with unmatched sends or receives, and a wait for a step that is never
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from services.compiler import compile_schedule
-from services.compiler.deadlock import deadlock
+from services.compiler.check.deadlock import deadlock
 from services.compiler.errors import CompileError, Finding
-from services.compiler.msccl import RECEIVES, MscclOptions, build_program, to_xml
-from services.compiler.msccl_check import check_msccl
+from services.compiler.msccl.program import RECEIVES, MscclOptions, build_program, to_xml
+from services.compiler.check.msccl import check_msccl
 from services.compiler.runtimes import profile_for
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.construct import construct_collectives
@@ -123,7 +123,7 @@ def test_negative_buffering_is_refused():
 def test_the_fit_search_holds_unsimulated_programs_to_the_proof(monkeypatch):
     """With simulation off every candidate goes to the proof; one it refuses is abandoned (limit
     "simulation") and the next candidate is tried."""
-    import services.compiler.fit as fit
+    import services.compiler.fit.search as fit
 
     r = built("torus(4, 4)")[Collective.ALLREDUCE]
     calls = []
@@ -169,7 +169,7 @@ def test_a_file_too_large_for_the_simulators_memory_is_proved_not_simulated():
     """The simulator's vector clocks are quadratic in thread blocks: a 256-rank file with 64 tbs per rank would
     need gigabytes (it ran out of memory under a 6 GB cap); the checker proves it in seconds instead."""
     from services.compiler import check_xml
-    from services.compiler.msccl_check import SIMULATE_MAX_BYTES, simulation_bytes
+    from services.compiler.check.msccl import SIMULATE_MAX_BYTES, simulation_bytes
 
     r = built("torus(4, 4)")[Collective.ALLREDUCE]
     art = compile_schedule(r.schedule, r.topology, channels=4)
@@ -185,7 +185,7 @@ def _chain(n_tbs: int, closed: bool):
     """One gpu of n_tbs thread blocks of one published nop each, tb i waiting for tb i + 1 (and the last for the
     first when closed): the proof's sweeps in tb order complete one step each, so it runs the rest from its
     stack of parked thread blocks."""
-    from services.compiler.deadlock import _KIND, _deadlock_of_columns
+    from services.compiler.check.deadlock import _KIND, _deadlock_of_columns
 
     ids = np.arange(n_tbs)
     tb_cols = np.c_[np.zeros(n_tbs, np.int64), ids, -np.ones((n_tbs, 2), np.int64), np.zeros(n_tbs, np.int64)]

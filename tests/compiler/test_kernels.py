@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from services.compiler import conn_kernels, order_kernels
-from services.compiler.arrays import lexorder, unique_inverse
-from services.compiler.dep_kernels import group_order
-from services.compiler.xmltext import _int
+from services.compiler.msccl import conn_kernels, order_kernels
+from services.compiler.common.arrays import lexorder, unique_inverse
+from services.compiler.msccl.dep_kernels import group_order
+from services.compiler.text.xmltext import _int
 
 
 def _keys(g, c, p):

@@ -1,4 +1,4 @@
-"""The compiled tokenizer automaton (services.compiler.nccl_grammar) against the runtimes' grammar as a regular
+"""The compiled tokenizer automaton (services.compiler.check.grammar) against the runtimes' grammar as a regular
 expression (nccl_xml._DOC): the same verdict and the same first unreadable item on random documents, built
 from the bytes the grammar turns on (names and values at their length limits, comments, quotes, slashes)."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.compiler import nccl_xml
-from services.compiler.nccl_grammar import grammar_scan
+from services.compiler.check import tokenizer as nccl_xml
+from services.compiler.check.grammar import grammar_scan
 
 TOKENS = ["<", ">", "/", "!", "-", "--", "-->", "<!--", "<!-- ", " ", "\n", "\r", "\t", "=", '"', "a", "b",
           "?", "k\"", "x" * 126, "y" * 127, "é", '="', "<a", "</a>", "<b/>", ' k="v"', '<step s="1" type="r"/>']

@@ -1,4 +1,4 @@
-"""Schedule bounds (services.compiler.schedule_bounds): what the fit search reads from a candidate's message
+"""Schedule bounds (services.compiler.fit.bounds): what the fit search reads from a candidate's message
 table, bounded from the schedule alone; never above the table, exact where the table is, and the search that
 uses them reaches the outcome of the search that builds every table."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.compiler import PROFILES, CompileError
-from services.compiler.channels import ShardChannels, shard_classes
-from services.compiler.msccl import MscclOptions, build_messages
-from services.compiler.schedule_bounds import ScheduleBounds
+from services.compiler.lower.channels import ShardChannels, shard_classes
+from services.compiler.msccl.program import MscclOptions, build_messages
+from services.compiler.fit.bounds import ScheduleBounds
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 
@@ -35,7 +35,7 @@ def _compare(s, channels: int, instances: int) -> None:
     `channels` (a channel's runs split the one-channel runs; a gpu's receives and sends only grow), and so do the
     one-channel table's exact counts (Messages.fused_steps_floor and its messages per connection-step), which the
     floor takes once that table is built."""
-    from services.compiler.msccl import RECEIVES, S
+    from services.compiler.msccl.program import RECEIVES, S
 
     classes = shard_classes(s) if channels > 1 else ShardChannels.identity(s.nodes)
     pre = ScheduleBounds.of(s, classes, channels, instances)
@@ -129,7 +129,7 @@ def test_no_bound_where_units_are_dropped():
 def test_the_fit_reaches_the_same_outcome_without_the_bounds(expr, coll, max_steps, monkeypatch):
     """Runtimes built with few steps per thread block: the search that refuses candidates from the schedule
     fits the same program (or refuses with the same limit) as the search that builds every table."""
-    import services.compiler.fit as fit
+    import services.compiler.fit.search as fit
 
     r = built(expr)[coll]
     prof = PROFILE.with_overrides(max_steps=max_steps)

@@ -15,8 +15,8 @@ Every candidate computes the same collective correctly; they differ in what the 
 
 A candidate is abandoned as soon as a limit is exceeded, before its dependencies are computed (the limits
 that only grow later, steps per tb and parser nodes, are checked again after). When the program is small
-enough it is also simulated (services.compiler.msccl_check) with the runtime's connection buffering; a larger
-one is proved to run by the cycle test of its waits (services.compiler.deadlock, linear in its steps), and a
+enough it is also simulated (services.compiler.check.msccl) with the runtime's connection buffering; a larger
+one is proved to run by the cycle test of its waits (services.compiler.check.deadlock, linear in its steps), and a
 program that does not run is abandoned too. Combined thread blocks too large to simulate are refused before they
 are built when they need more than half the runtime's buffering (30 of 75 such programs on 8-64 ranks deadlock,
 and building one to find out costs seconds at 1024 ranks). The first candidate that passes wins; if none does,
@@ -38,16 +38,16 @@ from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.graph import Topology
 
-from .arrays import unique_counts
-from .channels import ShardChannels, shard_classes
-from .deadlock import deadlock
-from .errors import CompileError
-from .layout import AlltoallPairs
-from .lowering import Lowered, chunked_bfb, chunks_per_shard
-from .msccl import Messages, MscclOptions, MscclProgram, build_messages, build_program
-from .msccl_check import SIMULATE_MAX_STEPS, simulable
-from .runtimes import RuntimeProfile
-from .schedule_bounds import ScheduleBounds
+from ..common.arrays import unique_counts
+from ..lower.channels import ShardChannels, shard_classes
+from ..check.deadlock import deadlock
+from ..errors import CompileError
+from ..lower.layout import AlltoallPairs
+from ..lower.lowering import Lowered, chunked_bfb, chunks_per_shard
+from ..msccl.program import Messages, MscclOptions, MscclProgram, build_messages, build_program
+from ..check.msccl import SIMULATE_MAX_STEPS, simulable
+from ..runtimes import RuntimeProfile
+from .bounds import ScheduleBounds
 
 __all__ = ["FitRequest", "Attempt", "Fitted", "fit_msccl", "check_program_limits"]
 

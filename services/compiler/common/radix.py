@@ -1,5 +1,5 @@
 """Stable least-significant-digit radix sort of non-negative int64 keys (numba), the kernel behind
-services.compiler.arrays.lexorder on large inputs.
+services.compiler.common.arrays.lexorder on large inputs.
 
 LSD radix sort (Knuth, TAOCP vol. 3, 5.2.5; Cormen et al., Introduction to Algorithms, 8.3) orders the keys by
 one digit per pass, least significant first, each pass a stable counting sort: a histogram of the digit, its

@@ -1,5 +1,5 @@
-"""The validation rules of services.compiler.msccl_check (sections 2-3 of its docstring) decided on a file's integer
-columns (services.compiler.xmlscan) in array operations, for files of millions of steps.
+"""The validation rules of services.compiler.check.msccl (sections 2-3 of its docstring) decided on a file's integer
+columns (services.compiler.check.scan) in array operations, for files of millions of steps.
 
 `validate_columns` is a sound acceptance test: it returns the warnings of `msccl_check.validate` (the same
 findings, in the same order) when no rule of `validate` reports an error, and None when some rule may (then the
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .errors import Finding
-from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile
-from .xmlscan import KIND_NAMES, Columns
+from ..errors import Finding
+from ..runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile
+from .scan import KIND_NAMES, Columns
 
 __all__ = ["validate_columns", "declares_warning", "cnt0_warning", "too_many_channels", "max_chan_warning",
            "hasdep_warning", "READS_SRC", "WRITES_DST"]

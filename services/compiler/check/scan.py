@@ -1,7 +1,7 @@
 """MSCCL XML read into integer columns by a compiled byte scanner (numba), for checking files of millions of steps
-(services.compiler.msccl_check).
+(services.compiler.check.msccl).
 
-The scanner reads the file as the runtimes' tokenizer does (services.compiler.nccl_xml states its rules), but only
+The scanner reads the file as the runtimes' tokenizer does (services.compiler.check.tokenizer states its rules), but only
 in the canonical form our compiler writes (the usual MSCCL attribute order), in which that tokenizer,
 ElementTree and this reading agree on every value:
 
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .msccl import TYPE_NAME
-from .nccl_xml import MAX_ATTRS, MAX_VALUE, Node, opening_tag
-from .xmltext import Fragments
+from ..msccl.program import TYPE_NAME
+from .tokenizer import MAX_ATTRS, MAX_VALUE, Node, opening_tag
+from ..text.xmltext import Fragments
 
 __all__ = ["Columns", "scan_columns", "KIND_NAMES", "BUF_NAMES"]
 
-KIND_NAMES = TYPE_NAME + ("nop",)       # kind codes of the step column, as services.compiler.deadlock numbers them
+KIND_NAMES = TYPE_NAME + ("nop",)       # kind codes of the step column, as services.compiler.check.deadlock numbers them
 BUF_NAMES = ("i", "o", "s")
 _LIT = Fragments('<gpu id="', '" i_chunks="', '" o_chunks="', '" s_chunks="', '">', '<tb id="', '" send="',
                  '" recv="', '" chan="', '</tb>', '</gpu>', '<step s="', '" type="', '" srcbuf="', '" srcoff="',

@@ -1,7 +1,7 @@
 """Whether an MSCCL program runs to completion on a runtime's connection buffering, decided without running it.
 
 Every step of a thread block waits only for the completion of other steps (the semantics of the runtimes'
-kernels, as services.compiler.msccl_check.Simulator executes them):
+kernels, as services.compiler.check.msccl.Simulator executes them):
 
 1. the previous step of its thread block;
 2. its dependency (depid, deps), and that of every nop placed before it: the producer thread block's first
@@ -15,11 +15,11 @@ kernels, as services.compiler.msccl_check.Simulator executes them):
 Each condition, once true, stays true (one thread block sends and one receives per connection; a published
 index only grows). Such a system of conjunctive waits runs every step iff the graph "step a must complete
 before step b" has no cycle: an acyclic graph is executed in any topological order, and the steps of a cycle
-each wait for another. Compiled kernels (services.compiler.deadlock_kernels) find the waits in one sweep over
+each wait for another. Compiled kernels (services.compiler.check.deadlock_kernels) find the waits in one sweep over
 the steps and run the thread blocks on them, linear in steps and waits, so the test decides programs far too
 large for the simulator (whose vector clocks are quadratic in thread blocks): 2 M steps in about 0.2 s; a cycle
 found is named from the graph's strongly connected components (scipy.sparse.csgraph). It proves progress only;
-the data a program moves is correct by construction (services.compiler.msccl) and checked by the simulator
+the data a program moves is correct by construction (services.compiler.msccl.program) and checked by the simulator
 where it runs.
 """
 from __future__ import annotations
@@ -30,10 +30,10 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .arrays import lexorder, unique_counts
+from ..common.arrays import lexorder, unique_counts
 from .deadlock_kernels import MISMATCH, UNPUBLISHED, edges, runs, waits
-from .errors import Finding
-from .msccl import RECEIVES, SENDS, TYPE_NAME, MscclProgram
+from ..errors import Finding
+from ..msccl.program import RECEIVES, SENDS, TYPE_NAME, MscclProgram
 
 __all__ = ["deadlock", "deadlock_of_file", "deadlock_of_columns"]
 _NAMES = TYPE_NAME + ("nop",)            # the compiler's instruction kinds, and a file's nops
@@ -54,7 +54,7 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
     """None when every step of `prog` completes with connections buffering `fifo` messages (0: rendezvous);
     otherwise a Finding ("deadlock", or "mismatch" when a connection's sends and receives differ in number)
     naming a step that never completes. See the module docstring; the graph is built and tested by compiled
-    kernels (services.compiler.deadlock_kernels), and a cycle named by its strongly connected components."""
+    kernels (services.compiler.check.deadlock_kernels), and a cycle named by its strongly connected components."""
     if fifo < 0:
         raise ValueError(f"fifo must be >= 0, got {fifo}")
     kind = prog.ops["kind"]
@@ -103,7 +103,7 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
 
 
 def deadlock_of_file(algo, fifo: int) -> Finding | None:
-    """`deadlock` for a parsed and validated MSCCL file (services.compiler.msccl_check.Algo: tb ids dense from 0,
+    """`deadlock` for a parsed and validated MSCCL file (services.compiler.check.msccl.Algo: tb ids dense from 0,
     steps numbered from 0): every <step>, nops included, is a step of the graph (a nop waits for its dependency
     and neither sends nor receives)."""
     gpus = sorted(algo.gpus, key=lambda g: g.id)
@@ -117,7 +117,7 @@ def deadlock_of_file(algo, fifo: int) -> Finding | None:
 
 
 def deadlock_of_columns(c, ngpus: int, fifo: int) -> Finding | None:
-    """`deadlock_of_file` for a validated file's columns (services.compiler.xmlscan.Columns: gpus 0.. and their
+    """`deadlock_of_file` for a validated file's columns (services.compiler.check.scan.Columns: gpus 0.. and their
     thread blocks 0.. in file order)."""
     s, kind, _, _, _, _, _, depid, deps, hasdep = c.steps
     return _deadlock_of_columns(ngpus, np.c_[c.tb_gpu, c.tbs], np.diff(c.tb_step), kind, s, hasdep, depid, deps,

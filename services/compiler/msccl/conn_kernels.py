@@ -1,5 +1,5 @@
 """The connections of an MSCCL message table as a compiled kernel (numba): the distinct (gpu, channel, peer) of
-its sends or receives, sorted, and each row's index among them (services.compiler.msccl.Messages.connections),
+its sends or receives, sorted, and each row's index among them (services.compiler.msccl.program.Messages.connections),
 as np.unique(keys, return_inverse=True) would give them for keys gpu << 32 | channel << 16 | peer.
 
 Rows are bucketed by gpu (a counting sort); within a gpu a (channel, peer) slot table stamped with the gpu marks
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .arrays import unique_inverse
+from ..common.arrays import unique_inverse
 from .order_kernels import buckets
 
 __all__ = ["connections"]

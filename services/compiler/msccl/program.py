@@ -1,11 +1,11 @@
 """Schedule -> MSCCL XML (paper section 7; reference section 2), as passes over an instruction table.
 
-Layout (services.compiler.layout). A shard is cut into P = P0 x instances units; unit g = v*P + j*P0 + x.
+Layout (services.compiler.lower.layout). A shard is cut into P = P0 x instances units; unit g = v*P + j*P0 + x.
 `nchunksperloop = N * P`; allgather input P / output N*P, reduce-scatter input N*P / output P, allreduce N*P.
 
 1. Messages. Comm step by comm step, every transfer of the schedule becomes its units; a channel per unit
    (lane x instances x channels: parallel arcs get their own channels, instance j its own, and `channels`
-   spreads a link's shards over that many channels by the shard's class, services.compiler.channels, so a
+   spreads a link's shards over that many channels by the shard's class, services.compiler.lower.channels, so a
    forwarded piece keeps its channel; or, Messages.by_message, the messages formed on one channel are dealt
    over the channels round robin per connection);
    units a receiver already holds are dropped (a copy step's redundant delivery); runs contiguous at the
@@ -41,20 +41,21 @@ import numpy as np
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-from .arrays import isin_sorted, lexorder, lexsorted, ranges, run_positions, unique, unique_counts, unique_inverse
-from .channels import ShardChannels, shard_classes
+from ..common.arrays import (isin_sorted, lexorder, lexsorted, ranges, run_positions, unique, unique_counts,
+                             unique_inverse)
+from ..lower.channels import ShardChannels, shard_classes
 from .conn_kernels import connections as connection_ids
 from .order_kernels import tb_order
 from .dep_kernels import dense_keys, group_order, xml_positions
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep
-from .errors import CompileError
-from .layout import IBUF, NONE, OBUF, SBUF, AlltoallPairs, UnitLayout, alltoall_position
+from ..errors import CompileError
+from ..lower.layout import IBUF, NONE, OBUF, SBUF, AlltoallPairs, UnitLayout, alltoall_position
 from .message_kernels import expand_units, first_fresh, mark_breaks, run_starts
-from .pool import ordered_map
-from .runtimes import RuntimeProfile
-from .xmltext import MSCCL as MSCCL_TEXT
-from .xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
+from ..common.pool import ordered_map
+from ..runtimes import RuntimeProfile
+from ..text.xmltext import MSCCL as MSCCL_TEXT
+from ..text.xmltext import block_bounds, fill_blocks, line_bound, msccl_gpus
 
 __all__ = ["Messages", "MscclOptions", "MscclProgram", "XmlStep", "build_messages", "build_program", "runs", "to_xml",
            "xml_chunks"]
@@ -143,7 +144,7 @@ class MscclProgram:
 def runs(adv: list[np.ndarray], eq: list[np.ndarray], *, max_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Split positions 0..n-1 into maximal runs where every `adv` column advances by exactly 1 and every `eq`
     column stays constant, each at most max_len long. Returns (starts, lengths). The kernels:
-    services.compiler.message_kernels."""
+    services.compiler.msccl.message_kernels."""
     n = adv[0].size if adv else eq[0].size
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -721,7 +722,7 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, layout: UnitLayout, bot
 
     ops must be sorted by (gpu, tb, t, phase, sub, tie). Dependencies never cross gpus, so gpus are handled in
     batches of about DEP_BATCH_UNITS chunk accesses: memory stays bounded whatever the program's size (COMPILE_THREADS
-    batches at a time, services.compiler.pool)."""
+    batches at a time, services.compiler.common.pool)."""
     n_ops = tb.size
     tb_start = np.searchsorted(tb, np.arange(n_tbs))
     idx = np.arange(n_ops) - tb_start[tb]
@@ -740,7 +741,7 @@ def _dependencies(ops: dict, tb: np.ndarray, n_tbs: int, layout: UnitLayout, bot
         a, b = cut
         co, ct, ci = _dependencies_of({c: v[a:b] for c, v in ops.items()}, tb[a:b], idx[a:b], layout, both)
         return co + a, ct, ci
-    parts = list(ordered_map(batch, cuts))          # batches on COMPILE_THREADS threads (services.compiler.pool)
+    parts = list(ordered_map(batch, cuts))          # batches on COMPILE_THREADS threads (services.compiler.common.pool)
     if not parts:
         return (np.zeros(0, np.int64),) * 3, idx, tb_start
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3)), idx, tb_start
@@ -753,7 +754,7 @@ def _dependencies_of(ops: dict, tb: np.ndarray, idx: np.ndarray, layout: UnitLay
     effect before the reads are recorded. Every chunk access waits for the last write of its location in an
     earlier group (RAW, WAW), and every write for the reads of its location since the last write in an earlier
     group (WAR); of an op's waits on another tb only the latest is kept, and of a tb's waits on another tb only
-    those no earlier op of it already implies (services.compiler.dep_kernels: one sweep per gpu)."""
+    those no earlier op of it already implies (services.compiler.msccl.dep_kernels: one sweep per gpu)."""
     kind = ops["kind"]
     n = kind.size
     gpu = ops["gpu"].astype(np.int64)
@@ -899,7 +900,7 @@ class Messages:
 
     def fused_steps_floor(self) -> int:
         """The sum over gpus of max(sends, receives): a gpu's steps with fused instructions are at least the
-        larger, and on more channels both only grow (services.compiler.fit's buffering floor). Computed once."""
+        larger, and on more channels both only grow (services.compiler.fit.search's buffering floor). Computed once."""
         c = self._bounds
         if "fused_floor" not in c:
             cn, gpu, n = self.connections(), self.ops["gpu"], self.schedule.nodes
@@ -963,7 +964,7 @@ class Messages:
 
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
                    classes: ShardChannels | None = None, pairs: AlltoallPairs | None = None) -> Messages:
-    """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.channels;
+    """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.lower.channels;
     computed here when not given); with opt.by_message the messages of one channel are dealt over the channels
     instead (Messages.by_message). `pairs`: an all-to-all's AlltoallPairs for opt.instances (built here when not
     given; the fit search shares one between candidates)."""
@@ -1102,7 +1103,7 @@ def xml_chunks(prog: MscclProgram, *, name: str, coll: str, proto: str, profile:
                outofplace: bool, min_bytes: int, max_bytes: int, header: str = ""):
     """The file of `to_xml` as consecutive bytes-like pieces (write each to a file or store as it comes): the
     header and <algo> line, then the text of blocks of whole gpus, each written by a compiled kernel into a
-    buffer of its exact size (services.compiler.xmltext.msccl_gpus), then </algo>."""
+    buffer of its exact size (services.compiler.text.xmltext.msccl_gpus), then </algo>."""
     values = {"name": _attr_text(name), "proto": proto, "nchannels": prog.nchannels,
               "nchunksperloop": prog.nodes * prog.units_per_shard, "ngpus": prog.nodes, "coll": coll,
               "inplace": int(inplace), "outofplace": int(outofplace), "minBytes": min_bytes, "maxBytes": max_bytes}

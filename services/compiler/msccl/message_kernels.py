@@ -1,4 +1,4 @@
-"""Kernels (numba) of the MSCCL message-table pass (services.compiler.msccl._Builder), each one pass where
+"""Kernels (numba) of the MSCCL message-table pass (services.compiler.msccl.program._Builder), each one pass where
 numpy takes several with temporaries:
 
 * `expand_units`: a step's transfers as units (sender, receiver, channel, unit g = v * P + j * P0 + x) for
@@ -9,7 +9,7 @@ numpy takes several with temporaries:
   one and others stay constant, one read of each column (numpy's diff, compare and or take four passes and two
   temporaries per column), then one pass cutting the runs at most max_len long.
 
-`mark_breaks` takes the columns services.compiler.radix.takes says (numpy's diff any other); differences are
+`mark_breaks` takes the columns services.compiler.common.radix.takes says (numpy's diff any other); differences are
 taken in int64, as msccl.runs did with numpy. `warm` compiles every kernel here.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .radix import KERNEL_MIN, KINDS, takes
+from ..common.radix import KERNEL_MIN, KINDS, takes
 
 __all__ = ["expand_units", "first_fresh", "mark_breaks", "run_starts", "warm"]
 
@@ -50,7 +50,7 @@ def _expand(v, u, w, lane, lo, hi, rank, blocks, nodes, P, P0, k, c):
 def expand_units(v, u, w, lane, lo, hi, rank: np.ndarray, blocks: bool, P: int, P0: int, k: int, c: int):
     """(U, W, CH, G) of every unit of the transfers (source v, sender u, receiver w, lane, chunks [lo, hi)):
     instance j of chunk x of shard v is unit v * P + j * P0 + x on channel lane * k * c + j * c + class_c(v),
-    class_c(v) = rank[v] mod c, or rank[v] * c // N with `blocks` (services.compiler.channels.ShardChannels);
+    class_c(v) = rank[v] mod c, or rank[v] * c // N with `blocks` (services.compiler.lower.channels.ShardChannels);
     ordered by instance, then transfer, then chunk. Every hi >= lo."""
     a = [np.require(x, np.int64, ["C", "W"]) for x in (v, u, w, lane, lo, hi)]
     rank = np.require(rank, np.int64, ["C", "W"])

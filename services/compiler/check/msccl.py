@@ -1,7 +1,7 @@
 """Validator and CPU simulator for ANY MSCCL XML, against the profile of the runtime that will load it
 (services.compiler.runtimes; in the style of dromniscience/MSCCL-XML-Verifier).
 
-1. Tokens (every runtime): the NCCL tokenizer's rules (services.compiler.nccl_xml): no XML declaration,
+1. Tokens (every runtime): the NCCL tokenizer's rules (services.compiler.check.tokenizer): no XML declaration,
    no tabs or text between elements, double-quoted values, one element per line, names and values within
    the parser's buffers; attributes past the 16th are ignored as the runtime ignores them.
 2. What the runtime's parser requires and rejects, field by field from the profile: the <algo> attributes
@@ -41,13 +41,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .deadlock import deadlock_of_columns, deadlock_of_file
-from .errors import CheckReport, Finding
-from .msccl import XmlStep
+from ..errors import CheckReport, Finding
+from ..msccl.program import XmlStep
 from .msccl_columns import (READS_SRC, WRITES_DST, too_many_channels, cnt0_warning, declares_warning,
                             hasdep_warning, max_chan_warning, validate_columns)
-from .nccl_xml import scan
-from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
-from .xmlscan import BUF_NAMES, KIND_NAMES, Columns, scan_columns
+from .tokenizer import scan
+from ..runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
+from .scan import BUF_NAMES, KIND_NAMES, Columns, scan_columns
 
 __all__ = ["check_msccl", "parse_msccl", "validate", "Simulator", "natural_sizes", "expected_outputs",
            "runtime_of", "simulable", "simulation_bytes", "SIMULATE_MAX_STEPS", "SIMULATE_MAX_BYTES"]
@@ -870,7 +870,7 @@ def _columns_of(text: str | bytes) -> Columns | None:
 
 def _parse_columns(text: str | bytes, c: Columns, runtime, **overrides
                    ) -> tuple[Algo | None, RuntimeProfile, list[Finding], list[Finding]]:
-    """parse_msccl for a file the scanner read (services.compiler.xmlscan): the same algo, profile and findings,
+    """parse_msccl for a file the scanner read (services.compiler.check.scan): the same algo, profile and findings,
     with algo.gpus None (the elements are built only when needed: `_gpus_of_columns`)."""
     errors: list[Finding] = []
     head = text[:2000] if isinstance(text, str) else text[:2000].decode("utf-8", errors="replace")
@@ -905,11 +905,11 @@ def check_msccl(text: str | bytes, *, runtime: str | RuntimeProfile | None = Non
                 **limit_overrides) -> CheckReport:
     """Validate and simulate MSCCL XML text for a runtime; see the module docstring. A file too large to
     simulate (`simulable`: more than `simulate_max_steps` steps, or vector clocks above SIMULATE_MAX_BYTES) is
-    not simulated: its deadlock freedom is proved instead (services.compiler.deadlock, linear in its steps),
+    not simulated: its deadlock freedom is proved instead (services.compiler.check.deadlock, linear in its steps),
     and a warning says so.
 
-    A file in the canonical form (services.compiler.xmlscan) is read into integer columns by a compiled
-    scanner and validated on them (services.compiler.msccl_columns), in seconds for millions of steps; a file
+    A file in the canonical form (services.compiler.check.scan) is read into integer columns by a compiled
+    scanner and validated on them (services.compiler.check.msccl_columns), in seconds for millions of steps; a file
     not in that form, or one the column rules do not accept, is read and validated element by element, which
     words every problem. Both give the same report (`scanner=False` takes the element path only: the reference
     the tests compare with). `text` may be the file's bytes (UTF-8), which spares the scanner a copy."""

@@ -30,7 +30,7 @@ from numba import njit
 
 from services.synthesis.schedule.ir import Collective
 
-from .arrays import ranges, unique
+from ..common.arrays import ranges, unique
 
 __all__ = ["UnitLayout", "AlltoallPairs", "NONE", "IBUF", "OBUF", "SBUF", "alltoall_position"]
 
@@ -137,7 +137,7 @@ def _home_places(tri, slot_base, g, P, B):
 class AlltoallPairs:
     """The (rank, unit) pairs an all-to-all's ranks ever hold: every unit at its source, and every (receiver,
     unit) pair the schedule's transfers deliver (every instance). It depends only on the schedule and the
-    instances, so the fit search builds it once and the candidates' layouts share it (services.compiler.fit).
+    instances, so the fit search builds it once and the candidates' layouts share it (services.compiler.fit.search).
 
     A pair (w, v * P + pos) lies in triple (w, v, d), block d = pos // B of source v held at rank w. The
     triples present are numbered in sorted order (`tri_d`, the blocks of pair w * N + v from `pair_start`), and

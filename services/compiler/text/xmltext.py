@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .pool import ordered_map
+from ..common.pool import ordered_map
 
 __all__ = ["Fragments", "block_bounds", "fill_blocks"]
 
@@ -103,7 +103,7 @@ def line_bound(frag: Fragments, fixed: tuple[int, ...], ints: int) -> int:
 def fill_blocks(kernel, blocks, args_of):
     """Yield the text of every block as a uint8 array: args_of(a, b) -> (bound, args); kernel(buf, *args) fills
     a buffer of `bound` bytes and returns where it stopped. Blocks are filled on up to COMPILE_THREADS threads
-    (services.compiler.pool; the kernels release the GIL) and yielded in order."""
+    (services.compiler.common.pool; the kernels release the GIL) and yielded in order."""
     def fill(block):
         bound, args = args_of(*block)
         buf = np.empty(bound, np.uint8)
@@ -113,7 +113,7 @@ def fill_blocks(kernel, blocks, args_of):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# MSCCL: <gpu>, <tb> and <step> lines (services.compiler.msccl.to_xml writes the <algo> element around them)
+# MSCCL: <gpu>, <tb> and <step> lines (services.compiler.msccl.program.to_xml writes the <algo> element around them)
 # ---------------------------------------------------------------------------------------------------------
 MSCCL_TYPES = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")       # msccl.TYPE_NAME, by kind
 MSCCL_BUFFERS = "ios"                 # layout.IBUF, OBUF, SBUF
@@ -200,7 +200,7 @@ def msccl_gpus(buf, frag, off, g0, g1, gpu_tb, i_chunks, o_chunks, s_chunks, tb_
 
 
 # ---------------------------------------------------------------------------------------------------------
-# oneCCL: <rank> elements and their instruction lines (services.compiler.oneccl writes the root element)
+# oneCCL: <rank> elements and their instruction lines (services.compiler.text.oneccl writes the root element)
 # ---------------------------------------------------------------------------------------------------------
 ONECCL_TEMPLATES = (                  # by kind; buffer fields (named, not numbered) listed after the template
     ('<recv peer="{}" buf="{}" off="{}" cnt="{}" tag="{}"/>', (1,)),

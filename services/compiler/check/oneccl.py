@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import CheckReport, Finding
-from .msccl_check import expected_outputs, natural_sizes
+from ..errors import CheckReport, Finding
+from .msccl import expected_outputs, natural_sizes
 
 ATTRS = {
     "send": ("peer", "buf", "off", "cnt", "tag"),

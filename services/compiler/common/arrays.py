@@ -17,7 +17,7 @@ def lexorder(keys) -> np.ndarray:
     """np.lexsort(keys) (the last key is the primary one; stable), computed by one sort of packed keys.
 
     Each key's range [min, max] takes bit_length(max - min) bits; packed, the primary key in the high bits, they
-    compare as the tuples do. Past RADIX_MIN rows a stable radix sort (services.compiler.radix) orders the packed
+    compare as the tuples do. Past RADIX_MIN rows a stable radix sort (services.compiler.common.radix) orders the packed
     keys, with the row index in the low bits of the same int64 when it fits there (else carried beside); below
     it, when the keys and the row index fit in 63 bits together, a plain (unstable, but keys are then distinct)
     np.sort of key and index, when only the keys fit, a stable argsort of the packed key. Past 63 bits of keys

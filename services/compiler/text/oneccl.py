@@ -2,7 +2,7 @@
 per-rank lists of send / recv / reduce / copy / sync instructions). Format: docs/oneccl-xml.md.
 
 Each comm step t of the schedule becomes, on every rank: post the step's receives, post its sends, `sync`,
-then the step's local reductions. Chunk layout is MSCCL's (services.compiler.layout: unit (v, k) = chunk
+then the step's local reductions. Chunk layout is MSCCL's (services.compiler.lower.layout: unit (v, k) = chunk
 v * P + k of an N * P chunk loop). Allgather receives go straight to the output; a unit the receiver already
 holds is not sent again. Reduce-scatter receives go to a staging area of `tmp` and are added after the sync
 (`reduce`: accumulator = staging + the rank's partial; several contributions to one unit in a step chain),
@@ -16,10 +16,10 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
-from .arrays import lexorder, ranges, run_positions, unique
-from .errors import CompileError
-from .layout import NONE, SBUF, AlltoallPairs, UnitLayout
-from .msccl import runs
+from ..common.arrays import lexorder, ranges, run_positions, unique
+from ..errors import CompileError
+from ..lower.layout import NONE, SBUF, AlltoallPairs, UnitLayout
+from ..msccl.program import runs
 from .xmltext import (ONECCL, ONECCL_FIRST, ONECCL_NAMED, ONECCL_WIDTH, block_bounds, fill_blocks, line_bound,
                       oneccl_ranks)
 
@@ -72,7 +72,7 @@ class _Instructions:
 
 def _rank_blocks(kind: np.ndarray, vals: np.ndarray, bounds: np.ndarray, in_chunks: int, out_chunks: int,
                  tmp: np.ndarray):
-    """The <rank> elements as byte blocks of about RANK_BLOCK_ROWS instructions (services.compiler.xmltext)."""
+    """The <rank> elements as byte blocks of about RANK_BLOCK_ROWS instructions (services.compiler.text.xmltext)."""
     frag = ONECCL
     head = line_bound(frag, (0, 1, 2, 3, 4, 5), 4)
     row = max(line_bound(frag, tuple(range(f, f + w + 1)), int(w))

@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from .errors import Finding
-from .nccl_grammar import grammar_scan
+from ..errors import Finding
+from .grammar import grammar_scan
 
 __all__ = ["Node", "scan", "lexical_findings", "opening_tag", "MAX_ATTRS"]
 

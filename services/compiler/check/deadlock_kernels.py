@@ -1,4 +1,4 @@
-"""The deadlock proof as compiled kernels (numba): the waits of services.compiler.deadlock (its module docstring
+"""The deadlock proof as compiled kernels (numba): the waits of services.compiler.check.deadlock (its module docstring
 states the rules) found in one sweep over the steps (`waits`), and the program run to completion or to a stop
 on them (`runs`), both linear in steps and waits. A program that stops goes back to the caller with its waits
 as edges (`edges`), which names the cycle (scipy's strongly connected components); the kernels only decide.
