@@ -204,4 +204,4 @@ def test_api_routes_import_no_other_route():
 
 def test_services_holds_packages_and_three_modules():
     modules = sorted(p.name for p in (ROOT / "services").glob("*.py"))
-    assert modules == ["__init__.py", "cli.py", "config.py", "runtime.py"], modules
+    assert modules == ["__init__.py", "config.py", "runtime.py"], modules
