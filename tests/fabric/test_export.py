@@ -11,7 +11,7 @@ from services.fabric.export import (ExportError, RunningJob, blocks_of, k8s_labe
                                     reconfigurable_groups, slurm_topology_yaml)
 from services.fabric.model import Fabric, planes_fabric, shared_panel_fabric
 
-from .conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import MINIMAL, unique_job, wait_done
 
 # Kubernetes: a label key is an optional DNS-subdomain prefix and '/', then a name of at most 63 characters;
 # a value is empty or at most 63 characters of alphanumerics with -, _ and . inside (apimachinery validation)
