@@ -316,7 +316,7 @@ def cmd_select(args) -> int:
                      alltoall_weight=args.alltoall_weight, alltoall_f=lambda c: f_of.get(c.expr))
     except FinderError as exc:
         raise UsageError(str(exc)) from None
-    from services.synthesis.search.finder import baseline_times
+    from services.synthesis.evaluate.workload_baselines import baseline_times
 
     out = {"best": {**_entry(sel.best, args.collective), "time_us": _time_of(sel, sel.best) * 1e6},
            "frontier": [{**_entry(c, args.collective), "time_us": t * 1e6} for c, t in sel.times_s],
@@ -824,7 +824,8 @@ def cmd_compile(args) -> int:
             schedule, topology = a2a.schedule, a2a.topology
             extra = {"schedule_tau": float(a2a.tau), "mcf_tau": a2a.mcf_tau}
         elif args.gpus_per_host > 1:
-            from services.synthesis.schedule.hierarchical import hierarchical, phase_cost
+            from services.synthesis.schedule.hierarchical import phase_cost
+            from services.synthesis.search.hierarchical import hierarchical
             from services.synthesis.schedule.verify import verify
 
             if topology.nodes * args.gpus_per_host > 4096:
