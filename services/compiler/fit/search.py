@@ -38,14 +38,16 @@ from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.graph import Topology
 
-from ..common.arrays import unique_counts
-from ..lower.channels import ShardChannels, shard_classes
 from ..check.deadlock import deadlock
+from ..check.msccl_simulate import SIMULATE_MAX_STEPS, simulable
+from ..common.arrays import unique_counts
 from ..errors import CompileError
+from ..lower.channels import ShardChannels, shard_classes
 from ..lower.layout import AlltoallPairs
 from ..lower.lowering import Lowered, chunked_bfb, chunks_per_shard
-from ..msccl.program import Messages, MscclOptions, MscclProgram, build_messages, build_program
-from ..check.msccl import SIMULATE_MAX_STEPS, simulable
+from ..msccl.ir import MscclOptions, MscclProgram
+from ..msccl.messages import Messages, build_messages
+from ..msccl.program import build_program
 from ..runtimes import RuntimeProfile
 from .bounds import ScheduleBounds
 
