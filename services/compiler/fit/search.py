@@ -299,7 +299,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 layouts = _layouts(combined_ok, c)
                 tables: dict[bool, Messages] = {}   # by by_message, built on first need, shared by the layouts
                 wanted: list[int] = []              # per layout: the fewest channels that may fit its steps per tb
-                # without consolidation the schedule bounds what the class table would show (schedule_bounds)
+                # without consolidation the schedule bounds what the class table would show (fit.bounds)
                 # computed on first need: combined tbs may be refused from the one-channel bounds before it
                 pre = partial(bounds_at, c)
                 skip: set[tuple[bool, bool]] = set()
