@@ -19,12 +19,13 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
+from .check.msccl import check_msccl
+from .check.msccl_simulate import SIMULATE_MAX_STEPS
 from .errors import CheckReport, CompileError
 from .fit.search import FitRequest, fit_msccl
 from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
-from .msccl.program import to_xml
-from .check.msccl import SIMULATE_MAX_STEPS, check_msccl
 from .runtimes import PROFILES, RuntimeProfile, profile_for
+from .text.msccl import to_xml
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "compile_schedule", "check_xml",
            "check_options", "runtime_defaults", "format_of"]
@@ -396,7 +397,7 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
 def check_xml(xml: str | bytes, fmt: str = "msccl", *, runtime: str | RuntimeProfile | None = None,
               dialect: str | None = None, simulate: bool = True, fifo: int | None = None, seed: int = 0,
               max_steps: int | None = None, simulate_max_steps: int = SIMULATE_MAX_STEPS) -> CheckReport:
-    """Validate any MSCCL or oneCCL XML and simulate it on CPU (see msccl_check / oneccl_check). MSCCL XML may
+    """Validate any MSCCL or oneCCL XML and simulate it on CPU (see services.compiler.check.msccl / check.oneccl). MSCCL XML may
     be given as the file's bytes (UTF-8).
 
     runtime (or its old name dialect): the MSCCL runtime whose profile applies (default: the one our header

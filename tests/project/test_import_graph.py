@@ -205,3 +205,80 @@ def test_api_routes_import_no_other_route():
 def test_services_holds_packages_and_three_modules():
     modules = sorted(p.name for p in (ROOT / "services").glob("*.py"))
     assert modules == ["__init__.py", "config.py", "runtime.py"], modules
+
+
+# The stacks inside the two libraries (docs/architecture.md, "Layout"): a module imports only from its own layer
+# or the layers below it. Synthesis, by subpackage; the compiler, by pipeline stage (the package's own modules,
+# `api` and what the service imports beside it, sit on top of the stages they run).
+SYNTHESIS_LAYERS = (("topology",), ("schedule",), ("forest",), ("bfb",), ("search",), ("evaluate", ""))
+COMPILER_LAYERS = (("errors", "runtimes"), ("common",), ("lower",), ("msccl",), ("text",), ("check",), ("fit",),
+                   ("api", "canonical", "size_sets", "warm", ""))
+STACKS = {"services.synthesis": SYNTHESIS_LAYERS, "services.compiler": COMPILER_LAYERS}
+
+
+def _layer(module: str, package: str, layers) -> int | None:
+    """The index in `layers` of the part of `package` that `module` lives in ("" names the package's __init__)."""
+    if not _under(module, package):
+        return None
+    rest = module[len(package) + 1:].split(".")[0] if module != package else ""
+    return next((i for i, names in enumerate(layers) if rest in names), None)
+
+
+def upward_imports(package: str, layers) -> list[str]:
+    """The imports inside `package` from a layer above the importer's."""
+    out = []
+    for m, targets in sorted(GRAPH.items()):
+        here = _layer(m, package, layers)
+        if here is None:
+            continue
+        for t in sorted(targets):
+            there = _layer(t, package, layers)
+            if there is not None and there > here:
+                out.append(f"{m} -> {t}")
+    return out
+
+
+def test_every_module_of_a_stack_has_a_layer():
+    """A new subpackage or module of the synthesis library or the compiler is placed in the stack explicitly."""
+    unplaced = [m for package, layers in STACKS.items() for m in MODULES
+                if _under(m, package) and _layer(m, package, layers) is None]
+    assert not unplaced
+
+
+def test_synthesis_is_a_stack():
+    """topology < schedule < forest < bfb < search < evaluate: no subpackage imports one above it."""
+    assert not upward_imports("services.synthesis", SYNTHESIS_LAYERS)
+
+
+def test_the_compiler_imports_in_pipeline_order():
+    """errors, runtimes < common < lower < msccl < text < check < fit < the package's entry points."""
+    assert not upward_imports("services.compiler", COMPILER_LAYERS)
+
+
+def layout_report() -> str:
+    """The packages of services/ and workers/ with their module counts (the __init__ and the modules beside it),
+    then each stack's order and upward imports, and the import circles (0 and 0 when the tests above pass)."""
+    packages = sorted(m for m, p in MODULES.items() if p.name == "__init__.py")
+    rows = [(pkg, 1 + sum(m.rpartition(".")[0] == pkg and MODULES[m].name != "__init__.py" for m in MODULES))
+            for pkg in packages]
+    width = max(len(p) for p, _ in rows)
+    lines = [f"{'package'.ljust(width)}  modules"] + [f"{p.ljust(width)}  {n:7d}" for p, n in rows]
+    lines.append(f"{'total'.ljust(width)}  {len(MODULES):7d}")
+    for package, layers in STACKS.items():
+        order = " < ".join("/".join(n or "(package)" for n in names) for names in layers)
+        lines.append(f"{package}: {order}; upward imports: {len(upward_imports(package, layers))}")
+    lines.append(f"import circles: {len(_components(GRAPH))}")
+    return "\n".join(lines)
+
+
+def test_layout_report():
+    """`pytest -s` (or `python -m tests.test_import_graph`) prints the listing; it reports no upward import and
+    no circle."""
+    report = layout_report()
+    print("\n" + report)
+    assert report.endswith("import circles: 0") and "upward imports: 0" in report
+    assert all(line.endswith("upward imports: 0") for line in report.splitlines() if "upward imports" in line)
+
+
+if __name__ == "__main__":
+    print(layout_report())

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from services.synthesis.evaluate.workload_baselines import baseline_times
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
-from services.synthesis.search.finder import baseline_times, candidate_from_entry, frontier_entry
+from services.synthesis.search.finder import candidate_from_entry, frontier_entry
 
 from ...config import get_settings
 from ...store import repo

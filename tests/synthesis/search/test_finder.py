@@ -16,6 +16,7 @@ from services.synthesis.search.finder import (FinderError, WorkloadItem, bounds,
                                               frontier_entry, select)
 from services.synthesis.search.pricing import price
 from services.synthesis.topology.catalog import build
+from services.synthesis.topology.expansions import line
 
 AR, RS, AG = Collective.ALLREDUCE, Collective.REDUCESCATTER, Collective.ALLGATHER
 
@@ -115,8 +116,8 @@ def test_bfb_on_a_line_digraph_beats_definition_1():
     value), BFB on the line digraph 99/100: the finder's price and the shipped schedule are the latter."""
     base = build("dcirculant(50, 1, 32)")
     assert bfb_tau(base) == (11, F(49, 50))
-    lifted = ex.line_schedule(base, construct("dcirculant(50, 1, 32)").schedule, ex.line(base))
-    assert verify(lifted, ex.line(base)).tau == 1
+    lifted = ex.line_schedule(base, construct("dcirculant(50, 1, 32)").schedule, line(base))
+    assert verify(lifted, line(base)).tau == 1
     p = price("line(dcirculant(50, 1, 32))")
     assert (p.steps, p.tau, p.method) == (12, F(99, 100), "bfb")
     built = construct("line(dcirculant(50, 1, 32))")
@@ -297,7 +298,7 @@ def test_selection_rejects_empty_or_bad_workloads():
 
 def test_baseline_comparison_table_4():
     """Table 4 (N = 1024, d = 4, 1 MB allreduce): DBT 1434 us; our best 291.0 us beats every baseline."""
-    from services.synthesis.search.finder import baseline_times
+    from services.synthesis.evaluate.workload_baselines import baseline_times
 
     link = LinkModel.from_units(10, 100)
     items = [WorkloadItem(AR, 1 << 20)]
