@@ -209,7 +209,7 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
     are used up it fails with the reason."""
     from datetime import datetime, timedelta, timezone
 
-    from services.jobs import attempts
+    from services.jobs.stages import attempts
     from services.store import jobs
     from services.store.db import migrate
     from services.store.models import Plan

@@ -1,4 +1,4 @@
-"""The compile stage's fork pool (issue 25, services.jobs.compile_pool): units run in parallel in forked
+"""The compile stage's fork pool (issue 25, services.jobs.stages.compile_pool): units run in parallel in forked
 processes; a process that is killed (a signal, or the unit time limit) fails only its own unit, with the reason;
 a unit estimated above the memory budget runs alone; and the units of a stage (compile_units) tile each set."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from services.compiler.api import CompileOptions
-from services.jobs.compile_pool import run_units
-from services.jobs.compile_units import CompileUnit, plan_units, range_options
+from services.jobs.stages.compile_pool import run_units
+from services.jobs.stages.compile_units import CompileUnit, plan_units, range_options
 
 MiB = 1 << 20
 
@@ -111,7 +111,7 @@ def test_a_range_finer_than_a_file_holds_gets_the_fittest_schedule_that_fits():
     import numpy as np
 
     from services.compiler.lowering import chunked_bfb, chunks_per_shard
-    from services.jobs.range_files import substitute, worst_ratio
+    from services.jobs.stages.range_files import substitute, worst_ratio
     from services.synthesis.bfb.greedy import greedy_allgather
     from services.synthesis.forest.packing import pack_trees
     from services.synthesis.forest.pipeline import pipelined_allgather

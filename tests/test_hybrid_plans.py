@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.jobs import workloads
-from services.jobs.hybrid_workloads import hybrid_job, is_hybrid
+from services.jobs.requests import workloads
+from services.jobs.requests.hybrid_workloads import hybrid_job, is_hybrid
 from services.synthesis.evaluate.hybrid import evaluate_hybrid
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build

@@ -8,12 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from services.jobs.stage_weights import (
-    eta_s,
-    plan_progress,
-    plan_stages,
-    revision_progress,
-)
+from services.jobs.stages.stage_weights import eta_s, plan_progress, plan_stages, revision_progress
 from services.store import repo, stage_events
 from services.store.db import migrate, session_scope
 from services.store.models import Plan, PlanEvent, utcnow

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from services.jobs import workloads
+from services.jobs.requests import workloads
 from services.synthesis.evaluate.iteration import CollectiveCost, TopologyCosts, best_bucket
 from services.synthesis.evaluate.model_catalog import catalog_model, catalog_names
 from services.synthesis.evaluate.training import evaluate_training
@@ -206,7 +206,7 @@ def test_alltoall_beyond_the_limits_is_a_recorded_refusal(settings, monkeypatch)
     from celery.exceptions import SoftTimeLimitExceeded
     from fastapi.testclient import TestClient
 
-    from services.jobs.plan import alltoall as alltoall_plans
+    from services.jobs.kinds.plan import alltoall as alltoall_plans
     from services.api.app import create_app
     from services.store import repo
     from services.store.db import migrate, session_scope

@@ -15,8 +15,8 @@ from services.compiler.api import PROFILES as RUNTIME_PROFILES
 from services.compiler.api import CompileOptions, check_options
 from services.compiler.canonical import canonical_options
 from services.compiler.errors import CompileError
-from services.jobs import artifacts
-from services.jobs.compile_units import is_alias, range_options
+from services.jobs.stages import artifacts
+from services.jobs.stages.compile_units import is_alias, range_options
 from services.store import compiles, repo
 from services.synthesis.schedule.ir import Collective
 
@@ -100,7 +100,7 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
         raise _unprocessable(field, str(exc), "value_error") from None
     options = canonical_options(options, coll.value)     # one job for every spelling of the same file
     key = options.key()
-    unit = coll.value if index is None else f"{coll.value}@{index}"      # services.jobs.compile_units
+    unit = coll.value if index is None else f"{coll.value}@{index}"      # services.jobs.stages.compile_units
     owner = None
     if compiles.get(s, plan_id, prefix + unit, key) is None:
         owner = budget.room(s, principal, request.app.state.settings)      # 429 at the key's bound
@@ -127,7 +127,7 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
 def range_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
               index: int, by_size: list[dict] | None, prefix: str = "", *, principal: Principal):
     """The XML of size range `index` of the collective's schedule set: its schedule compiled with minBytes/
-    maxBytes set to the range's window (services.jobs.compile_units; compiled at plan time for the plan's
+    maxBytes set to the range's window (services.jobs.stages.compile_units; compiled at plan time for the plan's
     runtimes, otherwise on demand like `compiled_xml`). 404 without that range; 422 for oneCCL (no size
     window), min_bytes given, or a legacy range above the files' maxBytes."""
     link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}@{index}")
@@ -179,7 +179,7 @@ def compile_failed(compiled: dict | None) -> list[dict] | None:
 
 
 def schedule_json_bytes(npz: bytes) -> bytes:
-    """The JSON view of a stored schedule blob (services.jobs.artifacts.schedule_json_bytes); 422 naming
+    """The JSON view of a stored schedule blob (services.jobs.stages.artifacts.schedule_json_bytes); 422 naming
     `format` beyond its JSON_MAX_TRANSFERS transfers (format=npz serves any size)."""
     try:
         return artifacts.schedule_json_bytes(npz)

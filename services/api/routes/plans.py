@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, object_session
 
-from services.jobs import workloads
+from services.jobs.requests import workloads
 from services.store import repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective

@@ -1,6 +1,6 @@
 """/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9; issue 14).
 
-A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.revision).
+A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.kinds.revision).
 Revisions are listed (revision 0 is the plan as made) and each one's topology and schedules are served like
 the plan's own. `activate` flips a look-ahead plan's hosts to its plane (TopoOpt App. C).
 """
@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from services.jobs import failure_reports
-from services.jobs.workloads import has_alltoall
+from services.jobs.requests import failure_reports
+from services.jobs.requests.workloads import has_alltoall
 from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 

@@ -1,7 +1,7 @@
 """A plan's all-to-all schedule (DESIGN 4.2 schedules; issue 13 item 4): when the workload has an all-to-all
 (the sizes form's `alltoall_bytes`, or a training job's MoE layers), the worker builds the chosen topology's
 all-to-all schedule from the time-stepped LP (services.synthesis.evaluate.alltoall_schedule), model-checks it
-again (every node ends with its block of every other node's buffer; services.jobs.alltoall_build, which a
+again (every node ends with its block of every other node's buffer; services.jobs.stages.alltoall_build, which a
 failure revision uses too), stores it as the artifact
 `schedule:alltoall` with its per-step link loads, and reports its measured time T = steps * alpha + tau * D/B
 against the MCF bound (D/N) / (f B/d) for each of the workload's all-to-all sizes D. A training plan also
@@ -19,21 +19,21 @@ from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
-from ...config import get_settings
-from ...store import repo
-from ...store.db import session_scope
-from .. import workloads
-from ..alltoall_build import REPORTED, AllToAllRefused, build_checked, built_result
-from ..artifacts import link_loads_blob
-from ..attempts import advance, claim, plan_request
-from ..training_iteration import iteration_with_alltoall
+from services.config import get_settings
+from services.store import repo
+from services.store.db import session_scope
+from services.jobs.requests import workloads
+from services.jobs.stages.alltoall_build import REPORTED, AllToAllRefused, build_checked, built_result
+from services.jobs.stages.artifacts import link_loads_blob
+from services.jobs.stages.attempts import advance, claim, plan_request
+from services.jobs.stages.training_iteration import iteration_with_alltoall
 
 __all__ = ["REPORTED", "stage_alltoall"]
 
 
 def stage_alltoall(state: dict, plan_id: str) -> dict:
     """Build, check and store the chosen topology's all-to-all schedule when the workload has an all-to-all
-    (services.jobs.alltoall_build)."""
+    (services.jobs.stages.alltoall_build)."""
     if state.get("stop"):
         return state
     req = plan_request(plan_id)

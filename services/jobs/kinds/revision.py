@@ -9,20 +9,20 @@
   allreduce schedules from `bfb.degraded.degraded_schedules` (BFB and the greedy scheduler priced at the
   workload's mean size, the faster verified one served; every served schedule passes the model checker),
   stored as artifacts under the revision's prefix ("rev{n}:schedule:allreduce", ...), with link loads checked
-  against the measured tau (services.jobs.artifacts.link_loads_blob) and the topology as JSON and GraphML;
-  and per collective a schedule set by size (services.jobs.size_sets: "rev{n}:schedule:allreduce@0", ...).
+  against the measured tau (services.jobs.stages.artifacts.link_loads_blob) and the topology as JSON and GraphML;
+  and per collective a schedule set by size (services.jobs.stages.size_sets: "rev{n}:schedule:allreduce@0", ...).
   When the workload has an all-to-all, the degraded topology's all-to-all as the plan builds it (services.jobs.
   alltoall_build: the time-stepped LP schedule, model-checked, stored as "rev{n}:schedule:alltoall" with its
   loads; past the LP's limit, the pipelined tree routing of LP (3) by column generation); when both are beyond
   the library's limits, the LP (3) throughput bracket plan selection prices an all-to-all with, charged at its
   lower end (`alltoall.status` "approximate", no schedule).
-- **compile**: the plan's compile stage (services.jobs.compiling) on the revision's schedules.
+- **compile**: the plan's compile stage (services.jobs.stages.compile_stage) on the revision's schedules.
 - **finish**: predicted times per collective and size (from the sets), the workload time, and the cost of the failure
   against revision 0 and against the naive fallback, the all-to-all's per size, and for a training plan the
-  iteration on the degraded topology (`failure_cost.training`; services.jobs.revision_cost).
+  iteration on the degraded topology (`failure_cost.training`; services.jobs.stages.revision_cost).
 
 Recording the failure that queues a revision, and the restored revision after a repair, happen on the request
-side (services.jobs.failure_reports). A revision is a job like a plan (outbox, attempts, heartbeats:
+side (services.jobs.requests.failure_reports). A revision is a job like a plan (outbox, attempts, heartbeats:
 services.store.jobs), and a finished revision is never written again.
 """
 from __future__ import annotations
@@ -40,17 +40,17 @@ from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
-from ..config import get_settings
-from ..store import fabrics, notify, repo, stage_events
-from ..store.db import session_scope
-from ..store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
-from . import compiling, size_sets
-from .alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
-from .artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
-from .attempts import claim
-from .revision_cost import failure_cost, predicted_times, training_cost, workload_us
-from .stage_weights import revision_progress
-from .workloads import alltoall_sizes, has_alltoall, workload_items
+from services.config import get_settings
+from services.store import fabrics, notify, repo, stage_events
+from services.store.db import session_scope
+from services.store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
+from services.jobs.stages import compile_stage, size_sets
+from services.jobs.stages.alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
+from services.jobs.stages.artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
+from services.jobs.stages.attempts import claim
+from services.jobs.stages.revision_cost import failure_cost, predicted_times, training_cost, workload_us
+from services.jobs.stages.stage_weights import revision_progress
+from services.jobs.requests.workloads import alltoall_sizes, has_alltoall, workload_items
 
 __all__ = ["stage_repair", "stage_schedules", "stage_compile", "stage_finish", "mean_size"]
 
@@ -74,7 +74,7 @@ def _claim(s, revision_id: str) -> PlanRevision:
 
 def _advance(revision_id: str, stage: str, local: float) -> None:
     """The revision at the fraction `local` of `stage`: its progress weighted by the stages' measured costs
-    (services.jobs.stage_weights, never backwards); a new stage is recorded in the plan's events as
+    (services.jobs.stages.stage_weights, never backwards); a new stage is recorded in the plan's events as
     `rev{n}:{stage}` and closes the previous one with its start, end and duration (services.store.stage_events)."""
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
@@ -228,7 +228,7 @@ def _alltoall(g, link: LinkModel, sizes: list[int]) -> tuple[dict, tuple | None]
 
 
 def stage_compile(state: dict, revision_id: str) -> dict:
-    """The revision's XML: the plan's compile stage (services.jobs.compiling) on the revision's schedules, for the
+    """The revision's XML: the plan's compile stage (services.jobs.stages.compile_stage) on the revision's schedules, for the
     runtimes the plan lists; refusals are reported, not failures."""
     if state.get("stop"):
         return state
@@ -239,7 +239,7 @@ def stage_compile(state: dict, revision_id: str) -> dict:
         _advance(revision_id, stage, (progress - 0.96) / 0.03)
 
     c0, t0 = _cpu(), time.perf_counter()
-    out = compiling.stage_compile(state, plan_id, advance, prefix=state["artifact_prefix"])
+    out = compile_stage.stage_compile(state, plan_id, advance, prefix=state["artifact_prefix"])
     return {**out, "compile_s": time.perf_counter() - t0, "cpu_s": out.get("cpu_s", 0.0) + _cpu() - c0}
 
 

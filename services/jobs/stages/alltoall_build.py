@@ -1,6 +1,6 @@
 """An all-to-all schedule for a job stage (DESIGN 4.2 schedules; issue 13 item 4, issue 26 item 3): the plan's
-all-to-all stage (services.jobs.plan.alltoall, on the chosen topology) and a failure revision's schedules stage
-(services.jobs.revision, on the degraded topology) build it the same way here.
+all-to-all stage (services.jobs.kinds.plan.alltoall, on the chosen topology) and a failure revision's schedules stage
+(services.jobs.kinds.revision, on the degraded topology) build it the same way here.
 
 `build_checked` builds the time-stepped LP schedule (services.synthesis.evaluate.alltoall_schedule) and
 model-checks it again (every node ends with its block of every other node's buffer); a topology beyond the
@@ -27,7 +27,7 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.verify import ScheduleInvalid, verify
 from services.synthesis.topology.graph import Topology
 
-from ..config import get_settings
+from services.config import get_settings
 
 __all__ = ["REPORTED", "AllToAllRefused", "bracket_result", "build_checked", "built_result"]
 

@@ -1,5 +1,5 @@
 """The Pareto frontier of (N, d) on a collective's exact costs, cached in the store per (N, d, options): what
-the plan's frontier stage starts from (services.jobs.plan.select) and what GET /v1/frontiers serves.
+the plan's frontier stage starts from (services.jobs.kinds.plan.select) and what GET /v1/frontiers serves.
 """
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.finder import frontier, frontier_entry
 
-from ..config import get_settings
-from ..store import repo
-from ..store.db import session_scope
+from services.config import get_settings
+from services.store import repo
+from services.store.db import session_scope
 
 __all__ = ["frontier_entries"]
 

@@ -10,14 +10,14 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.finder import baseline_times, candidate_from_entry, frontier_entry
 
-from ...config import get_settings
-from ...store import repo
-from ...store.db import session_scope
-from ..attempts import Superseded, current_attempt, plan_request
-from ..size_sets import set_time_us
-from ..workloads import message_sizes, workload_items
-from .hybrid import hybrid_baselines_time_us
-from .training import baselines_time_us
+from services.config import get_settings
+from services.store import repo
+from services.store.db import session_scope
+from services.jobs.stages.attempts import Superseded, current_attempt, plan_request
+from services.jobs.stages.size_sets import set_time_us
+from services.jobs.requests.workloads import message_sizes, workload_items
+from services.jobs.kinds.plan.hybrid import hybrid_baselines_time_us
+from services.jobs.kinds.plan.training import baselines_time_us
 
 __all__ = ["stage_finish"]
 

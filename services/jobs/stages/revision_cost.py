@@ -1,10 +1,10 @@
 """What a link failure costs a plan (DESIGN 4.9): predicted times per collective and size from a revision's
 schedules, the workload's time at them, the naive fallback (a ring over the surviving links), and the
-all-to-all's time per size when the plan has one (services.jobs.alltoall_build: the verified schedule's, or
+all-to-all's time per size when the plan has one (services.jobs.stages.alltoall_build: the verified schedule's, or
 without one the MCF time charged at the throughput bracket's lower end), compared before and after, and for a
 training plan the iteration on the degraded topology (`training_cost`). Used by
-a failure revision's finish stage (services.jobs.revision) and by the restored revision a completed repair
-records (services.jobs.failure_reports).
+a failure revision's finish stage (services.jobs.kinds.revision) and by the restored revision a completed repair
+records (services.jobs.requests.failure_reports).
 """
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
-from .size_sets import set_time_us
-from .training_iteration import chosen_entry, iteration_at
-from .workloads import message_sizes, workload_items
+from services.jobs.stages.size_sets import set_time_us
+from services.jobs.stages.training_iteration import chosen_entry, iteration_at
+from services.jobs.requests.workloads import message_sizes, workload_items
 
 __all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost", "failure_cost"]
 
 
 def predicted_times(req: dict, schedules: dict) -> dict:
     """Per collective and workload size, the time (us) of the schedule served at that size: the range of the
-    collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.size_sets), else its one
+    collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.stages.size_sets), else its one
     schedule. The all-to-all (its own sizes) is priced by `alltoall_us`."""
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
     return {c: {str(m): set_time_us(link, sm["by_size"], m) if sm.get("by_size")
@@ -58,7 +58,7 @@ def alltoall_us(alltoall: dict | None) -> dict[str, float]:
 def training_cost(req: dict, training: dict | None, expr: str, schedules: dict, alltoall: dict | None) -> dict | None:
     """A training plan's iteration on a revision's topology `expr` (None for a sizes workload or a hybrid one,
     whose plan has no `training` block): the plan's model, link model and best bucket
-    (services.jobs.training_iteration) with the revision's served allreduce (`schedules.allreduce`: steps, tau)
+    (services.jobs.stages.training_iteration) with the revision's served allreduce (`schedules.allreduce`: steps, tau)
     and, for a job with MoE layers, the revision's all-to-all: its verified schedule's cost, or without one its
     LP (3) throughput bracket's lower end (the time plan selection charges, `alltoall_us`). Compared with the
     plan's chosen iteration: `chosen_with_alltoall_schedule` when the plan has it (priced like the revision's,

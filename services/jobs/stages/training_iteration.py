@@ -1,8 +1,8 @@
 """A training job's iteration at given collective costs (DESIGN 4.10; paper section 8.3): the plan's model
 (`workloads.training_model(req)`), its link model (the request's alpha and bandwidth) and its best DDP bucket
 (services.synthesis.evaluate.iteration.best_bucket). Shared by the plan's all-to-all stage (the chosen entry
-re-simulated with its verified all-to-all schedule, services.jobs.plan.alltoall) and a failure revision's cost
-(the iteration on the degraded topology, services.jobs.revision_cost), so no job kind imports another.
+re-simulated with its verified all-to-all schedule, services.jobs.kinds.plan.alltoall) and a failure revision's cost
+(the iteration on the degraded topology, services.jobs.stages.revision_cost), so no job kind imports another.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fractions import Fraction
 from services.synthesis.evaluate.iteration import CollectiveCost, IterationReport, TopologyCosts, best_bucket
 from services.synthesis.schedule.cost import LinkModel
 
-from . import workloads
+from services.jobs.requests import workloads
 
 __all__ = ["chosen_entry", "iteration_at", "iteration_with_alltoall", "link_model"]
 

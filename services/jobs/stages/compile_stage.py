@@ -1,6 +1,7 @@
-"""Compiling a plan's schedules into the XML runtimes load (DESIGN 4.2 compilation stage, 4.11): at plan time
-for the runtimes the plan lists (default: the executor, with its default options), on demand in a worker for
-any other options. Every outcome is stored as a compile job (services.store.compiles): the file, or the
+"""Compiling a plan's schedules into the XML runtimes load (DESIGN 4.2 compilation stage, 4.11): the compile
+stage of a plan and of a plan revision (the runtimes the plan lists, default the executor, with their default
+options), and one file compiled for any other options (`compile_job`, what an on-demand compile job runs:
+services.jobs.kinds.compiling). Every outcome is stored as a compile job (services.store.compiles): the file, or the
 refusal with the limit it names, so the same request is answered from the store next time.
 """
 from __future__ import annotations
@@ -14,20 +15,19 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.catalog import build
 
-from ..config import get_settings
-from ..store import compiles, repo
-from ..store.db import session_scope
-from ..store.models import CompileJob
-from . import workloads
-from .attempts import claim
-from . import early_compile
-from .compile_pool import run_units
-from .file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
-from .compile_units import CompileUnit, plan_units
-from .range_files import chunk_bound, substitute
+from services.config import get_settings
+from services.store import compiles, repo
+from services.store.db import session_scope
+from services.jobs.requests import workloads
+from services.jobs.stages.attempts import claim
+from services.jobs.stages import early_compile
+from services.jobs.stages.compile_pool import run_units
+from services.jobs.stages.file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
+from services.jobs.stages.compile_units import CompileUnit, plan_units
+from services.jobs.stages.range_files import chunk_bound, substitute
 
-__all__ = ["compile_job", "compile_file", "record_outcome", "run", "stage_compile", "stage_units", "stage_compile_unit", "run_unit", "fail_unit",
-           "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
+__all__ = ["compile_job", "compile_file", "record_outcome", "stage_compile", "stage_units", "stage_compile_unit",
+           "run_unit", "fail_unit", "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
 
 log = logging.getLogger("fabricplan.compiling")
 
@@ -57,7 +57,7 @@ def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadl
     """Compile one schedule of a done plan for `options`, check the file, store it (or the refusal).
     Returns the job summary. Idempotent: a finished job is returned as it is. `guard(session)` (an outbox
     job's claim) runs before each write and raises when this delivery may no longer write. `prefix` names a
-    plan revision's schedules (`rev{n}:`, services.jobs.revision): its artifacts and its jobs carry it."""
+    plan revision's schedules (`rev{n}:`, services.jobs.kinds.revision): its artifacts and its jobs carry it."""
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
@@ -110,21 +110,6 @@ def record_outcome(plan_id: str, collective: str, options: CompileOptions, diges
         return job_summary(job)
 
 
-def run(job_id: str) -> dict:
-    """The worker's part of an on-demand compile job (services.store.jobs delivers it with an attempt)."""
-    def guard(s) -> None:
-        claim(s, job_id, "compile")
-
-    with session_scope(_url()) as s:
-        guard(s)
-        job = s.get(CompileJob, job_id)
-        plan_id, spec = job.plan_id, dict(job.spec)
-        prefix = spec.pop("prefix", "")
-        collective = job.collective.removeprefix(prefix)
-    return compile_job(plan_id, collective, CompileOptions(**spec), deadline_s=get_settings().compile_time_limit_s,
-                       guard=guard, prefix=prefix)
-
-
 def _set_schedules(s, plan_id: str, prefix: str, name: str) -> dict[str, Schedule]:
     """The other ranges' schedules of range `name`'s (`c@i`) set, named `<scheduler> (range k)`."""
     c, i = name.split("@")
@@ -146,7 +131,7 @@ def _range_sizes(sizes, row: dict) -> list[float]:
 
 
 def stage_units(state: dict, plan_id: str, prefix: str = "") -> tuple[list[CompileUnit], dict[str, str]]:
-    """The stage's compile units (services.jobs.compile_units: every collective, the all-to-all too when the
+    """The stage's compile units (services.jobs.stages.compile_units: every collective, the all-to-all too when the
     plan has that schedule, and every size range of the schedule sets) for every runtime the plan lists, and
     the ranges that have no file with the reason."""
     with session_scope(_url()) as s:
@@ -181,7 +166,7 @@ def run_unit(plan_id: str, unit: CompileUnit, deadline_s: float | None, prefix: 
 
 
 def fail_unit(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") -> None:
-    """Record that `unit`'s compile process died before it recorded an outcome (services.jobs.compile_pool)."""
+    """Record that `unit`'s compile process died before it recorded an outcome (services.jobs.stages.compile_pool)."""
     with session_scope(_url()) as s:
         job, _ = compiles.request(s, plan_id, unit.name, unit.options, prefix)
         if job.status not in ("done", "failed"):
@@ -191,11 +176,11 @@ def fail_unit(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") ->
 def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
     """The plan's compile stage: every unit (`stage_units`) with the runtime's default options (what GET
     .../schedules/{collective}?format=msccl&runtime=R[&range=i] serves), compiled in parallel in forked
-    processes within the memory budget (services.jobs.compile_pool). A runtime that cannot take a schedule
+    processes within the memory budget (services.jobs.stages.compile_pool). A runtime that cannot take a schedule
     does not fail the plan, nor does a compile process that dies: the file's refusal or failure is reported
     with its reason. The main files an embedded plan compiled while its schedules were checked
-    (services.jobs.early_compile) are recorded here, not compiled again. A plan revision's compile stage
-    (services.jobs.revision) is the same with its artifact prefix and `advance` of the revision."""
+    (services.jobs.stages.early_compile) are recorded here, not compiled again. A plan revision's compile stage
+    (services.jobs.kinds.revision) is the same with its artifact prefix and `advance` of the revision."""
     early = None if prefix else early_compile.take(plan_id)
     if state.get("stop"):
         if early is not None:
@@ -216,7 +201,7 @@ def stage_compile(state: dict, plan_id: str, advance, prefix: str = "") -> dict:
 
 
 def _record_early(plan_id: str, early, files: list[CompileUnit], advance) -> set[str]:
-    """Wait for the main files compiled while the schedules were checked (services.jobs.early_compile) and
+    """Wait for the main files compiled while the schedules were checked (services.jobs.stages.early_compile) and
     record them as the stage's compile jobs, in the stage's order (an allreduce after its phases, so a phase's
     refusal implies the allreduce's as in `run_unit`); returns the labels recorded."""
     compiled = []
@@ -267,7 +252,7 @@ def collect(state: dict, plan_id: str, units: list[CompileUnit], skipped: dict[s
     """The state with `compiled`: runtime -> collective -> the main file's summary (with `format`) and, for a
     collective with a schedule set, `by_size`: per range its window, the range's scheduler, the file's job
     summary and `xml_schedule`, the schedule the file holds (the range's own, or the substitute of a range
-    finer than a file holds: services.jobs.range_files) with its cost. (The files that failed are derived from
+    finer than a file holds: services.jobs.stages.range_files) with its cost. (The files that failed are derived from
     it where they are shown: services.api.plan_access.compile_failed.)"""
     compiled: dict = {}
     with session_scope(_url()) as s:
@@ -309,7 +294,7 @@ def _xml_schedule(row: dict, meta: dict) -> dict:
         out["substitutes"] = {"scheduler": row["scheduler"], "steps": row["steps"], "tau": row["tau"],
                               "reason": "its grid needs more chunks per shard than the file holds (max_chunks, "
                                         "int16 offsets): the file holds the fastest schedule over the range that "
-                                        "it holds exactly (services.jobs.range_files)",
+                                        "it holds exactly (services.jobs.stages.range_files)",
                               **({"worst_ratio": held["worst_ratio"]} if held else {})}
     return out
 

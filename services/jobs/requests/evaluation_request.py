@@ -1,11 +1,11 @@
-"""The request side of topology evaluations (POST /v1/topologies/evaluate; the job is services.jobs.evaluation:
+"""The request side of topology evaluations (POST /v1/topologies/evaluate; the job is services.jobs.kinds.evaluation:
 the optimal BFB schedule of one topology for one collective, model-checked, with the cost measured from the
 schedule itself).
 
 The request path sizes the expression from its tree (services.synthesis.topology.size) and refuses anything
 beyond EVALUATE_MAX_NODES or BFB's degree limit before building it; it then builds the graph only to check
 that it is a valid topology (regular, strongly connected: linear in its arcs, at most 1024 x 62 of them).
-The BFB solve and the model check run in a worker (services.jobs.evaluation) under the task time and memory
+The BFB solve and the model check run in a worker (services.jobs.kinds.evaluation) under the task time and memory
 limits. An evaluation's id is the sha256 of its canonical request, so the same request is the same
 evaluation: its stored result or its stored failure.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..store.db import insert_new
-from ..store.models import Evaluation
+from services.store.db import insert_new
+from services.store.models import Evaluation
 
 __all__ = ["EVALUATE_MAX_NODES", "WITH_ARCS_MAX_NODES", "LINK_DEFAULTS", "EdgeError", "check_edges", "prepare",
            "submit", "as_dict", "link_costs"]

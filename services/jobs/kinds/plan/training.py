@@ -16,10 +16,10 @@ from services.synthesis.evaluate.training import allreduce_cost, evaluate_traini
 from services.synthesis.evaluate.training_job import ModelSpec
 from services.synthesis.topology.catalog import build
 
-from .. import workloads
-from ..hybrid_workloads import is_hybrid
-from ..training_iteration import link_model
-from .hybrid import stage_select_hybrid
+from services.jobs.requests import workloads
+from services.jobs.requests.hybrid_workloads import is_hybrid
+from services.jobs.stages.training_iteration import link_model
+from services.jobs.kinds.plan.hybrid import stage_select_hybrid
 
 __all__ = ["allreduce_price", "baselines_time_us", "stage_select", "training_result"]
 

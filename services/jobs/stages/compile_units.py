@@ -2,7 +2,7 @@
 
 For every runtime the plan lists and every collective it has a schedule of, the main file (the schedule
 served without `range`, the runtime's default options) and, for the allgather, reduce-scatter and allreduce,
-one file per size range of the collective's schedule set (`schedules.<c>.by_size`, services.jobs.size_sets):
+one file per size range of the collective's schedule set (`schedules.<c>.by_size`, services.jobs.stages.size_sets):
 range i compiles the artifact `<prefix>schedule:<c>@<i>` with minBytes/maxBytes set to the range's window
 (services.compiler.size_sets.size_windows: what the runtime selects a file by), so the files of one set
 tile the sizes. A unit's `name` is its compile job's collective (`c` or `c@i`, services.store.compiles).
@@ -14,7 +14,7 @@ Exceptions, each reported, never compiled twice:
 - microsoft/msccl (legacy) files end at its finite maxBytes: ranges above it have no file (`size_windows`).
 
 `estimated_bytes` is what one compile of the unit may hold at its peak (`estimate_bytes`), the number the
-stage's memory budget is counted in (services.jobs.compile_pool).
+stage's memory budget is counted in (services.jobs.stages.compile_pool).
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def is_alias(collective: str, by_size: list[dict], range_digest: str | None, mai
 def plan_units(runtimes, collectives, by_size: dict[str, list[dict]], digests: dict[str, str],
                blob_bytes: dict[str, int]) -> tuple[list[CompileUnit], dict[str, str]]:
     """(units, skipped): every file of the stage in the order to compile them (main files, then ranges;
-    allreduces last, so their phases' refusals are known first: services.jobs.compiling), and why a range
+    allreduces last, so their phases' refusals are known first: services.jobs.stages.compile_stage), and why a range
     has no file (`runtime:c@i` -> reason). `digests` / `blob_bytes`: artifact name (`c`, `c@i`) -> the
     stored schedule's digest / size."""
     units: list[CompileUnit] = []

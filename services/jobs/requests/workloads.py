@@ -12,7 +12,7 @@ from services.synthesis.evaluate.training_job import (DEFAULT_BUCKETS_BYTES, Dev
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.finder import WorkloadItem
 
-from .hybrid_workloads import check_hybrid, hybrid_alltoall_sizes, hybrid_message_sizes, is_hybrid
+from services.jobs.requests.hybrid_workloads import check_hybrid, hybrid_alltoall_sizes, hybrid_message_sizes, is_hybrid
 
 __all__ = ["MAX_ALLTOALL_SIZES", "TRAINING_MAX_NODES", "WorkloadInputError", "alltoall_sizes", "check_training",
            "has_alltoall", "is_training", "message_sizes", "training_model", "workload_items"]

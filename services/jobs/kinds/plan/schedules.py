@@ -1,8 +1,8 @@
 """The plan's schedules stage (DESIGN 4.2): the selected topology's allgather, reduce-scatter and allreduce
 schedules (one BFB solve, or receiver blocks solved in parallel tasks and merged), each model-checked against
-the cost the frontier priced it at and stored with its link loads and the topology (services.jobs.artifacts).
+the cost the frontier priced it at and stored with its link loads and the topology (services.jobs.stages.artifacts).
 Embedded, the main XML files start compiling from the schedules once they are built, while they are checked
-and stored (services.jobs.early_compile); a schedule that fails stops them.
+and stored (services.jobs.stages.early_compile); a schedule that fails stops them.
 The all-to-all schedule is the next stage (alltoall).
 """
 from __future__ import annotations
@@ -19,13 +19,13 @@ from services.synthesis.schedule.verify import verify, verify_allreduce_phases
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
 from services.synthesis.topology.catalog import build
 
-from ...config import get_settings
-from ...store import repo
-from ...store.db import session_scope
-from ..artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts, topology_graphml,
-                         topology_json)
-from .. import early_compile, size_sets
-from ..attempts import advance, claim, current_attempt, plan_request, weighted
+from services.config import get_settings
+from services.store import repo
+from services.store.db import session_scope
+from services.jobs.stages.artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts,
+                                            topology_graphml, topology_json)
+from services.jobs.stages import early_compile, size_sets
+from services.jobs.stages.attempts import advance, claim, current_attempt, plan_request, weighted
 
 __all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
 
@@ -100,7 +100,7 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
     encode = size_sets.encoder()            # the sets' ranges are mostly these schedules: each encoded once
     blobs = {c: encode(sched) for c, sched in schedules.items()}
-    if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.early_compile)
+    if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.stages.early_compile)
         early_compile.start_plan(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
                                  {c.value: len(b) for c, b in blobs.items()}, topo)
     try:

@@ -1,6 +1,6 @@
 """Compile units run in forked processes, in parallel within a memory budget (issue 25).
 
-Each unit (services.jobs.compile_units) is compiled in a process forked from the caller (the embedded
+Each unit (services.jobs.stages.compile_units) is compiled in a process forked from the caller (the embedded
 worker's job process, or a Celery pool process), so the libraries and compiled kernels are there at once and
 a compile that is killed takes only its own process: the unit's file fails with the reason and the others
 go on. At most `processes` run at once, and the estimated peak bytes of the units running add up to at most
@@ -9,11 +9,11 @@ budget (RLIMIT_AS: an allocation beyond it is a MemoryError, which the compile j
 a process still running `time_limit_s` after its start is killed (SIGKILL) and its file failed with that
 reason.
 
-`run_one(unit)` runs in the child and records the unit's outcome itself (services.jobs.compiling.compile_job
+`run_one(unit)` runs in the child and records the unit's outcome itself (services.jobs.stages.compile_stage.compile_job
 stores the file or the refusal); `fail_one(unit, reason)` runs in the parent for a child that died or was
 killed before it recorded anything (a recorded outcome is kept: compile jobs are written once). With
 `collect`, what `run_one` returns travels back instead (pickled to a file of the parent's, read once the child
-exited normally) and `collect(unit, value)` runs in the parent (services.jobs.early_compile: the outcome is
+exited normally) and `collect(unit, value)` runs in the parent (services.jobs.stages.early_compile: the outcome is
 recorded only once the schedule it compiled is verified).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 from services.runtime import apply_memory_limit
 from services.store.db import forget_inherited_engines
 
-from .compile_units import CompileUnit
+from services.jobs.stages.compile_units import CompileUnit
 
 __all__ = ["run_units", "exit_reason"]
 

@@ -14,7 +14,7 @@ from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
-from ..hybrid_workloads import hybrid_job
+from services.jobs.requests.hybrid_workloads import hybrid_job
 
 __all__ = ["hybrid_baselines_time_us", "stage_select_hybrid"]
 

@@ -15,7 +15,7 @@ the compiled message tables, dependency pass and deadlock proof (issue 25), one 
     512     1.14     0.32    0.11     1.26                 2.99 s
     1024    2.46-2.64  1.43-1.52  0.23-0.36  4.48-4.51     8.8-9.3 s
 
-A plan's main files compile while its schedules are checked and stored (services.jobs.early_compile), so its
+A plan's main files compile while its schedules are checked and stored (services.jobs.stages.early_compile), so its
 compile stage waits only for the rest: 1.5 s a file at N = 1024. A revision compiles after its schedules
 (`python -m bench.failures --service --nodes 1024`, quiet: schedules and model check 2.5-2.6 s, of which about
 0.6 s the check; the XML 9.8-10.3 s for three files on two processes, 3.3 s a file): its own figures are

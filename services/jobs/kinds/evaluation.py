@@ -1,4 +1,4 @@
-"""The evaluation job (POST /v1/topologies/evaluate; the request side is services.jobs.evaluation_request): the
+"""The evaluation job (POST /v1/topologies/evaluate; the request side is services.jobs.requests.evaluation_request): the
 optimal BFB schedule of one topology for one collective, model-checked, with the cost measured from the
 schedule itself, or on priced links the fastest verified schedule of BFB and the greedy scheduler. It runs in
 a worker (`run`) under the task time and memory limits.
@@ -14,13 +14,13 @@ from services.synthesis.schedule.report import schedule_summary
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
-from ..config import get_settings
-from ..store import notify
-from ..store.db import session_scope
-from ..store.models import Evaluation, utcnow
-from .artifacts import topology_facts, topology_json
-from .attempts import claim
-from .evaluation_request import WITH_ARCS_MAX_NODES, link_costs
+from services.config import get_settings
+from services.store import notify
+from services.store.db import session_scope
+from services.store.models import Evaluation, utcnow
+from services.jobs.stages.artifacts import topology_facts, topology_json
+from services.jobs.stages.attempts import claim
+from services.jobs.requests.evaluation_request import WITH_ARCS_MAX_NODES, link_costs
 
 __all__ = ["run"]
 

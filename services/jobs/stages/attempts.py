@@ -1,6 +1,6 @@
 """What every job kind shares (DESIGN 4.2; the outbox and its attempts: services.store.jobs): the delivery
 attempt a task runs, claiming the job's row for it, progress (the plan's stage, fraction and message) and
-failing a job with a reason. It imports no stage: the job kinds (services.jobs.plan, evaluation, compiling,
+failing a job with a reason. It imports no stage: the job kinds (services.jobs.kinds.plan, evaluation, compiling,
 revision) import it.
 
 A task runs for one delivery attempt of its job (`attempt_of`); every write first claims the job's row for
@@ -12,12 +12,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from ..config import get_settings
-from ..store import compiles, fabrics, jobs, notify, repo, stage_events
-from ..store.db import session_scope
-from ..store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
-from .stage_weights import plan_progress
-from .workloads import has_alltoall
+from services.config import get_settings
+from services.store import compiles, fabrics, jobs, notify, repo, stage_events
+from services.store.db import session_scope
+from services.store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
+from services.jobs.stages.stage_weights import plan_progress
+from services.jobs.requests.workloads import has_alltoall
 
 __all__ = ["PlanInputError", "Superseded", "attempt_of", "current_attempt", "claim", "plan_request", "advance",
            "weighted", "fail", "fail_plan"]
@@ -68,7 +68,7 @@ def plan_request(plan_id: str) -> dict:
 
 
 def weighted(plan: Plan | None, stage: str, progress: float) -> float:
-    """The plan's progress at the point `progress` of its stage's band (services.jobs.stage_weights)."""
+    """The plan's progress at the point `progress` of its stage's band (services.jobs.stages.stage_weights)."""
     if plan is None:
         return progress
     req = dict(plan.request or {})

@@ -1,6 +1,6 @@
 """Plan revisions on the request side (DESIGN 4.9; issue 14): failure reports that queue a revision, faulty
 panel ports, the restored revision after a repair, and finding revisions. The revision job itself (repair ->
-schedules -> compile -> finish) is services.jobs.revision; how the API shows revisions is
+schedules -> compile -> finish) is services.jobs.kinds.revision; how the API shows revisions is
 services.api.revision_views.
 
 A plan's topology, schedules and artifacts belong to a revision. Revision 0 is the plan as it was made; every
@@ -24,10 +24,10 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from ..store import notify, repo
-from ..store.db import write_lock
-from ..store.models import PanelConfig, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
-from .revision_cost import failure_cost, workload_us
+from services.store import notify, repo
+from services.store.db import write_lock
+from services.store.models import PanelConfig, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
+from services.jobs.stages.revision_cost import failure_cost, workload_us
 
 __all__ = ["RevisionError", "RevisionConflict", "MAX_FAILED_LINKS", "report_failures", "record_faults",
            "clear_faults", "failure_matcher", "panel_failures", "repairs_applied", "latest", "current",
@@ -319,7 +319,7 @@ def artifact_link(s, plan: Plan, number: int, name: str):
     if rev is None or rev.status == "failed":
         return rev, None
     # a running revision's verified schedules and topology are served as soon as its schedules stage stored them
-    # (services.jobs.revision: the prefix is rev{n}:), before its XML
+    # (services.jobs.kinds.revision: the prefix is rev{n}:), before its XML
     prefix = rev.result["artifact_prefix"] if rev.status == "done" else f"rev{rev.number}:"
     return rev, repo.plan_artifact(s, plan.id, prefix + name)
 

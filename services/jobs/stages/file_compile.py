@@ -1,5 +1,5 @@
 """One XML file compiled, checked and stored (DESIGN 4.11), apart from recording it: what a plan's compile job
-(services.jobs.compiling) and a plan's early compile (services.jobs.early_compile) both run in a compile
+(services.jobs.stages.compile_stage) and a plan's early compile (services.jobs.stages.early_compile) both run in a compile
 process, and the fit search budget of one file of the compile stage.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from services.compiler.nccl_xml import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 
-from ..config import get_settings
-from ..store import repo
-from ..store.db import session_scope
+from services.config import get_settings
+from services.store import repo
+from services.store.db import session_scope
 
 __all__ = ["DEFAULT_RUNTIMES", "ONECCL_SIMULATE_MAX", "compile_file", "unit_deadline"]
 
@@ -37,7 +37,7 @@ def compile_file(plan_id: str, collective: str, sched: Schedule, topology, optio
                  t0: float | None = None) -> tuple[str | None, dict, str | None]:
     """Compile `sched` for `options`, check the file and store its bytes (a content-addressed blob, served only
     once a compile job names it): (digest, meta, None), or (None, meta, reason) for a refusal or a failure.
-    `compile_job` records the outcome; a plan's early compile (services.jobs.early_compile) records it once the
+    `compile_job` records the outcome; a plan's early compile (services.jobs.stages.early_compile) records it once the
     schedule is verified."""
     t0 = time.perf_counter() if t0 is None else t0
     meta: dict | None = None

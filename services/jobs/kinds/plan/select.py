@@ -8,10 +8,10 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.search.finder import candidate_from_entry, select
 from services.synthesis.topology.catalog import build
 
-from ..attempts import advance, plan_request
-from ..frontiers import frontier_entries
-from ..workloads import is_training, workload_items
-from .training import stage_select as select_for_training
+from services.jobs.stages.attempts import advance, plan_request
+from services.jobs.stages.frontiers import frontier_entries
+from services.jobs.requests.workloads import is_training, workload_items
+from services.jobs.kinds.plan.training import stage_select as select_for_training
 
 __all__ = ["stage_frontier", "stage_select"]
 

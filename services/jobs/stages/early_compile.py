@@ -1,14 +1,14 @@
 """A plan's main XML files compiled while its schedules are model-checked and stored (issue 25: the embedded
 deployment's pipeline).
 
-Once the schedules stage (services.jobs.plan.schedules) has built the allgather, reduce-scatter and allreduce
+Once the schedules stage (services.jobs.kinds.plan.schedules) has built the allgather, reduce-scatter and allreduce
 schedules, `start` compiles every main file (each runtime the plan lists, with its default options: the units
-services.jobs.compile_units names `c`) in forked processes (services.jobs.compile_pool: the stage's process
+services.jobs.stages.compile_units names `c`) in forked processes (services.jobs.stages.compile_pool: the stage's process
 count and memory budget, the largest schedule first) from the schedules in memory, while the stage model-checks
 and stores them. A child stores only the XML bytes (a content-addressed blob that nothing names yet:
-services.jobs.file_compile) and hands its outcome back; nothing is recorded before the compile stage
+services.jobs.stages.file_compile) and hands its outcome back; nothing is recorded before the compile stage
 `take`s the outcomes, after the schedules passed the model checker and were attached, and records them as the
-compile jobs the plan serves (services.jobs.compiling.stage_compile). A schedule that fails the model checker,
+compile jobs the plan serves (services.jobs.stages.compile_stage.stage_compile). A schedule that fails the model checker,
 or a stage that raises, stops them (`cancel`): no compile job ever names their files.
 
 The pool runs in a launcher process forked at `start` from the stage's own thread, between its transactions: a
@@ -40,11 +40,11 @@ from services.store.db import forget_inherited_engines
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 
-from ..config import get_settings
-from . import workloads
-from .compile_pool import run_units
-from .compile_units import CompileUnit, estimate_bytes
-from .file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
+from services.config import get_settings
+from services.jobs.requests import workloads
+from services.jobs.stages.compile_pool import run_units
+from services.jobs.stages.compile_units import CompileUnit, estimate_bytes
+from services.jobs.stages.file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
 
 __all__ = ["Outcome", "EarlyCompiles", "start", "start_plan", "take", "cancel"]
 
@@ -133,7 +133,7 @@ def start(plan_id: str, runtimes: list[str], schedules: dict[str, Schedule], blo
 def start_plan(plan_id: str, req: dict, schedules: dict[str, Schedule], blob_bytes: dict[str, int],
                topology) -> EarlyCompiles:
     """`start` for a plan's main files: every runtime the plan lists, the default options, the sizes and fit
-    search budget its compile jobs give them (services.jobs.compiling.compile_job)."""
+    search budget its compile jobs give them (services.jobs.stages.compile_stage.compile_job)."""
     runtimes = list(req.get("runtimes") or DEFAULT_RUNTIMES)
     deadline = unit_deadline(len(runtimes))
     lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])

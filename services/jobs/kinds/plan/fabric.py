@@ -8,10 +8,10 @@ from sqlalchemy.exc import IntegrityError
 from services.fabric import FabricError
 from services.synthesis.topology.catalog import build
 
-from ...config import get_settings
-from ...store import fabrics
-from ...store.db import session_scope
-from ..attempts import PlanInputError, advance, claim, plan_request
+from services.config import get_settings
+from services.store import fabrics
+from services.store.db import session_scope
+from services.jobs.stages.attempts import PlanInputError, advance, claim, plan_request
 
 __all__ = ["stage_fabric"]
 
