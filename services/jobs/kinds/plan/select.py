@@ -1,12 +1,12 @@
 """The plan's frontier and selection stages (DESIGN 4.2): the Pareto frontier of every collective kind in the
-workload (services.jobs.frontiers, cached), then the entry with the smallest workload time: the sizes form's
-collectives with the all-to-all share priced by MCF throughput, or a training job's iteration (training).
+workload (services.jobs.stages.frontiers, cached), then the entry with the smallest workload time: the sizes form's
+collectives with the all-to-all share priced by MCF throughput (services.synthesis.evaluate.workload_selection), or a training job's iteration (training).
 """
 from __future__ import annotations
 
+from services.synthesis.evaluate.workload_selection import select_workload
 from services.synthesis.schedule.cost import LinkModel
-from services.synthesis.search.finder import candidate_from_entry, select
-from services.synthesis.topology.catalog import build
+from services.synthesis.search.finder import candidate_from_entry
 
 from services.jobs.stages.attempts import advance, plan_request
 from services.jobs.stages.frontiers import frontier_entries
@@ -40,19 +40,19 @@ def stage_select(state: dict, plan_id: str) -> dict:
     if is_training(req):
         return select_for_training(state, plan_id, req, advance)
     link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    items = workload_items(req)
     cands = [candidate_from_entry(e) for e in state["frontier"]]
     w = req["workload"]
     a2a_weight, a2a_bytes = w.get("alltoall_weight") or 0.0, w.get("alltoall_bytes") or 0
-    if a2a_weight:
-        from services.synthesis.evaluate.alltoall import alltoall_throughput
 
-        advance(plan_id, "select", 0.25, "all-to-all throughput of every frontier entry (MCF)")
-        for e in state["frontier"]:
-            e.setdefault("alltoall_f", alltoall_throughput(build(e["expr"])).throughput)
-    f_of = {e["expr"]: e.get("alltoall_f") for e in state["frontier"]}
-    sel = select(cands, link, items, alltoall_bytes=a2a_bytes, alltoall_weight=a2a_weight,
-                 alltoall_f=lambda c: f_of[c.expr])
+    def measuring(count: int) -> None:
+        advance(plan_id, "select", 0.25, f"all-to-all throughput of {count} frontier entries (MCF)")
+
+    sel, f_of = select_workload(cands, link, workload_items(req), alltoall_bytes=a2a_bytes,
+                                alltoall_weight=a2a_weight, on_throughputs=measuring,
+                                throughputs={e["expr"]: e.get("alltoall_f") for e in state["frontier"]})
+    for e in state["frontier"]:
+        if e["expr"] in f_of:
+            e.setdefault("alltoall_f", f_of[e["expr"]])
     times = {c.expr: t for c, t in sel.times_s}
     for e in state["frontier"]:
         e["workload_time_us"] = times[e["expr"]] * 1e6
