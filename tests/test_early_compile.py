@@ -12,6 +12,7 @@ from services.jobs.stages import early_compile
 from services.store import compiles, repo
 from services.store.db import session_scope
 from services.synthesis.search.construct import construct_collectives
+from services.jobs.requests.plan_spec import PlanSpec
 from services.synthesis.topology.catalog import build
 
 from .conftest import MINIMAL, unique_job
@@ -39,7 +40,8 @@ def _gone(pid: int) -> bool:
 def test_outcomes_come_back_and_nothing_is_recorded(settings):
     pid, body = _plan(settings)
     scheds = _schedules("torus(4, 4)")
-    early_compile.start_plan(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build("torus(4, 4)"))
+    early_compile.start_plan(pid, PlanSpec.load(body), scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
+                             build("torus(4, 4)"))
     early = early_compile.take(pid)
     assert early is not None and early_compile.take(pid) is None       # handed over once
     arrived = []
@@ -62,7 +64,8 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
     pid, body = _plan(settings)
     expr = "line(circulant(16, 1, 4), 1)"
     scheds = _schedules(expr)
-    early_compile.start_plan(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build(expr))
+    early_compile.start_plan(pid, PlanSpec.load(body), scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
+                             build(expr))
     early = early_compile._STARTED[pid]
     time.sleep(0.3)
     t0 = time.monotonic()

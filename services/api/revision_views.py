@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from services.jobs.requests.failure_reports import current_number
 from services.store import repo
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages.compile_units import plan_units
 from services.store.models import CompileJob, Plan, PlanArtifact, PlanRevision, Repair
 
@@ -126,7 +127,7 @@ def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
     if not schedules:
         return None, None, None
     links["topology"] = f"{url}/topology"
-    runtimes = list(plan.request.get("runtimes") or ["executor"])
+    runtimes = [r.value for r in PlanSpec.load(plan.request).runtime_list]
     # by file and options: an on-demand compile of the same file with other options is another job
     jobs = {(j.collective.removeprefix(prefix), j.options): j for j in s.scalars(
         select(CompileJob).where(CompileJob.plan_id == plan.id, CompileJob.collective.like(f"{prefix}%")))}

@@ -46,7 +46,7 @@ from .msccl import XmlStep
 from .msccl_columns import (READS_SRC, WRITES_DST, too_many_channels, cnt0_warning, declares_warning,
                             hasdep_warning, max_chan_warning, validate_columns)
 from .nccl_xml import scan
-from .runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
+from .runtimes import PROFILES, RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
 from .xmlscan import BUF_NAMES, KIND_NAMES, Columns, scan_columns
 
 __all__ = ["check_msccl", "parse_msccl", "validate", "Simulator", "natural_sizes", "expected_outputs",
@@ -127,7 +127,7 @@ def runtime_of(text: str, root=None) -> str:
     """The runtime a file is meant for when the caller does not say: our header comment names it; otherwise
     coll="reduce_scatter" or a missing outofplace attribute mean microsoft/msccl, anything else the executor."""
     m = _HEADER.search(text[:2000])
-    if m and m.group(1) in ("executor", "rccl", "legacy"):
+    if m and m.group(1) in PROFILES:                       # an MSCCL runtime's name (runtimes.names)
         return m.group(1)
     if root is not None and (root.get("coll") == "reduce_scatter" or root.get("outofplace") is None):
         return "legacy"

@@ -11,6 +11,7 @@ from services.store.db import session_scope
 from services.store.models import CompileJob
 from services.jobs.stages.attempts import claim
 from services.jobs.stages.compile_stage import compile_job
+from services.jobs.stages.compile_units import CompileUnit
 
 __all__ = ["run"]
 
@@ -30,5 +31,5 @@ def run(job_id: str) -> dict:
         plan_id, spec = job.plan_id, dict(job.spec)
         prefix = spec.pop("prefix", "")
         collective = job.collective.removeprefix(prefix)
-    return compile_job(plan_id, collective, CompileOptions(**spec), deadline_s=get_settings().compile_time_limit_s,
-                       guard=guard, prefix=prefix)
+    unit = CompileUnit.of_job(collective, CompileOptions(**spec))
+    return compile_job(plan_id, unit, deadline_s=get_settings().compile_time_limit_s, guard=guard, prefix=prefix)

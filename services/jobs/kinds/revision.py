@@ -50,6 +50,7 @@ from services.jobs.stages.artifacts import link_loads_blob, topology_facts, topo
 from services.jobs.stages.attempts import claim
 from services.jobs.stages.revision_cost import failure_cost, predicted_times, training_cost, workload_us
 from services.jobs.stages.stage_weights import revision_progress
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.requests.workloads import alltoall_sizes, has_alltoall, workload_items
 
 __all__ = ["stage_repair", "stage_schedules", "stage_compile", "stage_finish", "mean_size"]
@@ -80,7 +81,7 @@ def _advance(revision_id: str, stage: str, local: float) -> None:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
         progress = max(rev.progress if rev.status == "running" else 0.0,
-                       revision_progress(dict(plan.request), stage, local, has_alltoall(plan.request)))
+                       _progress(PlanSpec.load(plan.request), stage, local))
         if stage != rev.stage:
             stage_events.record(s, plan.id, f"rev{rev.number}:{rev.stage}", f"rev{rev.number}:{stage}",
                                 status=plan.status, progress=progress, message=f"revision {rev.number}: {stage}")
@@ -129,10 +130,14 @@ def _repair(revision_id: str) -> dict:
                 "ready_estimate_s": estimate}
 
 
-def mean_size(req: dict) -> float:
+def _progress(spec: PlanSpec, stage: str, local: float) -> float:
+    return revision_progress(spec, stage, local, has_alltoall(spec))
+
+
+def mean_size(spec: PlanSpec) -> float:
     """The workload's weighted mean message size: on uniform links a schedule's workload time is
     W (steps alpha + tau Mbar / B), so the faster schedule at Mbar is the faster for the whole workload."""
-    items = workload_items(req)
+    items = workload_items(spec)
     total = sum(i.weight for i in items)
     if total > 0:
         return sum(i.size_bytes * i.weight for i in items) / total
@@ -149,19 +154,20 @@ def stage_schedules(state: dict, revision_id: str) -> dict:
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
-        req, expr, failed, number = dict(plan.request), plan.result["topology"]["expr"], list(rev.failed), rev.number
+        spec = PlanSpec.load(plan.request)
+        expr, failed, number = plan.result["topology"]["expr"], list(rev.failed), rev.number
     t0 = time.perf_counter()
-    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    link = spec.link
     # BFB's receivers split over the cores: a job process (embedded: a daemonic process; Celery: a pool child)
     # may not start a pool, so they are solved in forked children (bfb.lp.forked_blocks: N = 1024, 1.1 CPU s
     # per orientation on two cores); a vertex-transitive plan's revision solves only the receivers the failure
     # changed
     original = build(expr)
-    out = degraded_schedules(original, [tuple(f) for f in failed], link, mean_size(req),
+    out = degraded_schedules(original, [tuple(f) for f in failed], link, mean_size(spec),
                              bfb_options={"workers": default_workers()})
     g = out.topology
     sets = size_sets.revision_sets(out, original if original.translation is not None else None)
-    a2a_sizes = alltoall_sizes(req)
+    a2a_sizes = alltoall_sizes(spec)
     alltoall = a2a_blobs = None
     if a2a_sizes:
         _advance(revision_id, "alltoall", 0.0)
@@ -228,8 +234,8 @@ def _alltoall(g, link: LinkModel, sizes: list[int]) -> tuple[dict, tuple | None]
 
 
 def stage_compile(state: dict, revision_id: str) -> dict:
-    """The revision's XML: the plan's compile stage (services.jobs.stages.compile_stage) on the revision's schedules, for the
-    runtimes the plan lists; refusals are reported, not failures."""
+    """The revision's XML: the plan's compile stage (services.jobs.stages.compile_stage) on the revision's
+    schedules, for the runtimes the plan lists; refusals are reported, not failures."""
     if state.get("stop"):
         return state
     with session_scope(_url()) as s:
@@ -251,14 +257,14 @@ def stage_finish(state: dict, revision_id: str) -> dict:
     with session_scope(_url()) as s:
         rev = _claim(s, revision_id)
         plan = s.get(Plan, rev.plan_id)
-        req = dict(plan.request)
-        predicted = predicted_times(req, state["schedules"])
+        spec = PlanSpec.load(plan.request)
+        predicted = predicted_times(spec, state["schedules"])
         original = plan.result["predicted_time_us"]
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
-                  "workload_time_us": workload_us(req, predicted), "alltoall": state.get("alltoall"),
-                  "failure_cost": failure_cost(req, original, predicted, 0, plan.result.get("alltoall"),
+                  "workload_time_us": workload_us(spec, predicted), "alltoall": state.get("alltoall"),
+                  "failure_cost": failure_cost(spec, original, predicted, 0, plan.result.get("alltoall"),
                                                state.get("alltoall"),
-                                               training_cost(req, plan.result.get("training"),
+                                               training_cost(spec, plan.result.get("training"),
                                                              state["topology"]["expr"], state["schedules"],
                                                              state.get("alltoall"))),
                   "repair": state.get("repair"), "artifact_prefix": state["artifact_prefix"],

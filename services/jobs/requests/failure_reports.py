@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from services.store import notify, repo
 from services.store.db import write_lock
 from services.store.models import PanelConfig, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages.revision_cost import failure_cost, workload_us
 
 __all__ = ["RevisionError", "RevisionConflict", "MAX_FAILED_LINKS", "report_failures", "record_faults",
@@ -171,7 +172,7 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
     if not new:
         return last, False
     failed = before | set(new)
-    nodes = int(plan.request["nodes"])
+    nodes = PlanSpec.load(plan.request).nodes
     if not _strongly_connected(nodes, arcs, failed):
         raise RevisionError(("body", "links"), f"without these links the plan's topology would not be strongly "
                                                f"connected ({len(failed)} links failed in all): no schedule can run "
@@ -290,10 +291,10 @@ def _restored_result(s, plan: Plan) -> dict:
     r0 = plan.result
     last = current(s, plan.id)
     shown = last.result if last is not None and last.result else r0
-    req = dict(plan.request)
+    spec = PlanSpec.load(plan.request)
     return {"topology": r0["topology"], "schedules": r0["schedules"], "predicted_time_us": r0["predicted_time_us"],
-            "workload_time_us": workload_us(req, r0["predicted_time_us"]), "alltoall": r0.get("alltoall"),
-            "failure_cost": failure_cost(req, shown["predicted_time_us"], r0["predicted_time_us"],
+            "workload_time_us": workload_us(spec, r0["predicted_time_us"]), "alltoall": r0.get("alltoall"),
+            "failure_cost": failure_cost(spec, shown["predicted_time_us"], r0["predicted_time_us"],
                                          last.number if last else 0, shown.get("alltoall"), r0.get("alltoall")),
             "artifact_prefix": "", "seconds": 0.0}
 

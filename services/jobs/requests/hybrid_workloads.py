@@ -1,15 +1,18 @@
 """What a hybrid-parallel training workload asks for (issue 27; docs/training.md): the plan's nodes are hosts of
 `gpus_per_host` GPUs and its degree their NICs. The request's training block takes the options `fabricplan
 train` does: `model` (a catalogued transformer) or `transformer_spec` (the file form), `gpus_per_host`,
-`global_batch`, `strategy` ("auto" or "tp=..,pp=..,dp=.."), `device`. Plain functions over the stored request,
-used by the API's check before accepting a plan and by the worker's stages (`plan.hybrid` selects).
+`global_batch`, `strategy` ("auto" or "tp=..,pp=..,dp=.."), `device`. Plain functions of the typed request
+(services.jobs.requests.plan_spec.PlanSpec), used by the API's check before accepting a plan and by the worker's
+stages (`plan.hybrid` selects).
 """
 from __future__ import annotations
 
 from services.synthesis.evaluate.devices import GPU_PROFILES, gpu_profile
 from services.synthesis.evaluate.model_catalog import CATALOG
 from services.synthesis.evaluate.parallelism import Job, feasible, leanest, parse_parallelism
-from services.synthesis.evaluate.transformer import LLM_CATALOG, Transformer, TransformerModelFile
+from services.synthesis.evaluate.transformer import LLM_CATALOG, Transformer
+
+from .plan_spec import PlanSpec, TrainingWorkload
 
 __all__ = ["HYBRID_MAX_GPUS", "HybridInputError", "check_hybrid", "hybrid_alltoall_sizes", "hybrid_job",
            "hybrid_message_sizes", "is_hybrid"]
@@ -23,62 +26,62 @@ class HybridInputError(ValueError):
         super().__init__(f"{'.'.join(map(str, loc))}: {msg}")
 
 
-def _t(req: dict) -> dict:
-    return req["workload"]["training"]
+def _t(spec: PlanSpec) -> TrainingWorkload:
+    return spec.workload.training
 
 
-def is_hybrid(req: dict) -> bool:
+def is_hybrid(spec: PlanSpec) -> bool:
     """A training workload for the hybrid-parallel model: several GPUs a host, a strategy, a global batch, an
     inline transformer, or a model catalogued only as a transformer."""
-    t = (req.get("workload") or {}).get("training") or {}
-    if not t:
+    t = spec.training
+    if t is None:
         return False
-    if (t.get("gpus_per_host") or 1) > 1 or t.get("strategy") or t.get("global_batch") or t.get("transformer_spec"):
+    if t.gpus_per_host > 1 or t.strategy or t.global_batch or t.transformer_spec is not None:
         return True
-    name = (t.get("model") or "").lower()
+    name = (t.model or "").lower()
     return name in LLM_CATALOG and name not in CATALOG
 
 
-def hybrid_job(req: dict, error=HybridInputError) -> tuple[Job, dict | None]:
+def hybrid_job(spec: PlanSpec, error=HybridInputError) -> tuple[Job, dict | None]:
     """(Job, fixed strategy keys or None); `error(loc, msg)` names the field."""
-    t = _t(req)
+    t = _t(spec)
     loc = ("workload", "training")
-    if t.get("model_spec") is not None:
+    if t.model_spec is not None:
         raise error((*loc, "model_spec"), "hosts of several GPUs and strategies need a transformer (model or "
                                           "transformer_spec); per-layer models run with gpus_per_host 1")
-    if t.get("model") is not None:
-        entry = LLM_CATALOG.get(t["model"].lower())
+    if t.model is not None:
+        entry = LLM_CATALOG.get(t.model.lower())
         if entry is None:
-            raise error((*loc, "model"), f"{t['model']} is not a catalogued transformer ({', '.join(LLM_CATALOG)}); "
+            raise error((*loc, "model"), f"{t.model} is not a catalogued transformer ({', '.join(LLM_CATALOG)}); "
                                          "the per-layer models run with gpus_per_host 1")
         name, model, batch = entry.name, entry.model, entry.global_batch
     else:
-        f = TransformerModelFile.model_validate(t["transformer_spec"])
+        f = t.transformer_spec
         name, model, batch = f.name, f.transformer, f.global_batch
-    if t.get("batch") is not None:
+    if t.batch is not None:
         raise error((*loc, "batch"), "batch is per node of the one-GPU model; give global_batch")
-    batch = t.get("global_batch") or batch
+    batch = t.global_batch or batch
     if batch is None:
         raise error((*loc, "global_batch"), f"{name}: give global_batch (sequences per iteration)")
-    device = t.get("device") or "a100"
+    device = t.device or "a100"
     if not isinstance(device, str):
         raise error((*loc, "device"), f"hybrid plans take a named GPU profile ({', '.join(GPU_PROFILES)})")
     try:
         dev = gpu_profile(device)
     except ValueError as exc:
         raise error((*loc, "device"), str(exc)) from None
-    g = t.get("gpus_per_host") or 1
-    if req["nodes"] * g > HYBRID_MAX_GPUS:
-        raise error((*loc, "gpus_per_host"), f"at most {HYBRID_MAX_GPUS} GPUs in all, got {req['nodes']} x {g}")
-    strategy = t.get("strategy")
+    g = t.gpus_per_host
+    if spec.nodes * g > HYBRID_MAX_GPUS:
+        raise error((*loc, "gpus_per_host"), f"at most {HYBRID_MAX_GPUS} GPUs in all, got {spec.nodes} x {g}")
+    strategy = t.strategy
     fixed = parse_parallelism(strategy) if strategy and strategy.lower() != "auto" else None
-    return Job(model, name, batch, dev, req["nodes"], g), fixed
+    return Job(model, name, batch, dev, spec.nodes, g), fixed
 
 
-def check_hybrid(req: dict, error=HybridInputError) -> Job:
+def check_hybrid(spec: PlanSpec, error=HybridInputError) -> Job:
     """What the API checks before accepting a hybrid plan: the job builds and some strategy fits its GPUs
     (shapes, batch, memory: none of them depend on the topology; `parallelism.leanest` keeps it quick)."""
-    job, fixed = hybrid_job(req, error)
+    job, fixed = hybrid_job(spec, error)
     ok, _, tried, last = feasible(job, leanest(fixed))
     if not ok:
         raise error(("workload", "training", "strategy"),
@@ -87,16 +90,16 @@ def check_hybrid(req: dict, error=HybridInputError) -> Job:
     return job
 
 
-def hybrid_message_sizes(req: dict) -> list[int]:
+def hybrid_message_sizes(spec: PlanSpec) -> list[int]:
     """The message size a hybrid plan prices its allgather-family schedules for: the inter-host DP collective
     of a host's gradients at pp = 1 (16-bit, every dense parameter: 2 P bytes per host)."""
-    job, _ = hybrid_job(req)
+    job, _ = hybrid_job(spec)
     return [2 * job.model.dense_params]
 
 
-def hybrid_alltoall_sizes(req: dict) -> list[int]:
+def hybrid_alltoall_sizes(spec: PlanSpec) -> list[int]:
     """Bytes per host of one MoE all-to-all at tp = 1, one sequence a GPU: G x 2 s h top_k."""
-    job, _ = hybrid_job(req)
+    job, _ = hybrid_job(spec)
     m: Transformer = job.model
     if m.experts is None:
         return []

@@ -14,9 +14,9 @@ degraded topology has no free automorphism group, so one source orbit per node: 
 would take 2.6 M variables against MAX_LP_VARIABLES = 400 k) and, past it, the pipelined tree routing of LP (3)
 by column generation (beyond its transfer budget, roughly N > 400): the throughput f of LP (3) that plan
 selection prices an all-to-all with (services.synthesis.evaluate.alltoall.alltoall_throughput, auto method:
-exact LP up to 256 nodes without symmetry, column generation above), as its certified bracket [lower, upper], and the time at the
-bracket's lower end f = lower, the upper end of the time (no schedule can be faster than the MCF bound at the
-optimum, and a routing with throughput `lower` exists), so an all-to-all is never charged too little.
+exact LP up to 256 nodes without symmetry, column generation above), as its certified bracket [lower, upper], and
+the time at the bracket's lower end f = lower, the upper end of the time (no schedule can be faster than the MCF
+bound at the optimum, and a routing with throughput `lower` exists), so an all-to-all is never charged too little.
 """
 from __future__ import annotations
 

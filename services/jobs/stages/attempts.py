@@ -17,9 +17,10 @@ from services.store import compiles, fabrics, jobs, notify, repo, stage_events
 from services.store.db import session_scope
 from services.store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
 from services.jobs.stages.stage_weights import plan_progress
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.requests.workloads import has_alltoall
 
-__all__ = ["PlanInputError", "Superseded", "attempt_of", "current_attempt", "claim", "plan_request", "advance",
+__all__ = ["PlanInputError", "Superseded", "attempt_of", "current_attempt", "claim", "plan_spec", "advance",
            "weighted", "fail", "fail_plan"]
 
 
@@ -58,21 +59,22 @@ def _url() -> str:
     return get_settings().sqlalchemy_url
 
 
-def plan_request(plan_id: str) -> dict:
-    """The plan's stored request (PlanInputError when the plan does not exist)."""
+def plan_spec(plan_id: str) -> PlanSpec:
+    """The plan's request, typed: loaded once by the stage that asks (PlanInputError when the plan does not
+    exist)."""
     with session_scope(_url()) as s:
         plan = repo.get_plan(s, plan_id)
         if plan is None:
             raise PlanInputError(f"plan {plan_id} does not exist")
-        return dict(plan.request)
+        return PlanSpec.load(plan.request)
 
 
 def weighted(plan: Plan | None, stage: str, progress: float) -> float:
     """The plan's progress at the point `progress` of its stage's band (services.jobs.stages.stage_weights)."""
     if plan is None:
         return progress
-    req = dict(plan.request or {})
-    return plan_progress(req, has_alltoall(req), stage, progress)
+    spec = PlanSpec.load(plan.request)
+    return plan_progress(spec, has_alltoall(spec), stage, progress)
 
 
 def advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> None:

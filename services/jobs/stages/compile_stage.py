@@ -9,22 +9,22 @@ from __future__ import annotations
 import logging
 import time
 
-from services.compiler.api import CompileOptions, format_of
+from services.compiler.api import CompileOptions, exact_chunk_bound, format_of
 from services.compiler.lowering import chunks_per_shard
-from services.synthesis.schedule.cost import LinkModel
-from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.catalog import build
 
 from services.config import get_settings
 from services.store import compiles, repo
 from services.store.db import session_scope
 from services.jobs.requests import workloads
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages.attempts import claim
 from services.jobs.stages import early_compile
 from services.jobs.stages.compile_pool import run_units
 from services.jobs.stages.file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
 from services.jobs.stages.compile_units import CompileUnit, plan_units
-from services.jobs.stages.range_files import chunk_bound, substitute
+from services.jobs.stages.range_files import substitute
 
 __all__ = ["compile_job", "compile_file", "record_outcome", "stage_compile", "stage_units", "stage_compile_unit",
            "run_unit", "fail_unit", "collect", "unit_deadline", "job_summary", "DEFAULT_RUNTIMES"]
@@ -52,55 +52,57 @@ def job_summary(job) -> dict:
     return out
 
 
-def compile_job(plan_id: str, collective: str, options: CompileOptions, *, deadline_s: float | None = None,
-                progress=None, guard=None, prefix: str = "") -> dict:
-    """Compile one schedule of a done plan for `options`, check the file, store it (or the refusal).
+def compile_job(plan_id: str, unit: CompileUnit, *, deadline_s: float | None = None, progress=None, guard=None,
+                prefix: str = "") -> dict:
+    """Compile one file of a done plan (the typed `unit`: collective, size range, runtime and options), check
+    it, store it (or the refusal).
     Returns the job summary. Idempotent: a finished job is returned as it is. `guard(session)` (an outbox
     job's claim) runs before each write and raises when this delivery may no longer write. `prefix` names a
     plan revision's schedules (`rev{n}:`, services.jobs.kinds.revision): its artifacts and its jobs carry it."""
+    name, options = unit.name, unit.options
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
-        job, _ = compiles.request(s, plan_id, collective, options, prefix)
+        job, _ = compiles.request(s, plan_id, name, options, prefix)
         if job.status in ("done", "failed"):
             return job_summary(job)
         compiles.start(s, job)
         plan = repo.get_plan(s, plan_id)
-        link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{collective}")
+        link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{name}")
         if plan is None or link is None:
-            compiles.fail(s, job, f"plan {plan_id} has no {collective} schedule")
+            compiles.fail(s, job, f"plan {plan_id} has no {name} schedule")
             return job_summary(job)
-        req = dict(plan.request)
+        spec = PlanSpec.load(plan.request)
         data, _ = repo.get_blob(s, link.digest)
-        others = _set_schedules(s, plan_id, prefix, collective) if "@" in collective else {}
+        others = _set_schedules(s, plan_id, prefix, unit) if unit.index is not None else {}
     t0 = time.perf_counter()
     sched = Schedule.from_bytes(data)
     topology = build(sched.topology)
-    lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    sizes = workloads.alltoall_sizes(req) if collective == "alltoall" else workloads.message_sizes(req)
+    lm = spec.link
+    sizes = workloads.alltoall_sizes(spec) if unit.kind is Collective.ALLTOALL else workloads.message_sizes(spec)
     held = None
-    if "@" in collective:                   # a size range (compile_units): its ends and the workload sizes in it
+    if unit.index is not None:              # a size range (compile_units): its ends and the workload sizes in it
         row = link.meta or {}
         sizes = _range_sizes(sizes, row)
-        bound = chunk_bound(options.runtime, sched.nodes, options.max_chunks, options.instances)
-        if options.runtime != "oneccl" and chunks_per_shard(sched) > bound:
+        bound = exact_chunk_bound(options, sched.nodes)
+        if bound is not None and chunks_per_shard(sched) > bound:
             # finer than a file holds: the fittest schedule over the range that it holds exactly (range_files)
             name, sched, ratio = substitute(sched, topology, others, lm, row.get("min_bytes", 0),
                                             row.get("max_bytes"), bound)
             held = {"scheduler": name, "worst_ratio": ratio, "substitutes": row.get("scheduler")}
-    digest, meta, reason = compile_file(plan_id, collective, sched, topology, options, lm, sizes,
+    digest, meta, reason = compile_file(plan_id, name, sched, topology, options, lm, sizes,
                                         deadline_s=deadline_s, progress=progress, held=held, t0=t0)
-    return record_outcome(plan_id, collective, options, digest, meta, reason, guard=guard, prefix=prefix)
+    return record_outcome(plan_id, unit, digest, meta, reason, guard=guard, prefix=prefix)
 
 
-def record_outcome(plan_id: str, collective: str, options: CompileOptions, digest: str | None, meta: dict,
-                   reason: str | None, *, guard=None, prefix: str = "") -> dict:
-    """The compile job of `prefix + collective` for `options` finished with the file `digest` (or failed with
+def record_outcome(plan_id: str, unit: CompileUnit, digest: str | None, meta: dict, reason: str | None, *,
+                   guard=None, prefix: str = "") -> dict:
+    """The compile job of `unit` (of `prefix` + its name) finished with the file `digest` (or failed with
     `reason`), unless it already finished (compile jobs are written once). Returns the job summary."""
     with session_scope(_url()) as s:
         if guard is not None:
             guard(s)
-        job, _ = compiles.request(s, plan_id, collective, options, prefix)
+        job, _ = compiles.request(s, plan_id, unit.name, unit.options, prefix)
         if job.status in ("done", "failed"):
             return job_summary(job)
         if digest is not None:
@@ -110,12 +112,12 @@ def record_outcome(plan_id: str, collective: str, options: CompileOptions, diges
         return job_summary(job)
 
 
-def _set_schedules(s, plan_id: str, prefix: str, name: str) -> dict[str, Schedule]:
-    """The other ranges' schedules of range `name`'s (`c@i`) set, named `<scheduler> (range k)`."""
-    c, i = name.split("@")
+def _set_schedules(s, plan_id: str, prefix: str, unit: CompileUnit) -> dict[str, Schedule]:
+    """The other ranges' schedules of the set of the range `unit` is, named `<scheduler> (range k)`."""
+    c, i = unit.collective, unit.index
     out, k = {}, 0
     while (link := repo.plan_artifact(s, plan_id, f"{prefix}schedule:{c}@{k}")) is not None:
-        if k != int(i):
+        if k != i:
             named = f"{(link.meta or {}).get('scheduler')} (range {k})"
             out[named] = Schedule.from_bytes(repo.get_blob(s, link.digest)[0])
         k += 1
@@ -136,10 +138,10 @@ def stage_units(state: dict, plan_id: str, prefix: str = "") -> tuple[list[Compi
     the ranges that have no file with the reason."""
     with session_scope(_url()) as s:
         plan = repo.get_plan(s, plan_id)
-        runtimes = list((plan.request if plan else {}).get("runtimes") or DEFAULT_RUNTIMES)
+        runtimes = [r.value for r in PlanSpec.load(plan.request).runtime_list] if plan else list(DEFAULT_RUNTIMES)
         schedules = state.get("schedules") or {}
-        collectives = [c.value for c in (Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE)]
-        if "alltoall" in schedules:                         # the plan built one (plan.alltoall)
+        collectives = [c.value for c in ALLGATHER_FAMILY]
+        if Collective.ALLTOALL.value in schedules:          # the plan built one (plan.alltoall)
             collectives.append(Collective.ALLTOALL.value)
         by_size = {c: (schedules.get(c) or {}).get("by_size") or [] for c in collectives}
         digests, sizes = {}, {}
@@ -159,10 +161,10 @@ def run_unit(plan_id: str, unit: CompileUnit, deadline_s: float | None, prefix: 
     if unit.alias:
         return {}
     implied = (_implied_refusal(plan_id, unit.options.key(), prefix)
-               if unit.collective == "allreduce" and unit.index is None else None)
+               if unit.collective == Collective.ALLREDUCE and unit.index is None else None)
     if implied is not None:             # an allreduce runs both phases' messages on the same budget
-        return refuse(plan_id, unit.name, unit.options, implied, prefix)
-    return compile_job(plan_id, unit.name, unit.options, deadline_s=deadline_s, prefix=prefix, progress=progress)
+        return refuse(plan_id, unit, implied, prefix)
+    return compile_job(plan_id, unit, deadline_s=deadline_s, prefix=prefix, progress=progress)
 
 
 def fail_unit(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") -> None:
@@ -217,11 +219,11 @@ def _record_early(plan_id: str, early, files: list[CompileUnit], advance) -> set
         o = outcomes.get(u.label)
         if o is None or u.index is not None or u.alias:
             continue                                    # compiled here (a process that died: once more)
-        implied = (_implied_refusal(plan_id, u.options.key()) if u.collective == "allreduce" else None)
+        implied = (_implied_refusal(plan_id, u.options.key()) if u.collective == Collective.ALLREDUCE else None)
         if implied is not None:
-            refuse(plan_id, u.name, u.options, implied)
+            refuse(plan_id, u, implied)
         else:
-            record_outcome(plan_id, u.name, u.options, o.digest, o.meta, o.reason)
+            record_outcome(plan_id, u, o.digest, o.meta, o.reason)
         recorded.add(u.label)
     return recorded
 
@@ -231,7 +233,7 @@ def stage_compile_unit(plan_id: str, unit: CompileUnit, total: int, advance) -> 
     process (a killed compile fails only this file), then the plan's progress by the files finished."""
     with session_scope(_url()) as s:
         claim(s, plan_id)
-        runtimes = len((repo.get_plan(s, plan_id).request or {}).get("runtimes") or DEFAULT_RUNTIMES)
+        runtimes = len(PlanSpec.load(repo.get_plan(s, plan_id).request).runtime_list)
     st = get_settings()
     run_units([unit], lambda u: run_unit(plan_id, u, unit_deadline(runtimes)),
               lambda u, why: fail_unit(plan_id, u, why), processes=1, budget_bytes=st.compile_memory_budget_bytes,
@@ -308,7 +310,7 @@ _MONOTONE = {"max_parser_nodes", "max_children", "max_offset", "max_steps", "max
 
 def _implied_refusal(plan_id: str, options_key: str, prefix: str = "") -> str | None:
     grid = None
-    for c in ("allgather", "reducescatter"):
+    for c in (Collective.ALLGATHER.value, Collective.REDUCESCATTER.value):
         with session_scope(_url()) as s:
             job = compiles.get(s, plan_id, prefix + c, options_key)
             if job is None or job.status != "failed":
@@ -323,11 +325,11 @@ def _implied_refusal(plan_id: str, options_key: str, prefix: str = "") -> str | 
     return None
 
 
-def refuse(plan_id: str, collective: str, options: CompileOptions, reason: str, prefix: str = "") -> dict:
-    """Record a refusal known without compiling."""
+def refuse(plan_id: str, unit: CompileUnit, reason: str, prefix: str = "") -> dict:
+    """Record a refusal of `unit` known without compiling."""
     limit = next((x for x in sorted(_MONOTONE) if x in reason), "fit")
     with session_scope(_url()) as s:
-        job, _ = compiles.request(s, plan_id, collective, options, prefix)
+        job, _ = compiles.request(s, plan_id, unit.name, unit.options, prefix)
         if job.status in ("queued", "running"):
             compiles.fail(s, job, reason, {"limit": limit, "implied": True})
         return job_summary(job)

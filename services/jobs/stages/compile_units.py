@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from services.compiler.api import CompileOptions
 from services.compiler.canonical import canonical_options
 from services.compiler.errors import CompileError
+from services.compiler.runtimes.names import Format, Runtime
 from services.compiler.size_sets import size_windows
+from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 
-__all__ = ["CompileUnit", "plan_units", "range_options", "is_alias", "estimate_bytes", "SET_COLLECTIVES",
+__all__ = ["CompileUnit", "plan_units", "range_unit", "range_options", "is_alias", "estimate_bytes", "SET_COLLECTIVES",
            "COMPILE_BYTES_PER_SCHEDULE_BYTE", "COMPILE_BASE_BYTES", "COMPILE_MAX_BYTES"]
 
-SET_COLLECTIVES = ("allgather", "reducescatter", "allreduce")
+SET_COLLECTIVES = tuple(c.value for c in ALLGATHER_FAMILY)     # the collectives with schedule sets by size
 # peak bytes a compile adds: a floor plus so much per byte of the stored schedule blob. Measured (peak RSS growth
 # of an executor compile in a forked process, construction schedules, loaded machine): torus(4, 4) allgather
 # 85 MiB for a 2.5 kB blob, genkautz(4, 64) 116 MiB for 3.9 kB, line(circulant(16, 1, 4), 1) allreduce 120
@@ -46,8 +48,11 @@ COMPILE_MAX_BYTES = 2 << 30
 
 @dataclass(frozen=True)
 class CompileUnit:
-    """One file of the compile stage: `collective` (range `index` of its set, or None for the main file)
-    compiled for `options`."""
+    """One XML file, typed: `collective` (range `index` of its set, or None for the main file) compiled for
+    `options` (their runtime is `runtime`; a range's options carry its minBytes/maxBytes window). What a plan's
+    or revision's compile stage (`plan_units`), its early compile and an on-demand compile job (`of_job`) all
+    hand to services.jobs.stages.compile_stage.compile_job. `runtime` and `collective` are the names of
+    `Runtime` and `Collective` members (`target`, `kind`)."""
 
     runtime: str
     collective: str
@@ -66,6 +71,22 @@ class CompileUnit:
     @property
     def label(self) -> str:
         return f"{self.runtime}:{self.name}"
+
+    @property
+    def kind(self) -> Collective:
+        return Collective(self.collective)
+
+    @property
+    def target(self) -> Runtime:
+        return Runtime(self.runtime)
+
+    @classmethod
+    def of_job(cls, name: str, options: CompileOptions) -> CompileUnit:
+        """The unit of a compile job's collective `name` (`c`, or `c@i` for range i) and its options (an
+        on-demand compile: services.jobs.kinds.compiling)."""
+        collective, _, index = name.partition("@")
+        return cls(Runtime(options.runtime).value, Collective(collective).value, int(index) if index else None,
+                   options)
 
     def as_dict(self) -> dict:
         return {"runtime": self.runtime, "collective": self.collective, "index": self.index,
@@ -108,6 +129,20 @@ def is_alias(collective: str, by_size: list[dict], range_digest: str | None, mai
             and canonical_options(options, collective).key() == canonical_options(main_options, collective).key())
 
 
+def range_unit(collective: str, index: int, options: CompileOptions, by_size: list[dict], range_digest: str | None,
+               main_digest: str | None) -> CompileUnit:
+    """The file of size range `index` of `collective`'s set (`by_size`: its rows) for `options`, resolved in
+    one place for the compile stage and the API: the range's minBytes/maxBytes window (`range_options`:
+    CompileError when the runtime has none for it, IndexError without the range), the options in canonical
+    form (every spelling of the same file is one compile job: services.compiler.canonical), and whether the
+    file is the main one (`is_alias`)."""
+    opts = canonical_options(range_options(options, by_size, index), collective)
+    alias = is_alias(collective, by_size, range_digest, main_digest, opts, options)
+    row = by_size[index]
+    return CompileUnit(Runtime(options.runtime).value, Collective(collective).value, index, opts, row["min_bytes"],
+                       row["max_bytes"], alias)
+
+
 def plan_units(runtimes, collectives, by_size: dict[str, list[dict]], digests: dict[str, str],
                blob_bytes: dict[str, int]) -> tuple[list[CompileUnit], dict[str, str]]:
     """(units, skipped): every file of the stage in the order to compile them (main files, then ranges;
@@ -116,7 +151,7 @@ def plan_units(runtimes, collectives, by_size: dict[str, list[dict]], digests: d
     stored schedule's digest / size."""
     units: list[CompileUnit] = []
     skipped: dict[str, str] = {}
-    order = sorted(collectives, key=lambda c: c == "allreduce")
+    order = sorted(collectives, key=lambda c: c == Collective.ALLREDUCE)
     for runtime in runtimes:
         main = CompileOptions(runtime)
         for c in order:
@@ -127,18 +162,16 @@ def plan_units(runtimes, collectives, by_size: dict[str, list[dict]], digests: d
             rows = by_size.get(c) or []
             if c not in SET_COLLECTIVES or not rows:
                 continue
-            if runtime == "oneccl":
+            if Runtime(runtime).format is Format.ONECCL:
                 skipped[f"{runtime}:{c}"] = ("oneCCL files have no minBytes/maxBytes window: the set is not "
                                              "selectable by size there (the main file is compiled)")
                 continue
-            for i, row in enumerate(rows):
+            for i in range(len(rows)):
                 name = f"{c}@{i}"
                 try:
-                    opts = canonical_options(range_options(main, rows, i), c)     # the API's key for the file
+                    unit = range_unit(c, i, main, rows, digests.get(name), digests.get(c))   # as the API's
                 except CompileError as exc:
                     skipped[f"{runtime}:{name}"] = str(exc)
                     continue
-                alias = is_alias(c, rows, digests.get(name), digests.get(c), opts, main)
-                units.append(CompileUnit(runtime, c, i, opts, row["min_bytes"], row["max_bytes"], alias,
-                                         estimate_bytes(blob_bytes.get(name, 0))))
+                units.append(dataclasses.replace(unit, estimated_bytes=estimate_bytes(blob_bytes.get(name, 0))))
     return units, skipped

@@ -3,13 +3,13 @@ deployment's pipeline).
 
 Once the schedules stage (services.jobs.kinds.plan.schedules) has built the allgather, reduce-scatter and allreduce
 schedules, `start` compiles every main file (each runtime the plan lists, with its default options: the units
-services.jobs.stages.compile_units names `c`) in forked processes (services.jobs.stages.compile_pool: the stage's process
-count and memory budget, the largest schedule first) from the schedules in memory, while the stage model-checks
-and stores them. A child stores only the XML bytes (a content-addressed blob that nothing names yet:
-services.jobs.stages.file_compile) and hands its outcome back; nothing is recorded before the compile stage
-`take`s the outcomes, after the schedules passed the model checker and were attached, and records them as the
-compile jobs the plan serves (services.jobs.stages.compile_stage.stage_compile). A schedule that fails the model checker,
-or a stage that raises, stops them (`cancel`): no compile job ever names their files.
+services.jobs.stages.compile_units names `c`) in forked processes (services.jobs.stages.compile_pool: the stage's
+process count and memory budget, the largest schedule first) from the schedules in memory, while the stage
+model-checks and stores them. A child stores only the XML bytes (a content-addressed blob that nothing names yet:
+services.jobs.stages.file_compile) and hands its outcome back; nothing is recorded before the compile stage `take`s
+the outcomes, after the schedules passed the model checker and were attached, and records them as the compile jobs
+the plan serves (services.jobs.stages.compile_stage.stage_compile). A schedule that fails the model checker, or a
+stage that raises, stops them (`cancel`): no compile job ever names their files.
 
 The pool runs in a launcher process forked at `start` from the stage's own thread, between its transactions: a
 process forked while another thread of its parent holds an SQLite transaction inherits that connection's lock
@@ -37,14 +37,14 @@ from multiprocessing.connection import Connection
 
 from services.compiler.api import CompileOptions
 from services.store.db import forget_inherited_engines
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 
 from services.config import get_settings
 from services.jobs.requests import workloads
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages.compile_pool import run_units
 from services.jobs.stages.compile_units import CompileUnit, estimate_bytes
-from services.jobs.stages.file_compile import DEFAULT_RUNTIMES, compile_file, unit_deadline
+from services.jobs.stages.file_compile import compile_file, unit_deadline
 
 __all__ = ["Outcome", "EarlyCompiles", "start", "start_plan", "take", "cancel"]
 
@@ -130,16 +130,15 @@ def start(plan_id: str, runtimes: list[str], schedules: dict[str, Schedule], blo
     return early
 
 
-def start_plan(plan_id: str, req: dict, schedules: dict[str, Schedule], blob_bytes: dict[str, int],
+def start_plan(plan_id: str, spec: PlanSpec, schedules: dict[str, Schedule], blob_bytes: dict[str, int],
                topology) -> EarlyCompiles:
     """`start` for a plan's main files: every runtime the plan lists, the default options, the sizes and fit
     search budget its compile jobs give them (services.jobs.stages.compile_stage.compile_job)."""
-    runtimes = list(req.get("runtimes") or DEFAULT_RUNTIMES)
+    runtimes = [r.value for r in spec.runtime_list]
     deadline = unit_deadline(len(runtimes))
-    lm = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    sizes = workloads.message_sizes(req)
+    link, sizes = spec.link, workloads.message_sizes(spec)
     return start(plan_id, runtimes, schedules, blob_bytes, lambda u, sched: compile_file(
-        plan_id, u.collective, sched, topology, u.options, lm, sizes, deadline_s=deadline))
+        plan_id, u.collective, sched, topology, u.options, link, sizes, deadline_s=deadline))
 
 
 def _die_with(parent: int) -> None:

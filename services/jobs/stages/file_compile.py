@@ -1,6 +1,6 @@
 """One XML file compiled, checked and stored (DESIGN 4.11), apart from recording it: what a plan's compile job
-(services.jobs.stages.compile_stage) and a plan's early compile (services.jobs.stages.early_compile) both run in a compile
-process, and the fit search budget of one file of the compile stage.
+(services.jobs.stages.compile_stage) and a plan's early compile (services.jobs.stages.early_compile) both run in a
+compile process, and the fit search budget of one file of the compile stage.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from services.compiler.api import CompileOptions, check_xml, compile_schedule
 from services.compiler.errors import CompileError
 from services.compiler.msccl_check import simulable
 from services.compiler.nccl_xml import lexical_findings
+from services.compiler.runtimes.names import DEFAULT_RUNTIME
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 
@@ -24,7 +25,7 @@ from services.store.db import session_scope
 __all__ = ["DEFAULT_RUNTIMES", "ONECCL_SIMULATE_MAX", "compile_file", "unit_deadline"]
 
 log = logging.getLogger("fabricplan.compiling")
-DEFAULT_RUNTIMES = ("executor",)
+DEFAULT_RUNTIMES = (DEFAULT_RUNTIME.value,)
 ONECCL_SIMULATE_MAX = 400_000          # instructions: simulate oneCCL files up to this size
 
 

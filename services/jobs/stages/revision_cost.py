@@ -11,9 +11,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from services.synthesis.evaluate.iteration import CollectiveCost
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages.size_sets import set_time_us
 from services.jobs.stages.training_iteration import chosen_entry, iteration_at
 from services.jobs.requests.workloads import message_sizes, workload_items
@@ -21,29 +21,28 @@ from services.jobs.requests.workloads import message_sizes, workload_items
 __all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost", "failure_cost"]
 
 
-def predicted_times(req: dict, schedules: dict) -> dict:
+def predicted_times(spec: PlanSpec, schedules: dict) -> dict:
     """Per collective and workload size, the time (us) of the schedule served at that size: the range of the
     collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.stages.size_sets), else its one
     schedule. The all-to-all (its own sizes) is priced by `alltoall_us`."""
-    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    link = spec.link
     return {c: {str(m): set_time_us(link, sm["by_size"], m) if sm.get("by_size")
                 else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
-                for m in message_sizes(req)} for c, sm in schedules.items() if c != "alltoall"}
+                for m in message_sizes(spec)} for c, sm in schedules.items() if c != "alltoall"}
 
 
-def workload_us(req: dict, predicted: dict) -> float:
+def workload_us(spec: PlanSpec, predicted: dict) -> float:
     """The workload's collectives at the predicted times (weights as in the plan's selection)."""
-    return sum(i.weight * predicted[i.collective.value][str(int(i.size_bytes))] for i in workload_items(req))
+    return sum(i.weight * predicted[i.collective.value][str(int(i.size_bytes))] for i in workload_items(spec))
 
 
-def ring_fallback(req: dict) -> dict:
+def ring_fallback(spec: PlanSpec) -> dict:
     """The naive fallback after a failure: a ring over surviving links, one link (B/d) per hop:
     N - 1 steps and tau = d (N-1)/N per allgather or reduce-scatter, twice that for allreduce (optimistic for
     the ring: it assumes the degraded topology still has a Hamiltonian cycle)."""
-    n, d = int(req["nodes"]), int(req["degree"])
-    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    n, d, link = spec.nodes, spec.degree, spec.link
     return {c.value: {str(m): link.collective_time(c, n - 1, Fraction(d * (n - 1), n), m) * 1e6
-                      for m in message_sizes(req)}
+                      for m in message_sizes(spec)}
             for c in ALLGATHER_FAMILY}
 
 
@@ -55,7 +54,7 @@ def alltoall_us(alltoall: dict | None) -> dict[str, float]:
     return {d: t["schedule_us"] if t.get("schedule_us") is not None else t["mcf_bound_us"] for d, t in times.items()}
 
 
-def training_cost(req: dict, training: dict | None, expr: str, schedules: dict, alltoall: dict | None) -> dict | None:
+def training_cost(spec: PlanSpec, training: dict | None, expr: str, schedules: dict, alltoall: dict | None) -> dict | None:
     """A training plan's iteration on a revision's topology `expr` (None for a sizes workload or a hybrid one,
     whose plan has no `training` block): the plan's model, link model and best bucket
     (services.jobs.stages.training_iteration) with the revision's served allreduce (`schedules.allreduce`: steps, tau)
@@ -85,21 +84,21 @@ def training_cost(req: dict, training: dict | None, expr: str, schedules: dict, 
             return {**out, "iteration_s": None, "slowdown": None,
                     "reason": "the degraded topology's all-to-all has no cost: " + str(a2a.get("reason"))}
     ar = CollectiveCost(schedules["allreduce"]["steps"], Fraction(schedules["allreduce"]["tau_exact"]))
-    r = iteration_at(req, expr, ar, schedule, throughput)
+    r = iteration_at(spec, expr, ar, schedule, throughput)
     return {**out, "iteration_s": r.iteration_s, "compute_s": r.compute_s,
             "exposed_allreduce_s": r.exposed_allreduce_s, "alltoall_s": r.alltoall_s,
             "allreduce_busy_s": r.allreduce_s, "bucket_bytes": r.bucket_bytes, "allreduce": ar.to_dict(),
             "alltoall": info, "slowdown": r.iteration_s / before["iteration_s"] if before["iteration_s"] else None}
 
 
-def failure_cost(req: dict, before: dict, after: dict, before_number: int,
+def failure_cost(spec: PlanSpec, before: dict, after: dict, before_number: int,
                  alltoall_before: dict | None = None, alltoall_after: dict | None = None,
                  training: dict | None = None) -> dict:
     """Before/after per collective and size, the workload's, the ring fallback's, and the all-to-all's per size
     (`alltoall`, from the two `alltoall` results; only sizes both price); `training` (from `training_cost`)
     added when given."""
-    ring = ring_fallback(req)
-    wb, wa, wr = workload_us(req, before), workload_us(req, after), workload_us(req, ring)
+    ring = ring_fallback(spec)
+    wb, wa, wr = workload_us(spec, before), workload_us(spec, after), workload_us(spec, ring)
     a2a_b, a2a_a = alltoall_us(alltoall_before), alltoall_us(alltoall_after)
     return {"compared_with_revision": before_number,
             "workload_us": {"before": wb, "after": wa, "slowdown": wa / wb if wb else None,

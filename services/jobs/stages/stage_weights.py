@@ -32,6 +32,8 @@ The ETA while running is the elapsed running time times (1 - p) / p for the weig
 """
 from __future__ import annotations
 
+from services.jobs.requests.plan_spec import PlanSpec
+
 __all__ = ["FIXED_S", "QUADRATIC_S", "EXPONENT", "REVISION_QUADRATIC_S", "LEGACY_BANDS", "plan_stages", "revision_stages", "files_of",
            "plan_progress", "revision_progress", "eta_s"]
 
@@ -55,9 +57,9 @@ LEGACY_BANDS = {"frontier": (0.0, 0.2), "select": (0.2, 0.3), "fabric": (0.3, 0.
                 "repair": (0.0, 0.15), "finish": (1.0, 1.0)}
 """The fraction each stage module passes to `advance`, from where the stage starts to where it ends."""
 
-def files_of(req: dict, has_alltoall: bool) -> int:
+def files_of(spec: PlanSpec, has_alltoall: bool) -> int:
     """How many XML files the compile stage writes: runtimes x (allgather, reduce-scatter, allreduce[, all-to-all])."""
-    return max(1, len(req.get("runtimes") or ("executor",))) * (4 if has_alltoall else 3)
+    return len(spec.runtime_list) * (4 if has_alltoall else 3)
 
 
 def _cost(stage: str, nodes: int, files: int, quadratic: dict = QUADRATIC_S) -> float:
@@ -65,18 +67,18 @@ def _cost(stage: str, nodes: int, files: int, quadratic: dict = QUADRATIC_S) -> 
     return c * files if stage == "compile" else c
 
 
-def plan_stages(req: dict, has_alltoall: bool) -> list[tuple[str, float]]:
+def plan_stages(spec: PlanSpec, has_alltoall: bool) -> list[tuple[str, float]]:
     """A plan's stages in order with their expected costs (seconds)."""
-    names = ["frontier", "select"] + (["fabric"] if req.get("fabric_id") else []) + ["schedule", "verify", "store"]
+    names = ["frontier", "select"] + (["fabric"] if spec.fabric_id else []) + ["schedule", "verify", "store"]
     names += (["alltoall"] if has_alltoall else []) + ["compile", "finish"]
-    n, f = int(req.get("nodes") or 1), files_of(req, has_alltoall)
+    n, f = spec.nodes, files_of(spec, has_alltoall)
     return [(s, _cost(s, n, f)) for s in names]
 
 
-def revision_stages(req: dict, has_alltoall: bool = False) -> list[tuple[str, float]]:
+def revision_stages(spec: PlanSpec, has_alltoall: bool = False) -> list[tuple[str, float]]:
     """A revision's stages (repair -> schedules [-> alltoall] -> compile -> finish) with their expected costs
     (seconds); the all-to-all is re-planned when the workload has one."""
-    n, f = int(req.get("nodes") or 1), files_of(req, has_alltoall)
+    n, f = spec.nodes, files_of(spec, has_alltoall)
     names = ("repair", "schedule") + (("alltoall",) if has_alltoall else ()) + ("verify", "compile", "finish")
     return [(s, _cost(s, n, f, REVISION_QUADRATIC_S)) for s in names]
 
@@ -96,14 +98,14 @@ def _local(bands: dict, stage: str, legacy: float) -> float:
     return 0.0 if hi <= lo else (legacy - lo) / (hi - lo)
 
 
-def plan_progress(req: dict, has_alltoall: bool, stage: str, legacy: float) -> float:
+def plan_progress(spec: PlanSpec, has_alltoall: bool, stage: str, legacy: float) -> float:
     """The weighted progress of a plan at the point `legacy` of its stage's band (LEGACY_BANDS)."""
-    return _weighted(plan_stages(req, has_alltoall), stage, _local(LEGACY_BANDS, stage, legacy))
+    return _weighted(plan_stages(spec, has_alltoall), stage, _local(LEGACY_BANDS, stage, legacy))
 
 
-def revision_progress(req: dict, stage: str, local: float, has_alltoall: bool = False) -> float:
+def revision_progress(spec: PlanSpec, stage: str, local: float, has_alltoall: bool = False) -> float:
     """The weighted progress of a revision at the fraction `local` of its stage."""
-    return _weighted(revision_stages(req, has_alltoall), stage, local)
+    return _weighted(revision_stages(spec, has_alltoall), stage, local)
 
 
 def eta_s(progress: float, elapsed_s: float) -> float | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.evaluate.iteration import CollectiveCost
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
 from services.config import get_settings
@@ -25,19 +24,18 @@ from services.store.db import session_scope
 from services.jobs.requests import workloads
 from services.jobs.stages.alltoall_build import REPORTED, AllToAllRefused, build_checked, built_result
 from services.jobs.stages.artifacts import link_loads_blob
-from services.jobs.stages.attempts import advance, claim, plan_request
+from services.jobs.stages.attempts import advance, claim, plan_spec
 from services.jobs.stages.training_iteration import iteration_with_alltoall
 
 __all__ = ["REPORTED", "stage_alltoall"]
-
 
 def stage_alltoall(state: dict, plan_id: str) -> dict:
     """Build, check and store the chosen topology's all-to-all schedule when the workload has an all-to-all
     (services.jobs.stages.alltoall_build)."""
     if state.get("stop"):
         return state
-    req = plan_request(plan_id)
-    sizes = workloads.alltoall_sizes(req)
+    spec = plan_spec(plan_id)
+    sizes = workloads.alltoall_sizes(spec)
     if not sizes:
         return state
     expr = state["selected"]["expr"]
@@ -48,12 +46,11 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
     except AllToAllRefused as exc:
         return _refused(state, expr, exc.reason)
     loads = link_loads_blob(built.schedule, topo, report.tau)
-    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-    result, summary = built_result(built, report, link, sizes)
+    result, summary = built_result(built, report, spec.link, sizes)
     training = state.get("training")
     if training is not None:
         training = {**training, "chosen_with_alltoall_schedule": iteration_with_alltoall(
-            req, training, CollectiveCost(report.steps, report.tau))}
+            spec, training, CollectiveCost(report.steps, report.tau))}
     advance(plan_id, "alltoall", 0.955, f"storing the all-to-all schedule ({report.transfers} transfers)")
     with session_scope(get_settings().sqlalchemy_url) as s:
         claim(s, plan_id)
@@ -66,7 +63,6 @@ def stage_alltoall(state: dict, plan_id: str) -> dict:
     if training is not None:
         out["training"] = training
     return out
-
 
 def _refused(state: dict, expr: str, reason: str) -> dict:
     return {**state, "alltoall": {"status": "refused", "reason": reason, "expr": expr}}

@@ -11,7 +11,7 @@ from services.synthesis.topology.catalog import build
 from services.config import get_settings
 from services.store import fabrics
 from services.store.db import session_scope
-from services.jobs.stages.attempts import PlanInputError, advance, claim, plan_request
+from services.jobs.stages.attempts import PlanInputError, advance, claim, plan_spec
 
 __all__ = ["stage_fabric"]
 
@@ -20,17 +20,17 @@ def stage_fabric(state: dict, plan_id: str) -> dict:
     """When the request names a fabric: reserve its hosts, assign ports, publish new panel configs."""
     if state.get("stop"):
         return state
-    req = plan_request(plan_id)
-    if not req.get("fabric_id"):
+    spec = plan_spec(plan_id)
+    if not spec.fabric_id:
         return state
-    advance(plan_id, "fabric", 0.35, f"reserving hosts on {req['fabric_id']}")
+    advance(plan_id, "fabric", 0.35, f"reserving hosts on {spec.fabric_id}")
     topo = build(state["selected"]["expr"])
     try:
         with session_scope(get_settings().sqlalchemy_url) as s:
             claim(s, plan_id)
-            b = fabrics.bind_plan(s, plan_id, req["fabric_id"], topo, req.get("hosts"), bool(req.get("lookahead")))
+            b = fabrics.bind_plan(s, plan_id, spec.fabric_id, topo, spec.hosts, spec.lookahead)
             summary = {"fabric_id": b.fabric_id, "hosts": b.assignment["hosts"], "panels": b.required_versions,
-                       **fabrics.binding_facts(s, b, req["bandwidth_gbps"] / topo.degree)}
+                       **fabrics.binding_facts(s, b, spec.bandwidth_gbps / topo.degree)}
     except IntegrityError:
         raise PlanInputError("another plan reserved one of these hosts at the same time; submit again") from None
     except FabricError as exc:

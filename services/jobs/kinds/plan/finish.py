@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.finder import baseline_times, candidate_from_entry, frontier_entry
 
 from services.config import get_settings
 from services.store import repo
 from services.store.db import session_scope
-from services.jobs.stages.attempts import Superseded, current_attempt, plan_request
+from services.jobs.stages.attempts import Superseded, current_attempt, plan_spec
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages.size_sets import set_time_us
 from services.jobs.requests.workloads import message_sizes, workload_items
 from services.jobs.kinds.plan.hybrid import hybrid_baselines_time_us
@@ -25,11 +25,11 @@ __all__ = ["stage_finish"]
 def stage_finish(state: dict, plan_id: str) -> dict:
     if state.get("stop"):
         return state
-    req = plan_request(plan_id)
-    link = LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
+    spec = plan_spec(plan_id)
+    link = spec.link
     sel = state["selected"]
     predicted = {}
-    for size in message_sizes(req):
+    for size in message_sizes(spec):
         for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
             predicted.setdefault(c.value, {})[str(size)] = (
@@ -38,7 +38,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     ag = {**sel, **frontier_entry(candidate_from_entry(sel), Collective.ALLGATHER)}   # the allgather's T_L, T_B
     result = {
         "topology": {**ag, **state["topology_facts"],
-                     "t_l_us": ag["steps"] * req["alpha_us"],
+                     "t_l_us": ag["steps"] * spec.alpha_us,
                      "t_b_us_per_mib": float(Fraction(ag["tau_exact"])) * (1 << 20) / link.node_bandwidth_Bps * 1e6},
         "frontier": state["frontier"],
         "schedules": state["schedules"],
@@ -46,7 +46,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "workload_time_us": sel.get("workload_time_us"),
         "fabric": state.get("fabric"),
         "compiled": state.get("compiled"),
-        "baselines_time_us": _baselines_time_us(state, req, link),
+        "baselines_time_us": _baselines_time_us(state, spec),
         "training": state.get("training"),
         "training_hybrid": state.get("training_hybrid"),
         "alltoall": state.get("alltoall"),
@@ -57,14 +57,13 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     return {"done": True}
 
 
-def _baselines_time_us(state: dict, req: dict, link: LinkModel) -> dict[str, float]:
+def _baselines_time_us(state: dict, spec: PlanSpec) -> dict[str, float]:
     """The workload on today's topologies: a training job's iteration times (simulated at select), or the
     sizes form's workload time."""
     if state.get("training"):
         return baselines_time_us(state["training"])
     if state.get("training_hybrid"):
         return hybrid_baselines_time_us(state["training_hybrid"])
-    w = req["workload"]
-    return {k: v * 1e6 for k, v in baseline_times(req["nodes"], req["degree"], link, workload_items(req),
-                                                  w.get("alltoall_bytes") or 0.0,
-                                                  w.get("alltoall_weight") or 0.0).items()}
+    w = spec.workload
+    return {k: v * 1e6 for k, v in baseline_times(spec.nodes, spec.degree, spec.link, workload_items(spec),
+                                                  w.alltoall_bytes or 0.0, w.alltoall_weight).items()}

@@ -11,24 +11,20 @@ from fractions import Fraction
 
 from services.synthesis.evaluate.hybrid import evaluate_hybrid, expr_fabric
 from services.synthesis.evaluate.iteration import CollectiveCost
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
 from services.jobs.requests.hybrid_workloads import hybrid_job
+from services.jobs.requests.plan_spec import PlanSpec
 
 __all__ = ["hybrid_baselines_time_us", "stage_select_hybrid"]
 
 
-def _link(req: dict) -> LinkModel:
-    return LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"])
-
-
-def stage_select_hybrid(state: dict, plan_id: str, req: dict, advance) -> dict:
+def stage_select_hybrid(state: dict, plan_id: str, spec: PlanSpec, advance) -> dict:
     """Every frontier entry (priced by the frontier's exact reduce-scatter and allgather costs) and baseline with
     its fastest strategy; the frontier entry with the smallest iteration time is selected."""
-    job, fixed = hybrid_job(req)
+    job, fixed = hybrid_job(spec)
     moe = job.model.experts is not None
-    link = _link(req)
+    link = spec.link
     topologies = [build(e["expr"]) for e in state["frontier"]]
 
     def progress(done: int, total: int, name: str) -> None:
@@ -41,7 +37,7 @@ def stage_select_hybrid(state: dict, plan_id: str, req: dict, advance) -> dict:
         if "reducescatter" in c and "allgather" in c:
             prices[e["expr"]] = tuple(CollectiveCost(c[k]["steps"], Fraction(c[k]["tau_exact"]))
                                       for k in ("reducescatter", "allgather"))
-    ev = evaluate_hybrid(job, req["degree"], link, topologies=topologies, fixed=fixed, progress=progress,
+    ev = evaluate_hybrid(job, spec.degree, link, topologies=topologies, fixed=fixed, progress=progress,
                          fabric=lambda t: expr_fabric(t, link, moe=moe, kind="frontier", prices=prices.get(t.expr)))
     out = ev.to_dict()
     by_expr = {e["expr"]: e for e in out["entries"] if e["kind"] == "frontier"}

@@ -13,7 +13,6 @@ from fractions import Fraction
 import numpy as np
 
 from services.synthesis.bfb.lp import BfbContext, BlockResult, merge_blocks, receiver_blocks, solve_block
-from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, allreduce
 from services.synthesis.schedule.verify import verify, verify_allreduce_phases
 from services.synthesis.search.construct import construct_collectives, needs_bfb_fanout
@@ -24,8 +23,9 @@ from services.store import repo
 from services.store.db import session_scope
 from services.jobs.stages.artifacts import (block_from_npz, block_npz, link_loads_blob, topology_facts,
                                             topology_graphml, topology_json)
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.stages import early_compile, size_sets
-from services.jobs.stages.attempts import advance, claim, current_attempt, plan_request, weighted
+from services.jobs.stages.attempts import advance, claim, current_attempt, plan_spec, weighted
 
 __all__ = ["fanout_plan", "stage_bfb_block", "stage_schedules"]
 
@@ -100,17 +100,19 @@ def stage_schedules(state: dict, plan_id: str, block_digests: list[str] | None =
         schedules = {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: allreduce(rs, ag)}
     encode = size_sets.encoder()            # the sets' ranges are mostly these schedules: each encoded once
     blobs = {c: encode(sched) for c, sched in schedules.items()}
+    spec = plan_spec(plan_id)
     if get_settings().embedded:         # the main XML files compile meanwhile (services.jobs.stages.early_compile)
-        early_compile.start_plan(plan_id, plan_request(plan_id), {c.value: s for c, s in schedules.items()},
+        early_compile.start_plan(plan_id, spec, {c.value: s for c, s in schedules.items()},
                                  {c.value: len(b) for c, b in blobs.items()}, topo)
     try:
-        return _checked_and_stored(state, plan_id, topo, schedules, blobs, encode)
+        return _checked_and_stored(state, plan_id, spec, topo, schedules, blobs, encode)
     except BaseException:
         early_compile.cancel(plan_id)
         raise
 
 
-def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs: dict, encode) -> dict:
+def _checked_and_stored(state: dict, plan_id: str, spec: PlanSpec, topo, schedules: dict, blobs: dict,
+                        encode) -> dict:
     """Model-check the schedules against the frontier's prices, build their schedule sets and store them (the
     serialized `blobs`, and the ranges' through `encode`, which made them) with their link loads and the
     topology."""
@@ -132,8 +134,7 @@ def _checked_and_stored(state: dict, plan_id: str, topo, schedules: dict, blobs:
         loads[c] = link_loads_blob(sched, topo, report.tau)
         summaries[c.value] = {"steps": report.steps, "tau": float(report.tau), "tau_exact": str(report.tau),
                               "verified": True, "transfers": report.transfers}
-    req = plan_request(plan_id)
-    sets = size_sets.plan_sets(topo, LinkModel.from_units(req["alpha_us"], req["bandwidth_gbps"]), schedules)
+    sets = size_sets.plan_sets(topo, spec.link, schedules)
     advance(plan_id, "store", 0.95, "storing artifacts")
     # the blobs are content-addressed (a redelivery writes the same ones): stored first, in their own
     # transaction, so the plan's row is held only while they are attached and the heartbeat is never kept out

@@ -18,7 +18,7 @@ from services.synthesis.topology.catalog import build
 
 from services.jobs.requests import workloads
 from services.jobs.requests.hybrid_workloads import is_hybrid
-from services.jobs.stages.training_iteration import link_model
+from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.kinds.plan.hybrid import stage_select_hybrid
 
 __all__ = ["allreduce_price", "baselines_time_us", "stage_select", "training_result"]
@@ -45,20 +45,20 @@ def training_result(ev, model: ModelSpec, alltoall_cost: str) -> dict:
             "alltoall_cost": alltoall_cost}
 
 
-def stage_select(state: dict, plan_id: str, req: dict, advance) -> dict:
+def stage_select(state: dict, plan_id: str, spec: PlanSpec, advance) -> dict:
     """Simulate the training job on the frontier's topologies and the baselines; choose the frontier entry with
     the smallest iteration time (ties: fewer allreduce steps); a hybrid-parallel job (multi-GPU hosts) chooses
     topology and strategy together (`hybrid`)."""
-    if is_hybrid(req):
-        return stage_select_hybrid(state, plan_id, req, advance)
-    model = workloads.training_model(req)
-    cost = req["workload"]["training"].get("alltoall_cost") or "mcf"
+    if is_hybrid(spec):
+        return stage_select_hybrid(state, plan_id, spec, advance)
+    model = workloads.training_model(spec)
+    cost = spec.training.alltoall_cost
 
     def progress(done: int, total: int, name: str) -> None:
         advance(plan_id, "select", 0.2 + 0.1 * done / max(1, total),
                 f"simulating an iteration of {model.name} on {name} ({done + 1} of at most {total})")
 
-    ev = evaluate_training(model, req["nodes"], req["degree"], link_model(req),
+    ev = evaluate_training(model, spec.nodes, spec.degree, spec.link,
                            topologies=[build(e["expr"]) for e in state["frontier"]], alltoall=cost,
                            allreduce=allreduce_price(state["frontier"]), progress=progress)
     training = training_result(ev, model, cost)
