@@ -6,11 +6,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+# The suite keeps its bytecode (__pycache__, git-ignored), PYTHONDONTWRITEBYTECODE or not: without it every run
+# compiles each project module again and pytest rewrites every test module's asserts again, about half of what
+# collecting the suite costs.
+sys.dont_write_bytecode = False
 
 PG_URL = os.environ.get("FABRICPLAN_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("FABRICPLAN_TEST_REDIS_URL")
