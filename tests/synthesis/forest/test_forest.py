@@ -132,16 +132,6 @@ def test_64_nodes_six_slow_arcs_within_5_percent_of_bound(expr):
     assert built < 10          # 2 s unloaded; generous on a loaded test machine
 
 
-def test_doctests():
-    import doctest
-    import importlib
-
-    for name in ("synthesis.forest.flow", "synthesis.forest.packing", "synthesis.forest.pipeline",
-                 "synthesis.forest.fast_links", "synthesis.bfb.schedule_sets", "compiler.size_sets"):
-        result = doctest.testmod(importlib.import_module(f"services.{name}"))
-        assert result.failed == 0 and result.attempted > 0, name
-
-
 def test_fast_links_keeps_a_node_whose_in_links_are_all_slow():
     """torus(6, 7) with three 5 Gbps links and node 30's in-links at 12.5 Gbps: the 5 Gbps links go, node 30's
     stay (removing them would cut it off); the schedule never uses a 5 Gbps link and is verified."""
