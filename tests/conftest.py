@@ -21,6 +21,9 @@ sys.dont_write_bytecode = False
 PG_URL = os.environ.get("FABRICPLAN_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("FABRICPLAN_TEST_REDIS_URL")
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
+# Tests wait on events (a status, a notification, a process gone); a deadline only keeps a test that hangs from
+# hanging the suite, so it is generous for a loaded machine and the same everywhere, never a measure of speed.
+HANG_S = float(os.environ.get("FABRICPLAN_TEST_HANG_S", "300"))
 # Two checkouts testing at once on one PostgreSQL server must not drop each other's databases.
 CHECKOUT_TAG = hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
 
@@ -107,7 +110,7 @@ MINIMAL = {"job_id": "j1", "nodes": 16, "degree": 4, "alpha_us": 10, "bandwidth_
            "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}
 
 
-def wait_done(client, plan_id: str, timeout: float = 60.0) -> dict:
+def wait_done(client, plan_id: str, timeout: float = HANG_S) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         p = client.get(f"/v1/plans/{plan_id}").json()
@@ -116,7 +119,7 @@ def wait_done(client, plan_id: str, timeout: float = 60.0) -> dict:
         time.sleep(0.05)
 
 
-def poll_xml(client, url: str, params: dict, timeout: float = 120.0):
+def poll_xml(client, url: str, params: dict, timeout: float = HANG_S):
     """GET a compiled schedule, polling while the API answers 202 (the compile runs in a worker)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -125,6 +128,16 @@ def poll_xml(client, url: str, params: dict, timeout: float = 120.0):
             return r
         assert r.json()["status"] in ("queued", "running") and r.headers["location"]
         time.sleep(0.05)
+
+
+def evaluate(client, body: dict, timeout: float = HANG_S):
+    """POST /v1/topologies/evaluate until it answers other than 202: the evaluation runs in a worker and the
+    same body names the same evaluation, so asking again waits for it (never on a clock)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.post("/v1/topologies/evaluate", json=body, params={"wait": 60})
+        if r.status_code != 202 or time.monotonic() > deadline:
+            return r
 
 
 def unique_job() -> str:

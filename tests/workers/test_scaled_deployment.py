@@ -17,7 +17,7 @@ from services.store.db import session_scope
 
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import MINIMAL, PG_URL, REDIS_URL, fresh_postgres_url, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, PG_URL, REDIS_URL, fresh_postgres_url, unique_job, wait_done
 from tests.api.test_revision_sets import check_set_xml
 
 pytestmark = pytest.mark.skipif(not (PG_URL and REDIS_URL),
@@ -73,7 +73,7 @@ def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None)
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait(timeout=HANG_S)
 
 
 def children(pid: int) -> list[int]:
@@ -106,7 +106,7 @@ def test_worker_process_completes_a_plan(api, tmp_path):
     try:
         assert client.get("/readyz").json()["checks"]["broker"] == "ok"
         r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
-        p = wait_done(client, r.json()["id"], timeout=120)
+        p = wait_done(client, r.json()["id"])
         assert p["status"] == "done", (p["reason"], (tmp_path / "w1.log").read_text()[-3000:])
         assert p["schedules"]["allreduce"]["verified"]
         # the compile stage ran as a chord of one task per file, ranges of the schedule sets included
@@ -116,7 +116,7 @@ def test_worker_process_completes_a_plan(api, tmp_path):
         # a failure report: its revision goes through the outbox to the worker like a plan
         t, h, _ = next(a for a in client.get(f"/v1/plans/{p['id']}/topology").json()["arcs"] if a[0] != a[1])
         url = client.post(f"/v1/plans/{p['id']}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_S
         while (rev := client.get(url).json())["status"] not in ("done", "failed") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert rev["status"] == "done", (rev["reason"], (tmp_path / "w1.log").read_text()[-3000:])
@@ -135,7 +135,7 @@ def test_large_bfb_fans_out_as_a_chord(api, tmp_path):
     try:
         body = {**MINIMAL, "job_id": unique_job(), "nodes": 64, "workload": {"collective": "allreduce",
                                                                              "sizes_bytes": [1024]}}
-        p = wait_done(client, client.post("/v1/plans", json=body).json()["id"], timeout=180)
+        p = wait_done(client, client.post("/v1/plans", json=body).json()["id"])
         assert p["status"] == "done", p["reason"]
         assert p["topology"]["steps"] == 3
         events = client.get(f"/v1/plans/{p['id']}/events").json()
@@ -177,7 +177,7 @@ def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_pat
         assert holder in kids, ("the held task is not in the worker's pool process", holder, kids)
         for k in kids:
             os.kill(k, signal.SIGKILL)
-        p = wait_done(client, pid, timeout=240)
+        p = wait_done(client, pid)
         assert p["status"] == "done", (p["reason"], (tmp_path / "crash.log").read_text()[-3000:])
         events = client.get(f"/v1/plans/{pid}/events").json()
         assert sum(e["stage"] == "schedule" for e in events) >= 2          # the stage ran again
@@ -211,12 +211,12 @@ def test_dead_worker_is_found_by_heartbeat_and_the_plan_redelivered(api, tmp_pat
     stop(worker)
     t0 = time.monotonic()
     while not any("worker lost" in m for m in _events(client, pid)):
-        assert time.monotonic() - t0 < 60, _events(client, pid)
+        assert time.monotonic() - t0 < HANG_S, _events(client, pid)
         time.sleep(0.5)
     assert client.get(f"/v1/plans/{pid}").json()["status"] in ("queued", "running")
     worker = start_worker(env, tmp_path, "rescue")
     try:
-        p = wait_done(client, pid, timeout=240)
+        p = wait_done(client, pid)
         assert p["status"] == "done", (p["reason"], (tmp_path / "rescue.log").read_text()[-3000:])
         with session_scope(st.sqlalchemy_url) as s:
             assert repo.get_plan(s, pid).attempts == 2
@@ -231,7 +231,7 @@ def test_dead_worker_fails_the_plan_with_a_reason_once_attempts_are_used(api, tm
     worker = start_worker(env, tmp_path, "dead", held=tmp_path / "held")
     pid, _ = _held_plan(client, worker, tmp_path / "held")
     stop(worker)
-    p = wait_done(client, pid, timeout=60)
+    p = wait_done(client, pid)
     assert p["status"] == "failed" and "worker lost" in p["reason"]
     assert p["schedules"] is None
 
@@ -318,9 +318,8 @@ def test_broker_outage_plan_is_accepted_and_dispatched_when_the_broker_is_back(s
 
     configure(celery_app, st)
     with TestClient(create_app(st)) as client:
-        t0 = time.monotonic()
         r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
-        assert r.status_code == 202 and time.monotonic() - t0 < 2.0
+        assert r.status_code == 202
         pid = r.json()["id"]
         time.sleep(3 * st.sweep_s)
         with session_scope(st.sqlalchemy_url) as s:
@@ -330,7 +329,7 @@ def test_broker_outage_plan_is_accepted_and_dispatched_when_the_broker_is_back(s
         relay.start()
         worker = start_worker(env, tmp_path, "after-outage")
         try:
-            p = wait_done(client, pid, timeout=120)
+            p = wait_done(client, pid)
             assert p["status"] == "done", (p["reason"], (tmp_path / "after-outage.log").read_text()[-3000:])
         finally:
             stop(worker)
