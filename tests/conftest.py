@@ -1,6 +1,11 @@
 """Service test fixtures: every service test runs on the embedded backends (SQLite file, in-process worker)
 and, when scripts/dev found PostgreSQL (FABRICPLAN_TEST_DATABASE_URL), on PostgreSQL too - each pytest-xdist
-worker in a database of its own, created fresh as a copy of a database migrated with Alembic once per worker."""
+worker in a database of its own, created fresh as a copy of a database migrated with Alembic once per worker.
+
+Several checkouts may test at once against one PostgreSQL and one Redis: every database is named with this
+checkout's tag and the worker's id, and dropped when the worker's session ends; every Redis key the scaled
+deployment writes carries the same tag (REDIS_PREFIX, the setting redis_key_prefix) and is deleted after each
+test, so no run ever flushes a database another run uses."""
 from __future__ import annotations
 
 import functools
@@ -30,6 +35,53 @@ CHECKOUT_TAG = hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).h
 
 def _worker_id() -> str:
     return os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+
+
+# the Redis keys of this checkout's tests on this worker (broker queues, bindings, results)
+REDIS_PREFIX = f"fabricplan-test-{CHECKOUT_TAG}-{_worker_id()}:"
+
+
+def clear_redis(url: str) -> int:
+    """Delete this checkout's and worker's keys (REDIS_PREFIX) from the Redis database at `url`; keys of
+    anyone else stay. Returns how many were deleted."""
+    from redis import Redis
+
+    r = Redis.from_url(url)
+    try:
+        keys = list(r.scan_iter(match=REDIS_PREFIX + "*", count=1000))
+        return r.delete(*keys) if keys else 0
+    finally:
+        r.close()
+
+
+def _own_databases(admin) -> list[str]:
+    """The PostgreSQL databases this checkout's tests made on this worker (fresh_postgres_url's names)."""
+    from sqlalchemy import text
+
+    pattern = f"fabricplan\\_{CHECKOUT_TAG}\\_%\\_{_worker_id()}"
+    return list(admin.execute(text("SELECT datname FROM pg_database WHERE datname LIKE :p"), {"p": pattern}).scalars())
+
+
+def drop_own_databases() -> list[str]:
+    """Drop every database of this checkout and worker; returns their names."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            names = sorted(_own_databases(c))
+            for name in names:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        return names
+    finally:
+        admin.dispose()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Each worker drops its own databases when its session ends (the xdist controller runs this after its
+    workers ended: the databases named for gw0 are then gone already)."""
+    if PG_URL:
+        drop_own_databases()
 
 
 def fresh_postgres_url(tag: str, migrated: bool = False) -> str:

@@ -17,7 +17,8 @@ from services.store.db import session_scope
 
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import HANG_S, MINIMAL, PG_URL, REDIS_URL, fresh_postgres_url, unique_job, wait_done
+from tests.conftest import (HANG_S, MINIMAL, PG_URL, REDIS_PREFIX, REDIS_URL, clear_redis, fresh_postgres_url,
+                            unique_job, wait_done)
 from tests.api.test_revision_sets import check_set_xml
 
 pytestmark = pytest.mark.skipif(not (PG_URL and REDIS_URL),
@@ -26,23 +27,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _redis_db() -> int:
+    """A database away from 0 (a developer's own); runs share it, each under its own key prefix."""
     return 10 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 5
 
 
 @pytest.fixture
 def scaled(request, monkeypatch, tmp_path):
-    """Environment of the scaled deployment: PostgreSQL database, Redis broker/backend (private db index)."""
-    from redis import Redis
-
+    """Environment of the scaled deployment: PostgreSQL database, Redis broker/backend whose keys carry this
+    checkout's and worker's prefix (deleted before and after the test; nobody else's keys are touched)."""
     from services.config import Settings, get_settings
     from services.store.db import migrate
     from workers.app import celery_app, configure
 
     db = fresh_postgres_url("e2e", migrated=True)
     n = _redis_db()
-    Redis.from_url(f"{REDIS_URL}/{n}").flushdb()
+    clear_redis(f"{REDIS_URL}/{n}")
     env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
-           "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_DATA_DIR": str(tmp_path),
+           "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_REDIS_KEY_PREFIX": REDIS_PREFIX,
+           "FABRICPLAN_DATA_DIR": str(tmp_path),
            "FABRICPLAN_BFB_FANOUT_MIN_NODES": "48", "FABRICPLAN_BFB_FANOUT_BLOCKS": "4",
            "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0]),
            "FABRICPLAN_MAX_ATTEMPTS": str(getattr(request.node.get_closest_marker("max_attempts"), "args", [3])[0]),
@@ -56,6 +58,7 @@ def scaled(request, monkeypatch, tmp_path):
     yield st, {**os.environ, **env}
     get_settings.cache_clear()
     configure(celery_app, get_settings())
+    clear_redis(f"{REDIS_URL}/{n}")
 
 
 def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None) -> subprocess.Popen:
@@ -97,6 +100,29 @@ def api(scaled):
     st, env = scaled
     with TestClient(create_app(st)) as c:
         yield c, st, env
+
+
+def test_every_redis_key_carries_this_runs_prefix(scaled):
+    """A queued message and a stored result land under REDIS_PREFIX (the setting redis_key_prefix), so runs
+    sharing one Redis database never see, or delete, each other's keys."""
+    import uuid
+
+    from redis import Redis
+
+    from workers.app import celery_app
+
+    st, _ = scaled
+    task_id = uuid.uuid4().hex
+    celery_app.send_task("fabricplan.prefix-probe", task_id=task_id, queue="prefix-probe")
+    celery_app.backend.store_result(task_id, {"probe": 1}, "SUCCESS")
+    r = Redis.from_url(st.broker_url)
+    try:
+        ours = {k.decode() for k in r.scan_iter(match=REDIS_PREFIX + "*")}
+        assert REDIS_PREFIX + "prefix-probe" in ours, ours
+        assert REDIS_PREFIX + f"celery-task-meta-{task_id}" in ours, ours
+        assert not r.exists("prefix-probe", f"celery-task-meta-{task_id}")
+    finally:
+        r.close()
 
 
 def test_worker_process_completes_a_plan(api, tmp_path):
