@@ -569,7 +569,8 @@ def cmd_serve(args) -> int:
     mode = "embedded (SQLite + in-process worker)" if st.embedded else f"broker {st.broker_url.split('@')[-1]}"
     print(f"fabricplan: serving on http://{args.host}:{args.port} - {mode}; database "
           f"{st.sqlalchemy_url.split('@')[-1]}", file=sys.stderr)
-    _warm_kernels()
+    # no kernels here: the embedded worker's fork server loads them in the background (workers.preload) while
+    # the API answers, and a scaled deployment's workers load their own
     # the standard library's event loop, not uvloop: under 50 busy keep-alive connections uvloop left some of
     # them waiting (p99 24-124 ms on /healthz in most 4 s wrk runs, at the same throughput) where asyncio's
     # loop answers every connection in turn (p99 9-17 ms, bench.service; README)
@@ -604,11 +605,11 @@ def _multiprocess_metrics(st) -> str:
 
 
 def _warm_kernels() -> None:
-    """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install) so
-    the first plan does not pay for it."""
-    from services.compiler.warm import warm
+    """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install, each
+    compiled step printed) so the first plan does not pay for it."""
+    from services.compiler.warm import slow_steps, warm
 
-    print(f"fabricplan: compiled kernels ready in {warm():.1f} s", file=sys.stderr)
+    print(f"fabricplan: compiled kernels ready in {warm(slow_steps()):.1f} s", file=sys.stderr)
 
 
 def _train_topology(args):
