@@ -16,7 +16,8 @@ switches (a plan's hosts share one plane). The policy weighs:
   reconfigurable group (hosts cabled to the same panels, port by port: `export.reconfigurable_groups`) on one
   side.
 `min-reconfiguration` ranks candidates by (ready time, moves, largest free set afterwards: more is better,
-fabric order); `first-fit` takes the first free hosts in fabric order (the behaviour without a policy).
+fabric order); `first-fit` takes the first free hosts of one side in fabric order, blind to panel groups (the
+behaviour without a policy), and fails when they cannot be wired.
 
 Candidates (at most `max_candidates`, each one port assignment): for each side and reconfigurable group, windows
 of consecutive free hosts (in fabric order) of the job's size, starting at the first free host, at every host
@@ -116,12 +117,15 @@ def place(state: PlanesState, topology, applied: Mapping[str, Iterable[tuple[int
     for side, st in state.sides.items():
         free = set(st.free_hosts())
         usable = {h for h in free if state.side_for(h, plane) == side}
+        if policy == "first-fit":                                # fabric order, blind to panel groups
+            pools.append((side, [h.id for h in fabric.hosts if h.id in usable]))
+            continue
         for group in reconfigurable_groups(st.fabric):          # st.fabric: the ports as seen through `side`
             pool = [h for h in group if h in usable]
             if pool:
                 pools.append((side, pool))
     largest_before = max((len(p) for _, p in pools), default=0)
-    if largest_before < n:
+    if largest_before < n and policy != "first-fit":
         raise PlacementError(f"{n} free hosts on one side of one panel group are needed; fabric {fabric.id!r} has "
                              f"at most {largest_before} (of {len(fabric.hosts)} hosts)")
     per_pool = max(1, max_candidates // max(1, len(pools))) if policy != "first-fit" else 1
@@ -148,6 +152,9 @@ def place(state: PlanesState, topology, applied: Mapping[str, Iterable[tuple[int
                 break
         if policy == "first-fit" and found:
             break
+    if not found and policy == "first-fit":
+        raise PlacementError(f"the first {n} free hosts of fabric {fabric.id!r} cannot be wired as {topology.expr} "
+                             f"(or fewer are free)")
     if not found:
         raise PlacementError(f"none of the {considered} candidate host sets of fabric {fabric.id!r} can be wired "
                              f"as {topology.expr}")
