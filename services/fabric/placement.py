@@ -41,7 +41,12 @@ DEFAULT_CANDIDATES = 32
 
 
 class PlacementError(FabricError):
-    """No free hosts can take the job (too few free hosts on one side of one group, or none can be wired)."""
+    """No free hosts can take the job: too few free hosts on one side of one group (`full`: the fabric is busy,
+    try later), or no candidate can be wired (the job does not fit the cabling)."""
+
+    def __init__(self, message: str, *, full: bool = False):
+        super().__init__(message)
+        self.full = full
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def place(state: PlanesState, topology, applied: Mapping[str, Iterable[tuple[int
     largest_before = max((len(p) for _, p in pools), default=0)
     if largest_before < n and policy != "first-fit":
         raise PlacementError(f"{n} free hosts on one side of one panel group are needed; fabric {fabric.id!r} has "
-                             f"at most {largest_before} (of {len(fabric.hosts)} hosts)")
+                             f"at most {largest_before} (of {len(fabric.hosts)} hosts)", full=True)
     per_pool = max(1, max_candidates // max(1, len(pools))) if policy != "first-fit" else 1
     considered, found = 0, []
     for side, pool in pools:
@@ -153,8 +158,10 @@ def place(state: PlanesState, topology, applied: Mapping[str, Iterable[tuple[int
         if policy == "first-fit" and found:
             break
     if not found and policy == "first-fit":
-        raise PlacementError(f"the first {n} free hosts of fabric {fabric.id!r} cannot be wired as {topology.expr} "
-                             f"(or fewer are free)")
+        full = max((len(p) for _, p in pools), default=0) < n
+        raise PlacementError(f"only {max((len(p) for _, p in pools), default=0)} hosts of fabric {fabric.id!r} are "
+                             f"free on one side" if full else f"the first {n} free hosts of fabric {fabric.id!r} "
+                             f"cannot be wired as {topology.expr}", full=full)
     if not found:
         raise PlacementError(f"none of the {considered} candidate host sets of fabric {fabric.id!r} can be wired "
                              f"as {topology.expr}")
