@@ -1,7 +1,8 @@
 """A schedule's time as a function of the collective's size, and the fastest schedule at every size.
 
 On per-link costs a step costs its slowest used link, max over used arcs e of alpha_e + bytes_e / b_e
-(`cost.heterogeneous_time`), and bytes_e = M * load_e / (N grid) (D * load_e / grid for an all-to-all) grows linearly with the size M; so a step's
+(`cost.heterogeneous_time`), and bytes_e = M * load_e / (N grid) (D * load_e / grid for an all-to-all) grows
+linearly with the size M; so a step's
 time is the upper envelope of lines in M and a schedule's time T(M) is a sum of such envelopes: convex and
 piecewise linear in M, a single line a + b M whenever every step's used arcs share one alpha (the alpha-beta
 model: a = steps alpha, b = tau / B). `curve` computes it exactly (Fractions of the float costs), and
