@@ -39,7 +39,7 @@ from services.synthesis.schedule.envelope import Curve
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.links import LinkCosts
 
-__all__ = ["CriticalPath", "critical_path", "dependency_curve", "dependency_time", "link_ids", "warm"]
+__all__ = ["CriticalPath", "critical_path", "dependency_curve", "dependency_time", "link_ids", "locations", "warm"]
 
 _DENSE_BUDGET = 1 << 25          # (node, atom) slots of one source's dense index before falling back to a sort
 
@@ -90,7 +90,7 @@ class _Priced:
             return
         link, alpha, bw = link_ids(schedule, links, degree)
         self.args = (schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
-                     (schedule.hi - schedule.lo).astype(np.float64), *_locations(schedule),
+                     (schedule.hi - schedule.lo).astype(np.float64), *locations(schedule),
                      np.asarray(alpha, dtype=np.float64),
                      grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64))   # s per unit per byte of M
         self.n_links = int(np.max(link)) + 1
@@ -201,10 +201,16 @@ def warm() -> None:
 
 
 # ----- locations ----------------------------------------------------------------------------------------------
-def _locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Atom-level entries of every transfer: e_ptr (CSR over transfers), the location each entry reads at the
-    sender and writes at the receiver (dense ids), and each location's initial ready time (0 where the node
-    holds the data from the start, inf where it does not)."""
+def locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Atom-level entries of every transfer: e_ptr (CSR over transfers), the location (source, node, atom) each
+    entry reads at the sender and writes at the receiver (dense ids), and each location's initial ready time (0
+    where the node holds the data from the start, inf where it does not). O(transfers + entries) with the chunk
+    bounds marked on the grid (N (grid + 1) <= 2^25), else a sort per source.
+
+    >>> s = Schedule.from_tuples(Collective.ALLGATHER, 2, [((0, (0, 1)), (0, 1), 1), ((1, (0, 1)), (1, 0), 1)])
+    >>> [x.tolist() for x in locations(s)]
+    [[0, 1, 2], [0, 2], [1, 3], [0.0, inf, 0.0, inf]]
+    """
     order, src_ptr = _by_source(s.source, s.nodes)
     marked = s.grid if s.nodes * (s.grid + 1) <= _DENSE_BUDGET else 0         # bounds marked on the grid
     a_lo, a_hi, n_atoms = _atoms(order, src_ptr, s.lo, s.hi, marked)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from services.synthesis.schedule.cost import grid_unit_fraction
-from services.synthesis.schedule.dependency import _locations, link_ids
+from services.synthesis.schedule.dependency import link_ids, locations
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 __all__ = ["TransferGroups", "transfer_groups", "simgrid_available", "simgrid_replay", "SIMGRID_PYTHON",
@@ -118,7 +118,7 @@ def transfer_groups(schedule: Schedule, links, size_bytes: float, degree: int | 
 
 def _dependencies(s: Schedule, group_of: np.ndarray, g_count: int) -> list[set]:
     """Per group, the groups whose arrival completes the data its transfers read (last-writer rule)."""
-    e_ptr, rcell, wcell, init = _locations(s)
+    e_ptr, rcell, wcell, init = locations(s)
     writers: list[list[int] | None] = [[] if x == 0.0 else None for x in init.tolist()]
     stamp = [-1] * len(writers)
     deps: list[set] = [set() for _ in range(g_count)]
