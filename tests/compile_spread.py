@@ -1,4 +1,4 @@
-"""The spread of compiled files whose bytes the byte-identity test pins (tests/test_compile_bytes.py).
+"""The spread of compiled files whose bytes the byte-identity test pins (tests/compiler/test_bytes.py).
 
 Programs are built directly (services.compiler.msccl.program.build_program) over every thread-block layout (combined
 and fused, combined unfused, separate), consolidation, one to three channels (by shard class and, for separate
