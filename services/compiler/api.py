@@ -24,21 +24,32 @@ from .check.msccl_simulate import SIMULATE_MAX_STEPS
 from .errors import CheckReport, CompileError
 from .fit.search import FitRequest, fit_msccl
 from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
-from .runtimes import PROFILES, RuntimeProfile, profile_for
+from .runtimes import PROFILES, Format, Runtime, RuntimeProfile, profile_for  # noqa: F401  (PROFILES: re-exported)
 from .text.msccl import to_xml
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "compile_schedule", "check_xml",
-           "check_options", "runtime_defaults", "format_of"]
+           "check_options", "runtime_defaults", "format_of", "exact_chunk_bound"]
 
-FORMATS = ("msccl", "oneccl")
-RUNTIMES = (*PROFILES, "oneccl")
+FORMATS = tuple(f.value for f in Format)
+RUNTIMES = tuple(r.value for r in Runtime)
 PROTOCOLS = ("Simple", "LL", "LL128")
 MODES = ("out", "in", "both")
 ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
-    return "oneccl" if runtime == "oneccl" else "msccl"
+    """The format a runtime's files are written in (Runtime.format)."""
+    return Runtime(runtime).format.value
+
+
+def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
+    """The most chunks per shard a file for `options` holds without re-solving its schedule (None: no bound,
+    the oneCCL format): the lowering's `max_chunks` and the runtime's 16-bit chunk offsets,
+    N x P x instances <= max_offset + 1 (services.compiler.lower.lowering). A finer schedule is re-solved as the
+    chunked BFB (paper App. E.2) when compiled."""
+    if Runtime(options.runtime).format is Format.ONECCL:
+        return None
+    return min(options.max_chunks, (profile_for(options.runtime).max_offset + 1) // (nodes * options.instances))
 
 
 def runtime_defaults(runtime: str, collective: str) -> dict:

@@ -14,12 +14,36 @@ from services.synthesis.topology.catalog import build
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.schedule.verify import verify
 
-from tests.conftest import MINIMAL, poll_xml, unique_job, wait_done
+from tests.conftest import MINIMAL, evaluate, poll_xml, unique_job, wait_done
 
 
 def submit(client, body=None, key=None):
     headers = {"Idempotency-Key": key} if key else {}
     return client.post("/v1/plans", json=body or {**MINIMAL, "job_id": unique_job()}, headers=headers)
+
+
+def test_the_request_is_one_typed_object():
+    """A plan's request is validated once into PlanSpec; the database keeps its JSON and every stage loads the
+    same object back, its link model an object and its names enums (DESIGN 4.16)."""
+    from services.api.schemas import PlanRequest
+    from services.compiler.runtimes.names import Runtime
+    from services.jobs.requests.plan_spec import PlanSpec
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.schedule.ir import Collective
+
+    body = PlanRequest.model_validate({**MINIMAL, "runtimes": ["rccl", "oneccl"],
+                                       "workload": {"collectives": ["allgather", "allreduce"], "sizes_bytes": [64],
+                                                    "weights": [2.0]}})
+    stored = json.loads(json.dumps(body.dump()))
+    spec = PlanSpec.load(stored)
+    assert isinstance(body, PlanSpec) and spec == PlanSpec.model_validate(body.model_dump()) and spec.dump() == stored
+    assert spec.link == LinkModel.from_units(MINIMAL["alpha_us"], MINIMAL["bandwidth_gbps"])
+    assert spec.runtime_list == (Runtime.RCCL, Runtime.ONECCL)
+    assert PlanSpec.load(MINIMAL).runtime_list == (Runtime.EXECUTOR,)
+    assert [(i.collective, i.size_bytes, i.weight) for i in spec.workload.sizes_items] == [
+        (Collective.ALLGATHER, 64.0, 2.0), (Collective.ALLREDUCE, 64.0, 2.0)]
+    with pytest.raises(ValueError):
+        PlanSpec.load({**stored, "nodes": "16"})           # the stored JSON is held to the request's rules
 
 
 def test_minimal_request_completes(client):
@@ -174,11 +198,10 @@ def test_frontier_per_collective(client):
 
 
 def test_evaluate_expression_and_edges(client):
-    r = client.post("/v1/topologies/evaluate", json={"expr": "genkautz(4, 64)"})
+    r = evaluate(client, {"expr": "genkautz(4, 64)"})
     assert r.status_code == 200
     assert (r.json()["steps"], r.json()["tau_exact"], r.json()["verified"]) == (3, "21/16", True)
-    r = client.post("/v1/topologies/evaluate", json={"nodes": 4, "edges": [[0, 1], [1, 2], [2, 3], [3, 0]],
-                                                       "collective": "allreduce"})
+    r = evaluate(client, {"nodes": 4, "edges": [[0, 1], [1, 2], [2, 3], [3, 0]], "collective": "allreduce"})
     assert r.status_code == 200 and r.json()["steps"] == 6 and r.json()["tau_exact"] == "3/2"
     bad = client.post("/v1/topologies/evaluate", json={"expr": "torus(4,"})
     assert bad.status_code == 422 and "position" in bad.json()["detail"][0]["msg"]
@@ -186,7 +209,7 @@ def test_evaluate_expression_and_edges(client):
     assert bad.status_code == 422 and "outside" in bad.json()["detail"][0]["msg"]
     bad = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 2]]})
     assert bad.status_code == 422 and "not strongly connected" in bad.json()["detail"][0]["msg"]
-    r = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 2], [2, 0], [0, 2]]})
+    r = evaluate(client, {"nodes": 3, "edges": [[0, 1], [1, 2], [2, 0], [0, 2]]})
     assert r.status_code == 200 and r.json()["verified"] and r.json()["degree"] == 2      # irregular is fine
     assert client.post("/v1/topologies/evaluate", json={}).status_code == 422
     big = client.post("/v1/topologies/evaluate", json={"expr": "hypercube(12)"})
@@ -209,7 +232,7 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
     are used up it fails with the reason."""
     from datetime import datetime, timedelta, timezone
 
-    from services.jobs import attempts
+    from services.jobs.stages import attempts
     from services.store import jobs
     from services.store.db import migrate
     from services.store.models import Plan

@@ -26,7 +26,7 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     # scheduler's tau above a crossover, so every set has ranges of their own (compiled to files of their own)
     t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (5, 9)), arcs[-1])
     r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}, {"arc": f"{t2}>{h2}"}]})
-    rev = wait_revision(client, r.json()["url"], timeout=120)
+    rev = wait_revision(client, r.json()["url"])
     assert rev["status"] == "done", rev["reason"]
     g = build(rev["expr"])
     req = client.get(base).json()["request"]
@@ -149,7 +149,7 @@ def test_revision_sets_reuse_the_served_schedules(monkeypatch):
     """The sets take the comparison's checked schedules as they are: an allreduce range whose phases are the
     served allreduce's holds that very object (the same bytes as composing it again), and the revision encodes
     each object once (`size_sets.encoder`)."""
-    from services.jobs import size_sets
+    from services.jobs.stages import size_sets
     from services.synthesis.bfb.degraded import degraded_schedules
     from services.synthesis.schedule.ir import allreduce
 

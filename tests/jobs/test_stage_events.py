@@ -8,17 +8,13 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from services.jobs.stage_weights import (
-    eta_s,
-    plan_progress,
-    plan_stages,
-    revision_progress,
-)
+from services.jobs.requests.plan_spec import PlanSpec
+from services.jobs.stages.stage_weights import eta_s, plan_progress, plan_stages, revision_progress
 from services.store import repo, stage_events
 from services.store.db import migrate, session_scope
 from services.store.models import Plan, PlanEvent, utcnow
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
 
 PLAN_STAGES = ("frontier", "select", "schedule", "verify", "store", "compile")
 
@@ -62,7 +58,7 @@ def test_revision_stages_are_timed(client):
     t, h, _ = next(a for a in arcs if a[0] != a[1])
     r = client.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{t}>{h}"}]})
     assert r.status_code == 202, r.text
-    deadline, running = time.monotonic() + 120, []
+    deadline, running = time.monotonic() + HANG_S, []
     while True:
         rev = client.get(r.json()["url"]).json()
         if rev["status"] == "running":
@@ -113,14 +109,18 @@ def test_eta_while_running_and_stage_close(store_url):
         assert s.get(Plan, pid).status == "failed"
 
 
+def _spec(**fields) -> PlanSpec:
+    return PlanSpec.load({**MINIMAL, "job_id": "weights", **fields})
+
+
 def test_weights_follow_the_measured_costs():
-    small, large = {"nodes": 16}, {"nodes": 1024}
+    small, large = _spec(nodes=16), _spec(nodes=1024)
     # the compile stage's share of the measured plans (stage_weights' table: 1.26 s of 2.99 at N = 512, 4.5 of
     # 8.8-9.3 at N = 1024); at N = 16 the fixed costs weigh more
-    assert 1 - plan_progress({"nodes": 512}, False, "compile", 0.96) == pytest.approx(1.26 / 2.99, abs=0.06)
+    assert 1 - plan_progress(_spec(nodes=512), False, "compile", 0.96) == pytest.approx(1.26 / 2.99, abs=0.06)
     assert 1 - plan_progress(large, False, "compile", 0.96) == pytest.approx(4.5 / 9.0, abs=0.06)
     assert plan_progress(small, False, "compile", 0.96) > 0.25
-    for req in (small, large, {"nodes": 256, "runtimes": ["executor", "rccl"], "fabric_id": "f"}):
+    for req in (small, large, _spec(nodes=256, runtimes=["executor", "rccl"], fabric_id="f")):
         points = [plan_progress(req, True, st, x) for st, _ in plan_stages(req, True)
                   for x in (0.0, 0.2, 0.5, 0.96, 0.99, 1.0)]
         ordered = [plan_progress(req, True, st, lo) for st, (lo) in
@@ -154,7 +154,7 @@ def test_running_revision_serves_its_schedules_before_the_xml(client, settings):
     arcs = client.get(f"/v1/plans/{pid}/topology").json()["arcs"]
     t, h, _ = next(a for a in arcs if a[0] != a[1])
     url = client.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while client.get(url).json()["status"] not in ("done", "failed") and time.monotonic() < deadline:
         time.sleep(0.05)
     done = client.get(url).json()

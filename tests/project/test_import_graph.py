@@ -7,6 +7,8 @@ a.b.c also runs the package a.b's __init__."""
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +64,25 @@ def _imports(module: str) -> set[str]:
     return out
 
 
-GRAPH = {m: _imports(m) for m in MODULES}
+class _Graph(Mapping):
+    """Module -> the project modules it imports; every file is read at the first look (a test), not when pytest
+    collects this file."""
+
+    @functools.cached_property
+    def _edges(self) -> dict[str, set[str]]:
+        return {m: _imports(m) for m in MODULES}
+
+    def __getitem__(self, module: str) -> set[str]:
+        return self._edges[module]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._edges)
+
+    def __len__(self) -> int:
+        return len(self._edges)
+
+
+GRAPH = _Graph()
 
 
 def _components(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -133,12 +153,13 @@ def _under(module: str, prefix: str) -> bool:
 
 def test_the_graph_is_read():
     """The walk sees the edges it should (relative, lazy, and `from package import submodule` imports)."""
-    assert "services.jobs.attempts" in GRAPH["workers.tasks"]                     # from services.jobs import attempts
-    assert "services.jobs.plan.select" in GRAPH["workers.tasks"]          # from services.jobs.plan import select
-    assert "services.jobs.compiling" in GRAPH["services.jobs.revision"]           # from . import compiling
-    assert "services.store.repo" in GRAPH["services.jobs.attempts"]               # from ..store import repo
-    assert "services.jobs.attempts" in GRAPH["services.api.dispatch"]             # inside a method
+    assert "services.jobs.stages.attempts" in GRAPH["workers.tasks"]      # from services.jobs.stages import attempts
+    assert "services.jobs.kinds.plan.select" in GRAPH["workers.tasks"]    # from services.jobs.kinds.plan import select
+    assert "services.jobs.stages.compile_stage" in GRAPH["services.jobs.kinds.revision"]      # from a package
+    assert "services.store.repo" in GRAPH["services.jobs.stages.attempts"]       # from services.store import repo
+    assert "services.jobs.stages.attempts" in GRAPH["services.api.dispatch"]     # inside a method
     assert "services.jobs" in GRAPH["workers.tasks"]                              # its package runs first
+    assert "services.api.schemas.common" in GRAPH["services.api.schemas.plans"]   # from .common import ...
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
@@ -172,16 +193,25 @@ def test_layers_point_one_way():
     assert not _edges("services.jobs", ("services.api", "workers"))
 
 
-JOB_KINDS = ("services.jobs.plan", "services.jobs.compiling", "services.jobs.evaluation", "services.jobs.revision")
+KINDS = "services.jobs.kinds"
+JOB_KINDS = tuple(f"{KINDS}.{name}" for name in ("plan", "compiling", "evaluation", "revision"))
 
 
 def _kind(module: str) -> str | None:
-    return next((k for k in JOB_KINDS if _under(module, k) and module != "services.jobs.plan"), None)
+    return next((k for k in JOB_KINDS if _under(module, k) and module != f"{KINDS}.plan"), None)
+
+
+def test_every_job_kind_is_listed():
+    """services/jobs/kinds/ holds the job kinds and nothing else: each is one of JOB_KINDS."""
+    found = {f"{KINDS}.{p.stem if p.suffix else p.name}" for p in (ROOT / "services/jobs/kinds").iterdir()
+             if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert found == set(JOB_KINDS), found
 
 
 def test_job_kinds_are_imported_only_by_workers_and_the_dispatcher():
-    """A job kind imports the shared machinery, never another kind (a revision's compile stage is the compile
-    module's), and only workers/ and the API's dispatcher import job kinds."""
+    """A job kind imports the shared stages and the request side, never another kind (a plan's and a
+    revision's compile stage is services.jobs.stages.compile_stage), and only workers/ and the API's dispatcher
+    import job kinds."""
     wrong = []
     for m, targets in sorted(GRAPH.items()):
         for t in sorted(targets):
@@ -190,10 +220,13 @@ def test_job_kinds_are_imported_only_by_workers_and_the_dispatcher():
                 continue
             if _under(m, "workers") or m == "services.api.dispatch":
                 continue
-            if (_kind(m), kind) == ("services.jobs.revision", "services.jobs.compiling"):
-                continue
             wrong.append(f"{m} -> {t}")
     assert not wrong
+
+
+def test_stages_and_requests_import_no_job_kind():
+    """The shared stages and the request side sit below the job kinds: they import none."""
+    assert not _edges("services.jobs.stages", (KINDS,)) and not _edges("services.jobs.requests", (KINDS,))
 
 
 def test_api_routes_import_no_other_route():

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import Finding
 from ..msccl.ir import XmlStep
-from ..runtimes import RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
+from ..runtimes import PROFILES, RECV_TYPES, SEND_TYPES, RuntimeProfile, profile_for
 from .scan import BUF_NAMES, KIND_NAMES, Columns, scan_columns
 from .tokenizer import scan
 
@@ -71,7 +71,7 @@ def runtime_of(text: str, root=None) -> str:
     """The runtime a file is meant for when the caller does not say: our header comment names it; otherwise
     coll="reduce_scatter" or a missing outofplace attribute mean microsoft/msccl, anything else the executor."""
     m = _HEADER.search(text[:2000])
-    if m and m.group(1) in ("executor", "rccl", "legacy"):
+    if m and m.group(1) in PROFILES:                       # an MSCCL runtime's name (runtimes.names)
         return m.group(1)
     if root is not None and (root.get("coll") == "reduce_scatter" or root.get("outofplace") is None):
         return "legacy"

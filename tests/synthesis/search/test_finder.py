@@ -325,6 +325,37 @@ def test_alltoall_share_prefers_low_diameter():
         select(f, link, [WorkloadItem(AR, 1024)], alltoall_bytes=1, alltoall_weight=1.0)
 
 
+def test_workload_selection_is_one_implementation(capsys):
+    """`fabricplan select` and a plan's selection stage share select_workload: the throughputs it computes are
+    LP (3)'s, the ones given are not computed again, and the CLI's choice is its choice."""
+    import json
+
+    from services.cli import main
+    from services.synthesis.evaluate.alltoall import alltoall_throughput
+    from services.synthesis.evaluate.workload_selection import select_workload
+
+    f = frontier(16, 4)
+    link = LinkModel.from_units(10, 100)
+    items = [WorkloadItem(AR, 1024, 1.0)]
+    counted = []
+    sel, fs = select_workload(f, link, items, alltoall_bytes=1 << 24, alltoall_weight=100.0,
+                              on_throughputs=counted.append)
+    assert counted == [len(f)] and set(fs) == {c.expr for c in f}
+    assert fs == {c.expr: alltoall_throughput(build(c.expr)).throughput for c in f}
+    assert fs[sel.best.expr] == max(fs.values())
+    again, _ = select_workload(f, link, items, alltoall_bytes=1 << 24, alltoall_weight=100.0, throughputs=fs,
+                               on_throughputs=counted.append)
+    assert counted == [len(f)] and again.best.expr == sel.best.expr          # nothing computed the second time
+    assert select_workload(f, link, items)[1] == {}
+    with pytest.raises(FinderError, match="alltoall_bytes"):
+        select_workload(f, link, items, alltoall_weight=1.0)
+    assert main(["select", "16", "4", "--alpha-us", "10", "--bandwidth-gbps", "100", "--size", "1024",
+                 "--alltoall-bytes", str(1 << 24), "--alltoall-weight", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["best"]["expr"] == sel.best.expr
+    assert out["best"]["time_us"] == pytest.approx(dict((c.expr, t) for c, t in sel.times_s)[sel.best.expr] * 1e6)
+
+
 @pytest.mark.parametrize("d,n", [(2, 40), (2, 96), (3, 84), (4, 80), (4, 1024), (8, 144), (5, 150), (3, 22)])
 def test_generalized_kautz_priced_as_a_line_digraph(d, n):
     """Pi_{d,dm} = L(Pi_{d,m}) (Imase-Itoh): priced from Pi_{d,m} by the line pricer; both orientations
