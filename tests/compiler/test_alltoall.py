@@ -189,7 +189,7 @@ def test_alltoall_pairs_are_built_once_per_fit_and_shared(monkeypatch):
     from dataclasses import replace
 
     from services.compiler.fit import search as fit_module
-    from services.compiler.lower.layout import AlltoallPairs
+    from services.compiler.lowering.layout import AlltoallPairs
     from services.compiler.runtimes import profile_for
 
     s, topo = a2a("torus(4, 4)").schedule, build("torus(4, 4)")
@@ -217,7 +217,7 @@ def test_alltoall_pairs_give_every_held_pair_its_own_slot():
     """Every unit at its source and every (receiver, unit) pair a transfer delivers has a slot, one per distinct
     pair; a pair no transfer delivers is refused, as the sorted keys refused it."""
     from services.compiler.common.arrays import ranges
-    from services.compiler.lower.layout import AlltoallPairs, alltoall_position
+    from services.compiler.lowering.layout import AlltoallPairs, alltoall_position
 
     s = a2a("torus(3, 4)").schedule
     pairs = AlltoallPairs(s)

@@ -244,7 +244,7 @@ def test_services_holds_packages_and_three_modules():
 # or the layers below it. Synthesis, by subpackage; the compiler, by pipeline stage (the package's own modules,
 # `api` and what the service imports beside it, sit on top of the stages they run).
 SYNTHESIS_LAYERS = (("topology",), ("schedule",), ("forest",), ("bfb",), ("search",), ("evaluate", ""))
-COMPILER_LAYERS = (("errors", "runtimes"), ("common",), ("lower",), ("msccl",), ("text",), ("check",), ("fit",),
+COMPILER_LAYERS = (("errors", "runtimes"), ("common",), ("lowering",), ("msccl",), ("text",), ("check",), ("fit",),
                    ("api", "canonical", "size_sets", "warm", ""))
 STACKS = {"services.synthesis": SYNTHESIS_LAYERS, "services.compiler": COMPILER_LAYERS}
 
