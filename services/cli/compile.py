@@ -106,7 +106,8 @@ def run(args) -> int:
             schedule, topology = a2a.schedule, a2a.topology
             extra = {"schedule_tau": float(a2a.tau), "mcf_tau": a2a.mcf_tau}
         elif args.gpus_per_host > 1:
-            from services.synthesis.schedule.hierarchical import hierarchical, phase_cost
+            from services.synthesis.schedule.hierarchical import phase_cost
+            from services.synthesis.search.hierarchical import hierarchical
             from services.synthesis.schedule.verify import verify
 
             if topology.nodes * args.gpus_per_host > 4096:

@@ -36,7 +36,7 @@ def run(args) -> int:
                                  alltoall_weight=args.alltoall_weight)
     except FinderError as exc:
         raise UsageError(str(exc)) from None
-    from services.synthesis.search.finder import baseline_times
+    from services.synthesis.evaluate.workload_baselines import baseline_times
 
     out = {"best": {**entry_of(sel.best, args.collective), "time_us": _time_of(sel, sel.best) * 1e6},
            "frontier": [{**entry_of(c, args.collective), "time_us": t * 1e6} for c, t in sel.times_s],

@@ -17,7 +17,7 @@ from importlib import import_module
 _HOME = {**dict.fromkeys(("FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "check_xml", "compile_schedule",
                           "format_of", "runtime_defaults"), ".api"),
          **dict.fromkeys(("CheckReport", "CompileError", "Finding", "XmlInvalid"), ".errors"),
-         **dict.fromkeys(("Lowered", "chunked_bfb", "lower"), ".lowering"),
+         **dict.fromkeys(("Lowered", "chunked_bfb", "lower"), ".lower.lowering"),
          **dict.fromkeys(("PROFILES", "RuntimeProfile", "profile_for"), ".runtimes")}
 _ALIASES = {"DIALECTS": "PROFILES", "RuntimeLimits": "RuntimeProfile"}     # the old names
 

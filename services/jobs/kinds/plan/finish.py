@@ -7,7 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
-from services.synthesis.search.finder import baseline_times, candidate_from_entry, frontier_entry
+from services.synthesis.search.finder import candidate_from_entry, frontier_entry
 
 from services.config import get_settings
 from services.store import repo
