@@ -8,7 +8,9 @@ from the mix by largest remainder (5 jobs of 40/30/20/10 % give 2/2/1/0), in a f
 Fabrics:
 - `direct` (TopoOpt): each job gets a shard of its own (App. C, Fig. 26: servers and links disjoint from every
   other job's), wired as the best topology our finder has for (servers per job, d) for that job's model
-  (`evaluate_training`: the frontier entry with the shortest iteration); jobs never contend. Before a job starts
+  (`evaluate_training`: the frontier entry with the shortest iteration), or, for a job with model-parallel
+  traffic (DLRM's tables), TopoOpt's own co-optimised topology when it is faster (`topoopt.co_optimise`:
+  TopologyFinder with host forwarding); jobs never contend. Before a job starts
   its panels are reconfigured (optional `Reconfiguration`: a patch panel moves `batch` cross-connects per
   `batch_s`, an OCS switches all at once; with look-ahead the next job is provisioned while the current runs,
   so nothing is waited for).
@@ -53,6 +55,7 @@ import numpy as np
 
 from services.synthesis.evaluate.iteration import CollectiveCost, TopologyCosts, best_bucket
 from services.synthesis.evaluate.model_catalog import CATALOG, catalog_model
+from services.synthesis.evaluate.topoopt import co_optimise, strategies_for
 from services.synthesis.evaluate.training_job import DEVICES, DeviceProfile, ModelSpec
 from services.synthesis.schedule.cost import LinkModel
 
@@ -296,8 +299,16 @@ def _direct(name: str, spec: ClusterSpec) -> tuple[float, str]:
     from services.synthesis.evaluate.training import evaluate_training
 
     link = LinkModel(alpha_s=spec.alpha_us * 1e-6, node_bandwidth_Bps=spec.degree * spec.port_Bps)
-    ev = evaluate_training(_model(name, spec), spec.servers_per_job, spec.degree, link, baselines=())
-    return ev.best.report.iteration_s, ev.best.expr
+    model = _model(name, spec)
+    ev = evaluate_training(model, spec.servers_per_job, spec.degree, link, baselines=())
+    best = (ev.best.report.iteration_s, ev.best.expr)
+    if any(l.is_moe for l in model.layers):          # model-parallel traffic: TopoOpt's own co-optimisation too
+        strategy, design, t = co_optimise(strategies_for(model, spec.servers_per_job), spec.servers_per_job,
+                                          spec.degree, link)
+        if t < best[0]:
+            best = (t, f"topoopt({strategy.name}: rings {list(design.generators)}, "
+                       f"{len(design.mp_links) // spec.servers_per_job} MP matchings)")
+    return best
 
 
 def _fraction(x: float) -> Fraction:
