@@ -305,7 +305,7 @@ def layout_report() -> str:
 
 
 def test_layout_report():
-    """`pytest -s` (or `python -m tests.test_import_graph`) prints the listing; it reports no upward import and
+    """`pytest -s` (or `python -m tests.project.test_import_graph`) prints the listing; it reports no upward import and
     no circle."""
     report = layout_report()
     print("\n" + report)
