@@ -38,8 +38,8 @@ ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
-    """The format a runtime's files are written in (Runtime.format)."""
-    return Runtime(runtime).format.value
+    """The format a runtime's files are written in (Runtime.file_format)."""
+    return Runtime(runtime).file_format.value
 
 
 def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
@@ -47,7 +47,7 @@ def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
     the oneCCL format): the lowering's `max_chunks` and the runtime's 16-bit chunk offsets,
     N x P x instances <= max_offset + 1 (services.compiler.lowering.grid). A finer schedule is re-solved as the
     chunked BFB (paper App. E.2) when compiled."""
-    if Runtime(options.runtime).format is Format.ONECCL:
+    if Runtime(options.runtime).file_format is Format.ONECCL:
         return None
     return min(options.max_chunks, (profile_for(options.runtime).max_offset + 1) // (nodes * options.instances))
 

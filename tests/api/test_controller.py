@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from fastapi.testclient import TestClient
 
 from services.api.app import create_app
@@ -58,7 +57,7 @@ def test_plan_binds_hosts_ports_and_panel_configs(client):
         assert len(cfg["diff"]["add"]) == len(cfg["cross_connects"]) and not cfg["diff"]["remove"]
         total += len(cfg["cross_connects"])
     assert total == 16 * 4                                   # every arc of the 4-regular topology, once
-    assert client.get(f"/v1/panels/f1-plane0/config",
+    assert client.get("/v1/panels/f1-plane0/config",
                       headers={"If-None-Match": '"2"'}).status_code == 304
 
 
@@ -86,7 +85,6 @@ def test_fabric_ready_only_after_every_panel_acknowledges(client):
 
 def test_two_plans_cannot_share_a_host_and_release_frees_them(client):
     client.post("/v1/fabrics", json=PLANES)
-    hosts = [f"h{i:02d}" for i in range(16)]
     a = bound_plan(client, hosts=None)
     assert a["status"] == "done"
     taken = a["fabric"]["hosts"]

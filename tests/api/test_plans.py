@@ -2,7 +2,6 @@
 Parametrised over the embedded SQLite backend and PostgreSQL (when available)."""
 from __future__ import annotations
 
-import io
 import json
 import xml.etree.ElementTree as ET
 

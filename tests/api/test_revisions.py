@@ -3,7 +3,6 @@ restore the full topology, look-ahead planes keep two jobs apart, device profile
 evaluate with per-link costs. Every test runs on SQLite and PostgreSQL (the `client` fixture)."""
 from __future__ import annotations
 
-import io
 import time
 
 import pytest

@@ -121,6 +121,8 @@ class MscclProgram:
     fused: int
     consolidated: int
     stats: dict = field(default_factory=dict)
+    tb_of_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per op: its global tb
+    max_dep_tb: int = 0            # the most dependencies one tb's op waits on (the dependency pass's)
 
 
 class InstructionTable:

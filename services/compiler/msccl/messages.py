@@ -273,7 +273,7 @@ class _MessageBuilder:
             eq.append(part_buf)
         st, ln = runs(adv, eq, max_len=self.max_count)
         self._messages(t, *(a[st] for a in (sender, receiver, channel, rank, src_buf, src_off, dst_buf, dst_off)),
-                       None if op is Op.COPY else part_buf[st], part_off[st], ln)
+                       part_buf=None if op is Op.COPY else part_buf[st], part_off=part_off[st], count=ln)
         at = self._cells(receiver, unit)
         self._put(lay.locbuf, at, dst_buf)
         self._put(lay.locoff, at, dst_off)
@@ -360,7 +360,7 @@ class _MessageBuilder:
         zero = np.zeros(sender.size, np.int64)
         st, ln = runs([src_off, recv_off], [sender, receiver, channel, src_buf], max_len=self.max_count)
         self._messages(t, *(a[st] for a in (sender, receiver, channel, zero, src_buf, src_off, recv_buf, recv_off)),
-                       None, None, ln)
+                       part_buf=None, part_off=None, count=ln)
         if op is Op.COPY:
             o = lexorder((recv_off, receiver))
             st, ln = runs([recv_off[o], dst_off[o]], [receiver[o], dst_buf[o]], max_len=self.max_count)

@@ -162,7 +162,7 @@ def plan_units(runtimes, collectives, by_size: dict[str, list[dict]], digests: d
             rows = by_size.get(c) or []
             if c not in SET_COLLECTIVES or not rows:
                 continue
-            if Runtime(runtime).format is Format.ONECCL:
+            if Runtime(runtime).file_format is Format.ONECCL:
                 skipped[f"{runtime}:{c}"] = ("oneCCL files have no minBytes/maxBytes window: the set is not "
                                              "selectable by size there (the main file is compiled)")
                 continue

@@ -620,6 +620,8 @@ def dbt_cost(nodes: int, link_model: LinkModel, size_bytes: float,
         seconds = link_model.time(steps, tau, size_bytes)
         if best is None or seconds < best.seconds:
             best = DbtCost(model, collective, k, steps, tau, seconds)
+    if best is None:
+        raise ValueError("dbt_cost: no pipelining degree to try (chunks is empty)")
     return best
 
 

@@ -98,6 +98,7 @@ def _best_offsets(n: int, k: int, directed: bool, budget: int | None = None) -> 
     top = n - 1 if directed else n // 2
     if top < k:
         return ()
+    pool: list[tuple[int, ...]] | set[tuple[int, ...]]
     if math.comb(top, k) <= budget:
         pool = list(itertools.combinations(range(1, top + 1), k))
     else:

@@ -57,7 +57,7 @@ class Candidate:
         return rs[0] + self.steps, rs[1] + self.tau
 
     def reducescatter(self) -> tuple[int, Fraction]:
-        if self.rs_steps is not None:
+        if self.rs_steps is not None and self.rs_tau is not None:
             return self.rs_steps, self.rs_tau
         if self.reverse_symmetric:
             return self.steps, self.tau
