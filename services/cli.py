@@ -373,7 +373,7 @@ def _training_model(args):
 
 
 def _hybrid_wanted(args) -> bool:
-    """The multi-GPU hybrid-parallel model (issue 27) runs when asked for (hosts of several GPUs, a strategy,
+    """The multi-GPU hybrid-parallel model (docs/training.md) runs when asked for (hosts of several GPUs, a strategy,
     a global batch, a switched topology) or when the model exists only as a transformer description; otherwise
     `train` keeps the one-accelerator-per-node model of the paper's section 8.3."""
     from services.synthesis.evaluate.fabrics import SWITCHED
@@ -754,7 +754,7 @@ def _check_file(args) -> int:
 @contextmanager
 def progress_bar(desc: str, stream=None, unit: str = "candidate"):
     """Yield progress(message): each call advances a bar on `stream` (default stderr; tqdm) by one and shows the
-    message, when it is a terminal; otherwise a no-op, so piped and `--json` output stays clean (issue 25)."""
+    message, when it is a terminal; otherwise a no-op, so piped and `--json` output stays clean."""
     stream = sys.stderr if stream is None else stream
     if not (hasattr(stream, "isatty") and stream.isatty()):
         yield lambda message=None: None

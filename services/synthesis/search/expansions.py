@@ -1,4 +1,4 @@
-"""Expansion operators on topologies (paper section 5, Definitions 3, 12, 13; digest section 2).
+"""Expansion operators on topologies (paper section 5, Definitions 3, 12, 13).
 
 This module builds the expanded *graphs*; their schedules come from BFB on the result (always valid,
 and optimal-BFB by Theorem 16). The expansion-definition schedules (Def. 1, 2, 14) belong here too.
