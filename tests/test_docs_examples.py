@@ -29,7 +29,8 @@ RUNNABLE = "```sh runnable"
 EXPECTED = "```json expected"
 HOST = "localhost:8000"
 STATUS_MARK = "@@status "
-RUN_TIMEOUT_S = 900          # a bound for a hung command, not an assertion on how long they take
+RUN_TIMEOUT_S = 900          # bounds for a hung command or server, not assertions on how long they take
+START_TIMEOUT_S = 600
 
 
 @dataclass
@@ -193,10 +194,49 @@ def test_runnable_examples(doc: Path, tmp_path):
     work, out = tmp_path / "work", tmp_path / "out"
     work.mkdir()
     out.mkdir()
-    with served(service_env(tmp_path / "data")) as (base, _proc):
+    with served(service_env(tmp_path / "data"), timeout_s=START_TIMEOUT_S) as (base, _proc):
         (tmp_path / "run.sh").write_text(script(commands, base, out))
         subprocess.run(["bash", str(tmp_path / "run.sh")], cwd=work, timeout=RUN_TIMEOUT_S, check=True)
     for n, c in enumerate(commands):
         assert (out / f"{n}.rc").exists(), f"{c.where}: not run (an earlier command failed?)"
         check(c, (out / f"{n}.out").read_text(), (out / f"{n}.err").read_text(),
               int((out / f"{n}.rc").read_text()), base)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_documentation_files_resolve():
+    """Every relative link of the README and docs/*.md names a file that exists and, with #anchor, a heading
+    of that file."""
+    broken = []
+    for doc in DOC_FILES:
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                broken.append(f"{doc.name}: {target} (no such file)")
+            elif anchor and file.suffix == ".md":
+                headings = {_anchor(h) for h in re.findall(r"^#+ (.+)$", file.read_text(), flags=re.M)}
+                if anchor not in headings:
+                    broken.append(f"{doc.name}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_source_paths_named_in_the_documentation_exist():
+    """Every `services/...`, `tests/...` (and other top-level folder) path the documentation names in backticks
+    exists, so a moved or renamed module shows here (a `*` is a glob that must match something)."""
+    missing = []
+    for doc in DOC_FILES:
+        for path in re.findall(r"`((?:services|workers|tests|bench|scripts|migrations|openapi|docs)/[\w./*-]*)",
+                               doc.read_text()):
+            path = path.rstrip(".")
+            found = any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()
+            if not found:
+                missing.append(f"{doc.name}: {path}")
+    assert not missing, "\n".join(missing)
