@@ -1,5 +1,5 @@
 """`fabricplan worker` that holds the first plan schedule stage it runs, for the worker end-to-end tests'
-crashes (tests/test_worker_e2e.py): a test kills the worker at a known point of a small plan instead of
+crashes (tests/workers/test_scaled_deployment.py): a test kills the worker at a known point of a small plan instead of
 racing a 1024-rank plan's long schedule stage.
 
     HELD_WORKER_MARKER=<path> python -m tests.held_worker worker ...     (the arguments of `fabricplan worker`)

@@ -13,7 +13,7 @@ Stable API:
 from .api import (FORMATS, RUNTIMES, CompiledArtifact, CompileOptions, check_xml, compile_schedule, format_of,
                   runtime_defaults)
 from .errors import CheckReport, CompileError, Finding, XmlInvalid
-from .lowering import Lowered, chunked_bfb, lower
+from .lower.lowering import Lowered, chunked_bfb, lower
 from .runtimes import PROFILES, RuntimeProfile, profile_for
 
 DIALECTS = PROFILES            # the runtimes' old name

@@ -20,10 +20,10 @@ from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
 from .errors import CheckReport, CompileError
-from .fit import FitRequest, fit_msccl
-from .lowering import DEFAULT_MAX_CHUNKS, lower
-from .msccl import to_xml
-from .msccl_check import SIMULATE_MAX_STEPS, check_msccl
+from .fit.search import FitRequest, fit_msccl
+from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
+from .msccl.program import to_xml
+from .check.msccl import SIMULATE_MAX_STEPS, check_msccl
 from .runtimes import PROFILES, RuntimeProfile, profile_for
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "compile_schedule", "check_xml",
@@ -254,7 +254,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     max_steps     steps per thread block for a runtime built with another MSCCL_MAX_NUM_STEPS.
     link, sizes   a LinkModel and message sizes for predicted_time_us / schedule_time_us.
     simulate      simulate candidate programs (up to `simulate_max_steps` XML steps); programs not simulated
-                  are held to the profile's limits and proved deadlock-free (services.compiler.deadlock), with
+                  are held to the profile's limits and proved deadlock-free (services.compiler.check.deadlock), with
                   combined thread blocks only where the buffering bound allows them.
     deadline_s    give up the fit search after this long (CompileError naming what was tried).
     progress      progress(message) is called after every candidate the fit search tries.
@@ -369,7 +369,7 @@ def _header(profile: RuntimeProfile, coll: str, topology: Topology, low, opt, op
 
 
 def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, sizes, allow_resolve, t0):
-    from .oneccl import compile_oneccl
+    from .text.oneccl import compile_oneccl
 
     if opts.inplace not in ("out", "in"):
         raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
@@ -411,6 +411,6 @@ def check_xml(xml: str | bytes, fmt: str = "msccl", *, runtime: str | RuntimePro
         return check_msccl(xml, runtime=runtime or dialect, simulate=simulate, fifo=fifo, seed=seed,
                            max_steps=max_steps, simulate_max_steps=simulate_max_steps)
     if fmt == "oneccl":
-        from .oneccl_check import check_oneccl
+        from .check.oneccl import check_oneccl
         return check_oneccl(xml, simulate=simulate, seed=seed)
     raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")

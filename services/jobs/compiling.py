@@ -9,7 +9,7 @@ import logging
 import time
 
 from services.compiler.api import CompileOptions, format_of
-from services.compiler.lowering import chunks_per_shard
+from services.compiler.lower.lowering import chunks_per_shard
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.topology.catalog import build

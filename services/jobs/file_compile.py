@@ -12,8 +12,8 @@ from sqlalchemy.exc import DBAPIError
 
 from services.compiler.api import CompileOptions, check_xml, compile_schedule
 from services.compiler.errors import CompileError
-from services.compiler.msccl_check import simulable
-from services.compiler.nccl_xml import lexical_findings
+from services.compiler.check.msccl import simulable
+from services.compiler.check.tokenizer import lexical_findings
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 
@@ -51,7 +51,7 @@ def compile_file(plan_id: str, collective: str, sched: Schedule, topology, optio
                 art.xml_steps or 0, art.xml_threadblocks or 0, art.xml_dependent_steps or 0, simulate_max):
             # too large to re-parse and simulate here (steps or the simulator's memory, msccl_check.simulable):
             # the fit search enforced the profile's limits on the program it printed and proved it deadlock-free
-            # (services.compiler.deadlock); the text still goes through the runtimes' tokenizer
+            # (services.compiler.check.deadlock); the text still goes through the runtimes' tokenizer
             problems = lexical_findings(art.xml_data)
             if problems:
                 raise RuntimeError(f"the compiled file fails the runtimes' tokenizer: {problems[0]}")

@@ -1,7 +1,7 @@
 """Which schedule a size range's XML file holds (schedule sets): the range's own when the compiler takes its grid,
 otherwise the fastest over the range among the schedules it can take exactly.
 
-A file carries a schedule lowered to at most `bound` chunks per shard (services.compiler.lowering: the caller's
+A file carries a schedule lowered to at most `bound` chunks per shard (services.compiler.lower.lowering: the caller's
 max_chunks and the runtime's int16 offsets, N x P x instances <= max_offset + 1). A pipelined tree packing
 `trees/P` of a fine grid exceeds it; the compiler would re-solve it as the chunked BFB (App. E.2) at `bound`
 chunks. The substitute is instead chosen over the range [lo, hi): among the other ranges' schedules of the same
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from services.compiler.lowering import chunked_bfb, chunks_per_shard
+from services.compiler.lower.lowering import chunked_bfb, chunks_per_shard
 from services.compiler.runtimes import profile_for
 from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import Schedule
@@ -24,7 +24,7 @@ __all__ = ["chunk_bound", "worst_ratio", "substitute"]
 
 
 def chunk_bound(runtime: str, nodes: int, max_chunks: int, instances: int = 1) -> int:
-    """The most chunks per shard a file of `runtime` holds exactly (services.compiler.lowering)."""
+    """The most chunks per shard a file of `runtime` holds exactly (services.compiler.lower.lowering)."""
     return min(max_chunks, (profile_for(runtime).max_offset + 1) // (nodes * instances))
 
 

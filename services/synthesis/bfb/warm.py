@@ -1,7 +1,8 @@
 """Loading every compiled kernel (numba) before the work that needs it: the BFB evaluator's kernels
 (services.synthesis.bfb.kernels), the greedy scheduler's matcher (services.synthesis.bfb.greedy) and the
 graph's breadth-first search (services.synthesis.topology.distances) and tree packing's max-flow
-(services.synthesis.forest). It sits above all of them, so none of
+(services.synthesis.forest) and the dependency-driven time (services.synthesis.schedule.dependency). It sits
+above all of them, so none of
 them imports another to be warmed.
 
 Run once after installing (`python -m services.synthesis.bfb.warm`) and before forking workers, so that no
@@ -15,6 +16,7 @@ import numpy as np
 
 from services.synthesis.bfb import greedy
 from services.synthesis.forest.packing import pack_trees
+from services.synthesis.schedule import dependency
 from services.synthesis.bfb.kernels import (balanced_upper, circulant_eccentricities, cyclic_distances,
                                             excluded_u_star, interval_u_star, sphere_sizes, step_types,
                                             step_u_star_by_runs, type_bounds, walk_overlaps, zeta_u_star)
@@ -49,6 +51,7 @@ def warm() -> float:
                   np.zeros(3, dtype=np.int64), np.array([0], dtype=np.int64), 2)
     greedy.warm()
     pack_trees(build("ring(4)"), np.ones(4))                   # tree packing's max-flow and arc checks
+    dependency.warm()
     return time.perf_counter() - t0
 
 
