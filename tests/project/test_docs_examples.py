@@ -117,7 +117,7 @@ def mismatch(expected, actual, at: str = "$") -> str | None:
         return None
     if isinstance(expected, str) and "..." in expected and isinstance(actual, str):
         pattern = ".*".join(re.escape(part) for part in expected.split("..."))
-        return None if re.fullmatch(pattern, actual, re.S) else f"{at}: {actual!r} is not {expected!r}"
+        return None if re.fullmatch(pattern, actual, re.DOTALL) else f"{at}: {actual!r} is not {expected!r}"
     numbers = (int, float)
     if (isinstance(expected, numbers) and isinstance(actual, numbers)
             and not isinstance(expected, bool) and not isinstance(actual, bool)):
@@ -167,7 +167,8 @@ def test_parse_reads_statuses_output_and_expected_json(tmp_path):
 
 
 def test_mismatch_names_the_difference():
-    assert mismatch({"id": "...", "url": "http://h/v1/plans/..."}, {"id": "x", "url": "http://h/v1/plans/x", "z": 1}) is None
+    actual = {"id": "x", "url": "http://h/v1/plans/x", "z": 1}
+    assert mismatch({"id": "...", "url": "http://h/v1/plans/..."}, actual) is None
     assert mismatch({"id": "..."}, {"ids": 1}) == "$: no field 'id' (fields: ['ids'])"
     assert mismatch({"a": {"b": 3}}, {"a": {"b": 4}}) == "$.a.b: 4, not 3"
     assert mismatch({"t": 0.9375}, {"t": 15 / 16}) is None
@@ -213,7 +214,7 @@ def test_links_between_documentation_files_resolve():
     of that file."""
     broken = []
     for doc in DOC_FILES:
-        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.DOTALL)
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+://", target):
                 continue
@@ -222,7 +223,7 @@ def test_links_between_documentation_files_resolve():
             if not file.exists():
                 broken.append(f"{doc.name}: {target} (no such file)")
             elif anchor and file.suffix == ".md":
-                headings = {_anchor(h) for h in re.findall(r"^#+ (.+)$", file.read_text(), flags=re.M)}
+                headings = {_anchor(h) for h in re.findall(r"^#+ (.+)$", file.read_text(), flags=re.MULTILINE)}
                 if anchor not in headings:
                     broken.append(f"{doc.name}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
