@@ -241,3 +241,22 @@ def test_source_paths_named_in_the_documentation_exist():
             if not found:
                 missing.append(f"{doc.name}: {path}")
     assert not missing, "\n".join(missing)
+
+
+def test_operations_documents_every_setting_with_its_default():
+    """docs/operations.md's settings table has one row per field of services.config.Settings, with its default,
+    and every FABRICPLAN_ variable the documentation names is a setting or one read from the environment."""
+    from services.config import Settings
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    rows = dict(re.findall(r"^\| `FABRICPLAN_([A-Z_]+)` \| ([^|]*) \|", text, flags=re.MULTILINE))
+    for name, field in Settings.model_fields.items():
+        assert name.upper() in rows, f"FABRICPLAN_{name.upper()} is not in docs/operations.md's settings table"
+        default = "(none)" if field.default is None else str(field.default).lower()
+        assert rows[name.upper()].strip().lower() == default, (name, rows[name.upper()], default)
+    named = set()
+    for doc in DOC_FILES:
+        named |= set(re.findall(r"FABRICPLAN_([A-Z_]+[A-Z])", doc.read_text()))
+    env_only = {"COMPILE_THREADS", "CACHE_DIR", "VENV", "CHROMIUM", "TEST_DATABASE_URL", "TEST_REDIS_URL"}
+    unknown = named - {n.upper() for n in Settings.model_fields} - env_only
+    assert not unknown, f"the documentation names settings the code does not have: {sorted(unknown)}"
