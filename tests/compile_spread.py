@@ -16,7 +16,9 @@ import itertools
 from functools import cache, lru_cache
 
 from services.compiler import CompileError, compile_schedule
-from services.compiler.msccl.program import MscclOptions, build_program, to_xml
+from services.compiler.msccl.ir import MscclOptions
+from services.compiler.msccl.program import build_program
+from services.compiler.text.msccl import to_xml
 from services.compiler.text.oneccl import compile_oneccl
 from services.compiler.runtimes import profile_for
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule

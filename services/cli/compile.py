@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from services.compiler.runtimes.names import DEFAULT_RUNTIME, MSCCL_RUNTIMES, Format, Runtime
+
 from .common import UsageError, emit, jsonable, progress_bar
 from .inputs import build_topology, schedule_set
 
@@ -20,10 +22,11 @@ def _compile_options(args):
     if args.runtime and args.dialect and args.runtime != args.dialect:
         raise UsageError(f"--runtime {args.runtime} and --dialect {args.dialect} disagree: --dialect is the old "
                          f"name of --runtime; give one of them")
-    if args.format == "oneccl" and (args.runtime or args.dialect or "oneccl") != "oneccl":
+    if args.format == Format.ONECCL and (args.runtime or args.dialect or Runtime.ONECCL) != Runtime.ONECCL:
         raise UsageError(f"--format oneccl writes the oneCCL format; --runtime {args.runtime or args.dialect} is an "
                          f"MSCCL runtime: give --runtime oneccl or --format msccl")
-    runtime = args.runtime or args.dialect or ("oneccl" if args.format == "oneccl" else "executor")
+    runtime = Runtime(args.runtime or args.dialect or (Runtime.ONECCL if args.format == Format.ONECCL
+                                                       else DEFAULT_RUNTIME)).value
     consolidate = {"auto": None, "yes": True, "no": False}[args.consolidate]
     return CompileOptions(runtime, proto=args.proto, inplace=args.inplace, min_bytes=args.min_bytes,
                           max_bytes=args.max_bytes, channels=args.channels, instances=args.instances,
@@ -42,10 +45,10 @@ def _check_file(args) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {args.expr}: {exc}") from None
     head = text[:2000] if isinstance(text, str) else text[:2000].decode("ascii")
-    fmt = "oneccl" if args.runtime == "oneccl" or "<oneccl_schedule" in head else "msccl"
-    if fmt == "oneccl" and isinstance(text, bytes):
+    fmt = Format.ONECCL if args.runtime == Runtime.ONECCL or "<oneccl_schedule" in head else Format.MSCCL
+    if fmt is Format.ONECCL and isinstance(text, bytes):
         text = text.decode("ascii")
-    report = check_xml(text, fmt, runtime=None if fmt == "oneccl" else (args.runtime or args.dialect),
+    report = check_xml(text, fmt.value, runtime=None if fmt is Format.ONECCL else (args.runtime or args.dialect),
                        max_steps=args.max_steps)
     out = {"file": args.expr, "ok": report.ok, "runtime": report.dialect, "collective": report.collective,
            "ngpus": report.ngpus, "comm_steps": report.comm_steps, "xml_steps": report.xml_steps,
@@ -103,7 +106,8 @@ def run(args) -> int:
             schedule, topology = a2a.schedule, a2a.topology
             extra = {"schedule_tau": float(a2a.tau), "mcf_tau": a2a.mcf_tau}
         elif args.gpus_per_host > 1:
-            from services.synthesis.schedule.hierarchical import hierarchical, phase_cost
+            from services.synthesis.schedule.hierarchical import phase_cost
+            from services.synthesis.search.hierarchical import hierarchical
             from services.synthesis.schedule.verify import verify
 
             if topology.nodes * args.gpus_per_host > 4096:
@@ -134,7 +138,7 @@ def run(args) -> int:
     summary["attempts"] = len(art.attempts)
     code = 0
     if args.check:
-        report = check_xml(art.xml, art.fmt, runtime=art.runtime if art.fmt == "msccl" else None,
+        report = check_xml(art.xml, art.fmt, runtime=art.runtime if art.fmt == Format.MSCCL else None,
                            max_steps=args.max_steps)
         summary["check"] = {"ok": report.ok, "simulated": report.simulated, "comm_steps": report.comm_steps,
                             "errors": [str(e) for e in report.errors[:5]]}
@@ -215,10 +219,11 @@ def register(sub) -> None:
     p.add_argument("expr", help="topology expression, or with --check an XML file to validate")
     p.add_argument("--collective", default="allreduce",
                     help="allgather, reducescatter, allreduce (default) or alltoall (built by the all-to-all LP)")
-    p.add_argument("--runtime", choices=["executor", "rccl", "legacy", "oneccl"], default=None,
+    p.add_argument("--runtime", choices=[r.value for r in Runtime], default=None,
                     help="msccl-executor-nccl (default), RCCL, microsoft/msccl, or the oneCCL format")
-    p.add_argument("--format", choices=["msccl", "oneccl"], default="msccl", help="msccl (default) or oneccl")
-    p.add_argument("--dialect", choices=["executor", "rccl", "legacy"], default=None, help="old name of --runtime")
+    p.add_argument("--format", choices=[f.value for f in Format], default=Format.MSCCL.value,
+                   help="msccl (default) or oneccl")
+    p.add_argument("--dialect", choices=[r.value for r in MSCCL_RUNTIMES], default=None, help="old name of --runtime")
     p.add_argument("--proto", choices=["Simple", "LL", "LL128"], default=None, help="NCCL protocol (default Simple)")
     p.add_argument("--inplace", choices=["out", "in", "both"], default=None,
                     help="calls the file serves (default: both on executor/RCCL; in for allreduce, out otherwise on "

@@ -13,7 +13,8 @@ __all__ = ["register", "run"]
 
 def run(args) -> int:
     from services.synthesis.schedule.cost import LinkModel
-    from services.synthesis.search.finder import FinderError, WorkloadItem, select
+    from services.synthesis.evaluate.workload_selection import select_workload
+    from services.synthesis.search.finder import FinderError, WorkloadItem
     from services.synthesis.schedule.ir import Collective
 
     if args.alpha_us < 0 or args.bandwidth_gbps <= 0:
@@ -31,18 +32,11 @@ def run(args) -> int:
     if args.alltoall_weight and not args.alltoall_bytes:
         raise UsageError("--alltoall-weight needs --alltoall-bytes")
     try:
-        cands = frontier_of(args)
-        f_of = {}
-        if args.alltoall_weight:
-            from services.synthesis.evaluate.alltoall import alltoall_throughput
-            from services.synthesis.topology.catalog import build
-
-            f_of = {c.expr: alltoall_throughput(build(c.expr)).throughput for c in cands}
-        sel = select(cands, link, items, alltoall_bytes=args.alltoall_bytes or 0.0,
-                     alltoall_weight=args.alltoall_weight, alltoall_f=lambda c: f_of.get(c.expr))
+        sel, _ = select_workload(frontier_of(args), link, items, alltoall_bytes=args.alltoall_bytes or 0.0,
+                                 alltoall_weight=args.alltoall_weight)
     except FinderError as exc:
         raise UsageError(str(exc)) from None
-    from services.synthesis.search.finder import baseline_times
+    from services.synthesis.evaluate.workload_baselines import baseline_times
 
     out = {"best": {**entry_of(sel.best, args.collective), "time_us": _time_of(sel, sel.best) * 1e6},
            "frontier": [{**entry_of(c, args.collective), "time_us": t * 1e6} for c, t in sel.times_s],

@@ -1,13 +1,13 @@
-"""Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis
-library's kernels (services.synthesis.bfb.warm), the message table's sorts and runs (services.compiler.common.radix
-and message_kernels, for every column type they take, since tiny programs never reach the radix sort), then
-the compiler's dependency pass (services.compiler.msccl.dep_kernels), connection ids (services.compiler.msccl.conn_kernels),
-the program order (services.compiler.msccl.order_kernels) and XML text writers (services.compiler.text.xmltext), by
-compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
-(services.compiler.check.scan, msccl_columns) by checking the MSCCL file, the deadlock proof
-(services.compiler.check.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps), and the
-all-to-all pair index (services.compiler.lower.layout.AlltoallPairs) and homes on one transfer of two ranks, and the
-tokenizer automaton a stored file is checked with (services.compiler.check.grammar).
+"""Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis library's kernels
+(services.synthesis.bfb.warm), the message table's sorts and runs (services.compiler.common.radix and
+message_kernels, for every column type they take, since tiny programs never reach the radix sort), then the
+compiler's dependency pass (services.compiler.msccl.dep_kernels), connection ids
+(services.compiler.msccl.conn_kernels), the program order (services.compiler.msccl.order_kernels) and XML text
+writers (services.compiler.text.xmltext), by compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the
+checker's byte scanner and rules (services.compiler.check.scan, msccl_columns) by checking the MSCCL file, the
+deadlock proof (services.compiler.check.deadlock_kernels) by proving it (the edges a cycle is named from, on no
+steps), and the all-to-all pair index (services.compiler.lower.layout.AlltoallPairs) and homes on one transfer of
+two ranks, and the tokenizer automaton a stored file is checked with (services.compiler.check.grammar).
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
@@ -24,12 +24,12 @@ from services.synthesis.bfb.warm import warm as warm_synthesis
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 
-from .common import radix
-from .msccl import message_kernels
 from .api import check_xml, compile_schedule
 from .check.deadlock_kernels import edges
-from .lower.layout import AlltoallPairs, UnitLayout
 from .check.tokenizer import lexical_findings
+from .common import radix
+from .lower.layout import AlltoallPairs, UnitLayout
+from .msccl import message_kernels
 
 __all__ = ["warm"]
 

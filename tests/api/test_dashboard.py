@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from services.api.routes.dashboard import DASHBOARD_DIR
-from services.jobs.artifacts import topology_json
+from services.jobs.stages.artifacts import topology_json
 from services.store import repo
 from services.store.db import session_scope
 from services.synthesis.bfb.lp import bfb_allgather, bfb_schedule

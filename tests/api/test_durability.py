@@ -170,7 +170,7 @@ def test_a_running_job_whose_process_ended_is_delivered_again_at_once(patient):
 def test_a_failure_the_database_refused_is_recorded_once_it_answers(settings, monkeypatch):
     """A job process killed while the database refused writes: its failure stays held (never sent again)
     and is recorded on a later loop of the worker, once the database takes it."""
-    from services.jobs import attempts
+    from services.jobs.stages import attempts
     from workers.embedded import EmbeddedWorker, _Job
 
     url = settings.sqlalchemy_url

@@ -193,8 +193,8 @@ def test_applied_means_the_acknowledged_versions_connections(client, bound):
 
 # ----- finished jobs are never written again --------------------------------------------------------------
 def test_a_late_delivery_never_writes_to_a_finished_plan(client, settings):
-    from services.jobs import attempts
-    from services.jobs.plan import schedules
+    from services.jobs.stages import attempts
+    from services.jobs.kinds.plan import schedules
     from services.store.models import PlanArtifact
 
     p = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"])

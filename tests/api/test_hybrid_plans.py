@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.jobs import workloads
-from services.jobs.hybrid_workloads import hybrid_job, is_hybrid
+from services.jobs.requests import workloads
+from services.jobs.requests.hybrid_workloads import hybrid_job, is_hybrid
+from services.jobs.requests.plan_spec import PlanSpec
 from services.synthesis.evaluate.hybrid import evaluate_hybrid
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
@@ -36,8 +37,7 @@ def test_hybrid_plan_chooses_topology_and_strategy(client):
     for e, f in zip(ours, p["frontier"]):
         assert f["workload_time_us"] == pytest.approx(e["iteration_s"] * 1e6)
     # the same numbers as the library, on the frontier's topologies
-    req = {**body, "workload": {"training": training}}
-    job, _ = hybrid_job(req)
+    job, _ = hybrid_job(_spec({**body, "workload": {"training": training}}))
     ev = evaluate_hybrid(job, 3, LinkModel.from_units(5, 600), topologies=[build(e["expr"]) for e in p["frontier"]])
     assert ev.best.iteration_s == pytest.approx(t["best_iteration_s"])
     assert ev.best.result.strategy.to_dict() == next(e for e in ours if e["expr"] == t["best"])["parallelism"]
@@ -60,10 +60,14 @@ def test_bad_hybrid_bodies_get_422_with_the_field(client, training, field):
     assert any(d["field"].startswith(field) for d in detail), detail
 
 
+def _spec(body: dict) -> PlanSpec:
+    return PlanSpec.load({"job_id": "hybrid", **body})
+
+
 def test_hybrid_workload_sizes():
-    req = {**BASE, "workload": {"training": {"model": "mixtral-8x7b", "gpus_per_host": 8}}}
-    assert is_hybrid(req) and not is_hybrid({**BASE, "workload": {"training": {"model": "gpt3-175b"}}})
-    assert is_hybrid({**BASE, "workload": {"training": {"model": "llama3-8b"}}})      # a transformer only
+    req = _spec({**BASE, "workload": {"training": {"model": "mixtral-8x7b", "gpus_per_host": 8}}})
+    assert is_hybrid(req) and not is_hybrid(_spec({**BASE, "workload": {"training": {"model": "gpt3-175b"}}}))
+    assert is_hybrid(_spec({**BASE, "workload": {"training": {"model": "llama3-8b"}}}))      # a transformer only
     job = workloads.check_training(req)
     assert workloads.message_sizes(req) == [2 * job.model.dense_params]
     assert workloads.alltoall_sizes(req) == [8 * 2 * 4096 * 4096 * 2] and workloads.has_alltoall(req)

@@ -169,7 +169,7 @@ def test_options_lists_every_method(client, path):
 def test_schema_maxima_are_the_servers():
     from services.api.schemas import MAX_PLAN_NODES
     from services.compiler.api import PROFILES
-    from services.jobs.evaluation_request import EVALUATE_MAX_NODES
+    from services.jobs.requests.evaluation_request import EVALUATE_MAX_NODES
     from services.synthesis.bfb.lp import BFB_MAX_DEGREE
 
     doc = document()

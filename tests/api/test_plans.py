@@ -22,6 +22,30 @@ def submit(client, body=None, key=None):
     return client.post("/v1/plans", json=body or {**MINIMAL, "job_id": unique_job()}, headers=headers)
 
 
+def test_the_request_is_one_typed_object():
+    """A plan's request is validated once into PlanSpec; the database keeps its JSON and every stage loads the
+    same object back, its link model an object and its names enums (DESIGN 4.16)."""
+    from services.api.schemas import PlanRequest
+    from services.compiler.runtimes.names import Runtime
+    from services.jobs.requests.plan_spec import PlanSpec
+    from services.synthesis.schedule.cost import LinkModel
+    from services.synthesis.schedule.ir import Collective
+
+    body = PlanRequest.model_validate({**MINIMAL, "runtimes": ["rccl", "oneccl"],
+                                       "workload": {"collectives": ["allgather", "allreduce"], "sizes_bytes": [64],
+                                                    "weights": [2.0]}})
+    stored = json.loads(json.dumps(body.dump()))
+    spec = PlanSpec.load(stored)
+    assert isinstance(body, PlanSpec) and spec == PlanSpec.model_validate(body.model_dump()) and spec.dump() == stored
+    assert spec.link == LinkModel.from_units(MINIMAL["alpha_us"], MINIMAL["bandwidth_gbps"])
+    assert spec.runtime_list == (Runtime.RCCL, Runtime.ONECCL)
+    assert PlanSpec.load(MINIMAL).runtime_list == (Runtime.EXECUTOR,)
+    assert [(i.collective, i.size_bytes, i.weight) for i in spec.workload.sizes_items] == [
+        (Collective.ALLGATHER, 64.0, 2.0), (Collective.ALLREDUCE, 64.0, 2.0)]
+    with pytest.raises(ValueError):
+        PlanSpec.load({**stored, "nodes": "16"})           # the stored JSON is held to the request's rules
+
+
 def test_minimal_request_completes(client):
     r = submit(client, MINIMAL)
     assert r.status_code == 202 and r.headers["Location"].endswith(r.json()["id"])
@@ -209,7 +233,7 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
     are used up it fails with the reason."""
     from datetime import datetime, timedelta, timezone
 
-    from services.jobs import attempts
+    from services.jobs.stages import attempts
     from services.store import jobs
     from services.store.db import migrate
     from services.store.models import Plan

@@ -82,7 +82,7 @@ def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client, settings, 
 def _bracket(g, link, sizes, monkeypatch):
     """The revision's all-to-all of g with MAX_LP_VARIABLES lowered so its LP is beyond the limit, and the
     tree-routing schedule's transfer budget (the route past that limit) lowered below its fewest rounds."""
-    from services.jobs import revision
+    from services.jobs.kinds import revision
 
     monkeypatch.setattr(a2a_lp, "MAX_LP_VARIABLES", 10)
     monkeypatch.setattr(a2a_lp, "TREE_TRANSFERS", 10)
@@ -95,7 +95,7 @@ def _bracket(g, link, sizes, monkeypatch):
 def test_alltoall_beyond_the_lp_limit_falls_back_to_the_bracket(monkeypatch):
     """An all-to-all LP above MAX_LP_VARIABLES (here lowered so a 16-node degraded torus exceeds it): no
     schedule, the LP (3) bracket plan selection would use, the time charged at its lower end."""
-    from services.jobs import revision
+    from services.jobs.kinds import revision
 
     g = build("remove(torus(4, 4), 0>1)")
     link = LinkModel.from_units(10, 100)
@@ -117,7 +117,7 @@ def test_alltoall_beyond_the_lp_limit_is_scheduled_on_column_generation_trees(mo
     """Above MAX_LP_VARIABLES the revision's all-to-all is the pipelined tree routing of LP (3) (column
     generation): built, model-checked again here, its tau at least the degraded MCF bound and its time the
     schedule's own."""
-    from services.jobs import revision
+    from services.jobs.kinds import revision
 
     g = build("remove(torus(4, 4), 0>1)")
     link = LinkModel.from_units(10, 100)

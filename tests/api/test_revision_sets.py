@@ -149,7 +149,7 @@ def test_revision_sets_reuse_the_served_schedules(monkeypatch):
     """The sets take the comparison's checked schedules as they are: an allreduce range whose phases are the
     served allreduce's holds that very object (the same bytes as composing it again), and the revision encodes
     each object once (`size_sets.encoder`)."""
-    from services.jobs import size_sets
+    from services.jobs.stages import size_sets
     from services.synthesis.bfb.degraded import degraded_schedules
     from services.synthesis.schedule.ir import allreduce
 

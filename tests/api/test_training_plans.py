@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from services.jobs import workloads
+from services.jobs.requests import workloads
+from services.jobs.requests.plan_spec import PlanSpec
 from services.synthesis.evaluate.iteration import CollectiveCost, TopologyCosts, best_bucket
 from services.synthesis.evaluate.model_catalog import catalog_model, catalog_names
 from services.synthesis.evaluate.training import evaluate_training
@@ -188,7 +189,8 @@ def test_training_checks_that_depend_on_the_nodes(client, patch, field):
 @given(name=st.sampled_from(catalog_names()), nodes=st.integers(2, 1100),
        batch=st.one_of(st.none(), st.integers(1, 4096)))
 def test_catalogued_jobs_are_either_planned_or_refused_with_the_field(name, nodes, batch):
-    req = {"nodes": nodes, "workload": {"training": {"model": name, "batch": batch}}}
+    req = PlanSpec.load({**BASE, "job_id": "catalogued", "nodes": nodes,
+                         "workload": {"training": {"model": name, "batch": batch}}})
     try:
         model = workloads.check_training(req)
     except workloads.WorkloadInputError as exc:
@@ -206,7 +208,7 @@ def test_alltoall_beyond_the_limits_is_a_recorded_refusal(settings, monkeypatch)
     from celery.exceptions import SoftTimeLimitExceeded
     from fastapi.testclient import TestClient
 
-    from services.jobs.plan import alltoall as alltoall_plans
+    from services.jobs.kinds.plan import alltoall as alltoall_plans
     from services.api.app import create_app
     from services.store import repo
     from services.store.db import migrate, session_scope

@@ -14,10 +14,13 @@ import pytest
 
 from services.cli import main
 from services.compiler import PROFILES, CompileError, check_xml, compile_schedule
-from services.compiler.msccl import program as msccl_module
+from services.compiler.msccl import dependencies
 from services.compiler.check import tokenizer as nccl_xml
 from services.compiler.common.arrays import lexorder
-from services.compiler.msccl.program import MscclOptions, build_messages, build_program
+from services.compiler.msccl.ir import MscclOptions
+from services.compiler.msccl.messages import build_messages
+from services.compiler.msccl.program import build_program
+from services.compiler.text import msccl as msccl_text
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective
@@ -124,7 +127,7 @@ def test_dependencies_in_gpu_batches_give_the_same_file(monkeypatch):
     for expr, c in (("torus(4, 4)", Collective.ALLREDUCE), ("genkautz(3, 12)", Collective.REDUCESCATTER)):
         built = construct_collectives(expr)[c]
         whole = compile_schedule(built.schedule, built.topology, consolidate=True).xml_data
-        monkeypatch.setattr(msccl_module, "DEP_BATCH_UNITS", 7)
+        monkeypatch.setattr(dependencies, "DEP_BATCH_UNITS", 7)
         batched = compile_schedule(built.schedule, built.topology, consolidate=True).xml_data
         monkeypatch.undo()
         assert whole == batched and isinstance(whole, bytes)
@@ -137,8 +140,8 @@ def test_threads_give_the_same_file(monkeypatch):
 
     assert list(pool.ordered_map(lambda x: x * x, range(9), threads=2)) == [x * x for x in range(9)]
     built = construct_collectives("ring(6)")[Collective.ALLREDUCE]
-    monkeypatch.setattr(msccl_module, "DEP_BATCH_UNITS", 40)
-    monkeypatch.setattr(msccl_module, "XML_BLOCK_OPS", 8)
+    monkeypatch.setattr(dependencies, "DEP_BATCH_UNITS", 40)
+    monkeypatch.setattr(msccl_text, "XML_BLOCK_OPS", 8)
     files = []
     for threads in (1, 2):
         monkeypatch.setattr(pool, "COMPILE_THREADS", threads)

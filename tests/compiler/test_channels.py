@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 from services.compiler import PROFILES, check_xml, compile_schedule
 from services.compiler.lower.channels import (CHANNEL_COUNTS, PERMUTATION_SEED, ShardChannels, _pairs,
                                         busiest_connection_channel, shard_classes)
-from services.compiler.msccl.program import S, MscclOptions, build_messages, build_program, to_xml
+from services.compiler.msccl.ir import S, MscclOptions
+from services.compiler.msccl.messages import build_messages
+from services.compiler.msccl.program import build_program
+from services.compiler.text.msccl import to_xml
 from services.compiler.check.msccl import check_msccl
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.ir import Collective

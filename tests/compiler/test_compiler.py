@@ -10,7 +10,7 @@ import pytest
 
 from services.compiler import (PROFILES, CompileError, CompileOptions, check_xml, chunked_bfb, compile_schedule,
                                lower, runtime_defaults)
-from services.compiler.check.msccl import parse_msccl
+from services.compiler.check.msccl_parse import parse_msccl
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
@@ -372,11 +372,11 @@ def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
     reduce-scatter of line(circulant(16, 1, 4), 3), 8192 thread blocks and 70731 published steps, needed 5 GB);
     otherwise it fits without simulating, as for SIMULATE_MAX_STEPS, and the file still passes the checker."""
     from services.compiler import api as compiler_api
-    from services.compiler.check import msccl as msccl_check
+    from services.compiler.check import msccl_simulate
 
-    assert (msccl_check.simulation_bytes(8192, 70731) > msccl_check.SIMULATE_MAX_BYTES
-            >= msccl_check.simulation_bytes(4096, 16384))
-    assert not msccl_check.simulable(100, 8192, 70731) and msccl_check.simulable(130816, 4096, 16384)
+    assert (msccl_simulate.simulation_bytes(8192, 70731) > msccl_simulate.SIMULATE_MAX_BYTES
+            >= msccl_simulate.simulation_bytes(4096, 16384))
+    assert not msccl_simulate.simulable(100, 8192, 70731) and msccl_simulate.simulable(130816, 4096, 16384)
     s, topo = sched("torus(4, 4)", Collective.ALLREDUCE)
     calls = []
     real = compiler_api.check_msccl
@@ -384,7 +384,7 @@ def test_simulation_is_skipped_beyond_its_memory(monkeypatch):
     compile_schedule(s, topo)
     assert calls                                   # small: simulated during the fit
     calls.clear()
-    monkeypatch.setattr(msccl_check, "SIMULATE_MAX_BYTES", 0)     # the simulator's memory bound lives there
+    monkeypatch.setattr(msccl_simulate, "SIMULATE_MAX_BYTES", 0)     # the simulator's memory bound lives there
     art = compile_schedule(s, topo)
     assert not calls
     monkeypatch.undo()

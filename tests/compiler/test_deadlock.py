@@ -18,7 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from services.compiler import compile_schedule
 from services.compiler.check.deadlock import deadlock
 from services.compiler.errors import CompileError, Finding
-from services.compiler.msccl.program import RECEIVES, MscclOptions, build_program, to_xml
+from services.compiler.msccl.ir import RECEIVES, MscclOptions
+from services.compiler.msccl.program import build_program
+from services.compiler.text.msccl import to_xml
 from services.compiler.check.msccl import check_msccl
 from services.compiler.runtimes import profile_for
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
@@ -169,7 +171,7 @@ def test_a_file_too_large_for_the_simulators_memory_is_proved_not_simulated():
     """The simulator's vector clocks are quadratic in thread blocks: a 256-rank file with 64 tbs per rank would
     need gigabytes (it ran out of memory under a 6 GB cap); the checker proves it in seconds instead."""
     from services.compiler import check_xml
-    from services.compiler.check.msccl import SIMULATE_MAX_BYTES, simulation_bytes
+    from services.compiler.check.msccl_simulate import SIMULATE_MAX_BYTES, simulation_bytes
 
     r = built("torus(4, 4)")[Collective.ALLREDUCE]
     art = compile_schedule(r.schedule, r.topology, channels=4)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from services.compiler import PROFILES, CompileError
 from services.compiler.lower.channels import ShardChannels, shard_classes
-from services.compiler.msccl.program import MscclOptions, build_messages
+from services.compiler.msccl.ir import MscclOptions
+from services.compiler.msccl.messages import build_messages
 from services.compiler.fit.bounds import ScheduleBounds
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
@@ -35,7 +36,7 @@ def _compare(s, channels: int, instances: int) -> None:
     `channels` (a channel's runs split the one-channel runs; a gpu's receives and sends only grow), and so do the
     one-channel table's exact counts (Messages.fused_steps_floor and its messages per connection-step), which the
     floor takes once that table is built."""
-    from services.compiler.msccl.program import RECEIVES, S
+    from services.compiler.msccl.ir import RECEIVES, S
 
     classes = shard_classes(s) if channels > 1 else ShardChannels.identity(s.nodes)
     pre = ScheduleBounds.of(s, classes, channels, instances)

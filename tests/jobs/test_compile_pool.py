@@ -1,4 +1,4 @@
-"""The compile stage's fork pool (issue 25, services.jobs.compile_pool): units run in parallel in forked
+"""The compile stage's fork pool (issue 25, services.jobs.stages.compile_pool): units run in parallel in forked
 processes; a process that is killed (a signal, or the unit time limit) fails only its own unit, with the reason;
 a unit estimated above the memory budget runs alone; and the units of a stage (compile_units) tile each set."""
 from __future__ import annotations
@@ -10,8 +10,11 @@ import time
 import pytest
 
 from services.compiler.api import CompileOptions
-from services.jobs.compile_pool import run_units
-from services.jobs.compile_units import CompileUnit, plan_units, range_options
+from services.jobs.stages.compile_pool import run_units
+from services.compiler.canonical import canonical_options
+from services.compiler.runtimes.names import Runtime
+from services.jobs.stages.compile_units import CompileUnit, plan_units, range_options, range_unit
+from services.synthesis.schedule.ir import Collective
 
 MiB = 1 << 20
 
@@ -82,6 +85,24 @@ def test_units_tile_each_set_and_say_what_has_no_file():
         range_options(CompileOptions("executor", min_bytes=5), ROWS, 0)
 
 
+def test_a_range_unit_is_resolved_in_one_place():
+    """The compile stage's units and the API's `?range=` download resolve a range's file alike (range_unit):
+    the window, the canonical options its compile job is keyed by, and whether it is the main file; an
+    on-demand job's unit comes back from its row's name and options."""
+    digests = {"allgather": "m", "allgather@0": "r0", "allgather@1": "r1", "allgather@2": "r2"}
+    units, _ = plan_units(["rccl"], ["allgather"], {"allgather": ROWS}, digests, {})
+    ranged = [u for u in units if u.index is not None]
+    assert ranged == [range_unit("allgather", i, CompileOptions("rccl"), ROWS, f"r{i}", "m")
+                      for i in range(len(ROWS))]
+    assert all(u.target is Runtime.RCCL and u.kind is Collective.ALLGATHER and not u.alias for u in ranged)
+    assert ranged[1].options.key() == canonical_options(range_options(CompileOptions("rccl"), ROWS, 1),
+                                                        "allgather").key()
+    again = CompileUnit.of_job(ranged[1].name, ranged[1].options)
+    assert (again.name, again.label, again.options) == ("allgather@1", "rccl:allgather@1", ranged[1].options)
+    with pytest.raises(ValueError):
+        CompileUnit.of_job("allgathr@1", CompileOptions("rccl"))
+
+
 @pytest.fixture
 def instant_kill(monkeypatch):
     monkeypatch.setenv("FABRICPLAN_COMPILE_UNIT_TIME_LIMIT_S", "0.001")
@@ -111,7 +132,7 @@ def test_a_range_finer_than_a_file_holds_gets_the_fittest_schedule_that_fits():
     import numpy as np
 
     from services.compiler.lower.lowering import chunked_bfb, chunks_per_shard
-    from services.jobs.range_files import substitute, worst_ratio
+    from services.jobs.stages.range_files import substitute, worst_ratio
     from services.synthesis.bfb.greedy import greedy_allgather
     from services.synthesis.forest.packing import pack_trees
     from services.synthesis.forest.pipeline import pipelined_allgather

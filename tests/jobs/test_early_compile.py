@@ -1,4 +1,4 @@
-"""A plan's main XML files compiled while its schedules are checked (issue 25, services.jobs.early_compile): the
+"""A plan's main XML files compiled while its schedules are checked (issue 25, services.jobs.stages.early_compile): the
 compile processes hand back their outcomes and record nothing (no compile job names a file before the compile
 stage records it, after the schedules are verified and attached); a stopped early compile leaves no process.
 Parametrised over the embedded SQLite backend and PostgreSQL (when available)."""
@@ -8,10 +8,11 @@ import os
 import time
 
 from services.compiler.api import CompileOptions
-from services.jobs import early_compile
+from services.jobs.stages import early_compile
 from services.store import compiles, repo
 from services.store.db import session_scope
 from services.synthesis.search.construct import construct_collectives
+from services.jobs.requests.plan_spec import PlanSpec
 from services.synthesis.topology.catalog import build
 
 from tests.conftest import MINIMAL, unique_job
@@ -39,7 +40,8 @@ def _gone(pid: int) -> bool:
 def test_outcomes_come_back_and_nothing_is_recorded(settings):
     pid, body = _plan(settings)
     scheds = _schedules("torus(4, 4)")
-    early_compile.start_plan(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build("torus(4, 4)"))
+    early_compile.start_plan(pid, PlanSpec.load(body), scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
+                             build("torus(4, 4)"))
     early = early_compile.take(pid)
     assert early is not None and early_compile.take(pid) is None       # handed over once
     arrived = []
@@ -62,7 +64,8 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
     pid, body = _plan(settings)
     expr = "line(circulant(16, 1, 4), 1)"
     scheds = _schedules(expr)
-    early_compile.start_plan(pid, body, scheds, {c: len(s.to_bytes()) for c, s in scheds.items()}, build(expr))
+    early_compile.start_plan(pid, PlanSpec.load(body), scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
+                             build(expr))
     early = early_compile._STARTED[pid]
     time.sleep(0.3)
     t0 = time.monotonic()
@@ -78,7 +81,7 @@ def test_a_schedule_failing_the_model_check_stops_its_early_compile(settings, mo
     checker the stage raises, the compiles are stopped, and no compile job or artifact names anything."""
     from fractions import Fraction
 
-    from services.jobs.plan import schedules as stage
+    from services.jobs.kinds.plan import schedules as stage
     from services.store.models import CompileJob, PlanArtifact
     from services.synthesis.schedule.verify import VerificationReport, Violation
 
@@ -119,7 +122,7 @@ def _children(pid: int) -> list[int]:
 
 def test_a_killed_job_process_leaves_no_compiles(settings):
     """The job process that started the compiles dies (SIGKILL: out of memory, a hard time limit) before its
-    compile stage: the launcher and its compile processes end too (services.jobs.early_compile._die_with)."""
+    compile stage: the launcher and its compile processes end too (services.jobs.stages.early_compile._die_with)."""
     import signal
 
     sched = _schedules("torus(4, 4)")["allgather"]

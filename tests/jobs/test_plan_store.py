@@ -1,10 +1,10 @@
 """A plan's schedules stage stores each schedule blob once: an allreduce range composed of the plan's own
-reduce-scatter and allgather holds the plan's allreduce object (services.jobs.size_sets._hold_allreduce), so the
+reduce-scatter and allgather holds the plan's allreduce object (services.jobs.stages.size_sets._hold_allreduce), so the
 encoder the stage shares with store_sets encodes every schedule object once and the range's blob is the main
 allreduce's."""
 from __future__ import annotations
 
-from services.jobs import size_sets
+from services.jobs.stages import size_sets
 from services.synthesis.bfb.lp import bfb_allgather
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce

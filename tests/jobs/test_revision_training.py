@@ -1,5 +1,5 @@
 """A failure revision of a training plan prices the training iteration on the degraded topology
-(services.jobs.revision_cost.training_cost): the plan's model, link model and best bucket with the revision's
+(services.jobs.stages.revision_cost.training_cost): the plan's model, link model and best bucket with the revision's
 served allreduce and re-planned all-to-all, compared with the plan's chosen iteration (its
 `chosen_with_alltoall_schedule`). Runs on SQLite and PostgreSQL (the `client` fixture)."""
 from __future__ import annotations
@@ -43,9 +43,10 @@ def test_moe_training_revision_reprices_the_iteration(client):
     assert tr["before"] == "chosen_with_alltoall_schedule" and tr["iteration_s_before"] == before["iteration_s"]
     assert tr["slowdown"] == pytest.approx(tr["iteration_s"] / before["iteration_s"]) and tr["slowdown"] >= 1 - 1e-9
     # without a schedule the bracket's charged end prices it (its lower throughput), and a refusal prices nothing
-    from services.jobs.revision_cost import training_cost
+    from services.jobs.requests.plan_spec import PlanSpec
+    from services.jobs.stages.revision_cost import training_cost
 
-    req, f = p["request"], a2a["mcf_throughput"]
+    req, f = PlanSpec.load(p["request"]), a2a["mcf_throughput"]
     bracket = {"status": "approximate", "mcf_lower": f, "mcf_upper": f * 1.004}
     got = training_cost(req, p["training"], rev["expr"], rev["schedules"], bracket)
     mcf = best_bucket(parse_model_spec(MOE_SPEC), TopologyCosts(rev["expr"], 16, 4, costs.allreduce, f), LINK)

@@ -8,12 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from services.jobs.stage_weights import (
-    eta_s,
-    plan_progress,
-    plan_stages,
-    revision_progress,
-)
+from services.jobs.requests.plan_spec import PlanSpec
+from services.jobs.stages.stage_weights import eta_s, plan_progress, plan_stages, revision_progress
 from services.store import repo, stage_events
 from services.store.db import migrate, session_scope
 from services.store.models import Plan, PlanEvent, utcnow
@@ -113,14 +109,18 @@ def test_eta_while_running_and_stage_close(store_url):
         assert s.get(Plan, pid).status == "failed"
 
 
+def _spec(**fields) -> PlanSpec:
+    return PlanSpec.load({**MINIMAL, "job_id": "weights", **fields})
+
+
 def test_weights_follow_the_measured_costs():
-    small, large = {"nodes": 16}, {"nodes": 1024}
+    small, large = _spec(nodes=16), _spec(nodes=1024)
     # the compile stage's share of the measured plans (stage_weights' table: 1.26 s of 2.99 at N = 512, 4.5 of
     # 8.8-9.3 at N = 1024); at N = 16 the fixed costs weigh more
-    assert 1 - plan_progress({"nodes": 512}, False, "compile", 0.96) == pytest.approx(1.26 / 2.99, abs=0.06)
+    assert 1 - plan_progress(_spec(nodes=512), False, "compile", 0.96) == pytest.approx(1.26 / 2.99, abs=0.06)
     assert 1 - plan_progress(large, False, "compile", 0.96) == pytest.approx(4.5 / 9.0, abs=0.06)
     assert plan_progress(small, False, "compile", 0.96) > 0.25
-    for req in (small, large, {"nodes": 256, "runtimes": ["executor", "rccl"], "fabric_id": "f"}):
+    for req in (small, large, _spec(nodes=256, runtimes=["executor", "rccl"], fabric_id="f")):
         points = [plan_progress(req, True, st, x) for st, _ in plan_stages(req, True)
                   for x in (0.0, 0.2, 0.5, 0.96, 0.99, 1.0)]
         ordered = [plan_progress(req, True, st, lo) for st, (lo) in

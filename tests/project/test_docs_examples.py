@@ -260,3 +260,31 @@ def test_operations_documents_every_setting_with_its_default():
     env_only = {"COMPILE_THREADS", "CACHE_DIR", "VENV", "CHROMIUM", "TEST_DATABASE_URL", "TEST_REDIS_URL"}
     unknown = named - {n.upper() for n in Settings.model_fields} - env_only
     assert not unknown, f"the documentation names settings the code does not have: {sorted(unknown)}"
+
+
+def test_python_names_in_the_documentation_exist():
+    """Every dotted `services.<package>...` name the documentation gives is a module, or a module and the
+    attribute path under it."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for doc in DOC_FILES:
+        for name in sorted(set(re.findall(r"\bservices(?:\.[A-Za-z_]\w*)+", doc.read_text()))):
+            parts = name.split(".")
+            for cut in range(len(parts), 0, -1):
+                module = ".".join(parts[:cut])
+                try:
+                    found = importlib.util.find_spec(module) is not None
+                except ModuleNotFoundError:
+                    found = False
+                if found:
+                    obj = importlib.import_module(module)
+                    for attr in parts[cut:]:
+                        obj = getattr(obj, attr, None)
+                    if obj is None:
+                        missing.append(f"{doc.name}: {name}")
+                    break
+            else:
+                missing.append(f"{doc.name}: {name}")
+    assert not missing, "\n".join(missing)

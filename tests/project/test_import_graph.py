@@ -133,12 +133,13 @@ def _under(module: str, prefix: str) -> bool:
 
 def test_the_graph_is_read():
     """The walk sees the edges it should (relative, lazy, and `from package import submodule` imports)."""
-    assert "services.jobs.attempts" in GRAPH["workers.tasks"]                     # from services.jobs import attempts
-    assert "services.jobs.plan.select" in GRAPH["workers.tasks"]          # from services.jobs.plan import select
-    assert "services.jobs.compiling" in GRAPH["services.jobs.revision"]           # from . import compiling
-    assert "services.store.repo" in GRAPH["services.jobs.attempts"]               # from ..store import repo
-    assert "services.jobs.attempts" in GRAPH["services.api.dispatch"]             # inside a method
+    assert "services.jobs.stages.attempts" in GRAPH["workers.tasks"]      # from services.jobs.stages import attempts
+    assert "services.jobs.kinds.plan.select" in GRAPH["workers.tasks"]    # from services.jobs.kinds.plan import select
+    assert "services.jobs.stages.compile_stage" in GRAPH["services.jobs.kinds.revision"]      # from a package
+    assert "services.store.repo" in GRAPH["services.jobs.stages.attempts"]       # from services.store import repo
+    assert "services.jobs.stages.attempts" in GRAPH["services.api.dispatch"]     # inside a method
     assert "services.jobs" in GRAPH["workers.tasks"]                              # its package runs first
+    assert "services.api.schemas.common" in GRAPH["services.api.schemas.plans"]   # from .common import ...
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
@@ -172,16 +173,25 @@ def test_layers_point_one_way():
     assert not _edges("services.jobs", ("services.api", "workers"))
 
 
-JOB_KINDS = ("services.jobs.plan", "services.jobs.compiling", "services.jobs.evaluation", "services.jobs.revision")
+KINDS = "services.jobs.kinds"
+JOB_KINDS = tuple(f"{KINDS}.{name}" for name in ("plan", "compiling", "evaluation", "revision"))
 
 
 def _kind(module: str) -> str | None:
-    return next((k for k in JOB_KINDS if _under(module, k) and module != "services.jobs.plan"), None)
+    return next((k for k in JOB_KINDS if _under(module, k) and module != f"{KINDS}.plan"), None)
+
+
+def test_every_job_kind_is_listed():
+    """services/jobs/kinds/ holds the job kinds and nothing else: each is one of JOB_KINDS."""
+    found = {f"{KINDS}.{p.stem if p.suffix else p.name}" for p in (ROOT / "services/jobs/kinds").iterdir()
+             if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert found == set(JOB_KINDS), found
 
 
 def test_job_kinds_are_imported_only_by_workers_and_the_dispatcher():
-    """A job kind imports the shared machinery, never another kind (a revision's compile stage is the compile
-    module's), and only workers/ and the API's dispatcher import job kinds."""
+    """A job kind imports the shared stages and the request side, never another kind (a plan's and a
+    revision's compile stage is services.jobs.stages.compile_stage), and only workers/ and the API's dispatcher
+    import job kinds."""
     wrong = []
     for m, targets in sorted(GRAPH.items()):
         for t in sorted(targets):
@@ -190,10 +200,13 @@ def test_job_kinds_are_imported_only_by_workers_and_the_dispatcher():
                 continue
             if _under(m, "workers") or m == "services.api.dispatch":
                 continue
-            if (_kind(m), kind) == ("services.jobs.revision", "services.jobs.compiling"):
-                continue
             wrong.append(f"{m} -> {t}")
     assert not wrong
+
+
+def test_stages_and_requests_import_no_job_kind():
+    """The shared stages and the request side sit below the job kinds: they import none."""
+    assert not _edges("services.jobs.stages", (KINDS,)) and not _edges("services.jobs.requests", (KINDS,))
 
 
 def test_api_routes_import_no_other_route():
@@ -205,3 +218,80 @@ def test_api_routes_import_no_other_route():
 def test_services_holds_packages_and_three_modules():
     modules = sorted(p.name for p in (ROOT / "services").glob("*.py"))
     assert modules == ["__init__.py", "config.py", "runtime.py"], modules
+
+
+# The stacks inside the two libraries (docs/architecture.md, "Layout"): a module imports only from its own layer
+# or the layers below it. Synthesis, by subpackage; the compiler, by pipeline stage (the package's own modules,
+# `api` and what the service imports beside it, sit on top of the stages they run).
+SYNTHESIS_LAYERS = (("topology",), ("schedule",), ("forest",), ("bfb",), ("search",), ("evaluate", ""))
+COMPILER_LAYERS = (("errors", "runtimes"), ("common",), ("lower",), ("msccl",), ("text",), ("check",), ("fit",),
+                   ("api", "canonical", "size_sets", "warm", ""))
+STACKS = {"services.synthesis": SYNTHESIS_LAYERS, "services.compiler": COMPILER_LAYERS}
+
+
+def _layer(module: str, package: str, layers) -> int | None:
+    """The index in `layers` of the part of `package` that `module` lives in ("" names the package's __init__)."""
+    if not _under(module, package):
+        return None
+    rest = module[len(package) + 1:].split(".")[0] if module != package else ""
+    return next((i for i, names in enumerate(layers) if rest in names), None)
+
+
+def upward_imports(package: str, layers) -> list[str]:
+    """The imports inside `package` from a layer above the importer's."""
+    out = []
+    for m, targets in sorted(GRAPH.items()):
+        here = _layer(m, package, layers)
+        if here is None:
+            continue
+        for t in sorted(targets):
+            there = _layer(t, package, layers)
+            if there is not None and there > here:
+                out.append(f"{m} -> {t}")
+    return out
+
+
+def test_every_module_of_a_stack_has_a_layer():
+    """A new subpackage or module of the synthesis library or the compiler is placed in the stack explicitly."""
+    unplaced = [m for package, layers in STACKS.items() for m in MODULES
+                if _under(m, package) and _layer(m, package, layers) is None]
+    assert not unplaced
+
+
+def test_synthesis_is_a_stack():
+    """topology < schedule < forest < bfb < search < evaluate: no subpackage imports one above it."""
+    assert not upward_imports("services.synthesis", SYNTHESIS_LAYERS)
+
+
+def test_the_compiler_imports_in_pipeline_order():
+    """errors, runtimes < common < lower < msccl < text < check < fit < the package's entry points."""
+    assert not upward_imports("services.compiler", COMPILER_LAYERS)
+
+
+def layout_report() -> str:
+    """The packages of services/ and workers/ with their module counts (the __init__ and the modules beside it),
+    then each stack's order and upward imports, and the import circles (0 and 0 when the tests above pass)."""
+    packages = sorted(m for m, p in MODULES.items() if p.name == "__init__.py")
+    rows = [(pkg, 1 + sum(m.rpartition(".")[0] == pkg and MODULES[m].name != "__init__.py" for m in MODULES))
+            for pkg in packages]
+    width = max(len(p) for p, _ in rows)
+    lines = [f"{'package'.ljust(width)}  modules"] + [f"{p.ljust(width)}  {n:7d}" for p, n in rows]
+    lines.append(f"{'total'.ljust(width)}  {len(MODULES):7d}")
+    for package, layers in STACKS.items():
+        order = " < ".join("/".join(n or "(package)" for n in names) for names in layers)
+        lines.append(f"{package}: {order}; upward imports: {len(upward_imports(package, layers))}")
+    lines.append(f"import circles: {len(_components(GRAPH))}")
+    return "\n".join(lines)
+
+
+def test_layout_report():
+    """`pytest -s` (or `python -m tests.test_import_graph`) prints the listing; it reports no upward import and
+    no circle."""
+    report = layout_report()
+    print("\n" + report)
+    assert report.endswith("import circles: 0") and "upward imports: 0" in report
+    assert all(line.endswith("upward imports: 0") for line in report.splitlines() if "upward imports" in line)
+
+
+if __name__ == "__main__":
+    print(layout_report())

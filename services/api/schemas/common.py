@@ -1,41 +1,25 @@
 """What every request and response body shares (DESIGN section 7): the strict `Input` base, the units'
-bounds (bytes, weights, bandwidth, latency), names (collectives, runtimes, identifiers), errors, health and
-statistics.
+bounds and the names (collectives, runtimes; services.jobs.requests.bounds, where the jobs read requests back
+with them), identifiers, errors, health and statistics.
 """
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from services.jobs.requests.bounds import (MAX_ALPHA_US, MAX_BYTES, MAX_GBPS, MAX_WEIGHT, MIN_GBPS, MIN_LINK_GBPS,
+                                           Bytes, CollectiveName, HostId, Input, RuntimeName, ScheduleCollective,
+                                           Weight)
 
 __all__ = ["Bytes", "CollectiveCost", "CollectiveCostOut", "CollectiveName", "ErrorOut", "FieldError", "HealthOut",
            "HostId", "INT32_MAX", "Ident", "Input", "MAX_ALPHA_US", "MAX_BYTES", "MAX_GBPS", "MAX_PANEL_PORTS",
            "MAX_WEIGHT", "MIN_GBPS", "MIN_LINK_GBPS", "PlanStatus", "Progress", "ReadyOut", "RuntimeName",
            "ScheduleCollective", "StatsOut", "ValidationErrorOut", "Weight"]
 
-CollectiveName = Literal["allgather", "reducescatter", "allreduce"]
-ScheduleCollective = Literal["allgather", "reducescatter", "allreduce", "alltoall"]
 PlanStatus = Literal["queued", "running", "done", "failed"]
-MAX_BYTES = 1 << 50                 # 1 PiB: every time computed from it stays a finite float
-MAX_WEIGHT = 1e6
 INT32_MAX = (1 << 31) - 1           # integer columns
 MAX_PANEL_PORTS = 1 << 17
-MIN_GBPS = 1e-3                     # 1 Mbit/s: a host's egress or one link; below it no time is a finite float
-MIN_LINK_GBPS = MIN_GBPS            # one link's own bandwidth (an edge that prices its link)
-MAX_GBPS = 1e6                      # 1 Pbit/s
-MAX_ALPHA_US = 1e6                  # 1 s per step
-Bytes = Annotated[int, Field(ge=1, le=MAX_BYTES)]
-Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT)]
-HostId = Annotated[str, Field(min_length=1, max_length=100)]
-RuntimeName = Literal["executor", "rccl", "legacy", "oneccl"]
-
-
-class Input(BaseModel):
-    """A request body: unknown fields are errors, numbers are finite (no NaN or Infinity), and types are strict
-    (pydantic strict mode): `true` is not the number 1, "16" is not 16, 1.0 is not an integer."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class CollectiveCost(BaseModel):

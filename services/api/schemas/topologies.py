@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.jobs.evaluation_request import EVALUATE_MAX_NODES
+from services.jobs.requests.evaluation_request import EVALUATE_MAX_NODES
 from services.synthesis.bfb.lp import BFB_MAX_DEGREE
 
 from .common import Bytes, CollectiveCost, CollectiveName, Input, MAX_ALPHA_US, MAX_GBPS, MIN_GBPS, MIN_LINK_GBPS

@@ -1,7 +1,7 @@
 """Whether an MSCCL program runs to completion on a runtime's connection buffering, decided without running it.
 
 Every step of a thread block waits only for the completion of other steps (the semantics of the runtimes'
-kernels, as services.compiler.check.msccl.Simulator executes them):
+kernels, as services.compiler.check.msccl_simulate.Simulator executes them):
 
 1. the previous step of its thread block;
 2. its dependency (depid, deps), and that of every nop placed before it: the producer thread block's first
@@ -31,9 +31,9 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..common.arrays import lexorder, unique_counts
-from .deadlock_kernels import MISMATCH, UNPUBLISHED, edges, runs, waits
 from ..errors import Finding
-from ..msccl.program import RECEIVES, SENDS, TYPE_NAME, MscclProgram
+from ..msccl.ir import RECEIVES, SENDS, TYPE_NAME, MscclProgram
+from .deadlock_kernels import MISMATCH, UNPUBLISHED, edges, runs, waits
 
 __all__ = ["deadlock", "deadlock_of_file", "deadlock_of_columns"]
 _NAMES = TYPE_NAME + ("nop",)            # the compiler's instruction kinds, and a file's nops
@@ -103,7 +103,7 @@ def deadlock(prog: MscclProgram, fifo: int) -> Finding | None:
 
 
 def deadlock_of_file(algo, fifo: int) -> Finding | None:
-    """`deadlock` for a parsed and validated MSCCL file (services.compiler.check.msccl.Algo: tb ids dense from 0,
+    """`deadlock` for a parsed and validated MSCCL file (services.compiler.check.msccl_parse.Algo: tb ids dense from 0,
     steps numbered from 0): every <step>, nops included, is a step of the graph (a nop waits for its dependency
     and neither sends nor receives)."""
     gpus = sorted(algo.gpus, key=lambda g: g.id)

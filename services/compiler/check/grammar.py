@@ -1,14 +1,14 @@
-"""The runtimes' tokenizer grammar (`nccl_xml._DOC`) as a compiled byte automaton: a fast accept for files
+"""The runtimes' tokenizer grammar (`tokenizer._DOC`) as a compiled byte automaton: a fast accept for files
 of hundreds of MB.
 
-`nccl_xml._DOC` is the language of documents the MSCCL runtimes' hand-written parser reads: items
+`tokenizer._DOC` is the language of documents the MSCCL runtimes' hand-written parser reads: items
 (comments, closing tags, opening tags with their attributes) separated by spaces, newlines and carriage
 returns. Every item of it is decided by its own bytes, deterministically: a name is the longest run of
 name bytes (a shorter one leaves a name byte where the grammar wants ' ', '/' or '>'), a value runs to the
 next double quote, a comment to its first '-->'. So one left-to-right pass with no backtracking decides
 each item exactly as the regular expression does; `grammar_scan` returns where the first item the grammar
 cannot read starts (or -1) and the longest stretch of whitespace plus item, which the windowed regular
-expression (`nccl_xml._grammar_stop`, windows of up to `MAX_WINDOW` bytes) needs to fit in a window to
+expression (`tokenizer._grammar_stop`, windows of up to `MAX_WINDOW` bytes) needs to fit in a window to
 reach the same verdict. tests/compiler/test_nccl_grammar.py compares the two on random documents.
 
 Measured on the 288 MB file of the 1024-rank allreduce: 0.3 s CPU, where the regular expression takes 2.3 s.
@@ -103,7 +103,7 @@ def _scan(b):
 
 
 def grammar_scan(data: bytes) -> tuple[int, int]:
-    """(where the first item `nccl_xml._DOC` cannot read starts, or -1 when it reads the whole text; the
+    """(where the first item `tokenizer._DOC` cannot read starts, or -1 when it reads the whole text; the
     longest whitespace-plus-item stretch read)."""
     stop, longest = _scan(np.frombuffer(data, np.uint8))
     return int(stop), int(longest)

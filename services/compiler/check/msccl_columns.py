@@ -1,7 +1,7 @@
-"""The validation rules of services.compiler.check.msccl (sections 2-3 of its docstring) decided on a file's integer
-columns (services.compiler.check.scan) in array operations, for files of millions of steps.
+"""The validation rules of services.compiler.check.msccl_rules (sections 2-3 of its docstring) decided on a file's
+integer columns (services.compiler.check.scan) in array operations, for files of millions of steps.
 
-`validate_columns` is a sound acceptance test: it returns the warnings of `msccl_check.validate` (the same
+`validate_columns` is a sound acceptance test: it returns the warnings of `msccl_rules.validate` (the same
 findings, in the same order) when no rule of `validate` reports an error, and None when some rule may (then the
 caller runs `validate` on the file's elements, which words the error). Every condition under which `validate`
 appends an error is tested here: the per-step rules in one compiled sweep over the steps (numba), the rest in
@@ -57,7 +57,7 @@ def hasdep_warning(g: int, tb: int, i: int) -> Finding:
 @njit(cache=True, nogil=True)
 def _step_kernel(steps, tbs, tb_step, gpu_tb, size, real, allowed, sendk, recvk, readk, writek, max_count,
                  comm_min, max_offset, max_dep_tb, max_fusion, chain_rule, nop, re):
-    """Whether a rule of msccl_check._tb_rules fails for some step, in one sweep over the thread blocks in
+    """Whether a rule of msccl_rules._tb_rules fails for some step, in one sweep over the thread blocks in
     order: numbering, type, hasdep, peers, cnt, buffer ranges, fusion of consecutive `re` steps with one
     destination (one cnt), the step after nop dependencies (its own dependency) and the dependency's target."""
     for g in range(gpu_tb.size - 1):
@@ -113,7 +113,7 @@ def _step_kernel(steps, tbs, tb_step, gpu_tb, size, real, allowed, sendk, recvk,
 
 
 def _gpu_errors(c: Columns, N: int, ncpl: int, coll: str, nchannels: int, P: RuntimeProfile) -> bool:
-    """Whether a rule of msccl_check._gpu_rules (outside the per-step ones) fails for some gpu or thread block."""
+    """Whether a rule of msccl_rules._gpu_rules (outside the per-step ones) fails for some gpu or thread block."""
     ic, oc = c.gpus[:, 1], c.gpus[:, 2]
     ntb = np.diff(c.gpu_tb)
     steps_of_gpu = c.tb_step[c.gpu_tb[1:]] - c.tb_step[c.gpu_tb[:-1]]
@@ -143,7 +143,7 @@ def _gpu_errors(c: Columns, N: int, ncpl: int, coll: str, nchannels: int, P: Run
 
 
 def _step_errors(c: Columns, nat, P: RuntimeProfile) -> bool:
-    """Whether a rule of msccl_check._tb_rules fails for some step."""
+    """Whether a rule of msccl_rules._tb_rules fails for some step."""
     size = c.gpus[:, 1:]                                      # (G, 3): i, o, s chunks
     real = size.copy()
     if nat is not None:
@@ -156,7 +156,7 @@ def _step_errors(c: Columns, nat, P: RuntimeProfile) -> bool:
 
 
 def _connection_errors(c: Columns, N: int) -> bool:
-    """Whether msccl_check._connections reports: two thread blocks on one connection end, or a connection whose
+    """Whether msccl_rules._connections reports: two thread blocks on one connection end, or a connection whose
     sends and receives differ in number or, in order, in cnt."""
     g = c.tb_gpu
     _, snd, rcv, chan = c.tbs.T
@@ -179,7 +179,7 @@ def _connection_errors(c: Columns, N: int) -> bool:
 
 def validate_columns(c: Columns, coll: str, ngpus: int, ncpl: int, nchannels: int, nat,
                      P: RuntimeProfile) -> list[Finding] | None:
-    """The warnings `msccl_check.validate` gives the file when it gives no error; None when it may give one.
+    """The warnings `msccl_rules.validate` gives the file when it gives no error; None when it may give one.
     O(steps log steps)."""
     N = ngpus
     if c.gpus.shape[0] != N or not np.array_equal(c.gpus[:, 0], np.arange(N)) or N > P.max_children:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import CheckReport, Finding
-from .msccl import expected_outputs, natural_sizes
+from .msccl_parse import expected_outputs, natural_sizes
 
 ATTRS = {
     "send": ("peer", "buf", "off", "cnt", "tag"),

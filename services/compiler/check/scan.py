@@ -1,8 +1,8 @@
 """MSCCL XML read into integer columns by a compiled byte scanner (numba), for checking files of millions of steps
 (services.compiler.check.msccl).
 
-The scanner reads the file as the runtimes' tokenizer does (services.compiler.check.tokenizer states its rules), but only
-in the canonical form our compiler writes (the usual MSCCL attribute order), in which that tokenizer,
+The scanner reads the file as the runtimes' tokenizer does (services.compiler.check.tokenizer states its rules), but
+only in the canonical form our compiler writes (the usual MSCCL attribute order), in which that tokenizer,
 ElementTree and this reading agree on every value:
 
     [spaces and comments] <algo k="v" ...> {<gpu id="I" i_chunks="I" o_chunks="I" s_chunks="I">
@@ -26,13 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..msccl.program import TYPE_NAME
-from .tokenizer import MAX_ATTRS, MAX_VALUE, Node, opening_tag
+from ..msccl.ir import TYPE_NAME
 from ..text.xmltext import Fragments
+from .tokenizer import MAX_ATTRS, MAX_VALUE, Node, opening_tag
 
 __all__ = ["Columns", "scan_columns", "KIND_NAMES", "BUF_NAMES"]
 
-KIND_NAMES = TYPE_NAME + ("nop",)       # kind codes of the step column, as services.compiler.check.deadlock numbers them
+# kind codes of the step column, as services.compiler.check.deadlock numbers them
+KIND_NAMES = TYPE_NAME + ("nop",)
 BUF_NAMES = ("i", "o", "s")
 _LIT = Fragments('<gpu id="', '" i_chunks="', '" o_chunks="', '" s_chunks="', '">', '<tb id="', '" send="',
                  '" recv="', '" chan="', '</tb>', '</gpu>', '<step s="', '" type="', '" srcbuf="', '" srcoff="',

@@ -35,7 +35,7 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from ..common.arrays import lexorder
 from ..lower.channels import ShardChannels
-from ..msccl.program import thread_block_counts
+from ..msccl.threadblocks import thread_block_counts
 
 __all__ = ["ScheduleBounds"]
 

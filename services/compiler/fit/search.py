@@ -38,14 +38,16 @@ from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.graph import Topology
 
-from ..common.arrays import unique_counts
-from ..lower.channels import ShardChannels, shard_classes
 from ..check.deadlock import deadlock
+from ..check.msccl_simulate import SIMULATE_MAX_STEPS, simulable
+from ..common.arrays import unique_counts
 from ..errors import CompileError
+from ..lower.channels import ShardChannels, shard_classes
 from ..lower.layout import AlltoallPairs
 from ..lower.lowering import Lowered, chunked_bfb, chunks_per_shard
-from ..msccl.program import Messages, MscclOptions, MscclProgram, build_messages, build_program
-from ..check.msccl import SIMULATE_MAX_STEPS, simulable
+from ..msccl.ir import MscclOptions, MscclProgram
+from ..msccl.messages import Messages, build_messages
+from ..msccl.program import build_program
 from ..runtimes import RuntimeProfile
 from .bounds import ScheduleBounds
 
@@ -297,7 +299,7 @@ def fit_msccl(schedule: Schedule, topology: Topology, profile: RuntimeProfile, r
                 layouts = _layouts(combined_ok, c)
                 tables: dict[bool, Messages] = {}   # by by_message, built on first need, shared by the layouts
                 wanted: list[int] = []              # per layout: the fewest channels that may fit its steps per tb
-                # without consolidation the schedule bounds what the class table would show (schedule_bounds)
+                # without consolidation the schedule bounds what the class table would show (fit.bounds)
                 # computed on first need: combined tbs may be refused from the one-channel bounds before it
                 pre = partial(bounds_at, c)
                 skip: set[tuple[bool, bool]] = set()

@@ -1,9 +1,9 @@
 """Which channel a shard travels on: spreading every link's messages over the channels.
 
-A unit of shard v (services.compiler.msccl.program pass 1) goes on channel lane x (instances x channels) + j x channels
-+ class_c(v). Because the class depends on the shard alone, a forwarded piece keeps its channel (so
-receive-and-forward pairs can fuse), and every classing below refines: for c | c' the channels at c' split those
-at c (what fit_msccl's "x channels divide a connection's messages at best evenly" relies on).
+A unit of shard v (services.compiler.msccl.messages, pass 1) goes on channel lane x (instances x channels) + j x
+channels + class_c(v). Because the class depends on the shard alone, a forwarded piece keeps its channel (so
+receive-and-forward pairs can fuse), and every classing below refines: for c | c' the channels at c' split those at
+c (what fit_msccl's "x channels divide a connection's messages at best evenly" relies on).
 
 A message is a run of consecutive units on one channel, so a classing should both balance a link's shards over
 the channels and keep the shards a link carries together in one step on one channel. Three are candidates:
@@ -26,7 +26,7 @@ steps; the busiest connection-channel's, summed over 2, 4, ..., 32 channels. The
 earlier of dealt, blocks, permuted, so ring-like programs keep their numbering.
 
 Separate send and receive thread blocks need no fixed channel per shard (nothing fuses), and
-services.compiler.msccl.program.Messages.by_message deals the messages themselves instead: fewer and evener per thread
+services.compiler.msccl.messages.Messages.by_message deals the messages themselves instead: fewer and evener per thread
 block than any classing (on the 1024-rank allreduce of line(circulant(16, 1, 4), 3) at 8 channels, 36 messages
 on the busiest connection-channel against up to 61), for sends that may wait on receives of every channel.
 """

@@ -1,5 +1,5 @@
 """The connections of an MSCCL message table as a compiled kernel (numba): the distinct (gpu, channel, peer) of
-its sends or receives, sorted, and each row's index among them (services.compiler.msccl.program.Messages.connections),
+its sends or receives, sorted, and each row's index among them (services.compiler.msccl.messages.Messages.connections),
 as np.unique(keys, return_inverse=True) would give them for keys gpu << 32 | channel << 16 | peer.
 
 Rows are bucketed by gpu (a counting sort); within a gpu a (channel, peer) slot table stamped with the gpu marks

@@ -1,16 +1,16 @@
 """The MSCCL dependency pass as compiled kernels (numba), one sequential sweep per gpu instead of sorts of every
-chunk access (services.compiler.msccl.program._dependencies_of states the rule).
+chunk access (services.compiler.msccl.dependencies states the rule).
 
 A gpu's instructions run in phase groups (comm step, phase, contribution rank); within a group the writes take
-effect before the reads are recorded. `group_order` orders a batch's ops by gpu and group (a counting sort per
-gpu, stable: the table's order within a group) and numbers the groups. `sweep` visits each gpu's groups in order, keeping per chunk location
-the last write so far and the reads since the group of that write (a linked list in a pool): every access of a
-group's instructions waits for the location's last write in an earlier group (RAW, WAW) and every write also
-for the reads listed (WAR); then the group's writes replace the locations' last writes and restart their read
-lists, and its reads are appended. The waits of one instruction are reduced as they are found to the latest
-one per other thread block. `prune` drops a wait implied by an earlier wait of the same thread block on the
-same thread block (program order) and lists the kept ones by (op, waited tb). `xml_positions` turns them into
-the XML's numbering: each op preceded by a nop per wait beyond its first (services.compiler.msccl.program.build_program).
+effect before the reads are recorded. `group_order` orders a batch's ops by gpu and group (a counting sort per gpu,
+stable: the table's order within a group) and numbers the groups. `sweep` visits each gpu's groups in order, keeping
+per chunk location the last write so far and the reads since the group of that write (a linked list in a pool):
+every access of a group's instructions waits for the location's last write in an earlier group (RAW, WAW) and every
+write also for the reads listed (WAR); then the group's writes replace the locations' last writes and restart their
+read lists, and its reads are appended. The waits of one instruction are reduced as they are found to the latest one
+per other thread block. `prune` drops a wait implied by an earlier wait of the same thread block on the same thread
+block (program order) and lists the kept ones by (op, waited tb). `xml_positions` turns them into the XML's
+numbering: each op preceded by a nop per wait beyond its first (services.compiler.msccl.program.build_program).
 
 Locations are dense per gpu (`dense_keys`): the same index space serves every gpu of a batch, and a stamp per
 location (the gpu that last touched it) makes stale entries read as empty, so nothing is cleared between gpus.

@@ -1,10 +1,10 @@
-"""Kernels (numba) of the MSCCL message-table pass (services.compiler.msccl.program._Builder), each one pass where
+"""Kernels (numba) of the MSCCL message-table pass (services.compiler.msccl.messages), each one pass where
 numpy takes several with temporaries:
 
 * `expand_units`: a step's transfers as units (sender, receiver, channel, unit g = v * P + j * P0 + x) for
   every instance j and chunk x of each transfer's range, in the builder's order (instance, transfer, chunk);
 * `first_fresh`: of a copy step's units sorted by (receiver, unit), the first of each (receiver, unit) whose
-  receiver does not hold that unit's final result yet (msccl._Builder._step drops the others);
+  receiver does not hold that unit's final result yet (messages._MessageBuilder._step drops the others);
 * `mark_breaks` and `run_starts` (msccl.runs): splitting rows into maximal runs where some columns advance by
   one and others stay constant, one read of each column (numpy's diff, compare and or take four passes and two
   temporaries per column), then one pass cutting the runs at most max_len long.

@@ -1,6 +1,6 @@
 """The program order of an MSCCL instruction table as a compiled kernel (numba): rows by (tb, t, phase, sub,
 tie), stable, as services.compiler.common.arrays.lexorder((tie, sub, phase, t, tb)) gives it
-(services.compiler.msccl.program.build_program).
+(services.compiler.msccl.program.build_program, pass 4).
 
 The rows are bucketed by thread block (a counting sort, stable), then each block's rows, at most a runtime's
 steps per thread block in a program that fits, are put in order by insertion. Linear in the rows where one

@@ -19,7 +19,7 @@ from services.synthesis.topology.graph import Topology
 from ..common.arrays import lexorder, ranges, run_positions, unique
 from ..errors import CompileError
 from ..lower.layout import NONE, SBUF, AlltoallPairs, UnitLayout
-from ..msccl.program import runs
+from ..msccl.messages import runs
 from .xmltext import (ONECCL, ONECCL_FIRST, ONECCL_NAMED, ONECCL_WIDTH, block_bounds, fill_blocks, line_bound,
                       oneccl_ranks)
 

@@ -113,7 +113,7 @@ def fill_blocks(kernel, blocks, args_of):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# MSCCL: <gpu>, <tb> and <step> lines (services.compiler.msccl.program.to_xml writes the <algo> element around them)
+# MSCCL: <gpu>, <tb> and <step> lines (services.compiler.text.msccl.to_xml writes the <algo> element around them)
 # ---------------------------------------------------------------------------------------------------------
 MSCCL_TYPES = ("s", "r", "rrc", "cpy", "re", "rcs", "rrcs", "rrs")       # msccl.TYPE_NAME, by kind
 MSCCL_BUFFERS = "ios"                 # layout.IBUF, OBUF, SBUF

@@ -29,7 +29,7 @@ _EDGE_KEYS = (("e_lane", "edge", "lane", "int"), ("e_permutation", "edge", "perm
 
 
 def topology_graphml(doc: dict) -> bytes:
-    """The GraphML document (UTF-8 bytes) of a topology artifact `doc` (services.jobs.artifacts.topology_json)."""
+    """The GraphML document (UTF-8 bytes) of a topology artifact `doc` (services.jobs.stages.artifacts.topology_json)."""
     ET.register_namespace("", GRAPHML_NS)
     ET.register_namespace("xsi", _XSI)
     q = lambda tag: f"{{{GRAPHML_NS}}}{tag}"           # noqa: E731

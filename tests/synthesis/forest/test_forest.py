@@ -137,7 +137,7 @@ def test_doctests():
     import importlib
 
     for name in ("synthesis.forest.flow", "synthesis.forest.packing", "synthesis.forest.pipeline",
-                 "synthesis.forest.fast_links", "synthesis.bfb.schedule_sets", "compiler.size_sets"):
+                 "synthesis.bfb.fast_links", "synthesis.bfb.schedule_sets", "compiler.size_sets"):
         result = doctest.testmod(importlib.import_module(f"services.{name}"))
         assert result.failed == 0 and result.attempted > 0, name
 
@@ -145,7 +145,7 @@ def test_doctests():
 def test_fast_links_keeps_a_node_whose_in_links_are_all_slow():
     """torus(6, 7) with three 5 Gbps links and node 30's in-links at 12.5 Gbps: the 5 Gbps links go, node 30's
     stay (removing them would cut it off); the schedule never uses a 5 Gbps link and is verified."""
-    from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+    from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 
     g = build("torus(6, 7)")
     bw = np.full(g.arcs, 25 * GBPS)

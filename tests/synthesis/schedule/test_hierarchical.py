@@ -7,7 +7,8 @@ import pytest
 
 from services.compiler.api import check_xml, compile_schedule
 from services.synthesis.schedule.cost import step_max_loads
-from services.synthesis.schedule.hierarchical import gpu_topology, hierarchical, phase_cost, step_kinds
+from services.synthesis.schedule.hierarchical import gpu_topology, phase_cost, step_kinds
+from services.synthesis.search.hierarchical import hierarchical
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.schedule.verify import verify
 from services.synthesis.search.construct import construct

@@ -16,6 +16,7 @@ from services.synthesis.search.finder import (FinderError, WorkloadItem, bounds,
                                               frontier_entry, select)
 from services.synthesis.search.pricing import price
 from services.synthesis.topology.catalog import build
+from services.synthesis.topology.expansions import line
 
 AR, RS, AG = Collective.ALLREDUCE, Collective.REDUCESCATTER, Collective.ALLGATHER
 
@@ -115,8 +116,8 @@ def test_bfb_on_a_line_digraph_beats_definition_1():
     value), BFB on the line digraph 99/100: the finder's price and the shipped schedule are the latter."""
     base = build("dcirculant(50, 1, 32)")
     assert bfb_tau(base) == (11, F(49, 50))
-    lifted = ex.line_schedule(base, construct("dcirculant(50, 1, 32)").schedule, ex.line(base))
-    assert verify(lifted, ex.line(base)).tau == 1
+    lifted = ex.line_schedule(base, construct("dcirculant(50, 1, 32)").schedule, line(base))
+    assert verify(lifted, line(base)).tau == 1
     p = price("line(dcirculant(50, 1, 32))")
     assert (p.steps, p.tau, p.method) == (12, F(99, 100), "bfb")
     built = construct("line(dcirculant(50, 1, 32))")
@@ -297,7 +298,7 @@ def test_selection_rejects_empty_or_bad_workloads():
 
 def test_baseline_comparison_table_4():
     """Table 4 (N = 1024, d = 4, 1 MB allreduce): DBT 1434 us; our best 291.0 us beats every baseline."""
-    from services.synthesis.search.finder import baseline_times
+    from services.synthesis.evaluate.workload_baselines import baseline_times
 
     link = LinkModel.from_units(10, 100)
     items = [WorkloadItem(AR, 1 << 20)]
@@ -322,6 +323,37 @@ def test_alltoall_share_prefers_low_diameter():
     assert fs[heavy.best.expr] == max(fs.values())
     with pytest.raises(FinderError):
         select(f, link, [WorkloadItem(AR, 1024)], alltoall_bytes=1, alltoall_weight=1.0)
+
+
+def test_workload_selection_is_one_implementation(capsys):
+    """`fabricplan select` and a plan's selection stage share select_workload: the throughputs it computes are
+    LP (3)'s, the ones given are not computed again, and the CLI's choice is its choice."""
+    import json
+
+    from services.cli import main
+    from services.synthesis.evaluate.alltoall import alltoall_throughput
+    from services.synthesis.evaluate.workload_selection import select_workload
+
+    f = frontier(16, 4)
+    link = LinkModel.from_units(10, 100)
+    items = [WorkloadItem(AR, 1024, 1.0)]
+    counted = []
+    sel, fs = select_workload(f, link, items, alltoall_bytes=1 << 24, alltoall_weight=100.0,
+                              on_throughputs=counted.append)
+    assert counted == [len(f)] and set(fs) == {c.expr for c in f}
+    assert fs == {c.expr: alltoall_throughput(build(c.expr)).throughput for c in f}
+    assert fs[sel.best.expr] == max(fs.values())
+    again, _ = select_workload(f, link, items, alltoall_bytes=1 << 24, alltoall_weight=100.0, throughputs=fs,
+                               on_throughputs=counted.append)
+    assert counted == [len(f)] and again.best.expr == sel.best.expr          # nothing computed the second time
+    assert select_workload(f, link, items)[1] == {}
+    with pytest.raises(FinderError, match="alltoall_bytes"):
+        select_workload(f, link, items, alltoall_weight=1.0)
+    assert main(["select", "16", "4", "--alpha-us", "10", "--bandwidth-gbps", "100", "--size", "1024",
+                 "--alltoall-bytes", str(1 << 24), "--alltoall-weight", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["best"]["expr"] == sel.best.expr
+    assert out["best"]["time_us"] == pytest.approx(dict((c.expr, t) for c, t in sel.times_s)[sel.best.expr] * 1e6)
 
 
 @pytest.mark.parametrize("d,n", [(2, 40), (2, 96), (3, 84), (4, 80), (4, 1024), (8, 144), (5, 150), (3, 22)])

@@ -17,7 +17,7 @@ from services.synthesis.schedule.verify import verify
 from services.synthesis.search import pricing
 from services.synthesis.search.bases import DERIVED
 from services.synthesis.search.construct import construct
-from services.synthesis.search.expansions import line
+from services.synthesis.topology.expansions import line
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.graph import Topology, TopologyError
 

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 import xmlschema
 
-from services.jobs.artifacts import topology_graphml, topology_json
+from services.jobs.stages.artifacts import topology_graphml, topology_json
 from services.synthesis.topology.catalog import build
 
 SCHEMA = xmlschema.XMLSchema(str(Path(__file__).resolve().parents[2] / "schemas" / "graphml.xsd"))
