@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
 from ..served import ROOT, served, service_env
 
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -29,8 +30,8 @@ RUNNABLE = "```sh runnable"
 EXPECTED = "```json expected"
 HOST = "localhost:8000"
 STATUS_MARK = "@@status "
-RUN_TIMEOUT_S = 900          # bounds for a hung command or server, not assertions on how long they take
-START_TIMEOUT_S = 600
+# bounds for a hung server or command (tests/conftest.py HANG_S), not assertions on how long they take
+START_TIMEOUT_S, RUN_TIMEOUT_S = HANG_S, 3 * HANG_S
 
 
 @dataclass
@@ -252,12 +253,13 @@ def test_operations_documents_every_setting_with_its_default():
     rows = dict(re.findall(r"^\| `FABRICPLAN_([A-Z_]+)` \| ([^|]*) \|", text, flags=re.MULTILINE))
     for name, field in Settings.model_fields.items():
         assert name.upper() in rows, f"FABRICPLAN_{name.upper()} is not in docs/operations.md's settings table"
-        default = "(none)" if field.default is None else str(field.default).lower()
+        default = "(none)" if field.default is None else '""' if field.default == "" else str(field.default).lower()
         assert rows[name.upper()].strip().lower() == default, (name, rows[name.upper()], default)
     named = set()
     for doc in DOC_FILES:
         named |= set(re.findall(r"FABRICPLAN_([A-Z_]+[A-Z])", doc.read_text()))
-    env_only = {"COMPILE_THREADS", "CACHE_DIR", "VENV", "CHROMIUM", "TEST_DATABASE_URL", "TEST_REDIS_URL"}
+    env_only = {"COMPILE_THREADS", "CACHE_DIR", "VENV", "CHROMIUM", "TEST_DATABASE_URL", "TEST_REDIS_URL",
+                "TEST_HANG_S"}
     unknown = named - {n.upper() for n in Settings.model_fields} - env_only
     assert not unknown, f"the documentation names settings the code does not have: {sorted(unknown)}"
 
