@@ -25,7 +25,16 @@ RevisionCollectivePath = Annotated[str, Path(json_schema_extra={"enum": ["allgat
                                              description="allgather, reducescatter, allreduce or alltoall (a "
                                                          "revision re-plans the all-to-all when the workload has one)")]
 ScheduleFormat = Literal["json", "npz", "msccl", "oneccl"]
-TopologyFormat = Literal["json", "graphml"]
+TopologyFormat = Literal["json", "graphml", "node-link"]
 SCHEDULE_DOWNLOAD = download("the schedule: JSON (format=json), the npz IR blob (application/octet-stream) or "
                              "MSCCL / oneCCL XML (application/xml)", "application/xml", "application/json")
-TOPOLOGY_DOWNLOAD = download("the topology as JSON or GraphML", "application/graphml+xml", "application/json")
+TOPOLOGY_DOWNLOAD = download("the topology as JSON, GraphML, or networkx node-link JSON (format=node-link: networkx.node_link_graph reads it)", "application/graphml+xml", "application/json")
+
+
+def node_link_render(content: bytes) -> bytes:
+    """The stored topology JSON rendered as networkx node-link data (format=node-link)."""
+    import json
+
+    from services.synthesis.topology.graphml import topology_node_link
+
+    return json.dumps(topology_node_link(json.loads(content))).encode()

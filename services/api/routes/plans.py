@@ -26,7 +26,7 @@ from ..errors import unprocessable
 from ..plan_access import (NOT_FOUND, compile_failed, compile_query, compiled_view, compiled_xml, plan_or_404, range_xml, schedule_json_bytes,
                            utc)
 from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, ScheduleCollectivePath,
-                         ScheduleFormat, TopologyFormat)
+                         ScheduleFormat, TopologyFormat, node_link_render)
 from ..progress import progress_block
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..revision_views import plan_revision_ref
@@ -222,8 +222,8 @@ def plan_events(plan_id: str, s: Session = Depends(get_session)):
                                               200: TOPOLOGY_DOWNLOAD}, dependencies=[Depends(READ)])
 def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query("json"),
                   s: Session = Depends(get_session)):
-    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
-    Content-addressed, with ETag."""
+    """The chosen topology as JSON (arcs [tail, head, lane]), GraphML (nodes with their `rank`), or networkx
+    node-link JSON (`format=node-link`), stored when the plan was made. Content-addressed, with ETag."""
     p = plan_or_404(s, plan_id)
     name = "topology:graphml" if format == "graphml" else "topology"
     link = repo.plan_artifact(s, plan_id, name)
@@ -233,6 +233,9 @@ def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query
                             "(planned before it was stored); submit it again")
     if format == "graphml":
         return blob_response(request, s, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
+    if format == "node-link":
+        return blob_response(request, s, link.digest, "application/json", f"{plan_id}-node-link.json",
+                             render=node_link_render, etag_suffix="-node-link")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-topology.json")
 
 

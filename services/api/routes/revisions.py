@@ -22,7 +22,7 @@ from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, RevisionCollectivePath, ScheduleFormat,
-                         TopologyFormat)
+                         TopologyFormat, node_link_render)
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import NPZ, blob_response
@@ -151,6 +151,9 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
     """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
     plan = plan_or_404(s, plan_id)
     link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
+    if format == "node-link":
+        return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-node-link.json",
+                             render=node_link_render, etag_suffix="-node-link")
     media = "application/graphml+xml" if format == "graphml" else "application/json"
     return blob_response(request, s, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
 
