@@ -5,9 +5,11 @@ after a command, `# -> 202` gives the HTTP status of every `curl` it makes (one 
 each in turn; none given: every status must be below 400) and `# prints: TEXT` its whole output. A block
 opened with ```` ```json expected ```` after a runnable block is what the last command of that block prints
 (one JSON document, or one per line): every field it names must be present with that value, `"..."` standing
-for any value or, inside a string, any text. Each documentation file's commands run in order in one bash
-session (shell variables and functions carry over), in an empty directory, against `fabricplan serve` on a
-free port with an empty data directory; `localhost:8000` in a command is that server. The commands wait on
+for any value or, inside a string, any text; a ```` ```text expected ```` block is its whole output, line by
+line. Each documentation file's commands run in order in one bash session (shell variables and functions
+carry over), in an empty directory; `scripts/dev cli` is this environment's `python -m services.cli`, and when
+a command names `localhost:8000` the file runs against `fabricplan serve` on a free port with an empty data
+directory. The commands wait on
 the service themselves (long polls, bounded polling loops); nothing here measures time.
 """
 from __future__ import annotations
@@ -17,17 +19,20 @@ import math
 import re
 import shutil
 import subprocess
+import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import HANG_S
-from ..served import ROOT, served, service_env
+from tests.served import ROOT, served, service_env
 
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUNNABLE = "```sh runnable"
 EXPECTED = "```json expected"
+EXPECTED_TEXT = "```text expected"
 HOST = "localhost:8000"
 STATUS_MARK = "@@status "
 # bounds for a hung server or command (tests/conftest.py HANG_S), not assertions on how long they take
@@ -41,6 +46,7 @@ class Command:
     statuses: list[int] | None = None    # from `# -> ...`
     prints: str | None = None            # from `# prints: ...`
     expected: list | None = None         # documents of a ```json expected block
+    expected_text: str | None = None     # a ```text expected block
 
 
 def _json_documents(text: str, where: str) -> list:
@@ -60,7 +66,7 @@ def parse(path: Path) -> list[Command]:
     i = 0
     while i < len(lines):
         opener = lines[i].strip()
-        if opener not in (RUNNABLE, EXPECTED):
+        if opener not in (RUNNABLE, EXPECTED, EXPECTED_TEXT):
             i += 1
             continue
         start, i = i + 1, i + 1
@@ -68,10 +74,14 @@ def parse(path: Path) -> list[Command]:
             i += 1
         body, i = lines[start:i], i + 1
         where = f"{path.name}:{start + 1}"
-        if opener == EXPECTED:
+        if opener in (EXPECTED, EXPECTED_TEXT):
             assert commands, f"{where}: an expected block before any runnable command"
-            assert commands[-1].expected is None, f"{where}: a second expected block for one command"
-            commands[-1].expected = _json_documents("\n".join(body), where)
+            last = commands[-1]
+            assert last.expected is None and last.expected_text is None, f"{where}: a second expected block"
+            if opener == EXPECTED:
+                last.expected = _json_documents("\n".join(body), where)
+            else:
+                last.expected_text = "\n".join(line.rstrip() for line in body)
             continue
         current: list[str] = []
         first = 0
@@ -132,6 +142,7 @@ def script(commands: list[Command], base: str, out: Path) -> str:
     lines = [f"curl() {{ command curl -w '%{{stderr}}{STATUS_MARK}%{{http_code}}\\n' \"$@\"; }}"]
     for n, c in enumerate(commands):
         text = c.text.replace(f"http://{HOST}", base).replace(HOST, base.removeprefix("http://"))
+        text = text.replace("scripts/dev cli ", f"{sys.executable} -m services.cli ")
         lines += ["{", text, f"}} > {out}/{n}.out 2> {out}/{n}.err", f"echo $? > {out}/{n}.rc",
                   f'[ "$(cat {out}/{n}.rc)" = 0 ] || exit 0']
     return "\n".join(lines) + "\n"
@@ -150,6 +161,9 @@ def check(c: Command, out: str, err: str, rc: int, base: str) -> None:
         assert statuses == c.statuses, f"HTTP statuses {statuses}, not {c.statuses}\n{context}"
     if c.prints is not None:
         assert out.strip() == c.prints, f"printed {out.strip()!r}, not {c.prints!r}\n{context}"
+    if c.expected_text is not None:
+        printed = "\n".join(line.rstrip() for line in out.strip("\n").splitlines())
+        assert printed == c.expected_text, f"printed\n{printed}\nnot\n{c.expected_text}\n{context}"
     if c.expected is not None:
         expected = json.loads(json.dumps(c.expected).replace(f"http://{HOST}", base))
         actual = _json_documents(out, c.where)
@@ -165,6 +179,10 @@ def test_parse_reads_statuses_output_and_expected_json(tmp_path):
     assert (a.text, a.statuses, a.prints, a.expected) == ("A=1", [202, 200], None, None)
     assert (b.text, b.prints, b.where) == ("for i in 1; do\n  echo $A\ndone", "1", "doc.md:5")
     assert b.expected == [{"a": "...", "b": [1, 2.5]}]
+    doc.write_text("```sh runnable\nscripts/dev cli frontier 8 2\n```\n```text expected\nline one  \n  two\n```\n")
+    (c,) = parse(doc)
+    assert (c.expected_text, c.expected) == ("line one\n  two", None)
+    assert f"{sys.executable} -m services.cli frontier 8 2" in script([c], "http://127.0.0.1:1", tmp_path)
 
 
 def test_mismatch_names_the_difference():
@@ -196,7 +214,10 @@ def test_runnable_examples(doc: Path, tmp_path):
     work, out = tmp_path / "work", tmp_path / "out"
     work.mkdir()
     out.mkdir()
-    with served(service_env(tmp_path / "data"), timeout_s=START_TIMEOUT_S) as (base, _proc):
+    needs_server = any(HOST in c.text for c in commands)
+    server = served(service_env(tmp_path / "data"), timeout_s=START_TIMEOUT_S) if needs_server else nullcontext(
+        (f"http://{HOST}", None))
+    with server as (base, _proc):
         (tmp_path / "run.sh").write_text(script(commands, base, out))
         subprocess.run(["bash", str(tmp_path / "run.sh")], cwd=work, timeout=RUN_TIMEOUT_S, check=True)
     for n, c in enumerate(commands):
