@@ -25,8 +25,8 @@ from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..plan_access import (NOT_FOUND, compile_failed, compile_query, compiled_view, compiled_xml, plan_or_404, range_xml, schedule_json_bytes,
                            utc)
-from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, ScheduleCollectivePath,
-                         ScheduleFormat, TopologyFormat, node_link_render)
+from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, XML_FORMATS,
+                         ScheduleCollectivePath, ScheduleFormat, TopologyFormat, node_link_render)
 from ..progress import progress_block
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..revision_views import plan_revision_ref
@@ -266,7 +266,7 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
     if link is None:
         raise _schedule_missing(p, coll)
     if range_ is not None:
-        if format in ("msccl", "oneccl"):
+        if format in XML_FORMATS:
             by_size = (((p.result or {}).get("schedules") or {}).get(coll.value) or {}).get("by_size")
             return range_xml(s, request, plan_id, coll, format, options(format), range_, by_size,
                              principal=principal)
@@ -278,7 +278,7 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
             return blob_response(request, s, link.digest, "application/x-npz", f"{name}.npz")
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
-    if format in ("msccl", "oneccl"):
+    if format in XML_FORMATS:
         return compiled_xml(s, request, plan_id, coll, format, options(format), principal=principal)
     if format == "npz":
         return blob_response(request, s, link.digest, NPZ, f"{plan_id}-{coll.value}.npz")

@@ -21,8 +21,8 @@ from .. import budget
 from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
-from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, RevisionCollectivePath, ScheduleFormat,
-                         TopologyFormat, node_link_render)
+from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, XML_FORMATS, RevisionCollectivePath,
+                         ScheduleFormat, TopologyFormat, node_link_render)
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import NPZ, blob_response
@@ -183,7 +183,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
     if range_ is not None:
         _artifact(s, plan, number, f"schedule:{coll.value}")          # 409 until the revision is done
         rev, n, _ = _revision(s, plan, number)
-        if format in ("msccl", "oneccl"):
+        if format in XML_FORMATS:
             if rev is not None and rev.status != "done":
                 raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by "
                                          "its worker (the revision's compile_pending); its schedules are served "
@@ -203,7 +203,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
-    if format in ("msccl", "oneccl"):
+    if format in XML_FORMATS:
         rev, n, _ = _revision(s, plan, number)
         if rev is not None and rev.status != "done":
             raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by its "
