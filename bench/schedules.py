@@ -1,4 +1,4 @@
-"""Served schedule sets against the cut bound, BFB and BFB without the slow links (issue 26).
+"""Served schedule sets against the cut bound, BFB and BFB without the slow links.
 
     python -m bench.schedules            # ten graphs and the 72-node revision, JSON lines then a table
     python -m bench.schedules --quick    # the three smallest graphs

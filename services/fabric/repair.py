@@ -1,4 +1,4 @@
-"""Re-patching around failed ports (issue 14; TopoOpt section 7: "in case of permanent failures, TopoOpt
+"""Re-patching around failed ports (TopoOpt section 7: "in case of permanent failures, TopoOpt
 reconfigures to swap ports and recover the failed connection").
 
 A failed cross-connect or panel port takes one arc of a plan's topology down. When the hosts at both ends

@@ -1,4 +1,4 @@
-"""/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9; issue 14).
+"""/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9).
 
 A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.kinds.revision).
 Revisions are listed (revision 0 is the plan as made) and each one's topology and schedules are served like

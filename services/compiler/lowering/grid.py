@@ -1,4 +1,4 @@
-"""Lowering a fractional schedule to an integer chunk grid (paper App. E.2; digest 3.6).
+"""Lowering a fractional schedule to an integer chunk grid (paper App. E.2).
 
 A schedule already lives on an integer grid: chunk [lo/grid, hi/grid) of a shard. Lowering keeps it
 **exactly** when P = grid fits the caller's bound `max_chunks` and the runtime's offset range (N * P *

@@ -1,4 +1,4 @@
-"""The plan revision job (DESIGN 4.9; issue 14): a done plan's topology after link failures, built by a worker
+"""The plan revision job (DESIGN 4.9): a done plan's topology after link failures, built by a worker
 
     repair -> schedules -> compile -> finish                (workers.tasks.revision_workflow)
 

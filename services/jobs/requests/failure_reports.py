@@ -1,4 +1,4 @@
-"""Plan revisions on the request side (DESIGN 4.9; issue 14): failure reports that queue a revision, faulty
+"""Plan revisions on the request side (DESIGN 4.9): failure reports that queue a revision, faulty
 panel ports, the restored revision after a repair, and finding revisions. The revision job itself (repair ->
 schedules -> compile -> finish) is services.jobs.kinds.revision; how the API shows revisions is
 services.api.revision_views.

@@ -1,4 +1,4 @@
-"""The compile units of a plan's (or a revision's) compile stage (issues 25 and 26): one XML file each.
+"""The compile units of a plan's (or a revision's) compile stage: one XML file each.
 
 For every runtime the plan lists and every collective it has a schedule of, the main file (the schedule
 served without `range`, the runtime's default options) and, for the allgather, reduce-scatter and allreduce,

@@ -1,5 +1,5 @@
 """Two schedulers, one choice: BFB and the greedy link-chunk matcher priced on the same links, model-checked,
-and the faster verified schedule served (issue 14; paper section 6 and App. E.3, dissertation section 5).
+and the faster verified schedule served (paper section 6 and App. E.3, dissertation section 5).
 
 Candidates per collective:
 - ``bfb``: LP (1), the optimal BFB schedule (D(G) steps; paper section 6), or the schedule an expression's

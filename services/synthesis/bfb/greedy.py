@@ -1,5 +1,5 @@
 """Greedy link-chunk matching on the time-expanded network: a TACOS-style second scheduler (Won's
-dissertation, chapter 5, Algorithms 1 and 2; digest `collective-synthesis-dissertation.md` section 4).
+dissertation, chapter 5, Algorithms 1 and 2).
 
 The time-expanded network (TEN) copies every node at each comm step t = 1, 2, ...; a link (w, u) becomes a
 TEN edge from w at t - 1 to u at t, and a **link-chunk match** puts one chunk on one TEN edge: at most one

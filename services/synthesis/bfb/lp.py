@@ -1,4 +1,4 @@
-"""Breadth-First-Broadcast schedules (paper section 6, LP (1), Eq. (2), App. E; digest section 3).
+"""Breadth-First-Broadcast schedules (paper section 6, LP (1), Eq. (2), App. E).
 
 For each receiver u and step t, the sources v at distance t from u must each be delivered whole, split over
 u's in-arcs (w, u) with d(v, w) = t - 1 (every such w holds all of v's shard after step t - 1). LP (1)

@@ -1,4 +1,4 @@
-"""Schedule sets by size (issue 26): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
+"""Schedule sets by size (docs/concepts.md): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
 served by the verified schedule fastest over the whole range among the candidates.
 
 Candidates (each a schedule; its time T(M) on the links is convex piecewise linear in the size M, one line

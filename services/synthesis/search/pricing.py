@@ -1,4 +1,4 @@
-"""The schedule every topology expression ships, and its exact cost (paper sections 5 and 6; digest 2, 3, 6).
+"""The schedule every topology expression ships, and its exact cost (paper sections 5 and 6).
 
 One set of rules decides, for any expression, which allgather schedule `construct` builds and what it
 costs. The finder prices its candidates with the same rules, so a frontier entry's (steps, tau) is what the
