@@ -92,7 +92,8 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
         "topology": result.get("topology"), "schedules": schedules, "compiled": compiled,
         "compile_failed": compile_failed(result.get("compiled")) if pending is None else None,
-        "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
+        "predicted_time_us": result.get("predicted_time_us"), "barrier_time_us": result.get("barrier_time_us"),
+        "workload_time_us": result.get("workload_time_us"),
         "alltoall": _alltoall_view(result.get("alltoall"), links), "failure_cost": result.get("failure_cost"),
         "build": None if rev is None or rev.kind != "failure" or not result else
         {"schedules_s": result.get("seconds"), "compile_s": result.get("compile_s"), "cpu_s": result.get("cpu_s")},

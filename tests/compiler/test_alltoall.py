@@ -23,6 +23,7 @@ from services.compiler.msccl.program import build_program
 from services.compiler.text import msccl as msccl_text
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.topology.catalog import build
@@ -56,7 +57,9 @@ def test_alltoall_xml_runs_on_every_runtime(expr):
         assert art.chunks == s.grid // s.nodes and art.chunks_per_loop == s.grid
         for m in SIZES:
             assert art.predicted_time_us[str(m)] == pytest.approx(art.schedule_time_us[str(m)])
-            assert art.predicted_time_us[str(m)] == pytest.approx(result.time_s(LINK, m) * 1e6)
+            assert art.predicted_time_us[str(m)] == pytest.approx(
+                dependency_time(s, LINK, m, degree=result.topology.degree) * 1e6, rel=1e-9)
+            assert art.predicted_barrier_time_us[str(m)] == pytest.approx(result.time_s(LINK, m) * 1e6)
         if fmt == "msccl":
             mode = 'inplace="0" outofplace="1"' if PROFILES[runtime].reads_outofplace else 'inplace="0"'
             assert 'coll="alltoall"' in art.xml and mode in art.xml

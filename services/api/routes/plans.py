@@ -80,7 +80,8 @@ def plan_out(p, base: str) -> PlanOut:
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress=_progress(p),
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
-                   predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
+                   predicted_time_us=r.get("predicted_time_us"), barrier_time_us=r.get("barrier_time_us"),
+                   baselines_time_us=r.get("baselines_time_us"),
                    fabric=fabric, compiled=compiled, compile_failed=compile_failed(r.get("compiled")),
                    revision=revision, training=r.get("training"), alltoall=alltoall,
                    training_hybrid=r.get("training_hybrid"), links=links)
@@ -143,8 +144,8 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
     return out
 
 
-SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid",
-                 "compiled")
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "barrier_time_us", "baselines_time_us", "training",
+                 "training_hybrid", "compiled")
 
 
 class PlanCache:

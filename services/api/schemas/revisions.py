@@ -98,7 +98,11 @@ class RevisionOut(RevisionSummary):
         "while the revision runs: the files (`runtime:collective`, `runtime:collective@i` for size range i) its "
         "worker has still to compile; its verified "
         "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
-    predicted_time_us: dict[str, dict[str, float]] | None = None
+    predicted_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="as the plan's: the "
+                                                                  "dependency-driven time of the schedule served "
+                                                                  "at each size")
+    barrier_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="as the plan's: the "
+                                                                "step-synchronous price of the same schedules")
     workload_time_us: float | None = None
     alltoall: RevisionAllToAllOut | None = Field(default=None, description="when the workload has an all-to-all: "
                                                  "re-planned on the revision's topology")

@@ -48,7 +48,7 @@ from services.jobs.stages import compile_stage, size_sets
 from services.jobs.stages.alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
 from services.jobs.stages.artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from services.jobs.stages.attempts import claim
-from services.jobs.stages.revision_cost import failure_cost, predicted_times, training_cost, workload_us
+from services.jobs.stages.revision_cost import barrier_times, failure_cost, predicted_times, training_cost, workload_us
 from services.jobs.stages.stage_weights import revision_progress
 from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.requests.workloads import alltoall_sizes, has_alltoall, workload_items
@@ -261,6 +261,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         predicted = predicted_times(spec, state["schedules"])
         original = plan.result["predicted_time_us"]
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
+                  "barrier_time_us": barrier_times(spec, state["schedules"]),
                   "workload_time_us": workload_us(spec, predicted), "alltoall": state.get("alltoall"),
                   "failure_cost": failure_cost(spec, original, predicted, 0, plan.result.get("alltoall"),
                                                state.get("alltoall"),

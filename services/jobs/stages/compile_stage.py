@@ -42,7 +42,8 @@ def job_summary(job) -> dict:
     meta = job.meta or {}
     if job.status == "done":
         for k in ("runtime", "steps", "xml_steps", "max_tb_steps", "threadblocks", "nchannels", "chunks", "lowering",
-                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "checked", "simulated",
+                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "predicted_barrier_time_us",
+                  "schedule_barrier_time_us", "checked", "simulated",
                   "xml_bytes", "seconds"):
             if k in meta:
                 out[k] = meta[k]

@@ -10,9 +10,11 @@ Candidates per collective:
   count best at the size (`forest`);
 - ``bfb-fast``: LP (1) on the topology without its slower links (`bfb.fast_links`), when it stays connected.
 
-Every candidate is priced from its own schedule: sum over steps of the slowest used link's
-alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B). Candidates
-are verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
+Every candidate is priced from its own schedule as the runtimes run it: the dependency-driven time (each link
+sends its steps in order, a step's message waits for its link and its data; `schedule.dependency`), the time
+served (`time_us`); beside it the step-synchronous price, sum over steps of the slowest used link's
+alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links steps * alpha + tau * M/B; `barrier_time_us`).
+Candidates are ranked on the time served and verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
 candidate is checked, so both costs are shown as verified). A candidate that would exceed the size limits
 is listed as skipped, with the reason.
 """
@@ -33,6 +35,7 @@ from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_lin
 from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
 from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import ScheduleInvalid, verify, verify_allreduce_phases
@@ -52,7 +55,7 @@ class Candidate:
     schedule: Schedule | None
     steps: int = 0
     tau: Fraction = Fraction(0)
-    time_s: float = float("inf")
+    time_s: float = float("inf")               # dependency-driven (the time served)
     seconds: float = 0.0
     predicted_tau: Fraction | None = None       # the scheduler's own prediction (None: none exact)
     predicted_time_s: float | None = None       # LP (14)'s optimum, for bfb-hetero
@@ -61,13 +64,14 @@ class Candidate:
     skipped: str | None = None
     phases: tuple["Candidate", "Candidate"] | None = field(default=None, repr=False)   # allreduce: (RS, AG)
     report: object = field(default=None, repr=False)                                   # VerificationReport
+    barrier_time_s: float = float("inf")       # step-synchronous (the paper's price)
 
     def as_dict(self) -> dict:
         out = {"scheduler": self.scheduler, "verified": self.verified}
         if self.skipped is not None:
             return {**out, "skipped": self.skipped}
         out.update(steps=self.steps, tau=float(self.tau), tau_exact=str(self.tau), time_us=self.time_s * 1e6,
-                   seconds=round(self.seconds, 6))
+                   barrier_time_us=self.barrier_time_s * 1e6, seconds=round(self.seconds, 6))
         if self.predicted_time_s is not None:
             out["predicted_time_us"] = self.predicted_time_s * 1e6
         if self.violation is not None:
@@ -94,14 +98,20 @@ class Comparison:
 
 def priced(scheduler: str, schedule: Schedule, costs: LinkCosts, size_bytes: float, seconds: float = 0.0,
            predicted_tau: Fraction | None = None, predicted_time_s: float | None = None) -> Candidate:
-    """A candidate with its cost measured from the schedule (not verified yet). On uniform links the time is
-    T = (non-empty steps) alpha + tau M/B, which is what `LinkCosts.time` sums step by step."""
+    """A candidate with its costs measured from the schedule (not verified yet): the dependency-driven time and
+    the step-synchronous price (on uniform links T = (non-empty steps) alpha + tau M/B, which is what
+    `LinkCosts.time` sums step by step)."""
     used = np.flatnonzero(np.diff(schedule.step_ptr) > 0)
     steps = int(used[-1] + 1) if used.size else 0
     tau = measured_tau(schedule, costs.topology.degree)
     model = costs.uniform_model
-    time_s = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
-    return Candidate(scheduler, schedule, steps, tau, time_s, seconds, predicted_tau, predicted_time_s)
+    barrier = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
+    try:
+        served = dependency_time(schedule, costs, size_bytes)
+    except ValueError:                   # a sender lacks what it sends: the model checker rejects it in `choose`
+        served = float("inf")
+    return Candidate(scheduler, schedule, steps, tau, served, seconds, predicted_tau, predicted_time_s,
+                     barrier_time_s=barrier)
 
 
 def choose(topology: Topology, collective: Collective, candidates: list[Candidate], size_bytes: float, *,

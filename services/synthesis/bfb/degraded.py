@@ -47,6 +47,7 @@ class DegradedSchedules:
                 "seconds": round(self.seconds, 6),
                 "collectives": {c.value: {**cmp.as_dict(), "steps": cmp.chosen.steps, "tau": float(cmp.chosen.tau),
                                           "tau_exact": str(cmp.chosen.tau), "time_us": cmp.chosen.time_s * 1e6,
+                                          "barrier_time_us": cmp.chosen.barrier_time_s * 1e6,
                                           "verified": cmp.chosen.verified}
                                 for c, cmp in self.comparisons.items()}}
 
