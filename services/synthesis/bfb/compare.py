@@ -5,7 +5,8 @@ Candidates per collective:
 - ``bfb``: LP (1), the optimal BFB schedule (D(G) steps; paper section 6), or the schedule an expression's
   own construction gives (`fabricplan schedule`, passed in as a prebuilt candidate);
 - ``bfb-hetero``: LP (14) when the links differ (App. E.3);
-- ``greedy``: TACOS-style matching on the time-expanded network (`greedy`), cheapest links first;
+- ``greedy``: TACOS, event-driven link-chunk matching on the links' own latencies and bandwidths (`greedy`),
+  its chunk layout chosen on its simulated time at the size;
 - ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths, pipelined with the chunk
   count best at the size (`forest`);
 - ``bfb-fast``: LP (1) on the topology without its slower links (`forest.fast_links`), when it stays connected.
@@ -25,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
+from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, chunk_options, tacos_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
@@ -172,7 +173,7 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
     for name in schedulers:
         if name == "greedy":
             limit = topology.nodes * (topology.nodes - 1) * greedy_chunks
-            if limit > MAX_GREEDY_TRANSFERS:
+            if limit > MAX_GREEDY_TRANSFERS or not chunk_options(topology.nodes, greedy_chunks):
                 reason = (f"{limit} transfers with {greedy_chunks} chunk(s) per shard exceed the greedy "
                           f"scheduler's limit of {MAX_GREEDY_TRANSFERS}")
                 for c in collectives:
@@ -283,25 +284,28 @@ def _fast_links_builder() -> Builder:
 
 
 def _greedy_builder(costs: LinkCosts, size_bytes: float, chunks: int, seed: int) -> Builder:
-    uniform = costs.uniform_model is not None
-
     def build(g: Topology, c: LinkCosts, _transposed: bool):
-        r = greedy_allgather(g, chunks=chunks, seed=seed,
-                             link_cost=None if uniform else c.chunk_cost(size_bytes, chunks))
-        return r.schedule, r.tau, None
+        r = tacos_allgather(g, c, size_bytes, layouts=chunk_options(g.nodes, chunks), seed=seed)
+        return r.schedule, None, r.time_s
     return build
 
 
 def _greedy_bounds(g: Topology, costs: LinkCosts, size_bytes: float, chunks: int) -> dict[Collective, float]:
-    """Seconds the greedy schedule takes at least: S >= max(D(G), (N-1)P/delta) steps (delta the fewest
-    in-links from other nodes; G^T's for the reduce-scatter), each at least the cheapest link's chunk time."""
+    """Seconds a TACOS schedule takes at least: some node u receives the N - 1 other shards, at least one
+    transfer each, over its in-links l (alpha_l + bytes / b_l each, one at a time per link), so
+    T sum_l b_l >= (N - 1) (alpha_min b_min + M / N) (G^T's in-links, i.e. G's out-links, for the
+    reduce-scatter)."""
     n = g.nodes
     other = g.tails != g.heads
-    delta_in = int(np.bincount(g.heads[other], minlength=n).min())
-    delta_out = int(np.bincount(g.tails[other], minlength=n).min())
-    step_s = float(costs.chunk_cost(size_bytes, chunks).min())
-    ag = max(g.diameter, -(-(n - 1) * chunks // delta_in)) * step_s
-    rs = max(g.diameter, -(-(n - 1) * chunks // delta_out)) * step_s
+    a = float(costs.alpha_s[other].min())
+
+    def bound(ends) -> float:
+        total = np.bincount(ends[other], weights=costs.bandwidth_Bps[other], minlength=n)
+        low = np.full(n, np.inf)
+        np.minimum.at(low, ends[other], costs.bandwidth_Bps[other])
+        return float(((n - 1) * (a * low + size_bytes / n) / total).max())
+
+    ag, rs = bound(g.heads), bound(g.tails)
     return {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: ag + rs}
 
 
