@@ -50,6 +50,8 @@ __all__ = ["GreedyResult", "greedy_allgather", "greedy_schedule", "tacos_allgath
            "MAX_GREEDY_TRANSFERS"]
 
 MAX_GREEDY_TRANSFERS = 1 << 22     # N (N - 1) P transfers: 4.2 M rows (N = 2048 at P = 1)
+SCAN = 256
+"""Useful chunks a link weighs per choice (from a random word of the bitset on), bounding a choice's cost."""
 
 
 @dataclass
@@ -202,8 +204,9 @@ def greedy_allgather(topology: Topology, *, chunks: int = 1, halvings: int = 0, 
     return GreedyResult(sched, makespan, layout, int(seed), time.perf_counter() - t0, start[order], finish[order])
 
 
-SIMULATION_BUDGET = 1 << 24
-"""Transfers simulated over all the layouts `tacos_allgather` tries (16.8 M: one layout at N = 4096)."""
+SIMULATION_BUDGET = 1 << 21
+"""Transfers simulated over all the layouts `tacos_allgather` tries (2.1 M: every layout up to N = 512, only
+the first at N = 1024, about 6 s)."""
 
 
 def chunk_options(nodes: int, chunks: int = 1) -> list[ChunkLayout]:
@@ -297,7 +300,7 @@ def _heap_pop(ht, ha, size):
 
 
 @njit(cache=True, nogil=True)
-def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, fit, narrow, scratch):
+def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, fit, narrow, scratch, rng):
     """The chunk link b = (w, u) takes: useful (held by w, neither held by u nor on its way to u), preferring
     one no other in-neighbour of u holds or is receiving (no other link can bring it soon), then the widest at most `fit` grid
     units (then the narrowest wider one; the narrowest of all when `narrow`), then the one held by the fewest
@@ -322,8 +325,14 @@ def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, fit, narr
     if not any_useful:
         return -1
     row = 1 if any_exclusive else 0
-    best, best_w, best_count, ties = -1, -1 << 62, 1 << 62, 0
-    for j in range(scratch.shape[1]):
+    words = scratch.shape[1]
+    rng[0] ^= rng[0] << np.uint64(13)                       # xorshift64: the tie-breaks' random numbers
+    rng[0] ^= rng[0] >> np.uint64(7)
+    rng[0] ^= rng[0] << np.uint64(17)
+    offset = int(rng[0] % np.uint64(words))
+    best, best_w, best_count, best_key, seen = -1, -1 << 62, 1 << 62, np.uint64(0), 0
+    for jj in range(words):                                 # from a random word on, at most SCAN candidates
+        j = (jj + offset) % words
         x = scratch[row, j]
         while x:
             low = x & (~x + np.uint64(1))
@@ -332,12 +341,12 @@ def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, fit, narr
             c = j * 64 + bit
             wc = -width[c] if narrow else (width[c] if width[c] <= fit else fit - width[c])
             k = holders[c]
-            if wc > best_w or (wc == best_w and k < best_count):
-                best, best_w, best_count, ties = c, wc, k, 1
-            elif wc == best_w and k == best_count:
-                ties += 1
-                if np.random.randint(ties) == 0:
-                    best = c
+            key = (np.uint64(c) * np.uint64(0x9E3779B97F4A7C15)) ^ rng[0]
+            if wc > best_w or (wc == best_w and (k < best_count or (k == best_count and key < best_key))):
+                best, best_w, best_count, best_key = c, wc, k, key
+            seen += 1
+        if seen >= SCAN:
+            break
     return best
 
 
@@ -365,7 +374,7 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
     after the head's other in-links could bring everything the head still lacks (it tries its narrowest
     useful chunk first, then waits for the next event at its head). Returns per transfer (arc, chunk, start,
     finish) in start order and whether every node got every chunk."""
-    np.random.seed(seed)
+    rng = np.array([np.uint64(seed) * np.uint64(0x2545F4914F6CDD1D) + np.uint64(0x9E3779B97F4A7C15)])
     m = tails.size
     total = width.size
     words = (total + 63) // 64
@@ -397,23 +406,29 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
     fit = np.maximum(1.0, (target - alpha) / unit_time) * (1 + 1e-9)
     t = 0.0
     k = 0
+    first = np.argsort(speed, kind="mergesort")
     for a in range(m):                                       # t = 0: every link may start
-        cand[k] = a
+        cand[k] = first[a]
         k += 1
     while True:
-        sel = cand[:k]
-        sel = sel[np.argsort(speed[sel], kind="mergesort")]
+        for i in range(1, k):                                # cheapest first (insertion sort: k is small)
+            b = cand[i]
+            j = i - 1
+            while j >= 0 and speed[cand[j]] > speed[b]:
+                cand[j + 1] = cand[j]
+                j -= 1
+            cand[j + 1] = b
         for i in range(k):
-            b = sel[i]
+            b = cand[i]
             x = heads[b]
             if carrying[b] >= 0 or lacking[x] <= 0:
                 continue
-            c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], False, scratch)
+            c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], False, scratch, rng)
             if c < 0:
                 continue
             f = t + (alpha[b] + width[c] * unit_time[b])
             if _others_deliver(x, b, t, f, in_ptr, in_arcs, free_at, alpha, unit_time) >= lacking[x]:
-                c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], True, scratch)
+                c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], True, scratch, rng)
                 f = t + (alpha[b] + width[c] * unit_time[b])
                 if _others_deliver(x, b, t, f, in_ptr, in_arcs, free_at, alpha, unit_time) >= lacking[x]:
                     continue                                 # the others finish x sooner: wait
