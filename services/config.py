@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         default=25_000, ge=0, description="a compile job simulates candidate files up to this many XML steps (the "
         "CPU simulator is pure Python: about 6 s per 100,000 steps); larger files are held to the runtime's limits "
         "and tokenizer, use combined thread blocks only where the buffering bound allows them, and are proved "
-        "deadlock-free by the cycle test of their waits (services.compiler.deadlock)")
+        "deadlock-free by the cycle test of their waits (services.compiler.check.deadlock)")
     max_jobs_per_key: int = Field(default=32, ge=1, description="unfinished jobs (plans, evaluations, compiles, "
                                   "revisions: queued or running) one API key may have; a request that would queue "
                                   "one more answers 429 with Retry-After")

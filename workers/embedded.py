@@ -184,7 +184,7 @@ class EmbeddedWorker:
         """Record the failures of ended jobs; those the database refuses stay held and are tried again."""
         if not self.unrecorded:
             return
-        from services.jobs import attempts
+        from services.jobs.stages import attempts
 
         with self.lock:
             todo = list(self.unrecorded.items())

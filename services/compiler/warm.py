@@ -1,13 +1,13 @@
-"""Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis
-library's kernels (services.synthesis.bfb.warm), the message table's sorts and runs (services.compiler.radix
-and message_kernels, for every column type they take, since tiny programs never reach the radix sort), then
-the compiler's dependency pass (services.compiler.dep_kernels), connection ids (services.compiler.conn_kernels),
-the program order (services.compiler.order_kernels) and XML text writers (services.compiler.xmltext), by
-compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the checker's byte scanner and rules
-(services.compiler.xmlscan, msccl_columns) by checking the MSCCL file, the deadlock proof
-(services.compiler.deadlock_kernels) by proving it (the edges a cycle is named from, on no steps), and the
-all-to-all pair index (services.compiler.layout.AlltoallPairs) and homes on one transfer of two ranks, and the
-tokenizer automaton a stored file is checked with (services.compiler.nccl_grammar).
+"""Loading every compiled kernel (numba) a compile needs before the work that needs it: the synthesis library's kernels
+(services.synthesis.bfb.warm), the message table's sorts and runs (services.compiler.common.radix and
+message_kernels, for every column type they take, since tiny programs never reach the radix sort), then the
+compiler's dependency pass (services.compiler.msccl.dep_kernels), connection ids
+(services.compiler.msccl.conn_kernels), the program order (services.compiler.msccl.order_kernels) and XML text
+writers (services.compiler.text.xmltext), by compiling one tiny allreduce for an MSCCL runtime and for oneCCL, the
+checker's byte scanner and rules (services.compiler.check.scan, msccl_columns) by checking the MSCCL file, the
+deadlock proof (services.compiler.check.deadlock_kernels) by proving it (the edges a cycle is named from, on no
+steps), and the all-to-all pair index (services.compiler.lower.layout.AlltoallPairs) and homes on one transfer of
+two ranks, and the tokenizer automaton a stored file is checked with (services.compiler.check.grammar).
 
 Run once after installing (`python -m services.compiler.warm`; scripts/dev and the Dockerfile do) and before
 forking workers, so that no process pays the compilation (about 15 s for the text kernels) inside a timed or
@@ -24,11 +24,12 @@ from services.synthesis.bfb.warm import warm as warm_synthesis
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 
-from . import message_kernels, radix
 from .api import check_xml, compile_schedule
-from .deadlock_kernels import edges
-from .layout import AlltoallPairs, UnitLayout
-from .nccl_xml import lexical_findings
+from .check.deadlock_kernels import edges
+from .check.tokenizer import lexical_findings
+from .common import radix
+from .lower.layout import AlltoallPairs, UnitLayout
+from .msccl import message_kernels
 
 __all__ = ["warm"]
 
@@ -49,7 +50,7 @@ def warm() -> float:
     pairs = AlltoallPairs(SimpleNamespace(nodes=2, grid=2, lo=one, hi=2 * one, source=0 * one, receiver=one))
     UnitLayout(Collective.ALLTOALL, 2, 2, False, lambda g, s: np.zeros(len(g), np.int32), pairs).home(one, 0 * one + 1)
     compile_schedule(built.schedule, built.topology, runtime="oneccl")
-    lexical_findings(b"<algo/>")          # the tokenizer automaton (services.compiler.nccl_grammar)
+    lexical_findings(b"<algo/>")          # the tokenizer automaton (services.compiler.check.grammar)
     return time.perf_counter() - t0
 
 

@@ -437,3 +437,11 @@ def binding_facts(s: Session, binding: PlanBinding, link_gbps: float) -> dict:
             "ready_estimate_s": ready_estimate_s(s, binding),
             "cost": {"link_gbps": link_gbps, "fabric_usd": whole["total_usd"], "plan_usd": mine["total_usd"],
                      "items": mine["items"], "fabric_items": whole["items"], "sources": whole["sources"]}}
+
+
+def running_jobs(s: Session, fabric_id: str) -> list[tuple[str, list[str]]]:
+    """(plan id, hosts) of every plan bound to the fabric and not released, by plan id: one query."""
+    rows = s.execute(select(PlanBinding.plan_id, PlanBinding.assignment)
+                     .where(PlanBinding.fabric_id == fabric_id, PlanBinding.released.is_(False))
+                     .order_by(PlanBinding.plan_id))
+    return [(plan_id, list(assignment.get("hosts", []))) for plan_id, assignment in rows]

@@ -7,12 +7,13 @@ Candidates per collective:
 - ``bfb-hetero``: LP (14) when the links differ (App. E.3);
 - ``greedy``: TACOS, event-driven link-chunk matching on the links' own latencies and bandwidths (`greedy`),
   its chunk layout chosen on its simulated time at the size;
-- ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths, pipelined with the chunk
-  count best at the size (`forest`);
-- ``bfb-fast``: LP (1) on the topology without its slower links (`forest.fast_links`), when it stays connected.
+- ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths (exactly up to 128 nodes,
+  balanced shortest-path trees beyond), pipelined with the chunk count fastest at the size (`forest`);
+- ``bfb-fast``: LP (1) on the topology without its slower links (`bfb.fast_links`), when it stays connected.
 
-Every candidate is priced from its own schedule: sum over steps of the slowest used link's
-alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B). Candidates
+Every candidate is priced from its own schedule, as the runtimes run it: the dependency-driven time
+(`schedule.dependency`), with the step-synchronous price (sum over steps of the slowest used link's
+alpha + bytes / bandwidth, `LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B) beside it. Candidates
 are verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
 candidate is checked, so both costs are shown as verified). A candidate that would exceed the size limits
 is listed as skipped, with the reason.
@@ -30,10 +31,11 @@ from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, chunk_options, t
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
-from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
-from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
+from services.synthesis.forest.pipeline import fastest_pipeline
 from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import ScheduleInvalid, verify, verify_allreduce_phases
@@ -53,7 +55,7 @@ class Candidate:
     schedule: Schedule | None
     steps: int = 0
     tau: Fraction = Fraction(0)
-    time_s: float = float("inf")
+    time_s: float = float("inf")               # dependency-driven (as the runtimes run it)
     seconds: float = 0.0
     predicted_tau: Fraction | None = None       # the scheduler's own prediction (None: none exact)
     predicted_time_s: float | None = None       # LP (14)'s optimum, for bfb-hetero
@@ -62,13 +64,14 @@ class Candidate:
     skipped: str | None = None
     phases: tuple["Candidate", "Candidate"] | None = field(default=None, repr=False)   # allreduce: (RS, AG)
     report: object = field(default=None, repr=False)                                   # VerificationReport
+    barrier_time_s: float = float("inf")        # step-synchronous price (every step waits for its slowest link)
 
     def as_dict(self) -> dict:
         out = {"scheduler": self.scheduler, "verified": self.verified}
         if self.skipped is not None:
             return {**out, "skipped": self.skipped}
         out.update(steps=self.steps, tau=float(self.tau), tau_exact=str(self.tau), time_us=self.time_s * 1e6,
-                   seconds=round(self.seconds, 6))
+                   barrier_time_us=self.barrier_time_s * 1e6, seconds=round(self.seconds, 6))
         if self.predicted_time_s is not None:
             out["predicted_time_us"] = self.predicted_time_s * 1e6
         if self.violation is not None:
@@ -95,14 +98,24 @@ class Comparison:
 
 def priced(scheduler: str, schedule: Schedule, costs: LinkCosts, size_bytes: float, seconds: float = 0.0,
            predicted_tau: Fraction | None = None, predicted_time_s: float | None = None) -> Candidate:
-    """A candidate with its cost measured from the schedule (not verified yet). On uniform links the time is
-    T = (non-empty steps) alpha + tau M/B, which is what `LinkCosts.time` sums step by step."""
+    """A candidate with its costs measured from the schedule (not verified yet): `time_s`, the
+    dependency-driven time (`schedule.dependency`: each link in step order, each group waiting only for its
+    link and its data, as the runtimes run it), which ranks the candidates, and `barrier_time_s`, the
+    step-synchronous price (on uniform links T = (non-empty steps) alpha + tau M/B, `LinkCosts.time` step by
+    step). A schedule that reads data its sender never holds has no dependency time: it is priced at infinity
+    and the model checker rejects it."""
     used = np.flatnonzero(np.diff(schedule.step_ptr) > 0)
     steps = int(used[-1] + 1) if used.size else 0
     tau = measured_tau(schedule, costs.topology.degree)
     model = costs.uniform_model
-    time_s = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
-    return Candidate(scheduler, schedule, steps, tau, time_s, seconds, predicted_tau, predicted_time_s)
+    barrier = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
+    try:
+        time_s = dependency_time(schedule, costs, size_bytes)
+    except ValueError:
+        time_s = float("inf")
+    c = Candidate(scheduler, schedule, steps, tau, time_s, seconds, predicted_tau, predicted_time_s)
+    c.barrier_time_s = barrier
+    return c
 
 
 def choose(topology: Topology, collective: Collective, candidates: list[Candidate], size_bytes: float, *,
@@ -273,7 +286,7 @@ def _hetero_builder(size_bytes: float) -> Builder:
 def _trees_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
         pk = pack_trees(g, c.bandwidth_Bps)
-        return pipelined_allgather(pk, best_chunks(pk, float(c.alpha_s.max()), size_bytes)), None, None
+        return fastest_pipeline(pk, c, size_bytes)[0], None, None
     return build
 
 

@@ -26,12 +26,12 @@ the step after both the transfer that brought its chunk to the sender and the pr
 (so every link sends in step order = start order, and the sender holds the chunk at the start of the step).
 Replayed the way the runtimes run a schedule (every link a FIFO in step order, a transfer starting when its
 link is free and its chunk has arrived), every transfer starts no later than in the simulation (exactly then,
-unless its link waited, below), and that replay's time is the result's `time_s`. Each node receives every
-chunk once.
+unless its link waited, below): the result's `time_s` is that replay's, `schedule.dependency`'s
+dependency-driven time. Each node receives every chunk once.
 
 Reduce-scatter is the reverse of the allgather synthesized on G^T (section 5.4.6): reversing time maps a
 valid timed allgather onto a valid timed reduce-scatter of the same length; allreduce is reduce-scatter then
-allgather, as for BFB. `tacos_allgather` picks P on the simulated time; `services.synthesis.bfb.compare`
+allgather, as for BFB. `tacos_allgather` picks the chunk layout on the dependency-driven time; `services.synthesis.bfb.compare`
 prices every scheduler the same way.
 """
 from __future__ import annotations
@@ -43,7 +43,9 @@ import numpy as np
 from numba import njit
 
 from services.synthesis.bfb.kernels import _ctpop
+from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["GreedyResult", "greedy_allgather", "greedy_schedule", "tacos_allgather", "chunk_options", "ChunkLayout", "SIMULATION_BUDGET",
@@ -56,17 +58,20 @@ SCAN = 256
 
 @dataclass
 class GreedyResult:
-    """A TACOS allgather: the step schedule, the simulated time (seconds; in shard times without link costs),
-    its chunk layout, the seed and the build seconds. `start_s`/`finish_s` are per transfer of `schedule`
-    (its row order), from the event simulation."""
+    """A TACOS allgather: the step schedule, its dependency-driven time (`schedule.dependency`: as the runtimes
+    run it) and the event simulation's (seconds; shard times without link costs: equal unless a link waited in
+    the simulation, which the replay does not), its chunk layout, the seed and the build seconds.
+    `start_s`/`finish_s` are per transfer of `schedule` (its row order), from the event simulation."""
 
     schedule: Schedule
     time_s: float
+    simulated_s: float
     layout: "ChunkLayout"
     seed: int
     seconds: float
     start_s: np.ndarray | None = None
     finish_s: np.ndarray | None = None
+    waits: int = 0              # times a link declined a chunk and waited (none: time_s == simulated_s)
 
     @property
     def steps(self) -> int:
@@ -185,23 +190,24 @@ def greedy_allgather(topology: Topology, *, chunks: int = 1, halvings: int = 0, 
     out_ptr, out_arcs = _csr(tails, n)
     in_ptr, in_arcs = _csr(heads, n)
     shard_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
-    arc, chunk, _start, _finish, complete = _simulate(
+    arc, chunk, start, finish, complete, waits = _simulate(
         tails, heads, np.ascontiguousarray(alpha[arcs], np.float64),
         np.ascontiguousarray(shard_time[arcs] / grid, np.float64), hi - lo, shard_ptr, grid, out_ptr, out_arcs,
         in_ptr, in_arcs, n, int(seed))
     if not complete:
         raise ValueError(f"{g.expr}: not every node can be reached (the topology is not strongly connected)")
-    a_arc = np.ascontiguousarray(alpha[arcs], np.float64)
-    duration = a_arc[arc] + (hi - lo)[chunk] * (shard_time[arcs] / grid)[arc]
-    step, start, finish = _steps(arc, chunk, heads, tails, count, n, arcs.size, duration)
+    step = _steps(arc, chunk, heads, tails, count, n, arcs.size)
     arc_g = arcs[arc]
     steps = int(step.max()) if step.size else 0
     order = np.argsort(step, kind="stable")
     sched = Schedule.from_arrays(Collective.ALLGATHER, n, grid, step, [Op.COPY] * steps, g.expr,
                                  source=src[chunk], sender=g.tails[arc_g], receiver=g.heads[arc_g],
                                  lane=g.lanes[arc_g], lo=lo[chunk], hi=hi[chunk])
-    makespan = float(finish.max()) if finish.size else 0.0
-    return GreedyResult(sched, makespan, layout, int(seed), time.perf_counter() - t0, start[order], finish[order])
+    if costs is None:                                 # unit costs: a shard of 1 byte per second, no latency
+        costs, size_bytes = LinkCosts(g, np.zeros(g.arcs), np.ones(g.arcs)), float(n)
+    simulated = float(finish.max()) if finish.size else 0.0
+    return GreedyResult(sched, dependency_time(sched, costs, size_bytes), simulated, layout, int(seed),
+                        time.perf_counter() - t0, start[order], finish[order], int(waits))
 
 
 SIMULATION_BUDGET = 1 << 21
@@ -373,7 +379,7 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
     `width[c]` grid units wide (a shard is `grid` units) and occupies arc a for alpha[a] + width[c] * unit_time[a]. A link declines a chunk that would arrive
     after the head's other in-links could bring everything the head still lacks (it tries its narrowest
     useful chunk first, then waits for the next event at its head). Returns per transfer (arc, chunk, start,
-    finish) in start order and whether every node got every chunk."""
+    finish) in start order, whether every node got every chunk and how many times a link waited."""
     rng = np.array([np.uint64(seed) * np.uint64(0x2545F4914F6CDD1D) + np.uint64(0x9E3779B97F4A7C15)])
     m = tails.size
     total = width.size
@@ -406,6 +412,7 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
     fit = np.maximum(1.0, (target - alpha) / unit_time) * (1 + 1e-9)
     t = 0.0
     k = 0
+    waits = 0
     first = np.argsort(speed, kind="mergesort")
     for a in range(m):                                       # t = 0: every link may start
         cand[k] = first[a]
@@ -431,6 +438,7 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
                 c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], True, scratch, rng)
                 f = t + (alpha[b] + width[c] * unit_time[b])
                 if _others_deliver(x, b, t, f, in_ptr, in_arcs, free_at, alpha, unit_time) >= lacking[x]:
+                    waits += 1
                     continue                                 # the others finish x sooner: wait
             pend[x, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
             lacking[x] -= width[c]
@@ -463,33 +471,23 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
                 cand[k] = b
                 k += 1
     complete = done == transfers
-    return out_arc[:done], out_chunk[:done], out_start[:done], out_finish[:done], complete
+    return out_arc[:done], out_chunk[:done], out_start[:done], out_finish[:done], complete, waits
 
 
 @njit(cache=True, nogil=True)
-def _steps(arc, chunk, heads, tails, total, n, m, duration):
+def _steps(arc, chunk, heads, tails, total, n, m):
     """Step of every transfer (given in start order): one after the step of the transfer that brought its chunk
-    to the sender and one after the previous transfer on its link. Also the transfers' start and finish when
-    replayed as soon as link and chunk allow (a link that waited in the simulation starts earlier here)."""
+    to the sender and one after the previous transfer on its link."""
     arrived_step = np.zeros((n, total), dtype=np.int32)     # 0: held from the start (own shard)
-    arrived_at = np.zeros((n, total), dtype=np.float64)
     last = np.zeros(m, dtype=np.int32)
-    free = np.zeros(m, dtype=np.float64)
     out = np.empty(arc.size, dtype=np.int64)
-    start = np.empty(arc.size, dtype=np.float64)
-    finish = np.empty(arc.size, dtype=np.float64)
     for i in range(arc.size):
         a = arc[i]
-        w, u, c = tails[a], heads[a], chunk[i]
-        s = max(arrived_step[w, c], last[a]) + 1
+        s = max(arrived_step[tails[a], chunk[i]], last[a]) + 1
         out[i] = s
         last[a] = s
-        arrived_step[u, c] = s
-        start[i] = max(arrived_at[w, c], free[a])
-        finish[i] = start[i] + duration[i]
-        free[a] = finish[i]
-        arrived_at[u, c] = finish[i]
-    return out, start, finish
+        arrived_step[heads[a], chunk[i]] = s
+    return out
 
 
 def warm() -> None:
@@ -497,6 +495,6 @@ def warm() -> None:
     tails = np.array([0, 1], dtype=np.int64)
     heads = np.array([1, 0], dtype=np.int64)
     ptr, arcs = _csr(tails, 2)
-    arc, chunk, start, finish, _ = _simulate(tails, heads, np.zeros(2), np.ones(2), np.ones(2, np.int64), ptr, 1,
+    arc, chunk, start, finish, _, _ = _simulate(tails, heads, np.zeros(2), np.ones(2), np.ones(2, np.int64), ptr, 1,
                                              ptr, arcs, ptr, arcs, 2, 0)
-    _steps(arc, chunk, heads, tails, 2, 2, 2, finish - start)
+    _steps(arc, chunk, heads, tails, 2, 2, 2)

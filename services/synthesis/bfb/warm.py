@@ -1,7 +1,8 @@
 """Loading every compiled kernel (numba) before the work that needs it: the BFB evaluator's kernels
 (services.synthesis.bfb.kernels), the greedy scheduler's matcher (services.synthesis.bfb.greedy) and the
 graph's breadth-first search (services.synthesis.topology.distances) and tree packing's max-flow
-(services.synthesis.forest, exact and balanced). It sits above all of them, so none of
+(services.synthesis.forest, exact and balanced) and the dependency-driven time
+(services.synthesis.schedule.dependency). It sits above all of them, so none of
 them imports another to be warmed.
 
 Run once after installing (`python -m services.synthesis.bfb.warm`) and before forking workers, so that no
@@ -16,6 +17,7 @@ import numpy as np
 from services.synthesis.bfb import greedy
 from services.synthesis.forest import balanced
 from services.synthesis.forest.packing import pack_trees
+from services.synthesis.schedule import dependency
 from services.synthesis.bfb.kernels import (balanced_upper, circulant_eccentricities, cyclic_distances,
                                             excluded_u_star, interval_u_star, sphere_sizes, step_types,
                                             step_u_star_by_runs, type_bounds, walk_overlaps, zeta_u_star)
@@ -51,6 +53,7 @@ def warm() -> float:
     greedy.warm()
     pack_trees(build("ring(4)"), np.ones(4))                   # tree packing's max-flow and arc checks
     balanced.warm()                                            # and its balanced trees beyond 128 nodes
+    dependency.warm()
     return time.perf_counter() - t0
 
 
