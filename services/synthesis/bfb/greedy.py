@@ -10,10 +10,9 @@ when it arrives (possession changes on arrival, never when the match is made), a
 useful chunk the moment it is free** (link-centric matching: the chunk its tail holds, its head lacks and no
 other link is already bringing). When a tail holds nothing useful its link waits for the next arrival at the
 tail. Which useful chunk (section 5.4.7 lets the choice follow the links' costs; TACOS itself draws at random):
+- the widest (`ChunkLayout` cuts shards into chunks of several widths, "chunking per shard": the narrow ones,
+  left for last, let the links finish together);
 - one no other in-neighbour of the head holds or is receiving (only this link can bring it soon);
-- of about the size the fastest link carries in the time of its widest chunk (a slow link takes narrow
-  chunks, a fast one wide chunks; `ChunkLayout` cuts shards into chunks of several widths: "chunking per
-  shard");
 - held by the fewest nodes (rare chunks first keep every tail holding something its heads lack), then at
   random from a seeded generator.
 A link declines when its chunk would arrive after the head's other, busy in-links could bring everything the
@@ -210,18 +209,19 @@ def greedy_allgather(topology: Topology, *, chunks: int = 1, halvings: int = 0, 
                         time.perf_counter() - t0, start[order], finish[order], int(waits))
 
 
-SIMULATION_BUDGET = 1 << 21
-"""Transfers simulated over all the layouts `tacos_allgather` tries (2.1 M: every layout up to N = 512, only
-the first at N = 1024, about 6 s)."""
+SIMULATION_BUDGET = 5 << 19
+"""Transfers simulated over all the layouts `tacos_allgather` tries (2.6 M: every layout up to N = 256, the
+first two at N = 1024, about 13 s)."""
 
 
 def chunk_options(nodes: int, chunks: int = 1) -> list[ChunkLayout]:
-    """The layouts `tacos_allgather` tries, in order: P = `chunks` blocks per shard whole, halved twice, every
-    16th shard halved four times, then 2P and 4P blocks; as many as fit SIMULATION_BUDGET transfers in all
-    (at least the first) and MAX_GREEDY_TRANSFERS each."""
+    """The layouts `tacos_allgather` tries, in order: P = `chunks` blocks per shard whole; every 16th shard's
+    halved three times, every 32nd's four times, every one's twice; 2P and 4P blocks, 4P blocks halved once; as
+    many as fit SIMULATION_BUDGET transfers in all (at least the first) and MAX_GREEDY_TRANSFERS each."""
     p = _check_chunks(chunks)
     out, spent = [], 0
-    for layout in (ChunkLayout(p), ChunkLayout(p, 2), ChunkLayout(p, 4, 16), ChunkLayout(2 * p), ChunkLayout(4 * p)):
+    for layout in (ChunkLayout(p), ChunkLayout(p, 3, 16), ChunkLayout(p, 4, 32), ChunkLayout(p, 2),
+                   ChunkLayout(2 * p), ChunkLayout(4 * p), ChunkLayout(4 * p, 1)):
         rows = (nodes - 1) * layout.count(nodes)
         if rows > MAX_GREEDY_TRANSFERS or (out and spent + rows > SIMULATION_BUDGET):
             continue
@@ -306,13 +306,12 @@ def _heap_pop(ht, ha, size):
 
 
 @njit(cache=True, nogil=True)
-def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, fit, narrow, scratch, rng):
-    """The chunk link b = (w, u) takes: useful (held by w, neither held by u nor on its way to u), preferring
-    one no other in-neighbour of u holds or is receiving (no other link can bring it soon), then the widest at most `fit` grid
-    units (then the narrowest wider one; the narrowest of all when `narrow`), then the one held by the fewest
-    nodes; ties at random. -1 when there is none."""
+def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, narrow, scratch, rng):
+    """The chunk link b = (w, u) takes: useful (held by w, neither held by u nor on its way to u); the widest
+    (the narrowest when `narrow`), then one no other in-neighbour of u holds or is receiving (no other link can
+    bring it soon), then the one held by the fewest nodes; ties at random (at most SCAN candidates weighed).
+    -1 when there is none."""
     any_useful = False
-    any_exclusive = False
     for j in range(scratch.shape[1]):
         x = held[w, j] & ~held[u, j] & ~pend[u, j]
         scratch[0, j] = x
@@ -324,32 +323,32 @@ def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, fit, narr
                 if e != b:
                     others |= held[tails[e], j] | pend[tails[e], j]
             scratch[1, j] = x & ~others
-            if scratch[1, j]:
-                any_exclusive = True
         else:
             scratch[1, j] = np.uint64(0)
     if not any_useful:
         return -1
-    row = 1 if any_exclusive else 0
     words = scratch.shape[1]
     rng[0] ^= rng[0] << np.uint64(13)                       # xorshift64: the tie-breaks' random numbers
     rng[0] ^= rng[0] >> np.uint64(7)
     rng[0] ^= rng[0] << np.uint64(17)
     offset = int(rng[0] % np.uint64(words))
-    best, best_w, best_count, best_key, seen = -1, -1 << 62, 1 << 62, np.uint64(0), 0
+    best, best_w, best_x, best_count, best_key, seen = -1, -1 << 62, -1, 1 << 62, np.uint64(0), 0
     for jj in range(words):                                 # from a random word on, at most SCAN candidates
         j = (jj + offset) % words
-        x = scratch[row, j]
+        x = scratch[0, j]
+        ex = scratch[1, j]
         while x:
             low = x & (~x + np.uint64(1))
             bit = _ctpop(low - np.uint64(1))
             x ^= low
             c = j * 64 + bit
-            wc = -width[c] if narrow else (width[c] if width[c] <= fit else fit - width[c])
+            wc = -width[c] if narrow else width[c]
+            xc = 1 if (ex & low) else 0
             k = holders[c]
             key = (np.uint64(c) * np.uint64(0x9E3779B97F4A7C15)) ^ rng[0]
-            if wc > best_w or (wc == best_w and (k < best_count or (k == best_count and key < best_key))):
-                best, best_w, best_count, best_key = c, wc, k, key
+            if wc > best_w or (wc == best_w and (xc > best_x or (xc == best_x and (
+                    k < best_count or (k == best_count and key < best_key))))):
+                best, best_w, best_x, best_count, best_key = c, wc, xc, k, key
             seen += 1
         if seen >= SCAN:
             break
@@ -406,10 +405,6 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
     cand = np.empty(2 * m + 1, dtype=np.int64)
     scratch = np.empty((2, words), dtype=np.uint64)
     speed = alpha + unit_time                                # orders links cheapest first
-    widest = np.max(width)
-    # every link prefers chunks that take it about as long as the widest chunk takes the fastest link
-    target = np.min(alpha + widest * unit_time)
-    fit = np.maximum(1.0, (target - alpha) / unit_time) * (1 + 1e-9)
     t = 0.0
     k = 0
     waits = 0
@@ -430,12 +425,12 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
             x = heads[b]
             if carrying[b] >= 0 or lacking[x] <= 0:
                 continue
-            c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], False, scratch, rng)
+            c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, False, scratch, rng)
             if c < 0:
                 continue
             f = t + (alpha[b] + width[c] * unit_time[b])
             if _others_deliver(x, b, t, f, in_ptr, in_arcs, free_at, alpha, unit_time) >= lacking[x]:
-                c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, fit[b], True, scratch, rng)
+                c = _pick(held, pend, tails[b], x, b, in_ptr, in_arcs, tails, holders, width, True, scratch, rng)
                 f = t + (alpha[b] + width[c] * unit_time[b])
                 if _others_deliver(x, b, t, f, in_ptr, in_arcs, free_at, alpha, unit_time) >= lacking[x]:
                     waits += 1

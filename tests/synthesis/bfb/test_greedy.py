@@ -134,7 +134,7 @@ def test_chunk_layouts():
         assert lo[mine][0] == 0 and hi[mine][-1] == 16 and (lo[mine][1:] == hi[mine][:-1]).all()
     assert (hi - lo)[src == 0].tolist() == [4, 2, 1, 1, 4, 2, 1, 1] and (hi - lo)[src == 1].tolist() == [8, 8]
     assert [(x.chunks, x.halvings, x.every) for x in chunk_options(64)] == \
-        [(1, 0, 1), (1, 2, 1), (1, 4, 16), (2, 0, 1), (4, 0, 1)]
+        [(1, 0, 1), (1, 3, 16), (1, 4, 32), (1, 2, 1), (2, 0, 1), (4, 0, 1), (4, 1, 1)]
     assert len(chunk_options(2048)) == 1 and chunk_options(4096) == []       # the budget, then the limit
 
 
