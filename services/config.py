@@ -20,6 +20,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default: SQLite in data_dir")
     broker_url: str | None = Field(default=None, description="Celery broker; default: in-process worker")
     result_backend: str | None = Field(default=None, description="Celery result backend (chords); default: the broker")
+    redis_key_prefix: str = Field(default="", max_length=100, description="prefix of every broker and result key "
+                                  "in Redis, so that deployments (or test runs) can share one Redis database")
     task_time_limit_s: int = Field(default=1800, ge=1, description="wall time of one worker task; a task beyond "
                                    "it is stopped and its plan fails with that reason")
     task_memory_limit_mb: int = Field(default=4096, ge=16, description="address space a task may add to its "

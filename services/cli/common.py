@@ -96,8 +96,8 @@ def progress_bar(desc: str, stream=None, unit: str = "candidate"):
 
 
 def warm_kernels() -> None:
-    """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install) so
-    the first plan does not pay for it."""
-    from services.compiler.warm import warm
+    """Load the compiled kernels (numba's on-disk cache; compiled on the first start after an install, each
+    compiled step printed) so the first plan does not pay for it."""
+    from services.compiler.warm import slow_steps, warm
 
-    print(f"fabricplan: compiled kernels ready in {warm():.1f} s", file=sys.stderr)
+    print(f"fabricplan: compiled kernels ready in {warm(slow_steps()):.1f} s", file=sys.stderr)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import warm_kernels
-
 __all__ = ["register", "run"]
 
 
@@ -20,7 +18,8 @@ def run(args) -> int:
     mode = "embedded (SQLite + in-process worker)" if st.embedded else f"broker {st.broker_url.split('@')[-1]}"
     print(f"fabricplan: serving on http://{args.host}:{args.port} - {mode}; database "
           f"{st.sqlalchemy_url.split('@')[-1]}", file=sys.stderr)
-    warm_kernels()
+    # no kernels here: the embedded worker's fork server loads them in the background (workers.preload) while
+    # the API answers, and a scaled deployment's workers load their own
     # the standard library's event loop, not uvloop: under 50 busy keep-alive connections uvloop left some of
     # them waiting (p99 24-124 ms on /healthz in most 4 s wrk runs, at the same throughput) where asyncio's
     # loop answers every connection in turn (p99 9-17 ms, bench.service; README)

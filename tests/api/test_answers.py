@@ -2,12 +2,11 @@
 drops the compiled files, a plan's topology block says whose cost it reports, npz is octet-stream."""
 from __future__ import annotations
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import MINIMAL, evaluate, unique_job, wait_done
 
 
 def test_evaluate_answer_has_id_and_url(client):
-    r = client.post("/v1/topologies/evaluate", params={"wait": 60},
-                    json={"expr": "hypercube(3)", "collective": "allgather"})
+    r = evaluate(client, {"expr": "hypercube(3)", "collective": "allgather"})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["id"] and body["url"].endswith(f"/v1/topologies/evaluations/{body['id']}")

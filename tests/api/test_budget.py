@@ -16,7 +16,7 @@ from services.store import jobs
 from services.store.db import migrate, session_scope
 from services.store.models import CompileJob, Evaluation, Plan
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
 
 
 def _app(settings, **update_):
@@ -55,7 +55,7 @@ def _race(n, ask):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=60)
+        t.join(timeout=HANG_S)
     return statuses
 
 
@@ -115,7 +115,7 @@ def test_without_keys_every_caller_is_one_anonymous_key(settings):
 def done_plan(settings):
     st, app = _app(settings)
     with TestClient(app) as c:
-        p = wait_done(c, c.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"], timeout=120)
+        p = wait_done(c, c.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"])
         assert p["status"] == "done", p["reason"]
         yield c, st, p
 

@@ -13,7 +13,7 @@ from tests.conftest import MINIMAL, poll_xml, unique_job, wait_done
 def test_plan_compiles_its_runtimes(client):
     body = {**MINIMAL, "job_id": unique_job(), "runtimes": ["rccl", "legacy", "oneccl"]}
     pid = client.post("/v1/plans", json=body).json()["id"]
-    p = wait_done(client, pid, timeout=120)
+    p = wait_done(client, pid)
     assert p["status"] == "done", p["reason"]
     assert set(p["compiled"]) == {"rccl", "legacy", "oneccl"}
     assert "compile" in [e["stage"] for e in client.get(f"/v1/plans/{pid}/events").json()]

@@ -22,7 +22,7 @@ from services.synthesis.schedule.cost import link_loads, measured_tau, step_max_
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import MINIMAL, evaluate, unique_job, wait_done
 
 PLANES = {"id": "f1", "layout": "planes", "hosts": 32, "ports_per_host": 4, "panel_prefix": "f1-plane"}
 VENDOR = DASHBOARD_DIR / "vendor"
@@ -103,14 +103,14 @@ def test_plan_topology_reports_distances_and_permutations(client):
 
 
 def test_evaluate_returns_distances_and_arcs_to_draw(client):
-    r = client.post("/v1/topologies/evaluate", json={"expr": "ring(6, 2)", "with_arcs": True})
+    r = evaluate(client, {"expr": "ring(6, 2)", "with_arcs": True})
     assert r.status_code == 200, r.text
     e = r.json()
     assert e["distance_counts"] == [6] * 5 and e["mean_distance"] == 3 and e["bidirectional"] is False
     assert e["arcs"] == topology_json(build("ring(6, 2)"))["arcs"] and len(e["permutation"]) == 12
-    plain = client.post("/v1/topologies/evaluate", json={"expr": "ring(6, 2)"}).json()
+    plain = evaluate(client, {"expr": "ring(6, 2)"}).json()
     assert plain["arcs"] is None and plain["permutation"] is None
-    big = client.post("/v1/topologies/evaluate", json={"expr": "genkautz(2, 300)", "with_arcs": True}).json()
+    big = evaluate(client, {"expr": "genkautz(2, 300)", "with_arcs": True}).json()
     assert big["nodes"] == 300 and big["arcs"] is None          # drawn up to 256 nodes only
     bad = client.post("/v1/topologies/evaluate", json={"expr": "torus(4,"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "expr"

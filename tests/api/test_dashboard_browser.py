@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests import browser
+from tests.conftest import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "dashboard-screenshots"
@@ -29,7 +30,7 @@ SKIP = browser.skip_reason()
 pytestmark = [pytest.mark.skipif(SKIP is not None, reason=SKIP or ""), pytest.mark.xdist_group("dashboard-browser")]
 
 BULK_PLANS = 1000
-TIMEOUT_MS = 20_000
+TIMEOUT_MS = int(HANG_S * 1000)             # playwright's waits: a hang guard, as every wait here
 BIG_TOPOLOGY = "circulant(1024, 1, 32)"      # the adjacency heat map at 1024 nodes (3 s of BFB, no planning)
 
 
@@ -52,7 +53,7 @@ class LiveServer:
 
     def __enter__(self):
         self.thread.start()
-        deadline = time.monotonic() + 120   # a loaded machine starts the worker pool slowly
+        deadline = time.monotonic() + HANG_S
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the test server did not start")
@@ -64,7 +65,7 @@ class LiveServer:
         self.thread.join(timeout=15)
 
 
-def _wait_done(http: httpx.Client, pid: str, timeout: float = 120.0) -> dict:
+def _wait_done(http: httpx.Client, pid: str, timeout: float = HANG_S) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         p = http.get(f"/v1/plans/{pid}").json()
@@ -83,7 +84,7 @@ def _plan(http: httpx.Client, **over) -> dict:
     return _wait_done(http, r.json()["id"])
 
 
-def _fail_two_links(http: httpx.Client, pid: str, timeout: float = 120.0) -> None:
+def _fail_two_links(http: httpx.Client, pid: str, timeout: float = HANG_S) -> None:
     """Two failure reports (one link each) on a plan without a fabric: revisions 1 and 2, waited for."""
     arcs = http.get(f"/v1/plans/{pid}/topology").json()["arcs"]
     for tail, head, _ in arcs[:2]:
@@ -119,7 +120,7 @@ def site(tmp_path_factory):
                 scheduler, _ = create_key(s, "dashboard-test scheduler", "scheduler")
                 viewer, _ = create_key(s, "dashboard-test viewer", "viewer")
                 agent, _ = create_key(s, "dashboard-test agent", "agent", panel_id="f1-plane0")
-            http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {scheduler}"}, timeout=60)
+            http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {scheduler}"}, timeout=HANG_S)
             r = http.post("/v1/fabrics", json={"id": "f1", "layout": "planes", "hosts": 32, "ports_per_host": 4,
                                                "panel_prefix": "f1-plane"})
             assert r.status_code == 201, r.text
@@ -414,16 +415,13 @@ def test_lists_paginate_with_a_thousand_plans(page, site):
     pg, _ = page
     total = int(site["http"].get("/v1/plans", params={"limit": 1}).headers["X-Total-Count"])
     assert total >= BULK_PLANS
-    t0 = time.perf_counter()
     show(pg, site, "/plans?page=3")
-    shown = time.perf_counter() - t0
     assert pg.locator("#plan-table tbody tr").count() == 50
     assert pg.locator(f".pager [data-total='{total}']").inner_text() == f"151-200 of {total}"
     show(pg, site, "/plans?status=failed")
     failed = int(site["http"].get("/v1/plans", params={"status": "failed", "limit": 1}).headers["X-Total-Count"])
     assert failed == BULK_PLANS // 10
     assert pg.locator("#plan-table tbody tr[data-status=failed]").count() == 50
-    assert shown < 10, f"the plan list took {shown:.1f} s with {total} plans"
 
 
 # ----- revisions, comparison, timeline, downloads, large topologies, the schedule player -------------------
@@ -612,7 +610,7 @@ def test_xml_not_compiled_yet_shows_a_spinner_then_downloads(page, site):
     show(pg, site, f"/plans/{bound['id']}")
     url = pg.url
     link = pg.locator("#plan-artifacts a[data-runtime=oneccl][data-collective=allreduce]")
-    with pg.expect_download(timeout=120_000) as dl:
+    with pg.expect_download(timeout=TIMEOUT_MS) as dl:
         link.click()
         spin = pg.locator("#plan-artifacts [data-compiling]")
         spin.wait_for()
@@ -695,7 +693,7 @@ def test_schedule_view_labels_plays_and_traces(page, site):
     assert {tuple(x) for x in drawn} == busy
     assert pg.locator("#heat-map g.step-layer rect").count() == 1
     pg.click("#step-play")
-    pg.wait_for_function("document.querySelector('#step-player').dataset.step === '3'", timeout=5000)
+    pg.wait_for_function("document.querySelector('#step-player').dataset.step === '3'")
     pg.click("#step-play")                                                     # pause
     shard, chunk = 3, 1
     pg.fill("#trace-shard", str(shard))

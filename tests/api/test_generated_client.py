@@ -22,6 +22,7 @@ from services.synthesis.schedule.ir import Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
+from tests.conftest import HANG_S
 from tests.served import served, service_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,7 @@ def server(tmp_path_factory):
         yield base
 
 
-def _until(call, done, timeout: float = 180.0):
+def _until(call, done, timeout: float = HANG_S):
     deadline = time.monotonic() + timeout
     while True:
         out = call()

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from services.store import repo
 from services.store.db import session_scope
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, evaluate, unique_job, wait_done
 
 PLANES = {"id": "hf", "layout": "planes", "hosts": 16, "ports_per_host": 4, "panel_prefix": "hf-plane"}
 
@@ -85,20 +85,23 @@ def test_every_422_has_the_field(client):
                                   "power(complete(64), 4)",
                                   "product(torus(8,8),torus(8,8),torus(8,8),torus(4,4))",
                                   "genkautz(62, 100000)", "complete(70)", "hypercube(11)"])
-def test_evaluate_bombs_are_refused_at_once(client, expr):
-    t0 = time.perf_counter()
+def test_evaluate_bombs_are_refused_at_once(client, expr, monkeypatch):
+    """Refused in the request from the expression's size: no graph is built, no job queued."""
+    from services.synthesis.topology.graph import Topology
+
+    built = []
+    real = Topology.__init__
+    monkeypatch.setattr(Topology, "__init__", lambda self, *a, **kw: built.append(a[:1]) or real(self, *a, **kw))
     r = client.post("/v1/topologies/evaluate", json={"expr": expr})
-    assert time.perf_counter() - t0 < 2.0
     assert_shape(r, 422, "expr")
+    assert built == []
 
 
-def test_fabric_bombs_are_refused_at_once(client):
-    t0 = time.perf_counter()
+def test_fabric_bombs_are_refused(client):
     r = client.post("/v1/fabrics", json={"id": "big", "layout": "planes", "hosts": 1_000_000, "ports_per_host": 64})
     assert_shape(r, 422, "hosts")
     r = client.post("/v1/fabrics", json={"id": "big", "layout": "shared", "hosts": 16384, "ports_per_host": 64})
     assert_shape(r, 422)
-    assert time.perf_counter() - t0 < 2.0
     assert client.get("/healthz").status_code == 200
 
 
@@ -110,7 +113,7 @@ def test_evaluation_runs_in_a_worker_and_is_kept(client):
     if r.status_code == 202:
         url = r.json()["url"]
         assert r.headers["location"] == url
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_S
         while (e := client.get(url).json())["status"] not in ("done", "failed"):
             assert time.monotonic() < deadline
             time.sleep(0.1)
@@ -121,7 +124,7 @@ def test_evaluation_runs_in_a_worker_and_is_kept(client):
 
 
 def test_degree_62_evaluates(client):
-    r = client.post("/v1/topologies/evaluate", json={"expr": "genkautz(62, 124)"}, params={"wait": 60})
+    r = evaluate(client, {"expr": "genkautz(62, 124)"})
     assert r.status_code == 200, r.text
     assert r.json()["verified"] and r.json()["steps"] == 2
 
@@ -230,17 +233,15 @@ BIG = {**MINIMAL, "nodes": 1024, "workload": {"collective": "allreduce", "sizes_
 @pytest.mark.parametrize("limited", [{"task_time_limit_s": 1}], indirect=True)
 def test_a_task_beyond_the_time_limit_fails_its_job_with_that_reason(limited):
     """genkautz(62, 1024): 1024 receivers x 62 in-arcs of min cuts, many seconds of BFB in one task."""
-    t0 = time.monotonic()
-    r = limited.post("/v1/topologies/evaluate", json={"expr": "genkautz(62, 1024)"}, params={"wait": 30})
+    r = evaluate(limited, {"expr": "genkautz(62, 1024)"})
     assert_shape(r, 422)
     assert "exceeded the time limit of 1 s" in r.json()["detail"][0]["msg"], r.json()
-    assert time.monotonic() - t0 < 15
     assert limited.get("/healthz").status_code == 200
 
 
 @pytest.mark.parametrize("limited", [{"task_memory_limit_mb": 64}], indirect=True)
 def test_a_task_beyond_the_memory_limit_fails_its_plan_with_that_reason(limited):
-    p = wait_done(limited, limited.post("/v1/plans", json={**BIG, "job_id": unique_job()}).json()["id"], timeout=120)
+    p = wait_done(limited, limited.post("/v1/plans", json={**BIG, "job_id": unique_job()}).json()["id"])
     assert p["status"] == "failed" and "memory limit of 64 MiB" in p["reason"], p["reason"]
 
 
@@ -305,6 +306,7 @@ def test_idle_long_polls_do_not_read_the_database(client, monkeypatch):
     reads = []
     real = panels._config
     monkeypatch.setattr(panels, "_config", lambda *a: reads.append(a) or real(*a))
+    monkeypatch.setattr(panels, "CONFIG_TTL_S", HANG_S)   # the cached view stays fresh however slowly polls start
     statuses = []
 
     def poll():
@@ -314,9 +316,9 @@ def test_idle_long_polls_do_not_read_the_database(client, monkeypatch):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=HANG_S)
     assert statuses == [304] * 20
-    assert len(reads) <= 2                      # the first view, and at most one refresh of the cached one
+    assert len(reads) == 1                      # the first view; every poll then waits on notifications
 
 
 @pytest.mark.parametrize("path", ["/v1/plans", "/v1/fabrics", "/v1/panels", "/v1/plans/some-plan/revisions"])

@@ -24,7 +24,7 @@ def test_hybrid_plan_chooses_topology_and_strategy(client):
     body = {**BASE, "job_id": unique_job(), "workload": {"training": training}}
     r = client.post("/v1/plans", json=body)
     assert r.status_code == 202, r.text
-    p = wait_done(client, r.json()["id"], timeout=240)
+    p = wait_done(client, r.json()["id"])
     assert p["status"] == "done", p["reason"]
     t = p["training_hybrid"]
     assert p["training"] is None and t["gpus"] == 64 and t["model"] == "tiny"

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
 from tests.served import service_env, served
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_job_queue_worker_and_panel_metrics(client, monkeypatch):
     assert wait_done(client, pid)["status"] == "done"
     r = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "msccl", "runtime": "rccl"})
     assert r.status_code in (200, 202)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while r.status_code == 202 and time.monotonic() < deadline:
         time.sleep(0.1)
         r = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "msccl", "runtime": "rccl"})
@@ -79,7 +79,7 @@ def test_two_processes_give_one_consistent_count(tmp_path):
     def both_up(base):                             # both processes up: each reports its embedded worker
         return value(samples(httpx.get(f"{base}/metrics", timeout=30).text), "fabricplan_workers_alive") == 2
 
-    with served(env, "--workers", "2", ready=both_up, timeout_s=300) as (base, _):
+    with served(env, "--workers", "2", ready=both_up) as (base, _):
         sent = 0
         assert not (stale / "counter_999999.db").exists()
         counted = []

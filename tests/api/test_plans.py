@@ -14,7 +14,7 @@ from services.synthesis.topology.catalog import build
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.schedule.verify import verify
 
-from tests.conftest import MINIMAL, poll_xml, unique_job, wait_done
+from tests.conftest import MINIMAL, evaluate, poll_xml, unique_job, wait_done
 
 
 def submit(client, body=None, key=None):
@@ -198,11 +198,10 @@ def test_frontier_per_collective(client):
 
 
 def test_evaluate_expression_and_edges(client):
-    r = client.post("/v1/topologies/evaluate", json={"expr": "genkautz(4, 64)"})
+    r = evaluate(client, {"expr": "genkautz(4, 64)"})
     assert r.status_code == 200
     assert (r.json()["steps"], r.json()["tau_exact"], r.json()["verified"]) == (3, "21/16", True)
-    r = client.post("/v1/topologies/evaluate", json={"nodes": 4, "edges": [[0, 1], [1, 2], [2, 3], [3, 0]],
-                                                       "collective": "allreduce"})
+    r = evaluate(client, {"nodes": 4, "edges": [[0, 1], [1, 2], [2, 3], [3, 0]], "collective": "allreduce"})
     assert r.status_code == 200 and r.json()["steps"] == 6 and r.json()["tau_exact"] == "3/2"
     bad = client.post("/v1/topologies/evaluate", json={"expr": "torus(4,"})
     assert bad.status_code == 422 and "position" in bad.json()["detail"][0]["msg"]
@@ -210,7 +209,7 @@ def test_evaluate_expression_and_edges(client):
     assert bad.status_code == 422 and "outside" in bad.json()["detail"][0]["msg"]
     bad = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 2]]})
     assert bad.status_code == 422 and "not strongly connected" in bad.json()["detail"][0]["msg"]
-    r = client.post("/v1/topologies/evaluate", json={"nodes": 3, "edges": [[0, 1], [1, 2], [2, 0], [0, 2]]})
+    r = evaluate(client, {"nodes": 3, "edges": [[0, 1], [1, 2], [2, 0], [0, 2]]})
     assert r.status_code == 200 and r.json()["verified"] and r.json()["degree"] == 2      # irregular is fine
     assert client.post("/v1/topologies/evaluate", json={}).status_code == 422
     big = client.post("/v1/topologies/evaluate", json={"expr": "hypercube(12)"})

@@ -14,7 +14,7 @@ from services.store import repo
 from services.store.db import session_scope
 from services.store.models import Artifact, PanelConfig, PanelState
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
 
 SMALL = {"id": "r1", "layout": "planes", "hosts": 8, "ports_per_host": 2, "panel_prefix": "r1-p"}
 PLAN = {**MINIMAL, "nodes": 8, "degree": 2, "fabric_id": "r1"}
@@ -139,10 +139,10 @@ def test_the_same_blob_stored_by_two_transactions(settings):
         with session_scope(settings.sqlalchemy_url) as s:
             results.append(repo.put_blob(s, data, "schedule", "application/octet-stream"))
             first_stored.set()
-            release.wait(10)
+            release.wait(HANG_S)
 
     def second():
-        first_stored.wait(10)
+        first_stored.wait(HANG_S)
         with session_scope(settings.sqlalchemy_url) as s:
             results.append(repo.put_blob(s, data, "schedule", "application/octet-stream"))
 
@@ -150,7 +150,7 @@ def test_the_same_blob_stored_by_two_transactions(settings):
     t1.start(), t2.start()
     t2.join(0.5)                      # the second is waiting for the first's row (or done, on SQLite's snapshot)
     release.set()
-    t1.join(10), t2.join(10)
+    t1.join(HANG_S), t2.join(HANG_S)
     assert len(results) == 2 and results[0] == results[1]
     with session_scope(settings.sqlalchemy_url) as s:
         assert len(s.scalars(select(Artifact).where(Artifact.digest == results[0])).all()) == 1

@@ -32,7 +32,7 @@ def test_revision_rebuilds_the_alltoall_verified_with_its_xml(client, settings, 
     t, h, _ = next(a for a in arcs if a[0] != a[1])
     r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}]})
     url = r.json()["url"]
-    rev = wait_revision(client, url, timeout=120)
+    rev = wait_revision(client, url)
     assert rev["status"] == "done", rev["reason"]
     g = build(rev["expr"])
     a2a, summary = rev["alltoall"], rev["schedules"]["alltoall"]

@@ -26,7 +26,7 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     # scheduler's tau above a crossover, so every set has ranges of their own (compiled to files of their own)
     t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (5, 9)), arcs[-1])
     r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}, {"arc": f"{t2}>{h2}"}]})
-    rev = wait_revision(client, r.json()["url"], timeout=120)
+    rev = wait_revision(client, r.json()["url"])
     assert rev["status"] == "done", rev["reason"]
     g = build(rev["expr"])
     req = client.get(base).json()["request"]

@@ -13,13 +13,13 @@ from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
 from tests.api.test_hardening import assert_shape
 
 OCS = {"id": "o1", "layout": "shared", "hosts": 16, "ports_per_host": 5, "kind": "ocs"}      # a spare port each
 
 
-def wait_revision(client, url: str, timeout: float = 60.0) -> dict:
+def wait_revision(client, url: str, timeout: float = HANG_S) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         r = client.get(url).json()

@@ -38,7 +38,7 @@ def _plan(client, training: dict, **extra) -> dict:
     body = {**BASE, "job_id": unique_job(), "workload": {"training": training}, **extra}
     r = client.post("/v1/plans", json=body)
     assert r.status_code == 202, r.text
-    p = wait_done(client, r.json()["id"], timeout=180)
+    p = wait_done(client, r.json()["id"])
     assert p["status"] == "done", p["reason"]
     return p
 
@@ -132,7 +132,7 @@ def test_moe_plan_with_an_inline_model_serves_its_alltoall_schedule(client):
 def test_sizes_workload_with_an_alltoall_gets_its_schedule(client):
     body = {**BASE, "job_id": unique_job(), "workload": {"collective": "allgather", "sizes_bytes": [1 << 20],
                                                          "alltoall_bytes": 1 << 22, "alltoall_weight": 1}}
-    p = wait_done(client, client.post("/v1/plans", json=body).json()["id"], timeout=180)
+    p = wait_done(client, client.post("/v1/plans", json=body).json()["id"])
     assert p["status"] == "done", p["reason"]
     assert p["training"] is None and p["alltoall"]["status"] == "built"
     assert list(p["alltoall"]["times_us"]) == [str(1 << 22)]

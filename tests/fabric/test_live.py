@@ -170,12 +170,3 @@ def test_link_loads_on_irregular_topologies_give_back_tau(expr):
     assert loads.shape == (sched.steps, g.arcs)
     assert Fraction(g.degree * int(loads.max(axis=1).sum()), g.nodes * sched.grid) == measured_tau(sched, g.degree)
     assert int(loads.sum()) == int((sched.hi - sched.lo).sum())          # every transfer on exactly one arc
-
-
-@pytest.mark.parametrize("module", ["devices", "cost", "repair", "planes"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(f"services.fabric.{module}"))
-    assert result.attempted > 0 and result.failed == 0

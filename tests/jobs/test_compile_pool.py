@@ -32,12 +32,11 @@ def test_a_killed_process_fails_only_its_unit(tmp_path):
         (tmp_path / u.collective).write_text(str(os.getpid()))
 
     failed = {}
-    t0 = time.monotonic()
     run_units([unit("a"), unit("killed"), unit("slow"), unit("b")], run_one,
               lambda u, why: failed.setdefault(u.collective, why), processes=4, budget_bytes=64 * MiB,
               time_limit_s=1.0)
-    assert time.monotonic() - t0 < 10
     assert set(failed) == {"killed", "slow"}
+    assert not (tmp_path / "slow").exists() and not (tmp_path / "killed").exists()   # both ended where they were
     assert "SIGKILL" in failed["killed"] and "time limit of 1 s" in failed["slow"]
     pids = {(tmp_path / n).read_text() for n in ("a", "b")}
     assert len(pids) == 2 and str(os.getpid()) not in pids          # each in a process of its own

@@ -15,7 +15,7 @@ from services.synthesis.search.construct import construct_collectives
 from services.jobs.requests.plan_spec import PlanSpec
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import MINIMAL, unique_job
+from tests.conftest import HANG_S, MINIMAL, unique_job
 
 
 def _plan(settings) -> tuple[str, dict]:
@@ -56,7 +56,7 @@ def test_outcomes_come_back_and_nothing_is_recorded(settings):
             data, _ = repo.get_blob(s, o.digest)
             assert data.lstrip().startswith(b"<")                  # the file is stored ...
             assert compiles.get(s, pid, u.collective, CompileOptions(u.runtime).key()) is None   # ... named by no job
-    early.reader.join(10)                              # the launcher exits once its pool is done, and is reaped
+    early.reader.join(HANG_S)                            # the launcher exits once its pool is done, and is reaped
     assert _gone(early.launcher)
 
 
@@ -68,9 +68,8 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
                              build(expr))
     early = early_compile._STARTED[pid]
     time.sleep(0.3)
-    t0 = time.monotonic()
     early_compile.cancel(pid)
-    assert time.monotonic() - t0 < 5 and _gone(early.launcher) and early_compile.take(pid) is None
+    assert _gone(early.launcher) and early_compile.take(pid) is None
     assert len(early.outcomes()) < 6
     with session_scope(settings.sqlalchemy_url) as s:
         assert all(compiles.get(s, pid, u.collective, u.options.key()) is None for u in early.units)
@@ -140,14 +139,14 @@ def test_a_killed_job_process_leaves_no_compiles(settings):
     os.close(w)
     with os.fdopen(r) as fh:
         launcher = int(fh.readline())
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + HANG_S
     while not _children(launcher) and time.monotonic() < deadline:
         time.sleep(0.05)
     compiling = _children(launcher)
     assert compiling, "the launcher started no compile process"
     os.kill(job, signal.SIGKILL)
     os.waitpid(job, 0)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while any(_running(p) for p in [launcher, *compiling]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_running(p) for p in [launcher, *compiling])

@@ -21,8 +21,7 @@ def test_moe_training_revision_reprices_the_iteration(client):
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
     t, h, _ = next(a for a in arcs if a[0] != a[1])
-    rev = wait_revision(client, client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"],
-                        timeout=180)
+    rev = wait_revision(client, client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"])
     assert rev["status"] == "done", rev["reason"]
     tr = rev["failure_cost"]["training"]
     # independently: the plan's model on the revision's served allreduce and its verified all-to-all

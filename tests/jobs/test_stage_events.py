@@ -14,7 +14,7 @@ from services.store import repo, stage_events
 from services.store.db import migrate, session_scope
 from services.store.models import Plan, PlanEvent, utcnow
 
-from tests.conftest import MINIMAL, unique_job, wait_done
+from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
 
 PLAN_STAGES = ("frontier", "select", "schedule", "verify", "store", "compile")
 
@@ -58,7 +58,7 @@ def test_revision_stages_are_timed(client):
     t, h, _ = next(a for a in arcs if a[0] != a[1])
     r = client.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{t}>{h}"}]})
     assert r.status_code == 202, r.text
-    deadline, running = time.monotonic() + 120, []
+    deadline, running = time.monotonic() + HANG_S, []
     while True:
         rev = client.get(r.json()["url"]).json()
         if rev["status"] == "running":
@@ -154,7 +154,7 @@ def test_running_revision_serves_its_schedules_before_the_xml(client, settings):
     arcs = client.get(f"/v1/plans/{pid}/topology").json()["arcs"]
     t, h, _ = next(a for a in arcs if a[0] != a[1])
     url = client.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while client.get(url).json()["status"] not in ("done", "failed") and time.monotonic() < deadline:
         time.sleep(0.05)
     done = client.get(url).json()

@@ -7,6 +7,8 @@ a.b.c also runs the package a.b's __init__."""
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +64,25 @@ def _imports(module: str) -> set[str]:
     return out
 
 
-GRAPH = {m: _imports(m) for m in MODULES}
+class _Graph(Mapping):
+    """Module -> the project modules it imports; every file is read at the first look (a test), not when pytest
+    collects this file."""
+
+    @functools.cached_property
+    def _edges(self) -> dict[str, set[str]]:
+        return {m: _imports(m) for m in MODULES}
+
+    def __getitem__(self, module: str) -> set[str]:
+        return self._edges[module]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._edges)
+
+    def __len__(self) -> int:
+        return len(self._edges)
+
+
+GRAPH = _Graph()
 
 
 def _components(graph: dict[str, set[str]]) -> list[set[str]]:

@@ -23,7 +23,7 @@ from services.store.db import migrate, session_scope
 from services.store.models import PanelState, PlanBinding
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import BACKENDS, MINIMAL, database_url
+from tests.conftest import BACKENDS, HANG_S, MINIMAL, database_url
 
 STATUSES = ("applied", "failed", "degraded")
 COUNTER = itertools.count()
@@ -140,7 +140,7 @@ def machine(url: str):
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(30)
+                t.join(HANG_S)
             self.sent += [a, b]
             with session_scope(url) as s:
                 stored = {x: s.get(PanelState, x) for x in self.panels}

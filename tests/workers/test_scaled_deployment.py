@@ -17,7 +17,8 @@ from services.store.db import session_scope
 
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import MINIMAL, PG_URL, REDIS_URL, fresh_postgres_url, unique_job, wait_done
+from tests.conftest import (HANG_S, MINIMAL, PG_URL, REDIS_PREFIX, REDIS_URL, clear_redis, fresh_postgres_url,
+                            unique_job, wait_done)
 from tests.api.test_revision_sets import check_set_xml
 
 pytestmark = pytest.mark.skipif(not (PG_URL and REDIS_URL),
@@ -26,23 +27,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _redis_db() -> int:
+    """A database away from 0 (a developer's own); runs share it, each under its own key prefix."""
     return 10 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 5
 
 
 @pytest.fixture
 def scaled(request, monkeypatch, tmp_path):
-    """Environment of the scaled deployment: PostgreSQL database, Redis broker/backend (private db index)."""
-    from redis import Redis
-
+    """Environment of the scaled deployment: PostgreSQL database, Redis broker/backend whose keys carry this
+    checkout's and worker's prefix (deleted before and after the test; nobody else's keys are touched)."""
     from services.config import Settings, get_settings
     from services.store.db import migrate
     from workers.app import celery_app, configure
 
     db = fresh_postgres_url("e2e", migrated=True)
     n = _redis_db()
-    Redis.from_url(f"{REDIS_URL}/{n}").flushdb()
+    clear_redis(f"{REDIS_URL}/{n}")
     env = {"FABRICPLAN_DATABASE_URL": db, "FABRICPLAN_BROKER_URL": f"{REDIS_URL}/{n}",
-           "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_DATA_DIR": str(tmp_path),
+           "FABRICPLAN_RESULT_BACKEND": f"{REDIS_URL}/{n}", "FABRICPLAN_REDIS_KEY_PREFIX": REDIS_PREFIX,
+           "FABRICPLAN_DATA_DIR": str(tmp_path),
            "FABRICPLAN_BFB_FANOUT_MIN_NODES": "48", "FABRICPLAN_BFB_FANOUT_BLOCKS": "4",
            "FABRICPLAN_STALE_PLAN_S": str(getattr(request.node.get_closest_marker("stale_s"), "args", [120])[0]),
            "FABRICPLAN_MAX_ATTEMPTS": str(getattr(request.node.get_closest_marker("max_attempts"), "args", [3])[0]),
@@ -56,6 +58,7 @@ def scaled(request, monkeypatch, tmp_path):
     yield st, {**os.environ, **env}
     get_settings.cache_clear()
     configure(celery_app, get_settings())
+    clear_redis(f"{REDIS_URL}/{n}")
 
 
 def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None) -> subprocess.Popen:
@@ -73,7 +76,7 @@ def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None)
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait(timeout=HANG_S)
 
 
 def children(pid: int) -> list[int]:
@@ -99,6 +102,29 @@ def api(scaled):
         yield c, st, env
 
 
+def test_every_redis_key_carries_this_runs_prefix(scaled):
+    """A queued message and a stored result land under REDIS_PREFIX (the setting redis_key_prefix), so runs
+    sharing one Redis database never see, or delete, each other's keys."""
+    import uuid
+
+    from redis import Redis
+
+    from workers.app import celery_app
+
+    st, _ = scaled
+    task_id = uuid.uuid4().hex
+    celery_app.send_task("fabricplan.prefix-probe", task_id=task_id, queue="prefix-probe")
+    celery_app.backend.store_result(task_id, {"probe": 1}, "SUCCESS")
+    r = Redis.from_url(st.broker_url)
+    try:
+        ours = {k.decode() for k in r.scan_iter(match=REDIS_PREFIX + "*")}
+        assert REDIS_PREFIX + "prefix-probe" in ours, ours
+        assert REDIS_PREFIX + f"celery-task-meta-{task_id}" in ours, ours
+        assert not r.exists("prefix-probe", f"celery-task-meta-{task_id}")
+    finally:
+        r.close()
+
+
 def test_worker_process_completes_a_plan(api, tmp_path):
     client, st, env = api
     assert not st.embedded
@@ -106,7 +132,7 @@ def test_worker_process_completes_a_plan(api, tmp_path):
     try:
         assert client.get("/readyz").json()["checks"]["broker"] == "ok"
         r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
-        p = wait_done(client, r.json()["id"], timeout=120)
+        p = wait_done(client, r.json()["id"])
         assert p["status"] == "done", (p["reason"], (tmp_path / "w1.log").read_text()[-3000:])
         assert p["schedules"]["allreduce"]["verified"]
         # the compile stage ran as a chord of one task per file, ranges of the schedule sets included
@@ -116,7 +142,7 @@ def test_worker_process_completes_a_plan(api, tmp_path):
         # a failure report: its revision goes through the outbox to the worker like a plan
         t, h, _ = next(a for a in client.get(f"/v1/plans/{p['id']}/topology").json()["arcs"] if a[0] != a[1])
         url = client.post(f"/v1/plans/{p['id']}/failures", json={"links": [{"arc": f"{t}>{h}"}]}).json()["url"]
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_S
         while (rev := client.get(url).json())["status"] not in ("done", "failed") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert rev["status"] == "done", (rev["reason"], (tmp_path / "w1.log").read_text()[-3000:])
@@ -135,7 +161,7 @@ def test_large_bfb_fans_out_as_a_chord(api, tmp_path):
     try:
         body = {**MINIMAL, "job_id": unique_job(), "nodes": 64, "workload": {"collective": "allreduce",
                                                                              "sizes_bytes": [1024]}}
-        p = wait_done(client, client.post("/v1/plans", json=body).json()["id"], timeout=180)
+        p = wait_done(client, client.post("/v1/plans", json=body).json()["id"])
         assert p["status"] == "done", p["reason"]
         assert p["topology"]["steps"] == 3
         events = client.get(f"/v1/plans/{p['id']}/events").json()
@@ -177,7 +203,7 @@ def test_killed_worker_process_is_redelivered_and_the_plan_finishes(api, tmp_pat
         assert holder in kids, ("the held task is not in the worker's pool process", holder, kids)
         for k in kids:
             os.kill(k, signal.SIGKILL)
-        p = wait_done(client, pid, timeout=240)
+        p = wait_done(client, pid)
         assert p["status"] == "done", (p["reason"], (tmp_path / "crash.log").read_text()[-3000:])
         events = client.get(f"/v1/plans/{pid}/events").json()
         assert sum(e["stage"] == "schedule" for e in events) >= 2          # the stage ran again
@@ -211,12 +237,12 @@ def test_dead_worker_is_found_by_heartbeat_and_the_plan_redelivered(api, tmp_pat
     stop(worker)
     t0 = time.monotonic()
     while not any("worker lost" in m for m in _events(client, pid)):
-        assert time.monotonic() - t0 < 60, _events(client, pid)
+        assert time.monotonic() - t0 < HANG_S, _events(client, pid)
         time.sleep(0.5)
     assert client.get(f"/v1/plans/{pid}").json()["status"] in ("queued", "running")
     worker = start_worker(env, tmp_path, "rescue")
     try:
-        p = wait_done(client, pid, timeout=240)
+        p = wait_done(client, pid)
         assert p["status"] == "done", (p["reason"], (tmp_path / "rescue.log").read_text()[-3000:])
         with session_scope(st.sqlalchemy_url) as s:
             assert repo.get_plan(s, pid).attempts == 2
@@ -231,7 +257,7 @@ def test_dead_worker_fails_the_plan_with_a_reason_once_attempts_are_used(api, tm
     worker = start_worker(env, tmp_path, "dead", held=tmp_path / "held")
     pid, _ = _held_plan(client, worker, tmp_path / "held")
     stop(worker)
-    p = wait_done(client, pid, timeout=60)
+    p = wait_done(client, pid)
     assert p["status"] == "failed" and "worker lost" in p["reason"]
     assert p["schedules"] is None
 
@@ -318,9 +344,8 @@ def test_broker_outage_plan_is_accepted_and_dispatched_when_the_broker_is_back(s
 
     configure(celery_app, st)
     with TestClient(create_app(st)) as client:
-        t0 = time.monotonic()
         r = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()})
-        assert r.status_code == 202 and time.monotonic() - t0 < 2.0
+        assert r.status_code == 202
         pid = r.json()["id"]
         time.sleep(3 * st.sweep_s)
         with session_scope(st.sqlalchemy_url) as s:
@@ -330,7 +355,7 @@ def test_broker_outage_plan_is_accepted_and_dispatched_when_the_broker_is_back(s
         relay.start()
         worker = start_worker(env, tmp_path, "after-outage")
         try:
-            p = wait_done(client, pid, timeout=120)
+            p = wait_done(client, pid)
             assert p["status"] == "done", (p["reason"], (tmp_path / "after-outage.log").read_text()[-3000:])
         finally:
             stop(worker)

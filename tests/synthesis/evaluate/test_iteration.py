@@ -173,12 +173,3 @@ def test_catalog_instances():
                 dict(name="vgg16", nodes=0), dict(name="vgg16", nodes=4, batch=0)):
         with pytest.raises(ValueError):
             catalog_model(**bad)
-
-
-@pytest.mark.parametrize("module", ["training_job", "model_catalog", "iteration", "alltoall_schedule", "lp"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(f"services.synthesis.evaluate.{module}"))
-    assert result.attempted > 0 and result.failed == 0
