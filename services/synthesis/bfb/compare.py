@@ -299,7 +299,7 @@ def _fast_links_builder() -> Builder:
 def _greedy_builder(costs: LinkCosts, size_bytes: float, chunks: int, seed: int) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
         r = tacos_allgather(g, c, size_bytes, layouts=chunk_options(g.nodes, chunks), seed=seed)
-        return r.schedule, None, r.time_s
+        return r.schedule, None, r.simulated_s          # its event simulation's time: the replay's is no longer
     return build
 
 
