@@ -9,7 +9,8 @@ latencies (`schedule.envelope.curve`), reported as `barrier_time_us_*`):
 - ``bfb``: LP (1) (paper section 6); or a prebuilt schedule such as an expression's own construction;
 - ``bfb-hetero@SIZE``: LP (14) solved at 1 MiB and at 1 GiB, when the links differ (App. E.3);
 - ``bfb-fast``: LP (1) without the slower links, when they differ and the rest stays connected;
-- ``greedy/P``: the TACOS-style matcher with P chunks per shard (P in `greedy_chunks`);
+- ``greedy/P@SIZE``: TACOS (event-driven link-chunk matching) on the links at 1 MiB and at 1 GiB, P blocks
+  per shard (P in `greedy_chunks`) and its chunk layout chosen on its simulated time at that size;
 - ``trees/P``: the tree packing (`forest`) pipelined over P chunks, P = 1, 2, 4, ... while the schedule
   stays within its transfer limit: every P is a different trade of steps against pipeline fill.
 
@@ -35,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
+from services.synthesis.bfb.greedy import chunk_options, tacos_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
@@ -161,11 +162,13 @@ def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_op
         keep("bfb-fast", lambda: bfb_fast_links(costs, **bfb_options))
     if "greedy" in schedulers:
         for p in greedy_chunks:
-            if g.nodes * (g.nodes - 1) * p > MAX_GREEDY_TRANSFERS:
-                skipped[f"greedy/{p}"] = f"more than {MAX_GREEDY_TRANSFERS} transfers"
+            layouts = chunk_options(g.nodes, p)
+            if not layouts:
+                skipped[f"greedy/{p}"] = "more transfers than the TACOS scheduler's limit"
                 continue
-            cost = None if uniform else costs.chunk_cost(1 << 20, p)
-            keep(f"greedy/{p}", lambda p=p, cost=cost: greedy_allgather(g, chunks=p, link_cost=cost).schedule)
+            for size in HETERO_SIZES:
+                keep(f"greedy/{p}@{_size_name(size)}", lambda p=p, size=size, layouts=layouts: tacos_allgather(
+                    g, costs, size, layouts=layouts).schedule)
     if "trees" in schedulers:
         try:
             pk = pack_trees(g, costs.bandwidth_Bps)
