@@ -19,7 +19,7 @@ from services.synthesis.search.offset_table import lookup
 from services.synthesis.topology.distreg import CATALOGUE
 from services.synthesis.topology.families import theorem22_offsets
 
-__all__ = ["DERIVED", "instances"]
+__all__ = ["DERIVED", "instances", "line_base_circulants"]
 
 BASE_MAX_NODES = 64          # bases are small; larger sizes come from expansions and generative families
 GENERATIVE_BFB_LIMIT = 8192  # generalized Kautz graphs are priced up to this size
@@ -84,15 +84,23 @@ def _hamming_family(n: int, d: int) -> list[Spec]:
     return out
 
 
-def _offsets(n: int, k: int, kind: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+LINE_BASE_KEEP = 32     # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
+
+
+def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """(diameter, offsets) of the smallest-diameter circulants of the kind: the offline exhaustive table
     (`offset_table`), else `circulants.best_offsets` (exhaustive over canonical sets when they are few,
-    sampled beyond)."""
-    found = lookup(n, k, kind) or best_offsets(n, k, kind)
-    return found.found
+    sampled beyond); with keep > 4, the run-time search's `keep` best sets rather than the table's."""
+    table = lookup(n, k, kind) if keep <= 4 else None
+    return (table or best_offsets(n, k, kind, keep)).found
 
 
-def _circulant_family(n: int, d: int) -> list[Spec]:
+def line_base_circulants(n: int, d: int) -> list[Spec]:
+    """Circulants of (n, d) offered to line digraphs: up to LINE_BASE_KEEP of the smallest diameters."""
+    return _circulant_family(n, d, LINE_BASE_KEEP)
+
+
+def _circulant_family(n: int, d: int, keep: int = 4) -> list[Spec]:
     """The smallest-diameter circulants of degree d on n nodes (`circulants`): undirected with d/2 offsets
     (even d; Theorem 22 for d = 4), with (d-1)/2 offsets and the involution n/2 (odd d, even n), and
     directed with d offsets; each at least its diameter in steps (Theorem 15)."""
@@ -111,11 +119,11 @@ def _circulant_family(n: int, d: int) -> list[Spec]:
             m, _ = theorem22_offsets(n)
             add("circulant", [(m, (m, m + 1))])
         else:
-            add("circulant", _offsets(n, k, "circulant"))
+            add("circulant", _offsets(n, k, "circulant", keep))
     if d % 2 == 1 and d >= 3 and n % 2 == 0 and n >= d + 1:
-        add("circulant", _offsets(n, (d - 1) // 2, "half"), (n // 2,))
+        add("circulant", _offsets(n, (d - 1) // 2, "half", keep), (n // 2,))
     if n >= d + 2:
-        add("dcirculant", _offsets(n, d, "dcirculant"))
+        add("dcirculant", _offsets(n, d, "dcirculant", keep))
     return out
 
 

@@ -43,7 +43,6 @@ EXHAUSTIVE_SETS = 2_000       # canonical offset sets evaluated exhaustively at 
 SEARCH_ROWS = 192             # beyond: a sample of this many sets containing 1 (and the seeds) ...
 BASE_SEARCH_ROWS = 640        # ... or of this many on at most BASE_NODES nodes (bases of line digraphs)
 BASE_NODES = 64
-_KEEP_PER_DIAMETER = 4        # sets kept: the four of smallest diameter
 _BATCH_ROWS = 8_192           # rows per call of the compiled search (a search stops between batches)
 
 
@@ -169,7 +168,7 @@ def _random_rows(rng: np.random.Generator, m: int, k: int, count: int) -> np.nda
 
 
 @lru_cache(maxsize=None)
-def best_offsets(n: int, k: int, kind: str) -> OffsetSearch:
+def best_offsets(n: int, k: int, kind: str, keep: int = 4) -> OffsetSearch:
     """The smallest-diameter offset sets of k offsets of the kind on n nodes: every canonical set when there
     are at most EXHAUSTIVE_SETS (`exhaustive_offsets`, exact); otherwise the seeds and a deterministic random
     sample of SEARCH_ROWS sets containing 1 (BASE_SEARCH_ROWS up to BASE_NODES nodes; exact only when a set
@@ -181,14 +180,14 @@ def best_offsets(n: int, k: int, kind: str) -> OffsetSearch:
     if (kind == "half" and n % 2) or k < 1 or k > m:
         return OffsetSearch((), floor, True)
     if canonical_count(n, k, kind) <= EXHAUSTIVE_SETS:
-        return exhaustive_offsets(n, k, kind)
+        return exhaustive_offsets(n, k, kind, keep)
     rng = np.random.default_rng([n, k, KINDS.index(kind)])
     seeds = np.array(_seeds(n, k, kind), dtype=np.int64).reshape(-1, k)
     count = BASE_SEARCH_ROWS if n <= BASE_NODES else SEARCH_ROWS
     rows = np.unique(np.concatenate([seeds, _random_rows(rng, m, k, count)]), axis=0)
     rows = rows[(np.diff(rows, axis=1) != 0).all(axis=1) & _connected(n, rows, kind)]
-    diam = circulant_eccentricities(n, generators(n, rows, kind), _KEEP_PER_DIAMETER)
-    order = np.lexsort((*rows.T[::-1], diam))[:_KEEP_PER_DIAMETER]
+    diam = circulant_eccentricities(n, generators(n, rows, kind), keep)
+    order = np.lexsort((*rows.T[::-1], diam))[:keep]
     found = tuple((int(diam[i]), tuple(int(x) for x in rows[i])) for i in order if diam[i] < n)
     return OffsetSearch(found, floor, False)
 
@@ -226,10 +225,10 @@ def _batches(chunks, rows: int):
         yield np.concatenate(pending)
 
 
-def exhaustive_offsets(n: int, k: int, kind: str) -> OffsetSearch:
+def exhaustive_offsets(n: int, k: int, kind: str, keep: int = 2) -> OffsetSearch:
     """The smallest diameter over every canonical offset set (exact, however many there are): evaluated
-    chunk by chunk with the two best sets so far in front, so a row is abandoned as soon as it cannot be
-    among the two smallest; stops once two sets meet the floor. For building the offset table offline."""
+    chunk by chunk with the `keep` best sets so far in front, so a row is abandoned as soon as it cannot be
+    among the `keep` smallest; stops once `keep` sets meet the floor."""
     floor = diameter_floor(n, k, kind)
     if (kind == "half" and n % 2) or k < 1 or k > domain(n, kind):
         return OffsetSearch((), floor, True)
@@ -240,10 +239,10 @@ def exhaustive_offsets(n: int, k: int, kind: str) -> OffsetSearch:
             continue
         lead = np.array([offs for _, offs in best], dtype=np.int64).reshape(-1, k)
         rows = np.concatenate([lead, rows])
-        diam = circulant_eccentricities(n, generators(n, rows, kind), _KEEP_PER_DIAMETER)
+        diam = circulant_eccentricities(n, generators(n, rows, kind), keep)
         hits = np.flatnonzero(diam[len(lead):] < n) + len(lead)
         best = sorted(set(best) | {(int(diam[i]), tuple(int(x) for x in rows[i])) for i in hits.tolist()})
-        best = best[:_KEEP_PER_DIAMETER]
-        if len(best) == _KEEP_PER_DIAMETER and best[-1][0] == floor:
+        best = best[:keep]
+        if len(best) == keep and best[-1][0] == floor:
             break
     return OffsetSearch(tuple(best), floor, True)

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from services.synthesis.schedule.cost import LinkModel, moore_steps, optimal_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
-from services.synthesis.search.bases import instances
+from services.synthesis.search.bases import BASE_MAX_NODES, instances, line_base_circulants
 from services.synthesis.search.candidates import (Candidate, Spec, bidir_spec, degree_spec, line_spec,
                                                   power_spec, product_spec, resolve)
 from services.synthesis.search.pricing import CACHE
@@ -96,13 +96,13 @@ def _products(n: int, deg: int, bidi: bool, target: bool) -> list[Spec]:
 @lru_cache(maxsize=None)
 def _line_bases(n: int, deg: int) -> tuple[Candidate, ...]:
     """What line digraphs are formed from: the Pareto states of (n, deg) and every circulant the offset
-    search kept there. BFB on L(G) depends on more than G's (steps, tau) (Theorem 10's lift is not always
+    search finds there (up to bases.LINE_BASE_KEEP, on bases of at most BASE_MAX_NODES nodes). BFB on L(G) depends on more than G's (steps, tau) (Theorem 10's lift is not always
     optimal: line(dcirculant(64, 1, 4, 29, 42)) is BW-optimal, line(dcirculant(64, 1, 4, 16, 29)) is not,
     from bases of equal cost), so bases tied with a Pareto state are expanded too."""
     out = list(_state(n, deg))
     seen = {c.expr for c in out}
-    out += [s.price(False) for s in instances(n, deg, False)
-            if s.family in ("circulant", "dcirculant") and s.expr not in seen]
+    if n <= BASE_MAX_NODES:
+        out += [s.price(False) for s in line_base_circulants(n, deg) if s.expr not in seen]
     return tuple(out)
 
 

@@ -11,7 +11,7 @@ and re-runs the exhaustive search on a sample of rows.
 
 Regenerate (appends the rows not yet in the file, so it can be stopped and resumed):
 
-    python -m services.synthesis.search.offset_table --max-nodes 400
+    python -m services.synthesis.search.offset_table [--kind circulant|half|dcirculant]
 """
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from services.synthesis.search.circulants import OffsetSearch, exhaustive_offset
 __all__ = ["TABLE", "TABLE_KS", "lookup", "rows"]
 
 TABLE = Path(__file__).with_name("circulant_offsets.jsonl")
-# (kind, k) pairs tabulated: the undirected circulants of degree <= 8 (Theorem 22 settles k = 2 already)
-TABLE_KS = (("half", 1), ("half", 2), ("circulant", 3), ("half", 3), ("circulant", 4))
+# (kind, k, largest n) tabulated: the undirected circulants of degree <= 8 (Theorem 22 settles k = 2) up to
+# 400 nodes, and directed circulants as far as an exhaustive search stays within minutes per kind
+TABLE_KS = (("half", 1, 400), ("half", 2, 400), ("circulant", 3, 400), ("half", 3, 400), ("circulant", 4, 400),
+            ("dcirculant", 3, 400), ("dcirculant", 4, 100), ("dcirculant", 5, 48))
 
 
 def rows() -> list[dict]:
@@ -50,12 +52,14 @@ def lookup(n: int, k: int, kind: str) -> OffsetSearch | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-nodes", type=int, default=400)
+    ap.add_argument("--kind", choices=["circulant", "half", "dcirculant"], help="only this kind")
     args = ap.parse_args()
     done = {(r["kind"], r["k"], r["n"]) for r in rows()}
     with TABLE.open("a") as fh:
-        for kind, k in TABLE_KS:
-            for n in range(3, args.max_nodes + 1):
+        for kind, k, top in TABLE_KS:
+            if args.kind and kind != args.kind:
+                continue
+            for n in range(3, top + 1):
                 if (kind, k, n) in done:
                     continue
                 t0 = time.perf_counter()
