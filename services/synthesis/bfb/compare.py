@@ -31,7 +31,7 @@ from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
-from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
+from services.synthesis.bfb.schedule_sets import fastest_trees
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
@@ -271,8 +271,7 @@ def _hetero_builder(size_bytes: float) -> Builder:
 
 def _trees_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
-        pk = pack_trees(g, c.bandwidth_Bps)
-        return pipelined_allgather(pk, best_chunks(pk, float(c.alpha_s.max()), size_bytes)), None, None
+        return fastest_trees(pack_trees(g, c.bandwidth_Bps), c, size_bytes), None, None
     return build
 
 
