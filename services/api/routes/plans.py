@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, object_session
 
-from services.jobs import workloads
+from services.jobs.requests import workloads
 from services.store import repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
@@ -100,14 +100,13 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     one). Returns at once (202) with the plan recorded; a worker takes it from there (when the broker is down,
     as soon as it is back). Poll the plan URL. The same Idempotency-Key with the same body returns the same
     plan (200)."""
-    req = body.model_dump(mode="json")
-    if workloads.is_training(req):
+    if workloads.is_training(body):   # the typed request (PlanSpec), carried by every stage from the store
         try:                          # what depends on N (a catalogued model's experts and batch), before accepting
-            workloads.check_training(req)
+            workloads.check_training(body)
         except workloads.WorkloadInputError as exc:
             raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.create_plan(s, req, idempotency_key)
+        plan, created = repo.create_plan(s, body.dump(), idempotency_key)
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
     if created:
