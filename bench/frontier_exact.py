@@ -7,8 +7,8 @@ the exact circulant search).
     PYTHONPATH=/path/to/other/checkout python bench/frontier_exact.py --time-only   # another finder
 
 The enumeration is this script's own: every family expression with N nodes and degree d (as
-tests/test_frontier_exact.py lists them) and one expansion level of family members (line digraphs, degree
-expansions, Cartesian powers, products of two). Circulants and directed circulants are listed per orbit
+tests/synthesis/search/test_frontier_exact.py lists them) and one expansion level of family members (line
+digraphs, degree expansions, Cartesian powers, products of two). Circulants and directed circulants are listed per orbit
 under the units of Z_N when there are at most ORBIT_LIMIT offset sets, otherwise by a fixed-seed sample of
 SAMPLE sets containing 1 (so the count is a lower bound where the space is sampled). A candidate is built
 (`construct`, the path of `fabricplan schedule`) and measured by the model checker only when its lower bound

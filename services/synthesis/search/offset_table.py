@@ -6,7 +6,7 @@ every offset set up to multiplication by a unit of Z_n (exact), with up to two s
 are computed offline, once, because an exhaustive search costs up to tens of seconds for one (n, k) (for
 example C(n, {4 offsets}) at n = 300, where no set meets the abelian Moore bound and all 1.6 million
 canonical sets must be evaluated); the finder reads them and searches at run time only beyond the table.
-`tests/synthesis/search/test_offset_table.py` rebuilds every row's circulant and checks its diameter,
+`tests/synthesis/search/test_circulants.py` rebuilds every row's circulant and checks its diameter,
 and re-runs the exhaustive search on a sample of rows.
 
 Regenerate (appends the rows not yet in the file, so it can be stopped and resumed):
