@@ -95,10 +95,11 @@ def _products(n: int, deg: int, bidi: bool, target: bool) -> list[Spec]:
 
 @lru_cache(maxsize=None)
 def _line_bases(n: int, deg: int) -> tuple[Candidate, ...]:
-    """What line digraphs are formed from: the Pareto states of (n, deg) and every circulant the offset
-    search finds there (up to bases.LINE_BASE_KEEP, on bases of at most BASE_MAX_NODES nodes). BFB on L(G) depends on more than G's (steps, tau) (Theorem 10's lift is not always
-    optimal: line(dcirculant(64, 1, 4, 29, 42)) is BW-optimal, line(dcirculant(64, 1, 4, 16, 29)) is not,
-    from bases of equal cost), so bases tied with a Pareto state are expanded too."""
+    """What line digraphs are formed from: the Pareto states of (n, deg) and the circulants the offset
+    search finds there (up to bases.LINE_BASE_KEEP, on bases of at most BASE_MAX_NODES nodes). BFB on L(G)
+    depends on more than G's (steps, tau): Theorem 10's lift is not always optimal, and
+    line(dcirculant(64, 1, 4, 43, 49)) is BW-optimal while line(dcirculant(64, 1, 4, 16, 29)) is not, from
+    bases of equal cost, so bases tied with a Pareto state are expanded too."""
     out = list(_state(n, deg))
     seen = {c.expr for c in out}
     if n <= BASE_MAX_NODES:
