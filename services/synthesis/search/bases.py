@@ -84,15 +84,16 @@ def _hamming_family(n: int, d: int) -> list[Spec]:
     return out
 
 
-LINE_BASE_KEEP = 32     # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
+LINE_BASE_KEEP = 8      # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
 
 
 def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    """(diameter, offsets) of the smallest-diameter circulants of the kind: the offline exhaustive table
-    (`offset_table`), else `circulants.best_offsets` (exhaustive over canonical sets when they are few,
-    sampled beyond); with keep > 4, the run-time search's `keep` best sets rather than the table's."""
+    """(diameter, offsets) of the `keep` smallest-diameter circulants of the kind: the offline exhaustive
+    table (`offset_table`), else `circulants.best_offsets` (exhaustive over canonical sets when they are
+    few, sampled beyond; one search keeps LINE_BASE_KEEP sets for both uses); with keep > 4, the run-time
+    search's sets rather than the table's."""
     table = lookup(n, k, kind) if keep <= 4 else None
-    return (table or best_offsets(n, k, kind, keep)).found
+    return (table or best_offsets(n, k, kind, LINE_BASE_KEEP)).found[:keep]
 
 
 def line_base_circulants(n: int, d: int) -> list[Spec]:

@@ -18,8 +18,8 @@ from services.synthesis.schedule.ir import Collective
 from services.synthesis.search import pricing
 from services.synthesis.topology.expr import Expr, parse
 
-__all__ = ["Candidate", "Spec", "candidate", "pareto", "resolve", "line_spec", "degree_spec", "power_spec",
-           "product_spec", "bidir_spec", "exact_spec", "PRICED"]
+__all__ = ["Candidate", "Spec", "candidate", "pareto", "resolve", "line_spec", "line_spec_of", "degree_spec",
+           "power_spec", "product_spec", "bidir_spec", "exact_spec", "PRICED"]
 
 # Called with each spec's expression after `resolve` priced it: how a front end shows a frontier sweep's
 # progress (the CLI's bar). A context variable, because the sweep recurses through cached sub-frontiers.
@@ -199,6 +199,12 @@ def line_spec(c: Candidate) -> Spec:
     n = c.nodes * c.degree
     return Spec(_wrap_line(c.expr), "line", n, c.degree, c.diameter_bound() + 1, optimal_tau(n), False,
                 c.reverse_symmetric)
+
+
+def line_spec_of(s: Spec) -> Spec:
+    """L(G) of a spec not priced yet, whose `steps` is G's exact diameter (circulants): D(G) + 1 steps."""
+    n = s.nodes * s.degree
+    return Spec(_wrap_line(s.expr), "line", n, s.degree, s.steps + 1, optimal_tau(n), False, s.reverse_symmetric)
 
 
 @lru_cache(maxsize=1 << 16)

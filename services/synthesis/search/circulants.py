@@ -184,11 +184,17 @@ def best_offsets(n: int, k: int, kind: str, keep: int = 4) -> OffsetSearch:
     rng = np.random.default_rng([n, k, KINDS.index(kind)])
     seeds = np.array(_seeds(n, k, kind), dtype=np.int64).reshape(-1, k)
     count = BASE_SEARCH_ROWS if n <= BASE_NODES else SEARCH_ROWS
-    rows = np.unique(np.concatenate([seeds, _random_rows(rng, m, k, count)]), axis=0)
+    rows = np.concatenate([seeds, _random_rows(rng, m, k, count)])
     rows = rows[(np.diff(rows, axis=1) != 0).all(axis=1) & _connected(n, rows, kind)]
     diam = circulant_eccentricities(n, generators(n, rows, kind), keep)
-    order = np.lexsort((*rows.T[::-1], diam))[:keep]
-    found = tuple((int(diam[i]), tuple(int(x) for x in rows[i])) for i in order if diam[i] < n)
+    found: list[tuple[int, tuple[int, ...]]] = []
+    for i in np.lexsort((*rows.T[::-1], diam)).tolist():
+        if diam[i] >= n or len(found) == keep:
+            break
+        hit = (int(diam[i]), tuple(int(x) for x in rows[i]))
+        if not found or found[-1] != hit:                  # a sample may draw a set twice
+            found.append(hit)
+    found = tuple(found)
     return OffsetSearch(found, floor, False)
 
 

@@ -26,7 +26,7 @@ from services.synthesis.schedule.cost import LinkModel, moore_steps, optimal_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.bases import BASE_MAX_NODES, instances, line_base_circulants
 from services.synthesis.search.candidates import (Candidate, Spec, bidir_spec, degree_spec, line_spec,
-                                                  power_spec, product_spec, resolve)
+                                                  line_spec_of, power_spec, product_spec, resolve)
 from services.synthesis.search.pricing import CACHE
 
 __all__ = ["FinderError", "frontier", "frontier_entry", "candidate_from_entry", "bounds", "WorkloadItem",
@@ -52,7 +52,7 @@ def _specs(n: int, deg: int, target: bool, bidi: bool) -> list[Spec]:
     App. A.6 conversions of reverse-symmetric ones of degree deg/2."""
     specs: list[Spec] = [s for s in instances(n, deg, target) if s.bidirectional or not bidi]
     if deg >= 2 and n % deg == 0 and n // deg >= 2 and not bidi:
-        specs += [line_spec(c) for c in _line_bases(n // deg, deg)]
+        specs += _line_specs(n // deg, deg)
     if bidi and deg % 2 == 0:
         specs += [b for b in (bidir_spec(c) for c in _state(n, deg // 2, target)) if b is not None]
     for m in range(2, deg + 1):
@@ -93,18 +93,19 @@ def _products(n: int, deg: int, bidi: bool, target: bool) -> list[Spec]:
     return out
 
 
-@lru_cache(maxsize=None)
-def _line_bases(n: int, deg: int) -> tuple[Candidate, ...]:
-    """What line digraphs are formed from: the Pareto states of (n, deg) and the circulants the offset
-    search finds there (up to bases.LINE_BASE_KEEP, on bases of at most BASE_MAX_NODES nodes). BFB on L(G)
-    depends on more than G's (steps, tau): Theorem 10's lift is not always optimal, and
-    line(dcirculant(64, 1, 4, 43, 49)) is BW-optimal while line(dcirculant(64, 1, 4, 16, 29)) is not, from
-    bases of equal cost, so bases tied with a Pareto state are expanded too."""
-    out = list(_state(n, deg))
-    seen = {c.expr for c in out}
+def _line_specs(n: int, deg: int) -> list[Spec]:
+    """Line digraphs of (n, deg)'s Pareto states and of the circulants the offset search finds there (up
+    to bases.LINE_BASE_KEEP, on bases of at most BASE_MAX_NODES nodes), the latter bounded by their exact
+    diameter + 1 without pricing the base. BFB on L(G) depends on more than G's (steps, tau): Theorem 10's
+    lift is not always optimal, and line(dcirculant(64, 1, 4, 43, 49)) is BW-optimal while
+    line(dcirculant(64, 1, 4, 16, 29)) is not, from bases of equal cost, so bases tied with a Pareto state
+    are expanded too."""
+    states = _state(n, deg)
+    out = [line_spec(c) for c in states]
     if n <= BASE_MAX_NODES:
-        out += [s.price(False) for s in line_base_circulants(n, deg) if s.expr not in seen]
-    return tuple(out)
+        seen = {c.expr for c in states}
+        out += [line_spec_of(s) for s in line_base_circulants(n, deg) if s.expr not in seen]
+    return out
 
 
 @lru_cache(maxsize=None)
