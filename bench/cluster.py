@@ -130,6 +130,16 @@ def main() -> None:
         pm, pt, pf = PAPER[f]
         print(f"{f + ' (defaults)':<34} {m:>6.2f} {pm:>6.2f} {t:>8.2f} {pt:>6.2f} {full:>9.2f} "
               f"{'-' if pf is None else f'{pf:.2f}':>6}")
+    from services.synthesis.evaluate.cluster import _direct, _model
+    from services.synthesis.evaluate.topoopt import co_optimise, strategies_for
+    from services.synthesis.schedule.cost import LinkModel
+
+    link = LinkModel(alpha_s=spec.alpha_us * 1e-6, node_bandwidth_Bps=spec.degree * spec.port_Bps)
+    st, design, t_topoopt = co_optimise(strategies_for(_model("dlrm", spec), 16), 16, 8, link)
+    t_ours, expr = _direct("dlrm", spec)
+    print(f"\nDLRM on a 16-server shard, d = 8: TopoOpt's TopologyFinder ({st.name}, {design.allreduce_degree} "
+          f"rings + {len(design.mp_links) // 16} MP matchings, bandwidth tax {design.bandwidth_tax:.2f}) "
+          f"{t_topoopt * 1e3:.2f} ms; served {expr}: {t_ours * 1e3:.2f} ms")
     print("\nsensitivity (fat-tree / direct; 2:1 / direct):")
     table2 = fat_tree_cost(432, 800).total_usd / fabric_cost(planes_fabric(432, 8, lookahead=True), 100).total_usd
     variants = [(f"fat-tree cost ratio {table2:.2f} (Table 2)", replace(spec, fat_tree_cost_ratio=table2)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from services.synthesis.evaluate.workload_baselines import baseline_times
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.finder import candidate_from_entry, frontier_entry
 
