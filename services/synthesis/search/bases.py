@@ -96,9 +96,9 @@ def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int
     return (table or best_offsets(n, k, kind, LINE_BASE_KEEP)).found[:keep]
 
 
-def line_base_circulants(n: int, d: int) -> list[Spec]:
-    """Circulants of (n, d) offered to line digraphs: up to LINE_BASE_KEEP of the smallest diameters."""
-    return _circulant_family(n, d, LINE_BASE_KEEP)
+def line_base_circulants(n: int, d: int, keep: int = LINE_BASE_KEEP) -> list[Spec]:
+    """Circulants of (n, d) offered to line digraphs: up to `keep` of the smallest diameters (per kind)."""
+    return _circulant_family(n, d, keep)
 
 
 def _circulant_family(n: int, d: int, keep: int = 4) -> list[Spec]:

@@ -34,6 +34,7 @@ __all__ = ["FinderError", "frontier", "frontier_entry", "candidate_from_entry", 
 
 MAX_NODES = 8192
 MAX_DEGREE = 16
+INNER_LINE_BASES = 2         # circulant bases of line digraphs below the target (bases.LINE_BASE_KEEP at it)
 PRODUCT_BFB_LIMIT = 1024     # products outside Theorem 13 are priced by BFB on the product up to this size
 
 
@@ -52,7 +53,7 @@ def _specs(n: int, deg: int, target: bool, bidi: bool) -> list[Spec]:
     App. A.6 conversions of reverse-symmetric ones of degree deg/2."""
     specs: list[Spec] = [s for s in instances(n, deg, target) if s.bidirectional or not bidi]
     if deg >= 2 and n % deg == 0 and n // deg >= 2 and not bidi:
-        specs += _line_specs(n // deg, deg)
+        specs += _line_specs(n // deg, deg, target)
     if bidi and deg % 2 == 0:
         specs += [b for b in (bidir_spec(c) for c in _state(n, deg // 2, target)) if b is not None]
     for m in range(2, deg + 1):
@@ -93,9 +94,10 @@ def _products(n: int, deg: int, bidi: bool, target: bool) -> list[Spec]:
     return out
 
 
-def _line_specs(n: int, deg: int) -> list[Spec]:
+def _line_specs(n: int, deg: int, target: bool) -> list[Spec]:
     """Line digraphs of (n, deg)'s Pareto states and of the circulants the offset search finds there (up
-    to bases.LINE_BASE_KEEP, on bases of at most BASE_MAX_NODES nodes), the latter bounded by their exact
+    to bases.LINE_BASE_KEEP for the target, INNER_LINE_BASES below it, on bases of at most BASE_MAX_NODES
+    nodes), bounded by their exact
     diameter + 1 without pricing the base. BFB on L(G) depends on more than G's (steps, tau): Theorem 10's
     lift is not always optimal, and line(dcirculant(64, 1, 4, 43, 49)) is BW-optimal while
     line(dcirculant(64, 1, 4, 16, 29)) is not, from bases of equal cost, so bases tied with a Pareto state
@@ -104,7 +106,8 @@ def _line_specs(n: int, deg: int) -> list[Spec]:
     out = [line_spec(c) for c in states]
     if n <= BASE_MAX_NODES:
         seen = {c.expr for c in states}
-        out += [line_spec_of(s) for s in line_base_circulants(n, deg) if s.expr not in seen]
+        bases = line_base_circulants(n, deg) if target else line_base_circulants(n, deg, INNER_LINE_BASES)
+        out += [line_spec_of(s) for s in bases if s.expr not in seen]
     return out
 
 
