@@ -84,7 +84,7 @@ def _hamming_family(n: int, d: int) -> list[Spec]:
     return out
 
 
-LINE_BASE_KEEP = 8      # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
+LINE_BASE_KEEP = 4      # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
 
 
 def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
