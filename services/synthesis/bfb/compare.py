@@ -34,7 +34,7 @@ from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
-from services.synthesis.forest.pipeline import fastest_pipeline
+from services.synthesis.bfb.schedule_sets import fastest_trees
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
@@ -285,8 +285,7 @@ def _hetero_builder(size_bytes: float) -> Builder:
 
 def _trees_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
-        pk = pack_trees(g, c.bandwidth_Bps)
-        return fastest_pipeline(pk, c, size_bytes)[0], None, None
+        return fastest_trees(pack_trees(g, c.bandwidth_Bps), c, size_bytes), None, None
     return build
 
 

@@ -51,7 +51,8 @@ from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS"]
+__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS", "tree_chunk_options",
+           "fastest_trees"]
 
 SET_SCHEDULERS = ("bfb", "bfb-hetero", "bfb-fast", "greedy", "trees")
 MAX_TREE_CHUNKS = 512
@@ -175,11 +176,32 @@ def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_op
         except ScheduleTooLarge as exc:
             skipped["trees"] = str(exc)
         else:
-            p = 1
-            while p <= min(max_chunks(pk), MAX_TREE_CHUNKS):
+            for p in tree_chunk_options(pk):
                 out.append((f"trees/{p}", lambda p=p: pipelined_allgather(pk, p)))     # rebuilt when served
-                p *= 2
     return out
+
+
+def tree_chunk_options(packing) -> list[int]:
+    """The pipeline chunk counts the tree packing is offered at: P = 1, 2, 4, ... up to its transfer limit
+    and MAX_TREE_CHUNKS (each a different trade of steps against pipeline fill)."""
+    out, p = [], 1
+    while p <= min(max_chunks(packing), MAX_TREE_CHUNKS):
+        out.append(p)
+        p *= 2
+    return out
+
+
+def fastest_trees(packing, costs: LinkCosts, size_bytes: float) -> Schedule:
+    """The pipelined tree schedule a schedule set serves at `size_bytes` among the trees (the option of
+    `tree_chunk_options` with the lowest dependency-driven time on `costs` there, exactly as the set prices its
+    candidates; fewer chunks on a tie): `fabricplan schedule --links --size M` serves the same one."""
+    best = None
+    for p in tree_chunk_options(packing):
+        s = pipelined_allgather(packing, p)
+        t = dependency_curve(s, costs)(Fraction(size_bytes))
+        if best is None or t < best[0]:
+            best = (t, s)
+    return best[1]
 
 
 def _size_name(size: int) -> str:
