@@ -205,8 +205,8 @@ def test_health_ready_metrics(client):
 
 
 def test_lost_worker_redelivers_then_fails_with_reason(settings):
-    """A running plan whose heartbeat stopped goes back to the outbox for its next attempt; once the attempts
-    are used up it fails with the reason."""
+    """A running plan whose worker stopped beating goes back to the outbox for its next attempt; once
+    max_attempts workers were lost it fails with the reason."""
     from datetime import datetime, timedelta, timezone
 
     from services.jobs import attempts
@@ -220,6 +220,7 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
         with session_scope(settings.sqlalchemy_url) as s:
             plan = s.get(Plan, pid)
             plan.status, plan.stage, plan.attempts, plan.dispatched_at = "running", "schedule", attempts, plan.created_at
+            plan.holder = "a-worker-that-died"
             plan.heartbeat_at = datetime.now(timezone.utc) - timedelta(hours=2)
         with session_scope(settings.sqlalchemy_url) as s:
             return jobs.lost(s, 600, max_attempts=2)
@@ -230,7 +231,7 @@ def test_lost_worker_redelivers_then_fails_with_reason(settings):
     with session_scope(settings.sqlalchemy_url) as s:
         plan = s.get(Plan, pid)
         assert plan.status == "queued" and plan.dispatched_at is None
-        assert "worker lost" in plan.events[-1].message and "attempt 2 of 2" in plan.events[-1].message
+        assert "worker lost" in plan.events[-1].message and "lost 1 of 2 times" in plan.events[-1].message
     [(kind, _, reason)] = lose(pid, 2)
     assert kind == "plan" and "worker lost" in reason and "schedule" in reason
     assert attempts.fail_plan(pid, reason, url=settings.sqlalchemy_url)
