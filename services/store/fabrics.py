@@ -167,6 +167,59 @@ def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[st
     return s.get(PlanBinding, plan_id)
 
 
+class PlanRefused(Exception):
+    """A fabric-bound plan request that cannot be bound (`check_plan`): `status` 404 (no such fabric), 422 (the
+    request does not fit the fabric: `field` names what) or 409 (the fabric's hosts are taken now)."""
+
+    def __init__(self, status: int, field: str, reason: str):
+        super().__init__(reason)
+        self.status, self.field, self.reason = status, field, reason
+
+
+def check_plan(s: Session, fabric_id: str, nodes: int, degree: int, hosts: list[str] | None,
+               lookahead: bool = False) -> None:
+    """What the fabric stage would refuse, checked when the plan is requested (a constant number of queries,
+    the fabric's spec read once): the fabric exists, the degree fits its hosts' ports, the named hosts are its
+    own and free, and it has `nodes` free hosts. Raises PlanRefused. A plan accepted here may still lose a host
+    to a plan bound first (the fabric stage refuses it then)."""
+    row = s.get(FabricRow, fabric_id)
+    if row is None:
+        raise PlanRefused(404, "fabric_id", f"fabric {fabric_id!r} is not registered")
+    spec = row.spec or {}
+    spec_hosts = spec.get("hosts") or []
+    ports = spec.get("ports_per_host") or (len(spec_hosts[0].get("ports") or []) if spec_hosts else 0)
+    if degree > ports:
+        raise PlanRefused(422, "degree", f"degree {degree} exceeds the {ports} ports per host of fabric {fabric_id!r}")
+    if lookahead and not (spec_hosts and (spec_hosts[0].get("ports") or [{}])[0].get("alt")):
+        raise PlanRefused(422, "lookahead", f"fabric {fabric_id!r} has no look-ahead planes (no alt fibers on its "
+                          "host ports)")
+    if lookahead:
+        taken = dict(s.execute(select(HostPlane.host_id, HostPlane.lookahead_plan_id).where(
+            HostPlane.fabric_id == fabric_id, HostPlane.lookahead_plan_id.is_not(None))).all())
+    else:
+        taken = dict(s.execute(select(HostReservation.host_id, HostReservation.plan_id)
+                               .where(HostReservation.fabric_id == fabric_id)).all())
+    plane = "look-ahead plane" if lookahead else "hosts"
+    if hosts is not None:
+        known = {h.get("id") for h in spec_hosts}
+        unknown = [h for h in hosts if h not in known]
+        if unknown:
+            raise PlanRefused(422, "hosts", f"fabric {fabric_id!r} has no host {unknown[0]!r}"
+                              + (f" (and {len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""))
+        busy = [h for h in hosts if h in taken]
+        if busy:
+            raise PlanRefused(409, "hosts", f"host {busy[0]!r} of fabric {fabric_id!r} is held by plan "
+                              f"{taken[busy[0]]}" + (f" (and {len(busy) - 1} more)" if len(busy) > 1 else "")
+                              + "; release that plan or choose other hosts")
+        return
+    free = len(spec_hosts) - len(taken)
+    if free < nodes:
+        status = 422 if len(spec_hosts) < nodes else 409
+        raise PlanRefused(status, "nodes", f"{nodes} hosts are needed but fabric {fabric_id!r} has "
+                          + (f"only {len(spec_hosts)}" if status == 422 else
+                             f"only {free} free {plane} (of {len(spec_hosts)}); release a plan or wait"))
+
+
 def _hold_lookahead(s: Session, fabric_id: str, hosts, plan_id: str, side: int) -> None:
     """Record `plan_id` as the holder of the hosts' look-ahead plane (the fabric row is locked)."""
     rows = {h.host_id: h for h in s.scalars(select(HostPlane).where(HostPlane.fabric_id == fabric_id,

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, object_session
 
 from services.jobs import workloads
-from services.store import repo
+from services.store import fabrics, repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
 
@@ -34,6 +34,7 @@ from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, Pl
                        PlanStatus)
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
+FABRIC_REFUSAL = {404: "fabric_not_found", 409: "hosts_taken", 422: "fabric_mismatch"}
 
 
 def _progress(p) -> dict:
@@ -91,7 +92,10 @@ def plan_out(p, base: str) -> PlanOut:
                         200: {"model": PlanAccepted, "description": "a replay: this Idempotency-Key and body "
                                                                     "already made this plan"},
                         202: {"model": PlanAccepted, "description": "accepted: the plan is queued"},
-                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
+                        404: {"model": ErrorOut, "description": "the fabric_id names no registered fabric"},
+                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body, or the "
+                                                               "fabric's hosts (the named ones, or enough free "
+                                                               "ones) are held by other plans"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
                 idempotency_key: str | None = Header(default=None, min_length=1, max_length=200),
                 principal: Principal = Depends(WRITE)):
@@ -99,7 +103,9 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     smallest simulated iteration time), verified schedules (an all-to-all schedule too when the workload has
     one). Returns at once (202) with the plan recorded; a worker takes it from there (when the broker is down,
     as soon as it is back). Poll the plan URL. The same Idempotency-Key with the same body returns the same
-    plan (200)."""
+    plan (200). A fabric-bound plan is checked against its fabric first: no such fabric is a 404, a degree
+    above its ports per host, unknown hosts or more nodes than it has hosts a 422, hosts held by other plans
+    a 409 (field `fabric_id`, `degree`, `hosts` or `nodes`)."""
     req = body.model_dump(mode="json")
     if workloads.is_training(req):
         try:                          # what depends on N (a catalogued model's experts and batch), before accepting
@@ -110,6 +116,13 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
         plan, created = repo.create_plan(s, req, idempotency_key)
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
+    if created and req.get("fabric_id"):
+        try:                          # what the fabric stage would refuse, refused now (not by a worker)
+            fabrics.check_plan(s, req["fabric_id"], req["nodes"], req["degree"], req.get("hosts"),
+                               bool(req.get("lookahead")))
+        except fabrics.PlanRefused as exc:
+            s.rollback()
+            raise unprocessable(["body", exc.field], exc.reason, FABRIC_REFUSAL[exc.status], exc.status) from None
     if created:
         budget.admit(s, plan, principal, request.app.state.settings)
     s.commit()
