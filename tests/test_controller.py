@@ -34,7 +34,7 @@ def test_register_fabric(client):
     bad = client.post("/v1/fabrics", json={**PLANES, "id": "f3", "ports_per_host": 0})
     assert bad.status_code == 422
     bad = client.post("/v1/fabrics", json={"id": "f4", "panels": [], "hosts": [{"id": "a", "ports": []}]})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["msg"]
+    assert bad.status_code == 422 and bad.json()["errors"][0]["msg"]
     assert client.get("/v1/fabrics/f1").json()["id"] == "f1"
     assert client.get("/v1/fabrics/nope").status_code == 404
 
@@ -95,7 +95,7 @@ def test_two_plans_cannot_share_a_host_and_release_frees_them(client):
     c = bound_plan(client)                                   # the other 16 hosts are free
     assert c["status"] == "done" and not set(c["fabric"]["hosts"]) & set(taken)
     d = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "fabric_id": "f1"})   # nothing left
-    assert d.status_code == 409 and "free" in d.json()["detail"][0]["msg"], d.text
+    assert d.status_code == 409 and "free" in d.json()["errors"][0]["msg"], d.text
     before = {k: v for k, v in client.get("/v1/fabrics/f1").json()["reserved"].items()}
     assert set(before) == set(taken) | set(c["fabric"]["hosts"])
     r = client.delete(f"/v1/plans/{a['id']}/fabric")
@@ -174,7 +174,7 @@ def test_plan_request_validates_hosts(client):
     assert client.post("/v1/plans", json=body).status_code == 422           # wrong count
     body = {**MINIMAL, "job_id": unique_job(), "fabric_id": "nope"}
     r = client.post("/v1/plans", json=body)              # refused at the request, not by a worker
-    assert r.status_code == 404 and "not registered" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 404 and "not registered" in r.json()["errors"][0]["msg"]
 
 
 def _lost_change(settings, panel: str, reason: str) -> None:

@@ -20,7 +20,7 @@ def _plan(**over) -> dict:
 def _refused(client, settings, body, status: int, field: str, words: str) -> None:
     r = client.post("/v1/plans", json=body)
     assert r.status_code == status, r.text
-    [err] = r.json()["detail"]
+    [err] = r.json()["errors"]
     assert err["field"] == field and words in err["msg"], err
     with session_scope(settings.sqlalchemy_url) as s:      # nothing queued for a worker to fail
         assert s.scalar(select(func.count()).select_from(Plan).where(Plan.job_id == body["job_id"])) == 0
@@ -42,3 +42,15 @@ def test_fabric_bound_plans_are_refused_at_the_request(client, settings):
     _refused(client, settings, _plan(nodes=2, hosts=[busy, free[0]]), 409, "hosts", f"held by plan {p['id']}")
     ok = client.post("/v1/plans", json=_plan(nodes=2, hosts=free))
     assert ok.status_code == 202, ok.text
+
+
+def test_unknown_query_parameters_are_refused(client):
+    """A typo in a filter lists nothing silently: 422 naming the parameter and what the operation takes."""
+    r = client.get("/v1/plans", params={"stauts": "done"})
+    assert r.status_code == 422, r.text
+    [err] = r.json()["errors"]
+    assert err["field"] == "stauts" and "'stauts'" in err["msg"] and "status" in err["msg"]
+    assert client.get("/v1/plans", params={"status": "done"}).status_code == 200
+    assert client.get("/v1/plans", params={"limit": 5, "offset": 0}).status_code == 200     # from a dependency
+    assert client.get("/healthz", params={"x": 1}).status_code == 422
+    assert client.get("/v1/fabrics", params={"limit": 1}).status_code == 200

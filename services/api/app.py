@@ -6,7 +6,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from services.config import Settings, get_settings
@@ -20,6 +20,7 @@ from .auth import KeyCache
 from .dispatch import Dispatcher
 from .guard import InputGuard
 from .notify import Hub, PgListener
+from .query_guard import reject_unknown_query
 from .routes import artifacts, dashboard, fabrics, frontiers, health, panels, plans, revisions, stats, topologies
 from .routes.panels import PanelConfigCache
 from .routes.plans import PlanCache
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             notify.set_sink(None)
 
     app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  dependencies=[Depends(reject_unknown_query)],
                   generate_unique_id_function=openapi_doc.operation_id,
                   description="Direct-connect topologies, collective schedules and cross-connects for "
                               "optically patched ML clusters.")

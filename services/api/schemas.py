@@ -708,10 +708,6 @@ class EvaluationOut(BaseModel):
     result: EvaluateOut | None = None
 
 
-class ErrorOut(BaseModel):
-    detail: str
-
-
 class FieldError(BaseModel):
     loc: list[str | int] = Field(description="where: body, query, path or header, then the field's path")
     field: str = Field(description="the field's path joined by dots ('' for the whole body)")
@@ -719,10 +715,21 @@ class FieldError(BaseModel):
     type: str
 
 
-class ValidationErrorOut(BaseModel):
-    """Every 400 and 422 has this shape."""
+class Problem(BaseModel):
+    """Every error (RFC 9457 problem details, served as application/problem+json; services.api.errors)."""
 
-    detail: list[FieldError]
+    type: str = Field(description="what kind of problem: urn:fabricplan:problem:<kind> (a field error's type, or "
+                      "the status's kind: not-found, conflict, too-many-jobs, unavailable, ...)")
+    title: str = Field(description="the HTTP status's phrase")
+    status: int = Field(description="the HTTP status code")
+    detail: str = Field(description="what happened, for a person")
+    instance: str | None = Field(default=None, description="the request's path")
+    field: str | None = Field(default=None, description="the field at fault (the first of `errors`), dotted")
+    reason: str = Field(description="why: the first field error's message, else the detail")
+    errors: list[FieldError] = Field(default_factory=list, description="every field at fault (400, 413, 415, 422)")
+
+
+ErrorOut = ValidationErrorOut = Problem        # the names the routes' response declarations use
 
 
 Ident = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, object_session
 
 from services.jobs import workloads
-from services.store import fabrics, repo
+from services.store import fabrics, jobs, repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
 
@@ -103,7 +103,8 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     smallest simulated iteration time), verified schedules (an all-to-all schedule too when the workload has
     one). Returns at once (202) with the plan recorded; a worker takes it from there (when the broker is down,
     as soon as it is back). Poll the plan URL. The same Idempotency-Key with the same body returns the same
-    plan (200). A fabric-bound plan is checked against its fabric first: no such fabric is a 404, a degree
+    plan (200); Idempotency-Keys belong to the API key that sent them (another key's equal Idempotency-Key
+    makes its own plan). A fabric-bound plan is checked against its fabric first: no such fabric is a 404, a degree
     above its ports per host, unknown hosts or more nodes than it has hosts a 422, hosts held by other plans
     a 409 (field `fabric_id`, `degree`, `hosts` or `nodes`)."""
     req = body.model_dump(mode="json")
@@ -113,7 +114,7 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
         except workloads.WorkloadInputError as exc:
             raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.create_plan(s, req, idempotency_key)
+        plan, created = repo.create_plan(s, req, idempotency_key, jobs.owner_name(principal.role, principal.key_id))
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
     if created and req.get("fabric_id"):
