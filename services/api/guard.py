@@ -1,5 +1,8 @@
 """Checks every request before routing (a plain ASGI middleware):
 
+- a request with a body is authenticated before its body is read: with FABRICPLAN_API_KEYS_REQUIRED a request
+  without a key, and always one with an unknown or revoked key, is a 401 at once, its body never read (an
+  unauthenticated client cannot make the API read and scan megabytes);
 - a body larger than MAX_BODY_BYTES: 413 (read no further);  these three and the NUL scan of the body apply
   to POST, PUT and PATCH, the methods whose bodies the API reads;
 - a body that is not JSON (a Content-Type other than application/json or +json): 415, "send JSON";
@@ -10,7 +13,9 @@
   text cannot hold NUL, so it is refused here, the same on every backend, before any field reaches a query.
 
 JSON can carry NUL only as the escape \\u0000 (raw control characters are not valid JSON), so one scan of the
-raw body finds it; the body is parsed only then, to name the field.
+raw body finds it; the body is parsed only then, to name the field. The scans of a body above INLINE_SCAN_BYTES
+run in the thread pool, never on the event loop (the routes parse JSON bodies there too: services.api.bodies),
+so /healthz and every other request keep answering while large bodies arrive.
 """
 from __future__ import annotations
 
@@ -18,14 +23,17 @@ import json
 import re
 
 import numpy as np
+from starlette.concurrency import run_in_threadpool
 
-from .errors import error_response
+from .auth import CHALLENGE, KEY_REQUIRED, KEY_UNKNOWN, resolve, secret_of
+from .errors import error_response, problem
 
 __all__ = ["InputGuard", "MAX_BODY_BYTES", "MAX_JSON_DEPTH", "json_depth"]
 
 MAX_BODY_BYTES = 8 << 20
 MAX_JSON_DEPTH = 32                              # arrays and objects inside one another
 BODY_METHODS = ("POST", "PUT", "PATCH")          # the only requests whose body is read (and refused)
+INLINE_SCAN_BYTES = 64 << 10                     # larger bodies are scanned in the thread pool
 _NUL_ESCAPE = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
 
 
@@ -83,6 +91,9 @@ class InputGuard:
             return await refusal(scope, receive, send)
         if scope["method"] not in BODY_METHODS:
             return await self.app(scope, receive, send)
+        refusal = await self._authenticate(scope)
+        if refusal is not None:
+            return await refusal(scope, receive, send)
         chunks, size = [], 0
         while True:
             message = await receive()
@@ -97,7 +108,10 @@ class InputGuard:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        refusal = self._refuse_body(scope, body)
+        if len(body) > INLINE_SCAN_BYTES:
+            refusal = await run_in_threadpool(self._refuse_body, scope, body)
+        else:
+            refusal = self._refuse_body(scope, body)
         if refusal is not None:
             return await refusal(scope, receive, send)
         sent = False
@@ -109,6 +123,22 @@ class InputGuard:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
         return await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _authenticate(scope):
+        """401 before the body is read: no key where keys are required, or a key that is not valid."""
+        app = scope.get("app")
+        state = getattr(app, "state", None)
+        if state is None or not hasattr(state, "key_cache"):
+            return None
+        secret = secret_of(scope["headers"])
+        if secret is None:
+            if state.settings.api_keys_required:
+                return problem(401, KEY_REQUIRED, scope.get("path"), CHALLENGE)
+            return None
+        if await resolve(app, secret) is None:
+            return problem(401, KEY_UNKNOWN, scope.get("path"), CHALLENGE)
+        return None
 
     def _refuse_head(self, scope):
         if "\x00" in scope["path"]:

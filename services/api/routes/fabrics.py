@@ -19,13 +19,14 @@ from services.fabric.cost import FIBER_MEAN_M, fabric_cost
 from services.fabric.devices import ProfileError, profile_for
 from services.store.models import FabricRow, HostPlane, HostReservation, PanelRow
 
+from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE
 from ..deps import Limit, Offset, get_session
 from ..errors import field_error, unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary
 
-router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["fabric"], responses={**COMMON, **AUTH})
 FabricId = Annotated[str, Path(max_length=100)]
 
 

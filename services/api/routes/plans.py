@@ -19,6 +19,7 @@ from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE, Principal
 from ..blobs import NPZ, blob_response
 from ..deps import Limit, Offset, get_session
@@ -33,7 +34,7 @@ from ..revision_views import plan_revision_ref
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
                        PlanStatus)
 
-router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
 FABRIC_REFUSAL = {404: "fabric_not_found", 409: "hosts_taken", 422: "fabric_mismatch"}
 
 

@@ -20,13 +20,14 @@ from services.store.db import session_scope
 from services.store.models import Evaluation
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, Principal
 from ..errors import unprocessable
 from ..notify import until
 from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..schemas import ErrorOut, EvaluateOut, EvaluateRequest, EvaluationAccepted, EvaluationOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 EVALUATE_WAIT_MAX_S = 60.0
 
 
