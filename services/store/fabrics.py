@@ -113,6 +113,24 @@ def load_state(s: Session, fabric_id: str) -> PlanesState:
     return state
 
 
+def latest_versions(s: Session, fabric_ids: list[str]) -> dict[str, int]:
+    """Panel id -> its latest config version, for every panel of these fabrics (one query)."""
+    return dict(s.execute(select(PanelConfig.panel_id, func.max(PanelConfig.version))
+                          .join(PanelRow, PanelRow.id == PanelConfig.panel_id)
+                          .where(PanelRow.fabric_id.in_(fabric_ids)).group_by(PanelConfig.panel_id)).all())
+
+
+def latest_configs(s: Session, panel_ids: list[str]) -> dict[str, PanelConfig]:
+    """Panel id -> its latest config, for these panels (one query)."""
+    if not panel_ids:
+        return {}
+    newest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
+              .where(PanelConfig.panel_id.in_(panel_ids)).group_by(PanelConfig.panel_id).subquery())
+    q = select(PanelConfig).join(newest, (PanelConfig.panel_id == newest.c.panel_id)
+                                 & (PanelConfig.version == newest.c.version))
+    return {c.panel_id: c for c in s.scalars(q)}
+
+
 def latest_config(s: Session, panel_id: str) -> PanelConfig | None:
     return s.scalar(select(PanelConfig).where(PanelConfig.panel_id == panel_id)
                     .order_by(PanelConfig.version.desc()).limit(1))
@@ -398,17 +416,21 @@ def _derive_ready(s: Session, b: PlanBinding, why_not: str, states: dict[str, Pa
 
 def panel_views(s: Session, fabric_id: str | None = None, limit: int = 100, offset: int = 0) -> tuple[list[dict], int]:
     """(panels ordered by id, how many match): each panel's latest config version against its agent's last
-    report, the size of the pending diff, and the active plans whose cross-connects it carries."""
+    report, the size of the pending diff, and the active plans whose cross-connects it carries. A constant
+    number of queries whatever the number of panels (configs, reports, bindings: one query each)."""
     where = [] if fabric_id is None else [PanelRow.fabric_id == fabric_id]
     total = s.scalar(select(func.count()).select_from(PanelRow).where(*where))
     panels = list(s.scalars(select(PanelRow).where(*where).order_by(PanelRow.id).limit(limit).offset(offset)))
     fabric_ids = {p.fabric_id for p in panels}
     bindings = list(s.scalars(select(PlanBinding).where(PlanBinding.fabric_id.in_(fabric_ids),
                                                         PlanBinding.released.is_(False))))
+    ids = [p.id for p in panels]
+    configs = latest_configs(s, ids)
+    states = {x.panel_id: x for x in s.scalars(select(PanelState).where(PanelState.panel_id.in_(ids)))} if ids else {}
     out = []
     for panel in panels:
-        cfg = latest_config(s, panel.id)
-        st = s.get(PanelState, panel.id)
+        cfg = configs[panel.id]
+        st = states.get(panel.id)
         reported = st.connections if st is not None and st.connections is not None else []
         diff = diff_connections(reported, cfg.connections, panel=panel.id)
         applied = st.applied_version if st is not None else 0
