@@ -138,8 +138,10 @@ class EmbeddedWorker:
                     return
                 job = self.starting = self.pending.popleft()
             parent, child = multiprocessing.Pipe(duplex=False)
+            from services.store import notify
+
             job.process = _context().Process(target=_job_main, args=(self.settings, job.kind, job.job_id,
-                                                                    job.attempt, child),
+                                                                    job.attempt, child, notify.origin()),
                                              name=f"fabricplan-{job.kind}-{job.job_id[:8]}", daemon=True)
             job.process.start()
             child.close()
@@ -246,7 +248,8 @@ def _kill(job: _Job) -> None:
         pass
 
 
-def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Connection) -> None:
+def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Connection,
+              origin: str | None = None) -> None:
     """A job process: the parent's settings, the limits, then the job's tasks run eagerly."""
     os.setpgrp()
     from services import config
@@ -263,6 +266,8 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
         with lock:
             conn.send(msg)
     notify.set_sink(lambda channel, key: send("change", channel, key))
+    if origin is not None:              # its changes reach its API process through the pipe, not the feed
+        notify.set_origin(origin)
     limits.embed(lambda name: send("task", name), settings.task_time_limit_s)
     from .tasks import HEARTBEATS, database_error, job_signature, reason
 

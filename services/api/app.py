@@ -19,7 +19,7 @@ from .metrics import DatabaseCollector, Metrics, mark_process_dead
 from .auth import KeyCache
 from .dispatch import Dispatcher
 from .guard import InputGuard
-from .notify import Hub, PgListener
+from .notify import ChangeFeed, Hub, PgListener
 from .query_guard import reject_unknown_query
 from .routes import artifacts, dashboard, fabrics, frontiers, health, panels, plans, revisions, stats, topologies
 from .routes.panels import PanelConfigCache
@@ -61,10 +61,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             migrate(st.sqlalchemy_url)                 # Alembic is the only schema path
         hub.bind(asyncio.get_running_loop())
         notify.set_sink(hub.publish)                   # changes this process commits wake its waiters
-        listener = None
         if st.sqlalchemy_url.startswith("postgresql"):
             listener = PgListener(st.sqlalchemy_url, hub)   # changes other processes commit
-            listener.start()
+        else:
+            listener = ChangeFeed(st.sqlalchemy_url, hub)   # the same on SQLite (serve --workers N)
+        listener.start()
         app.state.dispatcher.start()
         if app.state.metrics.embedded_workers is not None:
             app.state.metrics.embedded_workers.set(1)    # this process's in-process worker
@@ -73,8 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             app.state.dispatcher.stop()
             mark_process_dead()
-            if listener is not None:
-                listener.stop()
+            listener.stop()
             notify.set_sink(None)
 
     app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,

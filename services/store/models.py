@@ -339,3 +339,16 @@ class Worker(Base):
     kind: Mapped[str] = mapped_column(String(16))                  # celery | embedded
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class Change(Base):
+    """A change committed on SQLite (services.store.notify): the other API processes of an embedded deployment
+    read the feed and drop their caches and wake their waiters (on PostgreSQL, NOTIFY does this)."""
+
+    __tablename__ = "changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    key: Mapped[str] = mapped_column(String(200))
+    origin: Mapped[str] = mapped_column(String(64))               # the process that committed it
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
