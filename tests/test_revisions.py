@@ -185,7 +185,17 @@ def test_panel_degraded_report_and_ocs_repair_restore_the_topology(client):
     assert restored["number"] == 2 and restored["kind"] == "restored"
     rv = client.get(restored["url"]).json()
     assert rv["current"] and rv["expr"] == p["topology"]["expr"] and rv["failed"] == []
-    assert rv["failure_cost"]["compared_with_revision"] == 1 and rv["failure_cost"]["workload_us"]["slowdown"] < 1
+    # a restore is not a failure: no failure cost, no slowdown; what it gains over revision 1 is its own field
+    assert rv["failure_cost"] is None and rv["workload_slowdown"] is None and rv["restores"] == 1
+    assert rv["restore_gain"]["compared_with_revision"] == 1 and rv["restore_gain"]["workload_us"]["slowdown"] < 1
+    listed = client.get(f"{base}/revisions").json()[2]
+    assert listed["kind"] == "restored" and listed["workload_slowdown"] is None and listed["restores"] == 1
+    # its XML: the compiled block and links as revision 0's, served from the revision's URL
+    assert rv["compiled"] and set(rv["compiled"]) == set(p["compiled"])
+    runtime = next(iter(rv["compiled"]))
+    xml_url = rv["compiled"][runtime]["allreduce"]["url"]
+    assert xml_url.startswith(restored["url"]) and any(k.startswith("xml:") for k in rv["links"])
+    assert client.get(xml_url).status_code == 200
     assert rv["schedules"]["allreduce"]["tau_exact"] == p["schedules"]["allreduce"]["tau_exact"]
     assert client.get(f"{restored['url']}/topology").json()["expr"] == p["topology"]["expr"]
     assert client.get(made[0]["url"]).json()["repair"]["status"] == "applied"

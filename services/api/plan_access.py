@@ -48,8 +48,9 @@ def plan_or_404(s: Session, plan_id: str):
 
 
 def compile_query(
-        runtime: Literal["executor", "rccl", "legacy"] | None = Query(
-            None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
+        runtime: Literal["executor", "rccl", "legacy", "oneccl"] | None = Query(
+            None, description="the runtime of the XML: executor (format=msccl's default), rccl, legacy (MSCCL "
+                              "runtimes, format=msccl), oneccl (format=oneccl, its only runtime)"),
         proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
         inplace: Literal["out", "in", "both"] | None = Query(
             None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
@@ -69,8 +70,12 @@ def compile_query(
     """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
     format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
     def options(fmt: str) -> CompileOptions:
-        if fmt == "oneccl" and runtime is not None:
-            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
+        if fmt == "oneccl" and runtime not in (None, "oneccl"):
+            raise _unprocessable("runtime", f"runtime {runtime} is an MSCCL runtime (format=msccl); format=oneccl "
+                                 "has only the oneccl runtime", "value_error")
+        if fmt == "msccl" and runtime == "oneccl":
+            raise _unprocessable("runtime", "runtime oneccl is served as format=oneccl; format=msccl takes "
+                                 "executor, rccl or legacy", "value_error")
         return CompileOptions(runtime or ("oneccl" if fmt == "oneccl" else "executor"), proto=proto,
                               inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
                               instances=instances, max_chunks=max_chunks,

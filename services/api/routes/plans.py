@@ -68,7 +68,9 @@ def plan_out(p, base: str) -> PlanOut:
             if "plane" in fabric:
                 fabric["plane"] = binding.assignment.get("plane", fabric["plane"])
         links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
-        if fabric["fabric_ready"] and "ready_estimate_s" in fabric:
+        if fabric["released"] and "ready_estimate_s" in fabric:      # nothing will be patched for it
+            fabric["ready_estimate_s"] = None
+        elif fabric["fabric_ready"] and "ready_estimate_s" in fabric:
             fabric["ready_estimate_s"] = 0.0
     compiled = None
     if r.get("compiled"):
