@@ -167,3 +167,19 @@ def test_a_sweep_after_a_database_outage_waits_before_it_looks_for_lost_workers(
     d.sweep()
     with session_scope(url) as s:
         assert repo.get_plan(s, pid).losses == 1
+
+
+def test_workers_alive_counts_only_processes_that_beat(url):
+    """`serve --workers 2` with one process killed: its row stops beating and it stops counting (a gauge file
+    left by a killed process counted it for ever)."""
+    from services.api.metrics import DatabaseCollector
+
+    with session_scope(url) as s:
+        for name in ("api:alive", "api:killed"):
+            jobs.beat_worker(s, name, kind="embedded")
+        jobs.beat_worker(s, "celery:other", kind="celery")
+        s.execute(update(Worker).where(Worker.id == "api:killed")
+                  .values(heartbeat_at=utcnow() - timedelta(seconds=60)))
+    families = {f.name: f for f in DatabaseCollector(url, None, alive_within_s=6.0).collect()}
+    [sample] = families["fabricplan_workers_alive"].samples
+    assert sample.value == 1

@@ -67,8 +67,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             listener = ChangeFeed(st.sqlalchemy_url, hub)   # the same on SQLite (serve --workers N)
         listener.start()
         app.state.dispatcher.start()
-        if app.state.metrics.embedded_workers is not None:
-            app.state.metrics.embedded_workers.set(1)    # this process's in-process worker
         try:
             yield
         finally:
@@ -84,7 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "optically patched ML clusters.")
     app.state.settings = st
     app.state.metrics = Metrics(embedded_worker=st.embedded)
-    app.state.db_metrics = DatabaseCollector(st.sqlalchemy_url, None if st.embedded else st.broker_url)
+    app.state.db_metrics = DatabaseCollector(st.sqlalchemy_url, None if st.embedded else st.broker_url,
+                                             alive_within_s=max(3 * st.sweep_s, 5.0))
     app.state.hub = hub
     app.state.dispatcher = Dispatcher(st, hub.publish)
     app.state.plan_cache = PlanCache()
