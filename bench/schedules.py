@@ -56,7 +56,7 @@ def cases():
 def run_case(label: str, expr: str, slow_fn) -> dict:
     from services.synthesis.bfb.lp import bfb_allgather
     from services.synthesis.bfb.schedule_sets import schedule_sets
-    from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+    from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
     from services.synthesis.forest.packing import cut_bound_seconds
     from services.synthesis.schedule.ir import Collective, allreduce
     from services.synthesis.schedule.links import LinkCosts

@@ -6,7 +6,7 @@
 Nothing is built: each package's published, already-minified browser bundle is copied as it is, with its
 licence files, except for the patches in PATCHES (each replaces one string that would make the page load
 something from the internet; the count of replacements is checked, so a new upstream version that moved it
-fails here instead of phoning home). tests/test_dashboard.py checks every vendored file against the sha256 in VENDOR.json, so a
+fails here instead of phoning home). tests/api/test_dashboard.py checks every vendored file against the sha256 in VENDOR.json, so a
 file edited by hand or left over from another version fails the suite. To upgrade a library, change its
 version below, run this script, and commit the result.
 """

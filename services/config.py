@@ -20,6 +20,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default: SQLite in data_dir")
     broker_url: str | None = Field(default=None, description="Celery broker; default: in-process worker")
     result_backend: str | None = Field(default=None, description="Celery result backend (chords); default: the broker")
+    redis_key_prefix: str = Field(default="", max_length=100, description="prefix of every broker and result key "
+                                  "in Redis, so that deployments (or test runs) can share one Redis database")
     task_time_limit_s: int = Field(default=1800, ge=1, description="wall time of one worker task; a task beyond "
                                    "it is stopped and its plan fails with that reason")
     task_memory_limit_mb: int = Field(default=4096, ge=16, description="address space a task may add to its "
@@ -50,7 +52,7 @@ class Settings(BaseSettings):
         default=25_000, ge=0, description="a compile job simulates candidate files up to this many XML steps (the "
         "CPU simulator is pure Python: about 6 s per 100,000 steps); larger files are held to the runtime's limits "
         "and tokenizer, use combined thread blocks only where the buffering bound allows them, and are proved "
-        "deadlock-free by the cycle test of their waits (services.compiler.deadlock)")
+        "deadlock-free by the cycle test of their waits (services.compiler.check.deadlock)")
     max_jobs_per_key: int = Field(default=32, ge=1, description="unfinished jobs (plans, evaluations, compiles, "
                                   "revisions: queued or running) one API key may have; a request that would queue "
                                   "one more answers 429 with Retry-After")

@@ -100,7 +100,7 @@ def insert_topology_plan(url: str, template, expr: str) -> str:
 
     from sqlalchemy import insert
 
-    from services.jobs.artifacts import topology_facts, topology_json
+    from services.jobs.stages.artifacts import topology_facts, topology_json
     from services.store import repo
     from services.store.db import session_scope
     from services.store.models import Plan

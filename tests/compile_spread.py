@@ -1,6 +1,6 @@
-"""The spread of compiled files whose bytes the byte-identity test pins (tests/test_compile_bytes.py).
+"""The spread of compiled files whose bytes the byte-identity test pins (tests/compiler/test_bytes.py).
 
-Programs are built directly (services.compiler.msccl.build_program) over every thread-block layout (combined
+Programs are built directly (services.compiler.msccl.program.build_program) over every thread-block layout (combined
 and fused, combined unfused, separate), consolidation, one to three channels (by shard class and, for separate
 tbs, by message), instances, the three modes, and written for every MSCCL runtime's <algo> attributes; plus
 all-to-all programs, oneCCL files of every collective and both modes, and whole compile_schedule fits of each
@@ -16,8 +16,10 @@ import itertools
 from functools import cache, lru_cache
 
 from services.compiler import CompileError, compile_schedule
-from services.compiler.msccl import MscclOptions, build_program, to_xml
-from services.compiler.oneccl import compile_oneccl
+from services.compiler.msccl.ir import MscclOptions
+from services.compiler.msccl.program import build_program
+from services.compiler.text.msccl import to_xml
+from services.compiler.text.oneccl import compile_oneccl
 from services.compiler.runtimes import profile_for
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.ir import Collective

@@ -1,26 +1,87 @@
 """Service test fixtures: every service test runs on the embedded backends (SQLite file, in-process worker)
 and, when scripts/dev found PostgreSQL (FABRICPLAN_TEST_DATABASE_URL), on PostgreSQL too - each pytest-xdist
-worker in a database of its own, created fresh as a copy of a database migrated with Alembic once per worker."""
+worker in a database of its own, created fresh as a copy of a database migrated with Alembic once per worker.
+
+Several checkouts may test at once against one PostgreSQL and one Redis: every database is named with this
+checkout's tag and the worker's id, and dropped when the worker's session ends; every Redis key the scaled
+deployment writes carries the same tag (REDIS_PREFIX, the setting redis_key_prefix) and is deleted after each
+test, so no run ever flushes a database another run uses."""
 from __future__ import annotations
 
 import functools
 import hashlib
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+# The suite keeps its bytecode (__pycache__, git-ignored), PYTHONDONTWRITEBYTECODE or not: without it every run
+# compiles each project module again and pytest rewrites every test module's asserts again, about half of what
+# collecting the suite costs.
+sys.dont_write_bytecode = False
+
 PG_URL = os.environ.get("FABRICPLAN_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("FABRICPLAN_TEST_REDIS_URL")
 BACKENDS = ["sqlite"] + (["postgres"] if PG_URL else [])
+# Tests wait on events (a status, a notification, a process gone); a deadline only keeps a test that hangs from
+# hanging the suite, so it is generous for a loaded machine and the same everywhere, never a measure of speed.
+HANG_S = float(os.environ.get("FABRICPLAN_TEST_HANG_S", "300"))
 # Two checkouts testing at once on one PostgreSQL server must not drop each other's databases.
 CHECKOUT_TAG = hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:6]
 
 
 def _worker_id() -> str:
     return os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+
+
+# the Redis keys of this checkout's tests on this worker (broker queues, bindings, results)
+REDIS_PREFIX = f"fabricplan-test-{CHECKOUT_TAG}-{_worker_id()}:"
+
+
+def clear_redis(url: str) -> int:
+    """Delete this checkout's and worker's keys (REDIS_PREFIX) from the Redis database at `url`; keys of
+    anyone else stay. Returns how many were deleted."""
+    from redis import Redis
+
+    r = Redis.from_url(url)
+    try:
+        keys = list(r.scan_iter(match=REDIS_PREFIX + "*", count=1000))
+        return r.delete(*keys) if keys else 0
+    finally:
+        r.close()
+
+
+def _own_databases(admin) -> list[str]:
+    """The PostgreSQL databases this checkout's tests made on this worker (fresh_postgres_url's names)."""
+    from sqlalchemy import text
+
+    pattern = f"fabricplan\\_{CHECKOUT_TAG}\\_%\\_{_worker_id()}"
+    return list(admin.execute(text("SELECT datname FROM pg_database WHERE datname LIKE :p"), {"p": pattern}).scalars())
+
+
+def drop_own_databases() -> list[str]:
+    """Drop every database of this checkout and worker; returns their names."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            names = sorted(_own_databases(c))
+            for name in names:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        return names
+    finally:
+        admin.dispose()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Each worker drops its own databases when its session ends (the xdist controller runs this after its
+    workers ended: the databases named for gw0 are then gone already)."""
+    if PG_URL:
+        drop_own_databases()
 
 
 def fresh_postgres_url(tag: str, migrated: bool = False) -> str:
@@ -101,7 +162,7 @@ MINIMAL = {"job_id": "j1", "nodes": 16, "degree": 4, "alpha_us": 10, "bandwidth_
            "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}
 
 
-def wait_done(client, plan_id: str, timeout: float = 60.0) -> dict:
+def wait_done(client, plan_id: str, timeout: float = HANG_S) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         p = client.get(f"/v1/plans/{plan_id}").json()
@@ -110,7 +171,7 @@ def wait_done(client, plan_id: str, timeout: float = 60.0) -> dict:
         time.sleep(0.05)
 
 
-def poll_xml(client, url: str, params: dict, timeout: float = 120.0):
+def poll_xml(client, url: str, params: dict, timeout: float = HANG_S):
     """GET a compiled schedule, polling while the API answers 202 (the compile runs in a worker)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -119,6 +180,16 @@ def poll_xml(client, url: str, params: dict, timeout: float = 120.0):
             return r
         assert r.json()["status"] in ("queued", "running") and r.headers["location"]
         time.sleep(0.05)
+
+
+def evaluate(client, body: dict, timeout: float = HANG_S):
+    """POST /v1/topologies/evaluate until it answers other than 202: the evaluation runs in a worker and the
+    same body names the same evaluation, so asking again waits for it (never on a clock)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.post("/v1/topologies/evaluate", json=body, params={"wait": 60})
+        if r.status_code != 202 or time.monotonic() > deadline:
+            return r
 
 
 def unique_job() -> str:

@@ -1,10 +1,10 @@
 """`fabricplan worker` that holds the first plan schedule stage it runs, for the worker end-to-end tests'
-crashes (tests/test_worker_e2e.py): a test kills the worker at a known point of a small plan instead of
+crashes (tests/workers/test_scaled_deployment.py): a test kills the worker at a known point of a small plan instead of
 racing a 1024-rank plan's long schedule stage.
 
     HELD_WORKER_MARKER=<path> python -m tests.held_worker worker ...     (the arguments of `fabricplan worker`)
 
-The schedule stage (services.jobs.plan.schedules.stage_schedules) has recorded its progress ("schedule",
+The schedule stage (services.jobs.kinds.plan.schedules.stage_schedules) has recorded its progress ("schedule",
 "building schedules") when it calls construct_collectives; there the first pool process to get there
 creates <path> (O_EXCL: once across every worker sharing the path) and sleeps until it is killed (at most
 HOLD_S). Every later call, in the redelivered task of a fresh pool process or of another worker, finds the
@@ -38,7 +38,7 @@ def _hold_once(build):
 
 def main() -> int:
     from services.cli import main as cli_main
-    from services.jobs.plan import schedules
+    from services.jobs.kinds.plan import schedules
 
     schedules.construct_collectives = _hold_once(schedules.construct_collectives)
     return cli_main(sys.argv[1:])

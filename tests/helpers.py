@@ -1,9 +1,22 @@
 """Shared test helpers."""
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
+
 import numpy as np
 
 from services.synthesis.schedule.ir import Schedule
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def committed_openapi() -> dict:
+    """openapi/openapi.json as committed, which tests/api/test_openapi.py keeps equal to the app's document: the
+    operations a test is parametrised over, read at collection without building the app."""
+    return json.loads((ROOT / "openapi" / "openapi.json").read_text())
 
 
 def rebuild(s: Schedule, keep=None, step=None, extra: list[int] | None = None, **columns) -> Schedule:

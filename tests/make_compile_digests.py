@@ -2,7 +2,7 @@
 
     python -m tests.make_compile_digests        # writes tests/data/compile_digests.json
 
-Run it only when a change of the output is intended (and say why in the commit); tests/test_compile_bytes.py
+Run it only when a change of the output is intended (and say why in the commit); tests/compiler/test_bytes.py
 holds every later change of the compiler to these bytes."""
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.conftest import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["ROOT", "free_port", "service_env", "served"]
@@ -36,7 +38,7 @@ def _readyz(base: str) -> bool:
 
 
 @contextmanager
-def served(env: dict, *args: str, ready=_readyz, timeout_s: float = 90.0):
+def served(env: dict, *args: str, ready=_readyz, timeout_s: float = HANG_S):
     """Run `fabricplan serve --host 127.0.0.1 --port <free> *args` until the block ends; yields (base url,
     process) once `ready(base)` holds, and fails with the server's stderr if it exits or `timeout_s` passes."""
     port = free_port()
@@ -60,6 +62,6 @@ def served(env: dict, *args: str, ready=_readyz, timeout_s: float = 90.0):
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=HANG_S)
         except subprocess.TimeoutExpired:
             proc.kill()

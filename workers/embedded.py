@@ -76,9 +76,6 @@ class EmbeddedWorker:
 
     def start(self) -> None:
         if self._thread is None:
-            warm = _context().Process(target=_noop)   # the fork server starts now (imports, kernels), not
-            warm.start()                              # with the first job
-            warm.join(timeout=120)
             self._thread = threading.Thread(target=self._run, name="fabricplan-embedded-worker", daemon=True)
             self._thread.start()
 
@@ -108,6 +105,14 @@ class EmbeddedWorker:
 
     # ----- supervision -------------------------------------------------------------------------------
     def _run(self) -> None:
+        # the fork server starts now (imports, compiled kernels: workers.preload), in this thread: the API
+        # answers meanwhile, and the first job's process starts once the fork server has loaded them
+        try:
+            warm = _context().Process(target=_noop)
+            warm.start()
+            warm.join()
+        except Exception:                                      # each job's start then says why
+            log.exception("embedded worker: the fork server did not start")
         while not self._stop.is_set():
             try:
                 self._record_failures()
@@ -197,7 +202,7 @@ class EmbeddedWorker:
         held and are tried again."""
         if not self.unrecorded:
             return
-        from services.jobs import attempts
+        from services.jobs.stages import attempts
         from services.store import jobs
         from services.store.db import session_scope
 

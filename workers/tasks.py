@@ -1,4 +1,4 @@
-"""Job tasks: thin wrappers over the job kinds of services.jobs (plan stages: services.jobs.plan; evaluations,
+"""Job tasks: thin wrappers over the job kinds of services.jobs (plan stages: services.jobs.kinds.plan; evaluations,
 compile jobs, plan revisions). A chain per plan:
 
     frontier -> select (a training job: its iteration on every entry) -> fabric (hosts, ports, panel configs)
@@ -9,7 +9,7 @@ compile jobs, plan revisions). A chain per plan:
 
 plus compile_xml: one schedule compiled for other options on demand (GET .../schedules/{c}?format=msccl&...).
 
-and a chain per plan revision (services.jobs.revision: failed links reported on a done plan):
+and a chain per plan revision (services.jobs.kinds.revision: failed links reported on a done plan):
 
     repair (re-patch onto spare ports) -> schedules (degraded topology, verified) -> compile -> finish
 
@@ -36,9 +36,10 @@ from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from services.jobs import attempts, compiling, early_compile, evaluation, revision
-from services.jobs.compile_units import CompileUnit
-from services.jobs.plan import alltoall, fabric, finish, schedules, select
+from services.jobs.stages import attempts, compile_stage, early_compile
+from services.jobs.kinds import compiling, evaluation, revision
+from services.jobs.stages.compile_units import CompileUnit
+from services.jobs.kinds.plan import alltoall, fabric, finish, schedules, select
 from services.config import get_settings
 from services.store import jobs
 from services.store.db import session_scope
@@ -330,15 +331,15 @@ def plan_alltoall(state: dict, *, plan_id: str) -> dict:
 @celery_app.task(base=JobTask, bind=True, name="fabricplan.compile")
 def plan_compile(self, state: dict, *, plan_id: str) -> dict:
     if get_settings().embedded or state.get("stop"):     # embedded: the job process's fork pool
-        return compiling.stage_compile(state, plan_id, attempts.advance)
-    units, skipped = compiling.stage_units(state, plan_id)
+        return compile_stage.stage_compile(state, plan_id, attempts.advance)
+    units, skipped = compile_stage.stage_units(state, plan_id)
     work = [u for u in units if not u.alias]
     if not work:
-        return compiling.collect(state, plan_id, units, skipped)
+        return compile_stage.collect(state, plan_id, units, skipped)
     attempts.advance(plan_id, "compile", 0.96, f"compiling {len(work)} XML files")
     attempt = attempts.current_attempt()
     # one task per file over the workers, collected by a chord; each compiles in a forked process of its
-    # own, so a killed compile fails only its file (services.jobs.compile_pool)
+    # own, so a killed compile fails only its file (services.jobs.stages.compile_pool)
     return self.replace(chord(group(compile_unit.s(plan_id=plan_id, attempt=attempt, unit=u.as_dict(),
                                                    total=len(work)) for u in work),
                               compile_collect.s(state=state, plan_id=plan_id, attempt=attempt,
@@ -347,14 +348,14 @@ def plan_compile(self, state: dict, *, plan_id: str) -> dict:
 
 @celery_app.task(base=JobTask, name="fabricplan.compile_unit")
 def compile_unit(*, plan_id: str, unit: dict, total: int) -> dict:
-    return compiling.stage_compile_unit(plan_id, CompileUnit.from_dict(unit), total, attempts.advance)
+    return compile_stage.stage_compile_unit(plan_id, CompileUnit.from_dict(unit), total, attempts.advance)
 
 
 @celery_app.task(base=JobTask, name="fabricplan.compile_collect")
 def compile_collect(results: list, *, state: dict, plan_id: str, units: list[dict], skipped: dict) -> dict:
     if any(isinstance(r, dict) and r.get("stop") for r in results):     # a unit saw its plan end meanwhile
         return {"stop": True}
-    return compiling.collect(state, plan_id, [CompileUnit.from_dict(u) for u in units], skipped)
+    return compile_stage.collect(state, plan_id, [CompileUnit.from_dict(u) for u in units], skipped)
 
 
 @celery_app.task(base=CompileTask, name="fabricplan.compile_xml")

@@ -9,7 +9,7 @@ before it is recorded, so at the bound even one naming only links failed already
 requests of one key never pass the bound together: each counts under the owner's lock
 (services.store.jobs.lock_owner: PostgreSQL's transaction-scoped advisory lock of the owner, SQLite's database
 write lock), held until its transaction commits or rolls back, so one owner's count-then-insert never
-interleave (tests/test_worker_budget.py races 12 requests against a bound of 3 on both backends).
+interleave (tests/api/test_budget.py races 12 requests against a bound of 3 on both backends).
 
 Viewers have a small quota rather than none: the dashboard (a viewer key is enough for it) evaluates the
 topologies it draws and downloads XML for options not compiled yet; two jobs at a time keep that working

@@ -91,7 +91,7 @@ class Dispatcher:
 
     def sweep(self) -> int:
         """One pass: lost workers, then the outbox. Returns the number of jobs sent."""
-        from services.jobs import attempts
+        from services.jobs.stages import attempts
 
         st = self.settings
         held = self.worker.held() if self.embedded else None     # read before the rows (jobs.lost)

@@ -1,5 +1,5 @@
 """What the OpenAPI document says beyond what FastAPI derives from the routes, so that generated clients
-(openapi-python-client, tests/test_generated_client.py) work without hand edits:
+(openapi-python-client, tests/api/test_generated_client.py) work without hand edits:
 
 - operation ids named for what they do (`create_plan`, `get_plan_schedule`, ...: OPERATION_IDS), not
   FastAPI's `<function>_<path>_<method>`;

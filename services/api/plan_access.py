@@ -15,8 +15,9 @@ from services.compiler.api import PROFILES as RUNTIME_PROFILES
 from services.compiler.api import CompileOptions, check_options
 from services.compiler.canonical import canonical_options
 from services.compiler.errors import CompileError
-from services.jobs import artifacts
-from services.jobs.compile_units import is_alias, range_options
+from services.compiler.runtimes.names import DEFAULT_RUNTIME, MSCCL_RUNTIMES, Format, Runtime
+from services.jobs.stages import artifacts
+from services.jobs.stages.compile_units import range_unit
 from services.store import compiles, repo
 from services.synthesis.schedule.ir import Collective
 
@@ -29,6 +30,8 @@ from .schemas import CompileAccepted, ErrorOut
 __all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "range_xml", "compiled_view",
            "compile_failed", "schedule_json_bytes"]
 
+MscclRuntimeName = Literal[tuple(r.value for r in MSCCL_RUNTIMES)]      # executor, rccl, legacy
+RuntimeName = Literal[tuple(r.value for r in (*MSCCL_RUNTIMES, Runtime.ONECCL))]     # and oneccl
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 RUNTIME_CHANNELS = ", ".join(f"{name} {p.max_channels}" for name, p in RUNTIME_PROFILES.items())
 MAX_RUNTIME_CHANNELS = max(p.max_channels for p in RUNTIME_PROFILES.values())
@@ -48,7 +51,7 @@ def plan_or_404(s: Session, plan_id: str):
 
 
 def compile_query(
-        runtime: Literal["executor", "rccl", "legacy", "oneccl"] | None = Query(
+        runtime: RuntimeName | None = Query(
             None, description="the runtime of the XML: executor (format=msccl's default), rccl, legacy (MSCCL "
                               "runtimes, format=msccl), oneccl (format=oneccl, its only runtime)"),
         proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
@@ -70,13 +73,14 @@ def compile_query(
     """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
     format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
     def options(fmt: str) -> CompileOptions:
-        if fmt == "oneccl" and runtime not in (None, "oneccl"):
+        if fmt == "oneccl" and runtime not in (None, Runtime.ONECCL.value):
             raise _unprocessable("runtime", f"runtime {runtime} is an MSCCL runtime (format=msccl); format=oneccl "
                                  "has only the oneccl runtime", "value_error")
-        if fmt == "msccl" and runtime == "oneccl":
+        if fmt == "msccl" and runtime == Runtime.ONECCL.value:
             raise _unprocessable("runtime", "runtime oneccl is served as format=oneccl; format=msccl takes "
                                  "executor, rccl or legacy", "value_error")
-        return CompileOptions(runtime or ("oneccl" if fmt == "oneccl" else "executor"), proto=proto,
+        named = Runtime(runtime) if runtime else (Runtime.ONECCL if fmt == Format.ONECCL else DEFAULT_RUNTIME)
+        return CompileOptions(named.value, proto=proto,
                               inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
                               instances=instances, max_chunks=max_chunks,
                               consolidate={"auto": None, "yes": True, "no": False}[consolidate], max_steps=max_steps)
@@ -105,7 +109,7 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
         raise _unprocessable(field, str(exc), "value_error") from None
     options = canonical_options(options, coll.value)     # one job for every spelling of the same file
     key = options.key()
-    unit = coll.value if index is None else f"{coll.value}@{index}"      # services.jobs.compile_units
+    unit = coll.value if index is None else f"{coll.value}@{index}"      # services.jobs.stages.compile_units
     owner = None
     if compiles.get(s, plan_id, prefix + unit, key) is None:
         owner = budget.room(s, principal, request.app.state.settings)      # 429 at the key's bound
@@ -132,7 +136,7 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
 def range_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt: str, options: CompileOptions,
               index: int, by_size: list[dict] | None, prefix: str = "", *, principal: Principal):
     """The XML of size range `index` of the collective's schedule set: its schedule compiled with minBytes/
-    maxBytes set to the range's window (services.jobs.compile_units; compiled at plan time for the plan's
+    maxBytes set to the range's window (services.jobs.stages.compile_units; compiled at plan time for the plan's
     runtimes, otherwise on demand like `compiled_xml`). 404 without that range; 422 for oneCCL (no size
     window), min_bytes given, or a legacy range above the files' maxBytes."""
     link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}@{index}")
@@ -142,15 +146,15 @@ def range_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt:
         raise _unprocessable("format", "oneCCL files have no minBytes/maxBytes window, so a size range's file cannot "
                              "be selected by size there: download the range as json or npz, or the collective's "
                              "oneccl file without range", "value_error")
+    main = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}")
     try:
-        ranged = range_options(options, by_size, index)
+        unit = range_unit(coll.value, index, options, by_size, link.digest, main.digest if main else None)
     except CompileError as exc:
         raise _unprocessable(exc.limit if exc.limit in ("min_bytes", "max_bytes") else "range", str(exc),
                              "value_error") from None
-    main = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}")
-    if is_alias(coll.value, by_size, link.digest, main.digest if main else None, ranged, options):
-        return compiled_xml(s, request, plan_id, coll, fmt, ranged, prefix, principal=principal)
-    return compiled_xml(s, request, plan_id, coll, fmt, ranged, prefix, principal=principal, index=index)
+    if unit.alias:
+        return compiled_xml(s, request, plan_id, coll, fmt, unit.options, prefix, principal=principal)
+    return compiled_xml(s, request, plan_id, coll, fmt, unit.options, prefix, principal=principal, index=index)
 
 
 def compiled_view(compiled: dict, schedule_url, links: dict) -> dict:
@@ -184,7 +188,7 @@ def compile_failed(compiled: dict | None) -> list[dict] | None:
 
 
 def schedule_json_bytes(npz: bytes) -> bytes:
-    """The JSON view of a stored schedule blob (services.jobs.artifacts.schedule_json_bytes); 422 naming
+    """The JSON view of a stored schedule blob (services.jobs.stages.artifacts.schedule_json_bytes); 422 naming
     `format` beyond its JSON_MAX_TRANSFERS transfers (format=npz serves any size)."""
     try:
         return artifacts.schedule_json_bytes(npz)

@@ -1,11 +1,11 @@
-"""A running job's `progress` block (issue 25): its weighted fraction (services.jobs.stage_weights), stage, and
+"""A running job's `progress` block (issue 25): its weighted fraction (services.jobs.stages.stage_weights), stage, and
 the ETA from the time it has been running (the start of its first stage in the plan's events)."""
 from __future__ import annotations
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from services.jobs.stage_weights import eta_s
+from services.jobs.stages.stage_weights import eta_s
 from services.store.models import PlanEvent, utcnow
 from services.store.stage_events import aware
 

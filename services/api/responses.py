@@ -1,5 +1,5 @@
 """OpenAPI response declarations shared by the routers: every status an operation can answer is documented
-with its real media type (tests/test_schemathesis.py checks that nothing undocumented comes back)."""
+with its real media type (tests/api/test_schemathesis.py checks that nothing undocumented comes back)."""
 from __future__ import annotations
 
 from .schemas import ErrorOut, ValidationErrorOut

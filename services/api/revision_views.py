@@ -1,14 +1,15 @@
 """How the API shows plan revisions (DESIGN 4.9): the plan's `revision` block, one entry of the revision list,
-and a revision in full with its URLs. Read-only views over the store's rows (services.jobs.failure_reports
-records them; services.jobs.revision builds them).
+and a revision in full with its URLs. Read-only views over the store's rows (services.jobs.requests.failure_reports
+records them; services.jobs.kinds.revision builds them).
 """
 from __future__ import annotations
 
 from sqlalchemy import select
 
-from services.jobs.failure_reports import current_number
+from services.jobs.requests.failure_reports import current_number
 from services.store import repo
-from services.jobs.compile_units import plan_units
+from services.jobs.requests.plan_spec import PlanSpec
+from services.jobs.stages.compile_units import plan_units
 from services.store.models import CompileJob, Plan, PlanArtifact, PlanRevision, Repair
 
 from .plan_access import compile_failed, compiled_view
@@ -120,7 +121,7 @@ _COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall")
 
 def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
     """A running revision's (schedules, compiled, compile_pending): the verified schedules its schedules stage
-    stored, with their sets' ranges (served at once, services.jobs.failure_reports.artifact_link), its compile
+    stored, with their sets' ranges (served at once, services.jobs.requests.failure_reports.artifact_link), its compile
     jobs so far (the stage's own: the file's options), and the files (`runtime:collective`, `runtime:c@i`)
     not compiled yet."""
     prefix = f"rev{rev.number}:"
@@ -134,7 +135,7 @@ def _in_progress(s, plan: Plan, rev: PlanRevision, url: str, links: dict):
     if not schedules:
         return None, None, None
     links["topology"] = f"{url}/topology"
-    runtimes = list(plan.request.get("runtimes") or ["executor"])
+    runtimes = [r.value for r in PlanSpec.load(plan.request).runtime_list]
     # by file and options: an on-demand compile of the same file with other options is another job
     jobs = {(j.collective.removeprefix(prefix), j.options): j for j in s.scalars(
         select(CompileJob).where(CompileJob.plan_id == plan.id, CompileJob.collective.like(f"{prefix}%")))}

@@ -10,15 +10,26 @@ Stable API:
     CompileError (.limit, .value, .maximum, .gpu, .tb), CheckReport, Finding
     PROFILES / profile_for: the runtimes' limits (services.compiler.runtimes)
 """
-from .api import (FORMATS, RUNTIMES, CompiledArtifact, CompileOptions, check_xml, compile_schedule, format_of,
-                  runtime_defaults)
-from .errors import CheckReport, CompileError, Finding, XmlInvalid
-from .lowering import Lowered, chunked_bfb, lower
-from .runtimes import PROFILES, RuntimeProfile, profile_for
+from importlib import import_module
 
-DIALECTS = PROFILES            # the runtimes' old name
-RuntimeLimits = RuntimeProfile
+# the names below are loaded on first use (PEP 562), so importing a light submodule (runtimes.names: the runtime
+# names the CLI's flags and the API's requests take) does not load the compiler itself
+_HOME = {**dict.fromkeys(("FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "check_xml", "compile_schedule",
+                          "format_of", "runtime_defaults"), ".api"),
+         **dict.fromkeys(("CheckReport", "CompileError", "Finding", "XmlInvalid"), ".errors"),
+         **dict.fromkeys(("Lowered", "chunked_bfb", "lower"), ".lower.lowering"),
+         **dict.fromkeys(("PROFILES", "RuntimeProfile", "profile_for"), ".runtimes")}
+_ALIASES = {"DIALECTS": "PROFILES", "RuntimeLimits": "RuntimeProfile"}     # the old names
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "check_xml", "compile_schedule",
            "format_of", "runtime_defaults", "CheckReport", "CompileError", "Finding", "XmlInvalid", "Lowered",
            "chunked_bfb", "lower", "PROFILES", "RuntimeProfile", "profile_for", "DIALECTS", "RuntimeLimits"]
+
+
+def __getattr__(name: str):
+    target = _ALIASES.get(name, name)
+    if target not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_HOME[target], __name__), target)
+    globals()[name] = value
+    return value

@@ -19,25 +19,37 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
+from .check.msccl import check_msccl
+from .check.msccl_simulate import SIMULATE_MAX_STEPS
 from .errors import CheckReport, CompileError
-from .fit import FitRequest, fit_msccl
-from .lowering import DEFAULT_MAX_CHUNKS, lower
-from .msccl import to_xml
-from .msccl_check import SIMULATE_MAX_STEPS, check_msccl
-from .runtimes import PROFILES, RuntimeProfile, profile_for
+from .fit.search import FitRequest, fit_msccl
+from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
+from .runtimes import PROFILES, Format, Runtime, RuntimeProfile, profile_for  # noqa: F401  (PROFILES: re-exported)
+from .text.msccl import to_xml
 
 __all__ = ["FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "compile_schedule", "check_xml",
-           "check_options", "runtime_defaults", "format_of"]
+           "check_options", "runtime_defaults", "format_of", "exact_chunk_bound"]
 
-FORMATS = ("msccl", "oneccl")
-RUNTIMES = (*PROFILES, "oneccl")
+FORMATS = tuple(f.value for f in Format)
+RUNTIMES = tuple(r.value for r in Runtime)
 PROTOCOLS = ("Simple", "LL", "LL128")
 MODES = ("out", "in", "both")
 ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
-    return "oneccl" if runtime == "oneccl" else "msccl"
+    """The format a runtime's files are written in (Runtime.format)."""
+    return Runtime(runtime).format.value
+
+
+def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
+    """The most chunks per shard a file for `options` holds without re-solving its schedule (None: no bound,
+    the oneCCL format): the lowering's `max_chunks` and the runtime's 16-bit chunk offsets,
+    N x P x instances <= max_offset + 1 (services.compiler.lower.lowering). A finer schedule is re-solved as the
+    chunked BFB (paper App. E.2) when compiled."""
+    if Runtime(options.runtime).format is Format.ONECCL:
+        return None
+    return min(options.max_chunks, (profile_for(options.runtime).max_offset + 1) // (nodes * options.instances))
 
 
 def runtime_defaults(runtime: str, collective: str) -> dict:
@@ -254,7 +266,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
     max_steps     steps per thread block for a runtime built with another MSCCL_MAX_NUM_STEPS.
     link, sizes   a LinkModel and message sizes for predicted_time_us / schedule_time_us.
     simulate      simulate candidate programs (up to `simulate_max_steps` XML steps); programs not simulated
-                  are held to the profile's limits and proved deadlock-free (services.compiler.deadlock), with
+                  are held to the profile's limits and proved deadlock-free (services.compiler.check.deadlock), with
                   combined thread blocks only where the buffering bound allows them.
     deadline_s    give up the fit search after this long (CompileError naming what was tried).
     progress      progress(message) is called after every candidate the fit search tries.
@@ -369,7 +381,7 @@ def _header(profile: RuntimeProfile, coll: str, topology: Topology, low, opt, op
 
 
 def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, sizes, allow_resolve, t0):
-    from .oneccl import compile_oneccl
+    from .text.oneccl import compile_oneccl
 
     if opts.inplace not in ("out", "in"):
         raise CompileError("the oneccl format serves one mode per file: inplace=out or inplace=in",
@@ -396,7 +408,7 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
 def check_xml(xml: str | bytes, fmt: str = "msccl", *, runtime: str | RuntimeProfile | None = None,
               dialect: str | None = None, simulate: bool = True, fifo: int | None = None, seed: int = 0,
               max_steps: int | None = None, simulate_max_steps: int = SIMULATE_MAX_STEPS) -> CheckReport:
-    """Validate any MSCCL or oneCCL XML and simulate it on CPU (see msccl_check / oneccl_check). MSCCL XML may
+    """Validate any MSCCL or oneCCL XML and simulate it on CPU (see services.compiler.check.msccl / check.oneccl). MSCCL XML may
     be given as the file's bytes (UTF-8).
 
     runtime (or its old name dialect): the MSCCL runtime whose profile applies (default: the one our header
@@ -411,6 +423,6 @@ def check_xml(xml: str | bytes, fmt: str = "msccl", *, runtime: str | RuntimePro
         return check_msccl(xml, runtime=runtime or dialect, simulate=simulate, fifo=fifo, seed=seed,
                            max_steps=max_steps, simulate_max_steps=simulate_max_steps)
     if fmt == "oneccl":
-        from .oneccl_check import check_oneccl
+        from .check.oneccl import check_oneccl
         return check_oneccl(xml, simulate=simulate, seed=seed)
     raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")

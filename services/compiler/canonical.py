@@ -4,7 +4,7 @@
 default for an allreduce) were two keys, so two compile jobs for one file. `canonical_options` rewrites an
 option equal to the runtime's default for the collective (services.compiler.api.runtime_defaults, and the
 runtime's own step limit) to None,
-and for the oneCCL format (services.compiler.oneccl: in-place flag and chunking only) drops every MSCCL
+and for the oneCCL format (services.compiler.text.oneccl: in-place flag and chunking only) drops every MSCCL
 option the file does not depend on, so requests for the same file share one job and one stored result.
 """
 from __future__ import annotations

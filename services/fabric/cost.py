@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 
 from .model import Fabric, FabricError
 
-__all__ = ["PRICE_TABLE", "PRICE_SOURCES", "FIBER_USD_PER_M", "FIBER_MEAN_M", "SWITCH_1X2_USD", "CostEstimate",
-           "fabric_cost", "price_row"]
+__all__ = ["PRICE_TABLE", "PRICE_SOURCES", "FIBER_USD_PER_M", "FIBER_MEAN_M", "SWITCH_1X2_USD", "SWITCH_PORT_USD",
+           "CostEstimate", "fabric_cost", "fat_tree_cost", "price_row"]
 
 # TopoOpt Table 2: link Gbps -> (transceiver, NIC) in USD; patch panel / OCS ports come from the device profiles
 PRICE_TABLE: dict[int, tuple[float, float]] = {10: (20.0, 185.0), 25: (39.0, 185.0), 40: (39.0, 354.0),
                                                100: (99.0, 678.0), 200: (198.0, 815.0)}
+# TopoOpt Table 2: link Gbps -> electrical switch port (Edgecore bare-metal L3 switches) in USD
+SWITCH_PORT_USD: dict[int, float] = {10: 94.0, 25: 144.0, 40: 144.0, 100: 187.0, 200: 374.0}
 SWITCH_1X2_USD = 25.0
 FIBER_USD_PER_M = 0.30
 FIBER_MEAN_M = 500.0
@@ -143,4 +145,34 @@ def fabric_cost(fabric: Fabric, link_gbps: float, *, hosts=None, fiber_m: float 
     if fabric.lookahead:
         out.add("1x2 switches", ports, SWITCH_1X2_USD, "one per host port (active / look-ahead)")
     out.add("fibers", 2 * ports * sides, fiber_m * FIBER_USD_PER_M, f"{fiber_m:g} m at ${FIBER_USD_PER_M}/m")
+    return out
+
+
+def fat_tree_cost(hosts: int, host_gbps: float, *, fiber_m: float = FIBER_MEAN_M) -> CostEstimate:
+    """Capital cost of a full-bisection three-tier k-ary fat-tree for `hosts` hosts with one NIC of `host_gbps`
+    each (TopoOpt App. G: "a standard k = 8 Fat-tree has 80 switches ... 640 switch ports in total, in addition
+    to 1 NIC per host and one transceiver per NIC and switch port"): k the smallest even number with
+    k^3/4 >= hosts, 5k^3/4 switch ports, and 3k^3/4 links (host-ToR, ToR-aggregation, aggregation-core) of two
+    fibers each; bandwidths above the table's rows are lanes of 100 Gbps parts, as for `fabric_cost`.
+
+    >>> c = fat_tree_cost(128, 100)                       # k = 8: 640 switch ports
+    >>> [(i["item"], i["count"]) for i in c.items]
+    [('NIC ports', 128), ('transceivers', 768), ('switch ports', 640), ('fibers', 768)]
+    """
+    if not isinstance(hosts, int) or isinstance(hosts, bool) or not 1 <= hosts <= 1 << 20:
+        raise FabricError(f"hosts must be an integer in 1..{1 << 20}, got {hosts!r}")
+    if not (math.isfinite(fiber_m) and 0 <= fiber_m <= 1e6):
+        raise FabricError(f"fiber length must be between 0 and 1e6 m, got {fiber_m!r}")
+    row, lanes = price_row(host_gbps)
+    xcvr, nic = PRICE_TABLE[row]
+    k = 2
+    while k ** 3 // 4 < hosts:
+        k += 2
+    switch_ports = 5 * k ** 3 // 4
+    out = CostEstimate(float(host_gbps), row, lanes, float(fiber_m))
+    lane_note = f"{lanes} x {row} Gbps per link" if lanes > 1 else ""
+    out.add("NIC ports", hosts * lanes, nic, lane_note)
+    out.add("transceivers", (hosts + switch_ports) * lanes, xcvr, lane_note)
+    out.add("switch ports", switch_ports * lanes, SWITCH_PORT_USD[row], f"k = {k}" + (f"; {lane_note}" if lanes > 1 else ""))
+    out.add("fibers", 2 * 3 * k ** 3 // 4 * lanes, FIBER_USD_PER_M * fiber_m, f"{fiber_m:g} m each")
     return out

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from services.fabric import Fabric, FabricError, diff_connections
 from services.fabric.crossconnect import config_digest
 from services.fabric.devices import profile_for
+from services.fabric.placement import place
 from services.fabric.planes import ACTIVE, LOOKAHEAD, PlanesState
 
 from . import notify
@@ -165,6 +166,10 @@ def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[st
         return existing                                   # a redelivered task: already bound
     state = load_state(s, fabric_id)
     plane = LOOKAHEAD if lookahead else ACTIVE
+    placement = None
+    if hosts is None:                      # the placement policy picks them (services.fabric.placement)
+        placement = place(state, topology, applied_connections(s, fabric_id), plane=plane)
+        hosts = list(placement.chosen.hosts)
     asg, side = state.bind(plan_id, topology, hosts, plane=plane)
     if lookahead:
         _hold_lookahead(s, fabric_id, asg.hosts, plan_id, side)
@@ -174,7 +179,9 @@ def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[st
     s.flush()                                              # the primary key rejects a shared host here
     panels = state.panels_of(plan_id)
     versions = _write_configs(s, state, panels, f"plan {plan_id} bound" + (" (look-ahead plane)" if lookahead else ""))
-    binding = PlanBinding(plan_id=plan_id, fabric_id=fabric_id, assignment={**asg.to_dict(), "side": side, "plane": plane},
+    extra = {"placement": placement.to_dict()} if placement is not None else {}
+    binding = PlanBinding(plan_id=plan_id, fabric_id=fabric_id,
+                          assignment={**asg.to_dict(), "side": side, "plane": plane, **extra},
                           required_versions={p: versions[p] for p in panels})
     s.merge(binding)
     s.add(PlanEvent(plan_id=plan_id, status=s.get(Plan, plan_id).status, stage="fabric",
@@ -509,6 +516,29 @@ def binding_facts(s: Session, binding: PlanBinding, link_gbps: float) -> dict:
     whole = fabric_cost(fabric, link_gbps).to_dict(len(fabric.hosts))
     mine = fabric_cost(fabric, link_gbps, hosts=hosts).to_dict(len(hosts))
     return {"side": binding.assignment.get("side", 0), "plane": binding.assignment.get("plane", ACTIVE),
-            "ready_estimate_s": ready_estimate_s(s, binding),
+            "ready_estimate_s": ready_estimate_s(s, binding), "placement": binding.assignment.get("placement"),
             "cost": {"link_gbps": link_gbps, "fabric_usd": whole["total_usd"], "plan_usd": mine["total_usd"],
                      "items": mine["items"], "fabric_items": whole["items"], "sources": whole["sources"]}}
+
+
+def running_jobs(s: Session, fabric_id: str) -> list[tuple[str, list[str]]]:
+    """(plan id, hosts) of every plan bound to the fabric and not released, by plan id: one query."""
+    rows = s.execute(select(PlanBinding.plan_id, PlanBinding.assignment)
+                     .where(PlanBinding.fabric_id == fabric_id, PlanBinding.released.is_(False))
+                     .order_by(PlanBinding.plan_id))
+    return [(plan_id, list(assignment.get("hosts", []))) for plan_id, assignment in rows]
+
+
+def applied_connections(s: Session, fabric_id: str) -> dict[str, list[tuple[int, int]]]:
+    """Panel id -> the (ingress, egress) cross-connects its agent last reported applied (the version of its last
+    `applied` or `degraded` report): what a robot would not need to move. Two queries."""
+    panels = {p.id: p for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == fabric_id))}
+    states = {st.panel_id: st.applied_version for st in
+              s.scalars(select(PanelState).where(PanelState.panel_id.in_(sorted(panels))))}
+    wanted = [(pid, v) for pid, v in states.items() if v]
+    if not wanted:
+        return {}
+    rows = s.scalars(select(PanelConfig).where(PanelConfig.panel_id.in_([p for p, _ in wanted])))
+    versions = dict(wanted)
+    return {c.panel_id: [(int(x["ingress"]), int(x["egress"])) for x in c.connections]
+            for c in rows if versions.get(c.panel_id) == c.version}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query
 
-from services.jobs.frontiers import frontier_entries
+from services.jobs.stages.frontiers import frontier_entries
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.finder import bounds
 

@@ -5,7 +5,7 @@ A panel agent polls GET /v1/panels/{panel}/config (ETag = the config version; If
 reported) and reports PUT /v1/panels/{panel}/state. A plan becomes fabric_ready when every panel it touches
 has applied the version that carries its connections, and stops being ready when one of them reports a
 failure. A `degraded` report (the version applied, some of its cross-connects dark) gives every plan those
-cross-connects carry a new revision (services.jobs.failure_reports), and an applied report that completes a
+cross-connects carry a new revision (services.jobs.requests.failure_reports), and an applied report that completes a
 repair gives the plan a revision back on its full topology.
 
 Config views are served from memory (`PanelConfigCache`) and long polls wait on a notification of the panel's
@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from services.fabric import diff_connections
 from services.fabric.crossconnect import config_digest
-from services.jobs import failure_reports
+from services.jobs.requests import failure_reports
 from services.store import fabrics
 from services.store.db import session_scope
 from services.store.models import PanelConfig, PanelRow, PanelState

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, object_session
 
-from services.jobs import workloads
+from services.jobs.requests import workloads
 from services.store import fabrics, jobs, repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
@@ -110,20 +110,19 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     makes its own plan). A fabric-bound plan is checked against its fabric first: no such fabric is a 404, a degree
     above its ports per host, unknown hosts or more nodes than it has hosts a 422, hosts held by other plans
     a 409 (field `fabric_id`, `degree`, `hosts` or `nodes`)."""
-    req = body.model_dump(mode="json")
-    if workloads.is_training(req):
+    if workloads.is_training(body):   # the typed request (PlanSpec), carried by every stage from the store
         try:                          # what depends on N (a catalogued model's experts and batch), before accepting
-            workloads.check_training(req)
+            workloads.check_training(body)
         except workloads.WorkloadInputError as exc:
             raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.create_plan(s, req, idempotency_key, jobs.owner_name(principal.role, principal.key_id))
+        plan, created = repo.create_plan(s, body.dump(), idempotency_key,
+                                         jobs.owner_name(principal.role, principal.key_id))
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
-    if created and req.get("fabric_id"):
+    if created and body.fabric_id:
         try:                          # what the fabric stage would refuse, refused now (not by a worker)
-            fabrics.check_plan(s, req["fabric_id"], req["nodes"], req["degree"], req.get("hosts"),
-                               bool(req.get("lookahead")))
+            fabrics.check_plan(s, body.fabric_id, body.nodes, body.degree, body.hosts, bool(body.lookahead))
         except fabrics.PlanRefused as exc:
             s.rollback()
             raise unprocessable(["body", exc.field], exc.reason, FABRIC_REFUSAL[exc.status], exc.status) from None

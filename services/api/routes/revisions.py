@@ -1,6 +1,6 @@
 """/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9; issue 14).
 
-A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.revision).
+A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.kinds.revision).
 Revisions are listed (revision 0 is the plan as made) and each one's topology and schedules are served like
 the plan's own. `activate` flips a look-ahead plan's hosts to its plane (TopoOpt App. C).
 """
@@ -11,8 +11,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
-from services.jobs import failure_reports
-from services.jobs.workloads import has_alltoall
+from services.jobs.requests import failure_reports
+from services.jobs.requests.plan_spec import PlanSpec
+from services.jobs.requests.workloads import has_alltoall
 from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 
@@ -130,7 +131,7 @@ def _artifact(s: Session, plan, number: str, name: str):
 def _alltoall_missing(s: Session, plan, number: str) -> None:
     """404 for a workload without an all-to-all; 409 with the reason for a done revision (or revision 0)
     whose all-to-all has no schedule (refused, or priced by its throughput bracket: approximate)."""
-    if plan.status == "done" and not has_alltoall(plan.request):
+    if plan.status == "done" and not has_alltoall(PlanSpec.load(plan.request)):
         raise HTTPException(404, f"plan {plan.id} has no all-to-all: its workload has none (alltoall_bytes, or a "
                                  "training job's MoE layers)")
     rev, n, _ = _revision(s, plan, number)

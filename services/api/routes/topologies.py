@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from services.jobs import evaluation_request
+from services.jobs.requests import evaluation_request
 from services.store.db import session_scope
 from services.store.models import Evaluation
 

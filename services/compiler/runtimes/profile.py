@@ -1,7 +1,7 @@
 """What a runtime that interprets MSCCL XML accepts and how it selects an algorithm: one `RuntimeProfile`
 per runtime (executor.py, rccl.py, legacy.py), each field a fact read from the runtime's source, cited there
-file:line. The checker (msccl_check) enforces exactly these fields; the compiler (msccl, fit) stays within
-them.
+file:line. The checker (services.compiler.check) enforces exactly these fields; the compiler (services.compiler.msccl,
+fit) stays within them.
 """
 from __future__ import annotations
 

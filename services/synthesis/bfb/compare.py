@@ -8,7 +8,7 @@ Candidates per collective:
 - ``greedy``: TACOS-style matching on the time-expanded network (`greedy`), cheapest links first;
 - ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths, pipelined with the chunk
   count best at the size (`forest`);
-- ``bfb-fast``: LP (1) on the topology without its slower links (`forest.fast_links`), when it stays connected.
+- ``bfb-fast``: LP (1) on the topology without its slower links (`bfb.fast_links`), when it stays connected.
 
 Every candidate is priced from its own schedule: sum over steps of the slowest used link's
 alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B). Candidates
@@ -29,7 +29,7 @@ from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
-from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
 from services.synthesis.schedule.cost import measured_tau

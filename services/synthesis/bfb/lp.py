@@ -40,15 +40,11 @@ import numpy as np
 from ortools.graph.python import max_flow
 
 from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.schedule.limits import ScheduleTooLarge, check_schedule_size
 from services.synthesis.topology.graph import Topology
 
 ZETA_MAX_DEGREE = 12
-MAX_SCHEDULE_NODES = 4096      # an allgather has at least N(N-1) transfers: 16.8 M at this size
 BFB_MAX_DEGREE = 62
-
-
-class ScheduleTooLarge(ValueError):
-    """The requested schedule cannot be materialised within the service's limits."""
 
 
 def check_bfb_degree(topology: Topology) -> None:
@@ -56,14 +52,6 @@ def check_bfb_degree(topology: Topology) -> None:
     if topology.max_in_degree > BFB_MAX_DEGREE:
         raise ScheduleTooLarge(f"{topology.expr} has degree {topology.max_in_degree}; BFB schedules are built for "
                                f"degree at most {BFB_MAX_DEGREE} (each source's eligible in-arcs are one 64-bit mask)")
-
-
-def check_schedule_size(topology: Topology) -> None:
-    """Refuse schedules beyond MAX_SCHEDULE_NODES; `topology` may be a Topology or its Size (its tree)."""
-    if topology.nodes > MAX_SCHEDULE_NODES:
-        raise ScheduleTooLarge(f"{topology.expr} has {topology.nodes} nodes; a full schedule has at least "
-                               f"N(N-1) = {topology.nodes * (topology.nodes - 1)} transfers, and schedules are "
-                               f"built for at most {MAX_SCHEDULE_NODES} nodes")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
-from services.synthesis.forest.fast_links import FastLinksUnavailable, bfb_fast_links
+from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import max_chunks, pipelined_allgather
 from services.synthesis.schedule.cost import measured_tau

@@ -364,7 +364,7 @@ def _translation_table(topology: Topology) -> np.ndarray | None:
 
 def _group_of(tree, topology: Topology) -> np.ndarray | None:
     from services.synthesis.topology.catalog import build
-    from services.synthesis.search.expansions import line
+    from services.synthesis.topology.expansions import line
 
     name, args, n = tree.name, tree.args, topology.nodes
     table = _translation_table(topology)

@@ -40,6 +40,18 @@ Sources (shapes; published parameter count):
   9.93 + 9.99 + 10 + 9.99 + 9.99 + 2.84 GB; sizes as displayed, 3 significant digits; Table 9 rounds them
   to 7B and 26B). Experts are sharded over the nodes (expert parallelism over all of them, as in the
   paper's simulation), so N may not exceed the number of experts; non-expert layers are data-parallel.
+- dlrm / candle: the configurations of TopoOpt's shared-cluster experiment (Wang et al., "TopoOpt:
+  Co-optimizing Network Topology and Parallelization Strategy for Distributed Training Jobs", NSDI'23, List 1,
+  the section 5.6 column): DLRM (Naumov et al. 2019) with 16 embedding tables of 10^7 rows x 256, 8 dense
+  (bottom MLP) layers of 1024 and 16 feature (top MLP) layers of 2048, batch 256 per node; CANDLE Uno (the
+  ECP-CANDLE drug-response benchmark) with 8 dense layers and 16 feature layers of 4096, batch 256 per node.
+  TopoOpt gives shapes, not parameter counts: the published count here is the one the shapes give
+  (fully connected layers with biases, square widths as listed). DLRM's embedding tables are model-parallel
+  (one table per node, TopoOpt section 2.1), never allreduced, and counted as `expert_params`; its embedding
+  exchange is one all-to-all forward (each node receives its samples' pooled lookups from every table: tables
+  x dimension elements per sample) and one backward (their gradients). The layer model runs an expert layer's
+  all-to-all twice per pass (dispatch and combine), so the row carries half the per-sample elements: the same
+  bytes in four all-to-alls as in DLRM's two. Lookups cost no FLOPs here (memory-bound gathers).
 """
 from __future__ import annotations
 
@@ -169,6 +181,29 @@ def _switch(h: int, f: int, heads: int, layers: int, experts: int, every: int, c
     return rows
 
 
+# ----- recommendation and tabular models (TopoOpt List 1, section 5.6) ----------------------------------------
+
+def _mlp(prefix: str, layers: int, width: int, n_in: int) -> list[_Row]:
+    return [_fc(f"{prefix}.{i}", n_in if i == 0 else width, width) for i in range(layers)]
+
+
+def _dlrm(tables: int = 16, rows: int = 10 ** 7, dim: int = 256, dense: tuple[int, int] = (8, 1024),
+          top: tuple[int, int] = (16, 2048), dense_features: int = 13) -> list[_Row]:
+    """DLRM: bottom MLP over the dense features, embedding lookups (model-parallel tables), feature
+    interaction (pairwise dot products of the tables' vectors and the bottom MLP's output), top MLP."""
+    bottom = _mlp("bottom", dense[0], dense[1], dense_features)
+    pairs = (tables + 1) * tables // 2
+    embedding = _Row("embeddings", 0, 0.0, expert_params=tables * rows * dim, moe_elements=tables * dim / 2)
+    interaction = _Row("interaction", 0, 2.0 * pairs * dim)
+    return bottom + [embedding, interaction] + _mlp("top", top[0], top[1], pairs + dense[1])
+
+
+def _candle_uno(dense: tuple[int, int] = (8, 4096), features: tuple[int, int] = (16, 4096),
+                inputs: int = 4096) -> list[_Row]:
+    """CANDLE Uno: feature-encoder layers then dense layers, all fully connected, data-parallel."""
+    return _mlp("feature", features[0], features[1], inputs) + _mlp("dense", dense[0], dense[1], features[1])
+
+
 CATALOG: dict[str, CatalogModel] = {m.name: m for m in [
     CatalogModel("resnet50", 25_557_032, 64, False, _resnet50),
     CatalogModel("vgg16", 138_357_544, 64, False, _vgg16),
@@ -185,6 +220,8 @@ CATALOG: dict[str, CatalogModel] = {m.name: m for m in [
                  lambda: _switch(1024, 4096, 16, 24, 128, 2, 1.25, False), experts=128, gradient_bytes=2),
     CatalogModel("switch-c-2048", 1_571_000_000_000, 2048, True,
                  lambda: _switch(2080, 6144, 30, 15, 2048, 1, 1.0, True), experts=2048, gradient_bytes=2),
+    CatalogModel("dlrm", sum(r.params + r.expert_params for r in _dlrm()), 256, False, _dlrm),
+    CatalogModel("candle", sum(r.params for r in _candle_uno()), 256, False, _candle_uno),
 ]}
 
 

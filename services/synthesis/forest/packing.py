@@ -46,8 +46,8 @@ import numpy as np
 
 from numba import njit
 
-from services.synthesis.bfb.lp import ScheduleTooLarge
 from services.synthesis.forest.flow import INF, _max_flow, max_flow
+from services.synthesis.schedule.limits import ScheduleTooLarge
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees", "cut_bound_seconds",

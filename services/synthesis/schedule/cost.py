@@ -158,20 +158,29 @@ def is_moore_optimal(nodes: int, d: int, steps: int) -> bool:
 
 
 
+def grid_unit_fraction(schedule: Schedule) -> float:
+    """Bytes of one grid unit per byte of the collective's size M: a shard is M/N bytes on a grid of `grid` units
+    (1 / (N grid)); an all-to-all's grid divides the whole buffer, D = M bytes per node (1 / grid; `ir`)."""
+    if schedule.collective is Collective.ALLTOALL:
+        return 1.0 / schedule.grid
+    return 1.0 / (schedule.nodes * schedule.grid)
+
+
 def heterogeneous_time(schedule: Schedule, topology, link_alpha_s, link_bandwidth_Bps, size_bytes: float) -> float:
-    """sum_t max over used links (alpha_link + bytes_link / B_link): App. E.3's cost, from the schedule."""
+    """sum_t max over used links (alpha_link + bytes_link / B_link): App. E.3's cost, from the schedule (the
+    step-synchronous price, `barrier_time_us`). A grid unit is `grid_unit_fraction` of M bytes."""
     alpha = np.asarray(link_alpha_s, dtype=float)
     bw = np.asarray(link_bandwidth_Bps, dtype=float)
     arc = topology.arc_index(schedule.sender, schedule.receiver, schedule.lane)
     if (arc < 0).any():
         raise ValueError("the schedule uses a link the topology does not have")
-    unit = size_bytes / schedule.nodes / schedule.grid
+    unit = size_bytes * grid_unit_fraction(schedule)
     total = 0.0
     for t in range(1, schedule.steps + 1):
         s = schedule.step_slice(t)
         if s.start == s.stop:
             continue
         load = np.bincount(arc[s], weights=(schedule.hi[s] - schedule.lo[s]) * unit, minlength=topology.arcs)
-        used = np.flatnonzero(load > 0)
+        used = np.flatnonzero(np.bincount(arc[s], minlength=topology.arcs))      # used, even at M = 0
         total += float((alpha[used] + load[used] / bw[used]).max())
     return total

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
+from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["HierarchicalCost", "gpu_topology", "hierarchical", "hierarchical_allgather", "phase_cost", "step_kinds"]
+__all__ = ["HierarchicalCost", "gpu_topology", "hierarchical_allgather", "phase_cost", "step_kinds"]
 
 
 def _ports(host: Topology) -> tuple[np.ndarray, np.ndarray]:
@@ -131,27 +131,6 @@ def hierarchical_allgather(host_ag: Schedule, host: Topology, gpus: int, *, tran
     cols = {k: np.concatenate(v) for k, v in rows.items()}
     stepcol = cols.pop("step")
     return Schedule.from_arrays(Collective.ALLGATHER, n * G, grid, stepcol, [Op.COPY] * step, topo.expr, **cols)
-
-
-def hierarchical(host: Topology, gpus: int, collective: Collective, *, host_ag: Schedule | None = None,
-                 host_rs: Schedule | None = None) -> tuple[Schedule, Topology]:
-    """(GPU-level schedule of `collective`, GPU graph) from the host schedules the finder's construction
-    builds for `host.expr` (or the ones given)."""
-    from services.synthesis.search.construct import construct
-
-    topo, _, _ = gpu_topology(host, gpus)
-    parts = []
-    if collective in (Collective.REDUCESCATTER, Collective.ALLREDUCE):
-        rs = host_rs if host_rs is not None else construct(host.expr, Collective.REDUCESCATTER).schedule
-        lifted = hierarchical_allgather(rs.reverse(), host, gpus, transpose=True)
-        parts.append(lifted.reverse(topology=topo.expr))
-    if collective in (Collective.ALLGATHER, Collective.ALLREDUCE):
-        ag = host_ag if host_ag is not None else construct(host.expr, Collective.ALLGATHER).schedule
-        parts.append(hierarchical_allgather(ag, host, gpus))
-    if not parts:
-        raise ValueError(f"hierarchical schedules are built for allgather, reduce-scatter and allreduce, "
-                         f"not {collective.value}")
-    return (parts[0] if len(parts) == 1 else allreduce(parts[0], parts[1])), topo
 
 
 def step_kinds(schedule: Schedule, gpus: int) -> np.ndarray:

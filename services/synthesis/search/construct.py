@@ -23,6 +23,7 @@ from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.search import expansions as ex
 from services.synthesis.search.pricing import price
+from services.synthesis.topology.expansions import line
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.expr import Expr, parse
 from services.synthesis.topology.graph import Topology
@@ -83,8 +84,8 @@ def _construction(tree: Expr, transposed: bool, true: Topology, orient: Topology
         g, o = inner.true, inner.orient
         if transposed:        # L(G)^T: build L(G^T) and map arc j of G^T to the arc of G it reverses
             perm = g.arc_index(o.heads, o.tails, o.lanes)
-            return _labelled(ex.line_schedule(o, inner.schedule, ex.line(o)), true.expr, perm)
-        return _labelled(ex.line_schedule(g, inner.schedule, ex.line(g)), true.expr)
+            return _labelled(ex.line_schedule(o, inner.schedule, line(o)), true.expr, perm)
+        return _labelled(ex.line_schedule(g, inner.schedule, line(g)), true.expr)
     if name not in ("degree", "power"):
         return None
     inner = _allgather(tree.args[0], transposed)

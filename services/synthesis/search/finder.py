@@ -30,7 +30,7 @@ from services.synthesis.search.candidates import (Candidate, Spec, bidir_spec, d
 from services.synthesis.search.pricing import CACHE
 
 __all__ = ["FinderError", "frontier", "frontier_entry", "candidate_from_entry", "bounds", "WorkloadItem",
-           "Selection", "workload_time", "select", "baseline_times", "MAX_NODES", "MAX_DEGREE"]
+           "Selection", "workload_time", "select", "MAX_NODES", "MAX_DEGREE"]
 
 MAX_NODES = 8192
 MAX_DEGREE = 16
@@ -224,26 +224,3 @@ def select(cands: list[Candidate], link: LinkModel, items: list[WorkloadItem], *
                                 alltoall_f(c) if callable(alltoall_f) else alltoall_f)) for c in cands]
     best = min(scored, key=lambda x: (x[1], x[0].steps))[0]
     return Selection(best, scored)
-
-
-BASELINES = ("ring", "shifted_ring", "shifted_bfb_ring", "double_binary_tree", "torus_classic")
-
-
-def baseline_times(nodes: int, degree: int, link: LinkModel, items: list[WorkloadItem],
-                   alltoall_bytes: float = 0.0, alltoall_weight: float = 0.0) -> dict[str, float]:
-    """The same workload, all-to-all share included, on what clusters use today (paper section 9.2):
-    seconds per baseline that exists for (N, d) (e.g. the shifted rings need d = 4)."""
-    from services.synthesis.evaluate.baselines import baseline_alltoall_time, baseline_costs
-
-    out = {}
-    for name in BASELINES:
-        try:
-            t = sum(i.weight * baseline_costs(name, nodes, degree, link, i.size_bytes, i.collective).seconds
-                    for i in items)
-            if alltoall_weight:
-                t += alltoall_weight * baseline_alltoall_time(name, nodes, degree, alltoall_bytes,
-                                                              link.node_bandwidth_Bps)
-            out[name] = t
-        except (ValueError, NotImplementedError):
-            continue
-    return out

@@ -1,7 +1,7 @@
 """Build a Topology from an expression string or tree (families + expansion operators)."""
 from __future__ import annotations
 
-from services.synthesis.search.expansions import OPERATORS
+from services.synthesis.topology.expansions import OPERATORS
 from services.synthesis.topology.expr import Expr, parse
 from services.synthesis.topology.failures import remove
 from services.synthesis.topology.families import FAMILIES

@@ -8,7 +8,7 @@ arc) as one directed graph. The specification's rules this follows (graphml-stru
 - edge ids are optional in the schema but unique when given: arc i is `e{i}` (parallel arcs are distinct
   edges told apart by `lane`), and `source` / `target` name declared nodes.
 Keys: graph `expr`, `degree`, `bidirectional`; edge `lane` and `permutation` (absent from irregular
-topologies, whose arcs do not split into d permutations). tests/test_graphml.py validates the output
+topologies, whose arcs do not split into d permutations). tests/synthesis/topology/test_graphml.py validates the output
 against tests/schemas/graphml.xsd (written from the specification; see its header).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ _EDGE_KEYS = (("e_lane", "edge", "lane", "int"), ("e_permutation", "edge", "perm
 
 
 def topology_graphml(doc: dict) -> bytes:
-    """The GraphML document (UTF-8 bytes) of a topology artifact `doc` (services.jobs.artifacts.topology_json)."""
+    """The GraphML document (UTF-8 bytes) of a topology artifact `doc` (services.jobs.stages.artifacts.topology_json)."""
     ET.register_namespace("", GRAPHML_NS)
     ET.register_namespace("xsi", _XSI)
     q = lambda tag: f"{{{GRAPHML_NS}}}{tag}"           # noqa: E731

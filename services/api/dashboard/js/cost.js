@@ -3,7 +3,7 @@
 // Frontier entries carry every collective's exact (steps, tau) in `costs` (reduce-scatter by BFB on the
 // transpose, allreduce = reduce-scatter + allgather: not always twice the allgather); `entryTime_s` prices
 // an entry from them. `collectiveTime_s` is the reverse-symmetric shortcut from an allgather's (steps, tau)
-// (allreduce twice both terms); tests/test_dashboard_browser.py checks it against
+// (allreduce twice both terms); tests/api/test_dashboard_browser.py checks it against
 // LinkModel.collective_time in the browser.
 
 export function linkModel(alphaUs, bandwidthGbps) {

@@ -1,0 +1,291 @@
+"""Dependency-driven time: a schedule priced as the runtimes execute it (DESIGN section 2, "the two times").
+
+The paper's price (section 3.2; App. E.3 on per-link costs) is step-synchronous: every comm step waits for the
+slowest link of the step, T = sum_t max_l (alpha_l + bytes_{l,t} / b_l) (`barrier_time_us`). The runtimes have
+no global barrier: an MSCCL thread block runs its steps in order and a send waits only for the data it forwards
+(its receives, through the per-connection FIFOs). Priced that way:
+
+- each link (arc, lane) sends its **groups** in step order, a group being everything the link carries in one
+  comm step (one message: alpha_l + bytes / b_l, as in the step-synchronous price);
+- a group starts when its link is free and every transfer it depends on has arrived, by the model checker's
+  holding rule (App. B, Definition 4; `verify`): the sender's copy of every atom it sends, as of the start of
+  the step, is complete. A COPY into a node replaces its copy (the last write before the step counts, as the
+  compiler's read-after-write waits do), a REDUCE adds a partial sum, so a node's copy is complete when its
+  last COPY and every REDUCE after it have arrived (in a reduce-scatter: every partial sum before the step).
+  Data a node holds from the start (its own shard; in a reduction its own contribution) is there at time 0;
+- the time is when the last group arrives: the longest path of this DAG, a max over paths of sums of
+  alpha_l + c_l M. As a function of the size M it is convex and piecewise linear, and `critical_path` also
+  returns the affine piece A + B M active at the priced size (for exact crossovers between schedules).
+
+Every group of step t finishes by the step-synchronous end of step t (induction over steps), so this time
+never exceeds the barrier price; on uniform links with balanced steps (BFB on uniform graphs) they are equal.
+
+The work is two compiled passes (numba) linear in the atom-level transfers (a transfer covers the atoms of its
+source between its chunk bounds; atoms are cut per source, so a transfer of a uniformly chunked schedule is
+one atom): `_atoms` and `_cells` number the (source, node, atom) locations read and written, `_longest_path`
+walks the steps once. Grid units: a shard's grid unit is M / (N grid) bytes; an all-to-all's grid divides the
+whole buffer D, one unit is D / grid bytes (`ir`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from services.synthesis.schedule.cost import LinkModel, grid_unit_fraction
+from services.synthesis.schedule.ir import Collective, Schedule
+
+__all__ = ["CriticalPath", "critical_path", "dependency_time", "link_ids", "warm"]
+
+_DENSE_BUDGET = 1 << 25          # (node, atom) slots of one source's dense index before falling back to a sort
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The dependency-driven time of a schedule at one size, with the affine piece of its longest path:
+    seconds == latency_s + per_byte_s * size_bytes (up to rounding)."""
+
+    seconds: float
+    latency_s: float        # sum of the latencies along the longest path
+    per_byte_s: float       # seconds per byte of the collective's size M along it
+    size_bytes: float
+
+    def at(self, size_bytes: float) -> float:
+        """The path's time at another size: a lower bound of the schedule's time there (convexity)."""
+        return self.latency_s + self.per_byte_s * size_bytes
+
+
+def link_ids(schedule: Schedule, links, degree: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(link id per transfer, alpha seconds per link, bandwidth bytes/s per link) for `links`, a LinkCosts (ids:
+    its topology's arcs) or a uniform LinkModel (ids: the distinct (sender, receiver, lane); each link alpha and
+    B/d, so `degree` d is required)."""
+    from services.synthesis.schedule.links import LinkCosts      # links imports cost; keep this module light
+
+    if isinstance(links, LinkCosts):
+        arc = links.topology.arc_index(schedule.sender, schedule.receiver, schedule.lane)
+        if (arc < 0).any():
+            i = int(np.flatnonzero(arc < 0)[0])
+            raise ValueError(f"transfer {i} uses the link {schedule.sender[i]}->{schedule.receiver[i]} lane "
+                             f"{schedule.lane[i]}, which {links.topology.expr} does not have")
+        return arc.astype(np.int64), links.alpha_s, links.bandwidth_Bps
+    if isinstance(links, LinkModel):
+        if degree is None or degree < 1:
+            raise ValueError("a uniform LinkModel prices a link at B/d: give the topology's degree d")
+        lanes = int(schedule.lane.max()) + 1 if schedule.transfers else 1
+        key = (schedule.sender.astype(np.int64) * schedule.nodes + schedule.receiver) * lanes + schedule.lane
+        uniq, ids = np.unique(key, return_inverse=True)
+        return (ids.astype(np.int64).ravel(), np.full(uniq.size, links.alpha_s),
+                np.full(uniq.size, links.node_bandwidth_Bps / degree))
+    raise TypeError(f"links must be a LinkCosts or a LinkModel, got {type(links).__name__}")
+
+
+def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> CriticalPath:
+    """The dependency-driven time of `schedule` for M = `size_bytes` on `links` (a per-link `LinkCosts`, or a
+    uniform `LinkModel` with the topology's `degree`), with the affine piece of its longest path.
+
+    Raises ValueError when a transfer reads data its sender never holds (model-check the schedule first).
+
+    >>> from services.synthesis.schedule.ir import Collective, Schedule
+    >>> ring = [((u, (0, 1)), (u, (u + 1) % 3), 1) for u in range(3)]
+    >>> ring += [(((u + 2) % 3, (0, 1)), (u, (u + 1) % 3), 2) for u in range(3)]
+    >>> s = Schedule.from_tuples(Collective.ALLGATHER, 3, ring)
+    >>> p = critical_path(s, LinkModel(1e-6, 3e9), 3e3, degree=1)     # 2 x (1 us + 1 kB / 3 GB/s)
+    >>> round(p.seconds * 1e6, 6), round(p.latency_s * 1e6, 6)
+    (2.666667, 2.0)
+    """
+    size_bytes = float(size_bytes)
+    if not np.isfinite(size_bytes) or size_bytes < 0:
+        raise ValueError(f"size_bytes must be finite and non-negative, got {size_bytes!r}")
+    if schedule.transfers == 0:
+        return CriticalPath(0.0, 0.0, 0.0, size_bytes)
+    link, alpha, bw = link_ids(schedule, links, degree)
+    slope = grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64)    # s per grid unit per byte of M
+    e_ptr, rcell, wcell, init = _locations(schedule)
+    t, a, b = _longest_path(schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
+                            (schedule.hi - schedule.lo).astype(np.float64), e_ptr, rcell, wcell, init,
+                            np.asarray(alpha, dtype=np.float64), slope, size_bytes, int(np.max(link)) + 1)
+    if not np.isfinite(t):
+        raise ValueError("a transfer sends data its sender never holds: the schedule does not pass the model "
+                         "checker (verify it first)")
+    return CriticalPath(float(t), float(a), float(b), size_bytes)
+
+
+def dependency_time(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> float:
+    """Seconds the schedule takes for M = `size_bytes` when each link sends its steps in order and waits only
+    for its link and its data (the module docstring); `critical_path(...).seconds`."""
+    return critical_path(schedule, links, size_bytes, degree).seconds
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the kernels on a tiny schedule."""
+    s = Schedule.from_tuples(Collective.ALLGATHER, 2, [((0, (0, 1)), (0, 1), 1), ((1, (0, 1)), (1, 0), 1)])
+    dependency_time(s, LinkModel(1e-6, 1e9), 1.0, degree=1)
+
+
+# ----- locations ----------------------------------------------------------------------------------------------
+def _locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Atom-level entries of every transfer: e_ptr (CSR over transfers), the location each entry reads at the
+    sender and writes at the receiver (dense ids), and each location's initial ready time (0 where the node
+    holds the data from the start, inf where it does not)."""
+    order = np.argsort(s.source, kind="stable").astype(np.int64)
+    src_ptr = np.searchsorted(s.source[order], np.arange(s.nodes + 1)).astype(np.int64)
+    a_lo, a_hi, n_atoms = _atoms(order, src_ptr, s.lo, s.hi)
+    count = (a_hi - a_lo).astype(np.int64)
+    e_ptr = np.zeros(s.transfers + 1, dtype=np.int64)
+    np.cumsum(count, out=e_ptr[1:])
+    all_held = s.collective in (Collective.REDUCESCATTER, Collective.ALLREDUCE)
+    if s.nodes * int(n_atoms.max()) <= _DENSE_BUDGET:
+        rcell, wcell, init = _cells(order, src_ptr, s.source, s.sender, s.receiver, a_lo, a_hi, e_ptr,
+                                    n_atoms, s.nodes, all_held)
+        return e_ptr, rcell, wcell, init
+    # one source with very many atoms: number the (source, node, atom) keys by a sort instead
+    rkey, wkey = _keys(s.source, s.sender, s.receiver, a_lo, a_hi, e_ptr, s.nodes)
+    uniq, inv = np.unique(np.concatenate([rkey, wkey]), return_inverse=True)
+    inv = inv.ravel().astype(np.int64)
+    v, u = (uniq >> 40) // s.nodes, (uniq >> 40) % s.nodes
+    init = np.where(all_held | (u == v), 0.0, np.inf)
+    return e_ptr, inv[:rkey.size], inv[rkey.size:], init
+
+
+@njit(cache=True, nogil=True)
+def _atoms(order, src_ptr, lo, hi):
+    """Per transfer, its first and past-last atom among the atoms of its source (the intervals between the
+    source's chunk bounds); n_atoms per source."""
+    n = lo.size
+    a_lo = np.empty(n, np.int64)
+    a_hi = np.empty(n, np.int64)
+    nodes = src_ptr.size - 1
+    n_atoms = np.zeros(nodes, np.int64)
+    buf = np.empty(2 * n, np.int64)
+    for v in range(nodes):
+        a, z = src_ptr[v], src_ptr[v + 1]
+        if a == z:
+            continue
+        m = 0
+        for k in range(a, z):
+            i = order[k]
+            buf[m] = lo[i]
+            buf[m + 1] = hi[i]
+            m += 2
+        cuts = np.unique(buf[:m])
+        n_atoms[v] = cuts.size - 1
+        for k in range(a, z):
+            i = order[k]
+            a_lo[i] = np.searchsorted(cuts, lo[i])
+            a_hi[i] = np.searchsorted(cuts, hi[i])
+    return a_lo, a_hi, n_atoms
+
+
+@njit(cache=True, nogil=True)
+def _cells(order, src_ptr, source, sender, receiver, a_lo, a_hi, e_ptr, n_atoms, nodes, all_held):
+    """Dense ids of the (source, node, atom) locations the entries read and write: one source at a time, a
+    (node, atom) slot array stamped with the source that last numbered it (nothing cleared between sources)."""
+    width = 1
+    for v in range(nodes):
+        width = max(width, n_atoms[v])
+    stamp = np.full(nodes * width, -1, np.int64)
+    slot = np.empty(nodes * width, np.int64)
+    total = e_ptr[e_ptr.size - 1]
+    rcell = np.empty(total, np.int64)
+    wcell = np.empty(total, np.int64)
+    init = np.empty(2 * total, np.float64)
+    cells = 0
+    for v in range(nodes):
+        for k in range(src_ptr[v], src_ptr[v + 1]):
+            i = order[k]
+            e = e_ptr[i]
+            for a in range(a_lo[i], a_hi[i]):
+                for side in range(2):
+                    u = sender[i] if side == 0 else receiver[i]
+                    p = u * width + a
+                    if stamp[p] != v:
+                        stamp[p] = v
+                        slot[p] = cells
+                        init[cells] = 0.0 if (all_held or u == v) else np.inf
+                        cells += 1
+                    if side == 0:
+                        rcell[e] = slot[p]
+                    else:
+                        wcell[e] = slot[p]
+                e += 1
+    return rcell, wcell, init[:cells].copy()
+
+
+@njit(cache=True, nogil=True)
+def _keys(source, sender, receiver, a_lo, a_hi, e_ptr, nodes):
+    total = e_ptr[e_ptr.size - 1]
+    rkey = np.empty(total, np.int64)
+    wkey = np.empty(total, np.int64)
+    for i in range(source.size):
+        e = e_ptr[i]
+        for a in range(a_lo[i], a_hi[i]):
+            rkey[e] = ((np.int64(source[i]) * nodes + sender[i]) << 40) | a
+            wkey[e] = ((np.int64(source[i]) * nodes + receiver[i]) << 40) | a
+            e += 1
+    return rkey, wkey
+
+
+# ----- the longest path ---------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _longest_path(step_ptr, ops, link, units, e_ptr, rcell, wcell, init, alpha, slope, size, n_links):
+    """One sweep over the steps. Per step: each used link's group starts at max(link free, the ready time of
+    every location its transfers read), finishes alpha_l + units * slope_l * size later; then the step's
+    writes: a COPY replaces the location's ready time (the max over the step's copies), a REDUCE raises it.
+    Alongside each time, the (latency, per-byte) sums of the path attaining it. Returns (time, A, B)."""
+    ready = init.copy()
+    r_a = np.zeros(init.size)
+    r_b = np.zeros(init.size)
+    wstep = np.full(init.size, -1, np.int64)
+    free = np.zeros(n_links)
+    f_a = np.zeros(n_links)
+    f_b = np.zeros(n_links)
+    g_t = np.zeros(n_links)
+    g_a = np.zeros(n_links)
+    g_b = np.zeros(n_links)
+    g_units = np.zeros(n_links)
+    g_step = np.full(n_links, -1, np.int64)
+    touched = np.empty(n_links, np.int64)
+    for t in range(step_ptr.size - 1):
+        s0, s1 = step_ptr[t], step_ptr[t + 1]
+        used = 0
+        for i in range(s0, s1):
+            l = link[i]
+            if g_step[l] != t:
+                g_step[l] = t
+                g_t[l] = free[l]
+                g_a[l] = f_a[l]
+                g_b[l] = f_b[l]
+                g_units[l] = 0.0
+                touched[used] = l
+                used += 1
+            g_units[l] += units[i]
+            for e in range(e_ptr[i], e_ptr[i + 1]):
+                c = rcell[e]
+                x = ready[c]
+                if x > g_t[l] or (x == g_t[l] and r_b[c] > g_b[l]):
+                    g_t[l] = x
+                    g_a[l] = r_a[c]
+                    g_b[l] = r_b[c]
+        for k in range(used):
+            l = touched[k]
+            per = g_units[l] * slope[l]
+            free[l] = g_t[l] + alpha[l] + per * size
+            f_a[l] = g_a[l] + alpha[l]
+            f_b[l] = g_b[l] + per
+        copy = ops[t] == 0
+        for i in range(s0, s1):
+            l = link[i]
+            x = free[l]
+            for e in range(e_ptr[i], e_ptr[i + 1]):
+                c = wcell[e]
+                if (copy and wstep[c] != t) or x > ready[c] or (x == ready[c] and f_b[l] > r_b[c]):
+                    ready[c] = x
+                    r_a[c] = f_a[l]
+                    r_b[c] = f_b[l]
+                wstep[c] = t
+    best, b_a, b_b = 0.0, 0.0, 0.0
+    for l in range(n_links):
+        if g_step[l] >= 0 and (free[l] > best or (free[l] == best and f_b[l] > b_b)):
+            best, b_a, b_b = free[l], f_a[l], f_b[l]
+    return best, b_a, b_b

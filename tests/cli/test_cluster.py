@@ -1,0 +1,30 @@
+"""`fabricplan cluster simulate` (TopoOpt section 5.6): the JSON interface schedulers and scripts rely on, and
+its refusals."""
+from __future__ import annotations
+
+import json
+
+from services.cli import main
+
+
+def test_cluster_simulate_json(capsys):
+    code = main(["cluster", "simulate", "--servers", "64", "--degree", "4", "--bandwidth-gbps", "100",
+                 "--mix", "vgg16=0.5,dlrm=0.5", "--servers-per-job", "8", "--jobs", "2,8",
+                 "--fabrics", "direct,fat-tree,fat-tree-2to1", "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert [(r["jobs"], r["fabric"]) for r in rows] == [(j, f) for j in (2, 8)
+                                                         for f in ("direct", "fat-tree", "fat-tree-2to1")]
+    for r in rows:
+        assert r["p99_iteration_s"] >= r["mean_iteration_s"] > 0
+        assert r["utilisation"] == r["jobs"] * 8 / 64
+    direct = [r for r in rows if r["fabric"] == "direct"]
+    assert direct[0]["per_model_iteration_s"]["vgg16"] == direct[1]["per_model_iteration_s"]["vgg16"]
+
+
+def test_cluster_simulate_refuses_bad_input(capsys):
+    assert main(["cluster", "simulate", "--jobs", "28"]) == 2
+    assert "do not fit" in capsys.readouterr().err
+    assert main(["cluster", "simulate", "--mix", "vgg16=x", "--json"]) == 2
+    assert json.loads(capsys.readouterr().err)["error"]["type"] == "usage"
+    assert main(["cluster", "simulate", "--fabrics", "clos"]) == 2

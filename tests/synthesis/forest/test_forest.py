@@ -1,0 +1,145 @@
+"""Tree packing (services.synthesis.forest): the cut bound against brute force over every node set, the
+packing against Edmonds' conditions, and the pipelined schedule against the model checker and the bound."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.synthesis.forest.flow import max_flow
+from services.synthesis.forest.packing import cut_bound_seconds, integer_capacities, pack_trees
+from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.links import LinkCosts
+from services.synthesis.schedule.verify import verify
+from services.synthesis.topology.catalog import build
+from services.synthesis.topology.graph import Topology
+
+GBPS = 1e9 / 8
+
+
+def brute_cut(g: Topology, bw: np.ndarray) -> tuple[Fraction, float]:
+    """max over nonempty S != V of (N - |S|) / b(delta_in S), by enumerating every S (bw in small integers
+    for the exact Fraction; the float is the same ratio)."""
+    n = g.nodes
+    best = Fraction(0)
+    for mask in range(1, (1 << n) - 1):
+        inside = np.array([(mask >> v) & 1 for v in range(n)], bool)
+        entering = inside[g.heads] & ~inside[g.tails]
+        b = int(bw[entering].sum())
+        best = max(best, Fraction(n - int(inside.sum()), b))
+    return best
+
+
+@st.composite
+def hetero_digraphs(draw):
+    """A random strongly connected digraph (a Hamiltonian cycle plus random arcs, some parallel) with
+    per-arc bandwidths from {1, 2, 3, 5} units."""
+    n = draw(st.integers(3, 14))
+    perm = draw(st.permutations(range(n)))
+    tails = [perm[i] for i in range(n)]
+    heads = [perm[(i + 1) % n] for i in range(n)]
+    extra = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    for a, b in extra:
+        if a != b:
+            tails.append(a)
+            heads.append(b)
+    g = Topology(n, tails, heads, f"random({n})")
+    bw = np.array(draw(st.lists(st.sampled_from([1, 2, 3, 5]), min_size=g.arcs, max_size=g.arcs)), np.int64)
+    return g, bw
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hetero_digraphs())
+def test_cut_bound_and_packing_match_brute_force(case):
+    g, bw = case
+    bound = brute_cut(g, bw)                                    # shards per bandwidth unit
+    pk = pack_trees(g, bw.astype(float))
+    # the exact optimum x* = min_S c(delta_in S)/(N - |S|) is the brute-force bound's reciprocal
+    scale = Fraction(int(pk.capacity[0]), int(bw[0]))           # capacity units per bandwidth unit (exact)
+    assert (pk.capacity * bw[0] == bw * pk.capacity[0]).all()
+    assert pk.rate == scale / bound
+    assert float(pk.rate) * pk.unit == pytest.approx(float(1 / bound), rel=1e-12)
+    m = float(g.nodes)                                           # M = N: one shard of one byte
+    assert cut_bound_seconds(g, bw.astype(float), m) == pytest.approx(float(bound), rel=1e-12)
+    # Edmonds: every root's trees weigh p, every tree spans, the arcs' weights stay within q c_e
+    p, q = pk.per_root, pk.scale
+    weight = np.zeros(g.nodes, np.int64)
+    for t in pk.trees:
+        weight[t.root] += t.weight
+        assert t.parent_arc[t.root] == -1 and (np.delete(t.parent_arc, t.root) >= 0).all()
+        assert (g.heads[t.parent_arc[t.parent_arc >= 0]] == np.flatnonzero(t.parent_arc >= 0)).all()
+        for v in range(g.nodes):                                  # depth = 1 + the parent's: a tree, no cycle
+            if v != t.root:
+                assert t.depth[v] == t.depth[g.tails[t.parent_arc[v]]] + 1
+    assert (weight == p).all()
+    assert (pk.arc_weights() <= pk.capacity * q).all()
+    # the pipelined schedule: verified; no schedule beats the cut bound, and the trees' reach it as P grows
+    costs = LinkCosts(g, np.zeros(g.arcs), bw.astype(float))
+    for chunks in (1, 3):
+        s = pipelined_allgather(pk, chunks)
+        assert verify(s, g, Collective.ALLGATHER).ok
+        t = costs.time(s, m)
+        assert t >= float(bound) * (1 - 1e-9)
+        assert t <= float(bound) * (chunks + pk.height - 1) / chunks * (1 + 1e-9)
+
+
+def test_max_flow_matches_networkx():
+    import networkx as nx
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n, m = int(rng.integers(2, 12)), int(rng.integers(1, 40))
+        t, h, c = rng.integers(0, n, m), rng.integers(0, n, m), rng.integers(0, 20, m)
+        keep = t != h
+        g = nx.DiGraph()
+        g.add_nodes_from(range(n))
+        for a, b, x in zip(t[keep], h[keep], c[keep]):
+            g.add_edge(a, b, capacity=g[a][b]["capacity"] + x if g.has_edge(a, b) else x)
+        f, side = max_flow(n, t[keep], h[keep], c[keep], 0, n - 1)
+        assert f == nx.maximum_flow_value(g, 0, n - 1)
+        cut = sum(x for a, b, x in zip(t[keep], h[keep], c[keep]) if side[a] and not side[b])
+        assert cut == f and side[0] and not side[n - 1]
+
+
+def test_integer_capacities_exact_and_rounded():
+    c, unit = integer_capacities(np.array([25.0, 12.5, 5.0]) * GBPS)
+    assert c.tolist() == [10, 5, 2] and unit == pytest.approx(2.5 * GBPS)
+    c, unit = integer_capacities(np.array([1.0, np.pi]))
+    assert (c * unit <= np.array([1.0, np.pi])).all() and c[1] == 1 << 20
+
+
+@pytest.mark.parametrize("expr", ["genkautz(4, 64)", "torus(8, 8)"])
+def test_64_nodes_six_slow_arcs_within_5_percent_of_bound(expr):
+    """Within 5 % of (cut bound + steps alpha) at 1 GiB (the build time is bench/'s to measure)."""
+    g = build(expr)
+    bw = np.full(g.arcs, 25 * GBPS)
+    bw[np.random.default_rng(0).choice(g.arcs, 6, replace=False)] = 5 * GBPS
+    costs = LinkCosts(g, np.full(g.arcs, 10e-6), bw)
+    size = float(1 << 30)
+    pk = pack_trees(g, bw)
+    s = pipelined_allgather(pk, best_chunks(pk, 10e-6, size))
+    assert verify(s, g).ok
+    bound = cut_bound_seconds(g, bw, size)
+    assert costs.time(s, size) <= 1.05 * (bound + s.steps * 10e-6)
+
+
+def test_fast_links_keeps_a_node_whose_in_links_are_all_slow():
+    """torus(6, 7) with three 5 Gbps links and node 30's in-links at 12.5 Gbps: the 5 Gbps links go, node 30's
+    stay (removing them would cut it off); the schedule never uses a 5 Gbps link and is verified."""
+    from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
+
+    g = build("torus(6, 7)")
+    bw = np.full(g.arcs, 25 * GBPS)
+    slowest = g.arc_index([0, 8, 20], [1, 9, 27], [0, 0, 0])
+    bw[slowest] = 5 * GBPS
+    bw[g.heads == 30] = 12.5 * GBPS
+    s = bfb_fast_links(LinkCosts(g, np.zeros(g.arcs), bw))
+    used = np.unique(g.arc_index(s.sender, s.receiver, s.lane))
+    assert not np.isin(slowest, used).any() and np.isin(np.flatnonzero(g.heads == 30), used).any()
+    assert verify(s, g).ok
+    with pytest.raises(FastLinksUnavailable):
+        bfb_fast_links(LinkCosts(g, np.zeros(g.arcs), np.full(g.arcs, GBPS)))
