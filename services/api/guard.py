@@ -37,6 +37,11 @@ INLINE_SCAN_BYTES = 64 << 10                     # larger bodies are scanned in 
 _NUL_ESCAPE = re.compile(rb"(?:^|[^\\])(?:\\\\)*\\u0000")
 
 
+def _refusal(scope, status: int, loc, msg: str, type: str):
+    """The problem answering a refused request (its instance: the request's path)."""
+    return error_response(status, loc, msg, type, instance=scope.get("path"))
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
@@ -102,7 +107,7 @@ class InputGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                return await error_response(413, ["body"], f"the body exceeds {self.max_body} bytes",
+                return await _refusal(scope, 413, ["body"], f"the body exceeds {self.max_body} bytes",
                                             "too_large")(scope, receive, send)
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -142,17 +147,17 @@ class InputGuard:
 
     def _refuse_head(self, scope):
         if "\x00" in scope["path"]:
-            return error_response(422, ["path"], "the path contains a NUL character", "nul_character")
+            return _refusal(scope, 422, ["path"], "the path contains a NUL character", "nul_character")
         qs = scope.get("query_string", b"")
         if b"%00" in qs or b"\x00" in qs:
-            return error_response(422, ["query"], "the query string contains a NUL character", "nul_character")
+            return _refusal(scope, 422, ["query"], "the query string contains a NUL character", "nul_character")
         for name, value in scope["headers"]:
             if b"\x00" in value:
-                return error_response(422, ["header", name.decode("latin-1")], "the header contains a NUL "
+                return _refusal(scope, 422, ["header", name.decode("latin-1")], "the header contains a NUL "
                                       "character", "nul_character")
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body \
                     and scope["method"] in BODY_METHODS:       # other methods' bodies are never read
-                return error_response(413, ["body"], f"the body exceeds {self.max_body} bytes", "too_large")
+                return _refusal(scope, 413, ["body"], f"the body exceeds {self.max_body} bytes", "too_large")
         return None
 
     def _refuse_body(self, scope, body: bytes):
@@ -160,15 +165,15 @@ class InputGuard:
             return None
         ctype = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), None)
         if ctype is not None and not _is_json(ctype):
-            return error_response(415, ["header", "content-type"], f"send JSON: the body must be "
+            return _refusal(scope, 415, ["header", "content-type"], f"send JSON: the body must be "
                                   f"application/json, not {ctype[:100]!r}", "unsupported_media_type")
         if json_depth(body) > MAX_JSON_DEPTH:
-            return error_response(422, ["body"], f"the body nests arrays and objects more than {MAX_JSON_DEPTH} "
+            return _refusal(scope, 422, ["body"], f"the body nests arrays and objects more than {MAX_JSON_DEPTH} "
                                   "deep", "too_deep")
         if _NUL_ESCAPE.search(body):
             try:
                 where = _nul_path(json.loads(body), ["body"]) or ["body"]
             except ValueError:
                 where = ["body"]
-            return error_response(422, where, "text may not contain a NUL character (\\u0000)", "nul_character")
+            return _refusal(scope, 422, where, "text may not contain a NUL character (\\u0000)", "nul_character")
         return None
