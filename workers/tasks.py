@@ -236,6 +236,8 @@ class Heartbeats:
         with self.lock:
             running = list(self.jobs.values())
             unreleased = list(self.unreleased.items())
+        if st.embedded and not running and not unreleased:     # an idle job process: nothing to beat
+            return
         try:
             with session_scope(st.sqlalchemy_url) as s:
                 if not st.embedded:
