@@ -238,9 +238,9 @@ def test_lookahead_keeps_two_jobs_configs_apart(client):
         assert {c["plan_id"] for c in ahead["cross_connects"]} == {b["id"]}
         assert {c["plane"] for c in ahead["cross_connects"]} == {"lookahead"} and ahead["planes"]["active"] == 0
     # a third job cannot take the look-ahead planes, nor the active ones
-    c = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "fabric_id": "la",
-                                                         "hosts": hosts, "lookahead": True}).json()["id"])
-    assert c["status"] == "failed" and b["id"] in c["reason"]
+    c = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "fabric_id": "la", "hosts": hosts,
+                                       "lookahead": True})                # refused at the request
+    assert c.status_code == 409 and c.json()["field"] == "hosts" and b["id"] in c.json()["reason"], c.text
     # activation waits for the panels and for the hosts
     act = client.post(f"/v1/plans/{b['id']}/activate")
     assert act.status_code == 409 and "still run another job" in act.json()["detail"]
@@ -264,9 +264,8 @@ def test_lookahead_keeps_two_jobs_configs_apart(client):
     assert client.post(f"/v1/plans/{a['id']}/activate").status_code == 409
     assert client.post("/v1/fabrics", json={"id": "flat", "layout": "planes", "hosts": 16, "ports_per_host": 4,
                                             "panel_prefix": "flat"}).status_code == 201
-    no_la = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "lookahead": True,
-                                                             "fabric_id": "flat"}).json()["id"])
-    assert no_la["status"] == "failed" and "no look-ahead planes" in no_la["reason"]
+    no_la = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "lookahead": True, "fabric_id": "flat"})
+    assert no_la.status_code == 422 and "no look-ahead planes" in no_la.json()["reason"]     # at the request
     assert_shape(client.post("/v1/plans", json={**MINIMAL, "lookahead": True}), 422)
 
 

@@ -119,7 +119,7 @@ def _repair(revision_id: str) -> dict:
         if not r.moves:
             return {"status": "none_needed"}
         versions = fabrics.replace_assignment(s, rev.plan_id, r.assignment,
-                                              _repatched(rev.number, [m["arc"] for m in r.moves]))
+                                              _repatched(rev.number, [f"{m['tail']}>{m['head']}" for m in r.moves]))
         estimate = fabrics.ready_estimate_s(s, b)
         rep = Repair(plan_id=rev.plan_id, revision_number=rev.number, status="pending",
                      panels={p: versions[p] for p in r.panels if p in versions}, moves=r.moves,
