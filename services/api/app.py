@@ -21,7 +21,7 @@ from .dispatch import Dispatcher
 from .guard import InputGuard
 from .notify import ChangeFeed, Hub, PgListener
 from .query_guard import reject_unknown_query
-from .routes import (artifacts, dashboard, exports, fabrics, frontiers, health, panels, placements, plans,
+from .routes import (artifacts, cluster, dashboard, exports, fabrics, frontiers, health, panels, placements, plans,
                      revisions, stats, topologies)
 from .routes.panels import PanelConfigCache
 from .routes.plans import PlanCache
@@ -98,8 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(InputGuard)
     app.add_middleware(TimingMiddleware, metrics=app.state.metrics)
     errors.install(app)
-    for module in (panels, plans, revisions, frontiers, topologies, artifacts, fabrics, exports, placements, stats,
-                   health):
+    for module in (panels, plans, revisions, frontiers, topologies, artifacts, fabrics, exports, placements, cluster,
+                   stats, health):
         app.include_router(module.router)
     dashboard.mount(app)                               # `/`, /docs and /redoc from local files only
     openapi_doc.install(app)                           # operation ids, optional auth, typed bodies

@@ -73,10 +73,10 @@ def compile_query(
     """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
     format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
     def options(fmt: str) -> CompileOptions:
-        if fmt == "oneccl" and runtime not in (None, Runtime.ONECCL.value):
+        if fmt == Format.ONECCL and runtime not in (None, Runtime.ONECCL.value):
             raise _unprocessable("runtime", f"runtime {runtime} is an MSCCL runtime (format=msccl); format=oneccl "
                                  "has only the oneccl runtime", "value_error")
-        if fmt == "msccl" and runtime == Runtime.ONECCL.value:
+        if fmt == Format.MSCCL and runtime == Runtime.ONECCL.value:
             raise _unprocessable("runtime", "runtime oneccl is served as format=oneccl; format=msccl takes "
                                  "executor, rccl or legacy", "value_error")
         named = Runtime(runtime) if runtime else (Runtime.ONECCL if fmt == Format.ONECCL else DEFAULT_RUNTIME)
@@ -118,7 +118,7 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
         s.commit()
         request.app.state.dispatcher.wake()
     if job.status == "done":
-        suffix = options.runtime if fmt == "msccl" else "oneccl"
+        suffix = options.runtime if fmt == Format.MSCCL else Runtime.ONECCL.value
         name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
         part = coll.value if index is None else f"{coll.value}-range{index}"
         return blob_response(request, s, job.digest, "application/xml", f"{name}{part}-{suffix}.xml")
@@ -142,7 +142,7 @@ def range_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt:
     link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}@{index}")
     if link is None or not by_size or index >= len(by_size):
         raise HTTPException(404, f"plan {plan_id} has no size range {index} of its {coll.value} set")
-    if fmt == "oneccl":
+    if fmt == Format.ONECCL:
         raise _unprocessable("format", "oneCCL files have no minBytes/maxBytes window, so a size range's file cannot "
                              "be selected by size there: download the range as json or npz, or the collective's "
                              "oneccl file without range", "value_error")
@@ -162,7 +162,7 @@ def compiled_view(compiled: dict, schedule_url, links: dict) -> dict:
     URL without query), size ranges' too (`&range=i`), added to `links` as `xml:<runtime>:<c>`."""
     out = {}
     for runtime, per in compiled.items():
-        query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
+        query = "format=oneccl" if runtime == Runtime.ONECCL else f"format=msccl&runtime={runtime}"
         out[runtime] = {}
         for c, summary in per.items():
             url = f"{schedule_url(c)}?{query}"

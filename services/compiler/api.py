@@ -23,7 +23,7 @@ from .check.msccl import check_msccl
 from .check.msccl_simulate import SIMULATE_MAX_STEPS
 from .errors import CheckReport, CompileError
 from .fit.search import FitRequest, fit_msccl
-from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
+from .lowering.grid import DEFAULT_MAX_CHUNKS, lower
 from .runtimes import PROFILES, Format, Runtime, RuntimeProfile, profile_for  # noqa: F401  (PROFILES: re-exported)
 from .text.msccl import to_xml
 
@@ -45,7 +45,7 @@ def format_of(runtime: str) -> str:
 def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
     """The most chunks per shard a file for `options` holds without re-solving its schedule (None: no bound,
     the oneCCL format): the lowering's `max_chunks` and the runtime's 16-bit chunk offsets,
-    N x P x instances <= max_offset + 1 (services.compiler.lower.lowering). A finer schedule is re-solved as the
+    N x P x instances <= max_offset + 1 (services.compiler.lowering.grid). A finer schedule is re-solved as the
     chunked BFB (paper App. E.2) when compiled."""
     if Runtime(options.runtime).format is Format.ONECCL:
         return None

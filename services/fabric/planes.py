@@ -50,6 +50,12 @@ class PlanesState:
         self.active_side = dict(active_side or {})
         self.side_of: dict[str, int] = {}
 
+    def check_plane(self, plane: str) -> None:
+        """Refuse a look-ahead plane on a fabric without one (ReservationError, with what to do)."""
+        if plane == LOOKAHEAD and not self.fabric.lookahead:
+            raise ReservationError(f"fabric {self.fabric.id!r} has no look-ahead planes (no alt fibers on its host "
+                                   "ports); register it with them to provision a job ahead")
+
     def side_for(self, host_id: str, plane: str) -> int:
         """The physical side of a host that is its `plane` (active or lookahead) now."""
         a = self.active_side.get(host_id, 0)
@@ -75,9 +81,7 @@ class PlanesState:
              plane: str = ACTIVE) -> tuple[Assignment, int]:
         """Reserve hosts on their `plane` (active: the job runs there at once; lookahead: provisioned while
         the hosts' active plane may still run another job) and assign ports. Returns (assignment, side)."""
-        if plane == LOOKAHEAD and not self.fabric.lookahead:
-            raise ReservationError(f"fabric {self.fabric.id!r} has no look-ahead planes (no alt fibers on its host "
-                                   "ports); register it with them to provision a job ahead")
+        self.check_plane(plane)
         if hosts is not None:
             for h in hosts:
                 self.fabric.host(h)

@@ -130,7 +130,7 @@ def test_a_range_finer_than_a_file_holds_gets_the_fittest_schedule_that_fits():
     the smallest worst-case ratio over the range (checked against every candidate at many sizes)."""
     import numpy as np
 
-    from services.compiler.lower.lowering import chunked_bfb, chunks_per_shard
+    from services.compiler.lowering.grid import chunked_bfb, chunks_per_shard
     from services.jobs.stages.range_files import substitute, worst_ratio
     from services.synthesis.bfb.greedy import greedy_allgather
     from services.synthesis.forest.packing import pack_trees

@@ -26,8 +26,8 @@ from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..plan_access import (NOT_FOUND, compile_failed, compile_query, compiled_view, compiled_xml, plan_or_404, range_xml, schedule_json_bytes,
                            utc)
-from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, ScheduleCollectivePath,
-                         ScheduleFormat, TopologyFormat)
+from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, XML_FORMATS,
+                         ScheduleCollectivePath, ScheduleFormat, TopologyFormat, node_link_render)
 from ..progress import progress_block
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..revision_views import plan_revision_ref
@@ -239,8 +239,8 @@ def plan_events(plan_id: str, s: Session = Depends(get_session)):
                                               200: TOPOLOGY_DOWNLOAD}, dependencies=[Depends(READ)])
 def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query("json"),
                   s: Session = Depends(get_session)):
-    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
-    Content-addressed, with ETag."""
+    """The chosen topology as JSON (arcs [tail, head, lane]), GraphML (nodes with their `rank`), or networkx
+    node-link JSON (`format=node-link`), stored when the plan was made. Content-addressed, with ETag."""
     p = plan_or_404(s, plan_id)
     name = "topology:graphml" if format == "graphml" else "topology"
     link = repo.plan_artifact(s, plan_id, name)
@@ -250,6 +250,9 @@ def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query
                             "(planned before it was stored); submit it again")
     if format == "graphml":
         return blob_response(request, s, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
+    if format == "node-link":
+        return blob_response(request, s, link.digest, "application/json", f"{plan_id}-node-link.json",
+                             render=node_link_render, etag_suffix="-node-link")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
@@ -280,7 +283,7 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
     if link is None:
         raise _schedule_missing(p, coll)
     if range_ is not None:
-        if format in ("msccl", "oneccl"):
+        if format in XML_FORMATS:
             by_size = (((p.result or {}).get("schedules") or {}).get(coll.value) or {}).get("by_size")
             return range_xml(s, request, plan_id, coll, format, options(format), range_, by_size,
                              principal=principal)
@@ -292,7 +295,7 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
             return blob_response(request, s, link.digest, "application/x-npz", f"{name}.npz")
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
-    if format in ("msccl", "oneccl"):
+    if format in XML_FORMATS:
         return compiled_xml(s, request, plan_id, coll, format, options(format), principal=principal)
     if format == "npz":
         return blob_response(request, s, link.digest, NPZ, f"{plan_id}-{coll.value}.npz")

@@ -22,8 +22,8 @@ from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
-from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, RevisionCollectivePath, ScheduleFormat,
-                         TopologyFormat)
+from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, XML_FORMATS, RevisionCollectivePath,
+                         ScheduleFormat, TopologyFormat, node_link_render)
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import NPZ, blob_response
@@ -152,6 +152,9 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
     """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
     plan = plan_or_404(s, plan_id)
     link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
+    if format == "node-link":
+        return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-node-link.json",
+                             render=node_link_render, etag_suffix="-node-link")
     media = "application/graphml+xml" if format == "graphml" else "application/json"
     return blob_response(request, s, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
 
@@ -181,7 +184,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
     if range_ is not None:
         _artifact(s, plan, number, f"schedule:{coll.value}")          # 409 until the revision is done
         rev, n, _ = _revision(s, plan, number)
-        if format in ("msccl", "oneccl"):
+        if format in XML_FORMATS:
             if rev is not None and rev.status != "done":
                 raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by "
                                          "its worker (the revision's compile_pending); its schedules are served "
@@ -201,7 +204,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
-    if format in ("msccl", "oneccl"):
+    if format in XML_FORMATS:
         rev, n, _ = _revision(s, plan, number)
         if rev is not None and rev.status != "done":
             raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by its "

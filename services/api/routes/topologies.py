@@ -105,7 +105,7 @@ async def get_evaluation(evaluation_id: Annotated[str, Path(max_length=64)], req
     """An evaluation's status, its id and URL, and its result (the same fields as the POST answers: id, url,
     arcs only with `with_arcs`) or the reason it failed."""
     ev = await run_in_threadpool(_load, request.app.state.settings.sqlalchemy_url, evaluation_id)
-    if ev is None:
+    if ev is None or ev["kind"] != "topology":          # a cluster simulation is read at /v1/cluster/simulations
         raise HTTPException(404, f"evaluation {evaluation_id} not found")
     if ev["status"] in ("queued", "running"):
         response.headers["Retry-After"] = "1"

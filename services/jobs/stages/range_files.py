@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from services.compiler.lower.lowering import chunked_bfb, chunks_per_shard
+from services.compiler.lowering.grid import chunked_bfb, chunks_per_shard
 from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
