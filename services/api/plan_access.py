@@ -31,6 +31,7 @@ __all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "
            "compile_failed", "schedule_json_bytes"]
 
 MscclRuntimeName = Literal[tuple(r.value for r in MSCCL_RUNTIMES)]      # executor, rccl, legacy
+RuntimeName = Literal[tuple(r.value for r in (*MSCCL_RUNTIMES, Runtime.ONECCL))]     # and oneccl
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 RUNTIME_CHANNELS = ", ".join(f"{name} {p.max_channels}" for name, p in RUNTIME_PROFILES.items())
 MAX_RUNTIME_CHANNELS = max(p.max_channels for p in RUNTIME_PROFILES.values())
@@ -50,8 +51,9 @@ def plan_or_404(s: Session, plan_id: str):
 
 
 def compile_query(
-        runtime: MscclRuntimeName | None = Query(
-            None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
+        runtime: RuntimeName | None = Query(
+            None, description="the runtime of the XML: executor (format=msccl's default), rccl, legacy (MSCCL "
+                              "runtimes, format=msccl), oneccl (format=oneccl, its only runtime)"),
         proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
         inplace: Literal["out", "in", "both"] | None = Query(
             None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
@@ -71,8 +73,12 @@ def compile_query(
     """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
     format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
     def options(fmt: str) -> CompileOptions:
-        if fmt == Format.ONECCL and runtime is not None:
-            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
+        if fmt == Format.ONECCL and runtime not in (None, Runtime.ONECCL.value):
+            raise _unprocessable("runtime", f"runtime {runtime} is an MSCCL runtime (format=msccl); format=oneccl "
+                                 "has only the oneccl runtime", "value_error")
+        if fmt == Format.MSCCL and runtime == Runtime.ONECCL.value:
+            raise _unprocessable("runtime", "runtime oneccl is served as format=oneccl; format=msccl takes "
+                                 "executor, rccl or legacy", "value_error")
         named = Runtime(runtime) if runtime else (Runtime.ONECCL if fmt == Format.ONECCL else DEFAULT_RUNTIME)
         return CompileOptions(named.value, proto=proto,
                               inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,

@@ -121,7 +121,7 @@ def test_killed_compiles_fail_their_files_not_the_plan(instant_kill, client):
     assert all("time limit of 0.001 s" in f["reason"] for f in failed), failed
     assert p["compiled"]["executor"]["allgather"]["status"] == "failed"
     r = client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "msccl"})
-    assert r.status_code == 422 and "time limit" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 422 and "time limit" in r.json()["errors"][0]["msg"]
     assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "npz"}).status_code == 200
 
 

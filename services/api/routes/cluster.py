@@ -17,12 +17,13 @@ from services.store.db import session_scope
 from services.store.models import Evaluation
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, Principal
 from ..errors import unprocessable
 from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..schemas import ErrorOut
 
-router = APIRouter(tags=["cluster"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["cluster"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 
 
 class ClusterSimulationOut(BaseModel):

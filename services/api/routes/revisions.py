@@ -18,6 +18,7 @@ from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
@@ -30,7 +31,7 @@ from ..plan_access import (NOT_FOUND, compile_query, compiled_xml, plan_or_404, 
                            utc)
 from ..revision_views import revision_summary, revision_view
 
-router = APIRouter(prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
 RevisionNumber = Annotated[str, Path(pattern=r"^(\d{1,9}|current)$", description="a revision number, or `current`")]
 
 
