@@ -173,8 +173,8 @@ def run_target(label: str, expr: str, slow_fn, reference, schedulers) -> list[di
 
 def print_targets(rows: list[dict]) -> None:
     names = {1 << 20: "1MiB", 1 << 30: "1GiB"}
-    print(f"\n| graph | coll | size | served | time_us | barrier_time_us | cut bound us | ratio | build s | "
-          f"TACOS us | TACOS ratio | TACOS build s | TACOS published | today's served | today us |")
+    print("\n| graph | coll | size | served | time_us | barrier_time_us | cut bound us | ratio | build s | "
+          "TACOS us | TACOS ratio | TACOS build s | TACOS published | today's served | today us |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['graph']} | {r['collective']} | {names[r['size']]} | {r['served']} | {r['time_us']:.1f} | "
