@@ -6,7 +6,8 @@ fabrics (TopoOpt section 5.6; the model is services.synthesis.evaluate.cluster's
         --fabrics direct,fat-tree,fat-tree-2to1 --json
 
 prints {"results": [{"jobs", "fabric", "mean_iteration_s", "p99_iteration_s", ...}, ...]}, one row per number of
-active jobs and fabric.
+active jobs and fabric. With `--arrivals poisson` the jobs arrive as a Poisson trace instead (one row per fabric,
+with completion times, queue waits, utilisation and the server-seconds lost to fragmentation).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def run(args) -> int:
     from services.fabric.devices import PROFILES
-    from services.synthesis.evaluate.cluster import ClusterSpec, Reconfiguration, simulate_cluster
+    from services.synthesis.evaluate.cluster import ClusterSpec, Reconfiguration, simulate_cluster, simulate_trace
 
     reconf = None
     if args.panel != "none":
@@ -47,9 +48,15 @@ def run(args) -> int:
         spec = ClusterSpec(args.servers, args.degree, args.bandwidth_gbps, _mix(args.mix), args.servers_per_job,
                            args.gpus_per_server, args.alpha_us, args.device, args.iterations,
                            args.fat_tree_cost_ratio, args.placement, args.seed, reconf)
-        rows = simulate_cluster(spec, _ints(args.jobs, "--jobs"), [f.strip() for f in args.fabrics.split(",")])
+        fabrics = [f.strip() for f in args.fabrics.split(",")]
+        if args.arrivals == "poisson":
+            trace = [simulate_trace(spec, f, args.rate_per_hour, args.trace_jobs) for f in fabrics]
+        else:
+            rows = simulate_cluster(spec, _ints(args.jobs, "--jobs"), fabrics)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.arrivals == "poisson":
+        return _print_trace(spec, trace, args.json)
     if args.json:
         print(json.dumps({"results": [r.to_dict(with_jobs=args.per_job) for r in rows]}, indent=2))
         return 0
@@ -61,6 +68,21 @@ def run(args) -> int:
         print(f"{r.jobs:>4} {r.load:>5.0%}  {r.fabric:<15} {r.host_bandwidth_gbps:>9.1f} "
               f"{r.mean_iteration_s * 1e3:>9.2f} {r.p99_iteration_s * 1e3:>9.2f} {r.mean_completion_s:>9.1f} "
               f"{r.reconfiguration_s:>9.0f}")
+    return 0
+
+
+def _print_trace(spec, rows, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"results": [r.to_dict() for r in rows]}, indent=2))
+        return 0
+    print(f"{spec.servers} servers, d = {spec.degree}, {rows[0].jobs} jobs arriving at {rows[0].arrivals_per_hour:g} "
+          f"per hour, {spec.iterations} iterations each")
+    print(f"{'fabric':<15} {'mean ms':>9} {'p99 ms':>9} {'JCT s':>9} {'p99 JCT s':>10} {'wait s':>8} {'util':>6} "
+          f"{'reconf s':>9} {'frag host-s':>11}")
+    for r in rows:
+        print(f"{r.fabric:<15} {r.mean_iteration_s * 1e3:>9.2f} {r.p99_iteration_s * 1e3:>9.2f} "
+              f"{r.mean_completion_s:>9.0f} {r.p99_completion_s:>10.0f} {r.mean_wait_s:>8.0f} {r.utilisation:>6.1%} "
+              f"{r.reconfiguration_s:>9.0f} {r.fragmentation_idle_host_s:>11.0f}")
     return 0
 
 
@@ -80,6 +102,11 @@ def register(sub) -> None:
     s.add_argument("--gpus-per-server", type=int, default=4, help="GPUs per server (default 4, TopoOpt's A100 servers)")
     s.add_argument("--device", default="a100", help="GPU profile of the catalog (default a100)")
     s.add_argument("--jobs", default="5,10,15,20,27", help="numbers of active jobs, comma-separated (the loads)")
+    s.add_argument("--arrivals", choices=("fixed", "poisson"), default="fixed",
+                   help="fixed: each --jobs count active at once (TopoOpt section 5.6); poisson: a trace of "
+                        "--trace-jobs arrivals at --rate-per-hour, queued first-come first-served")
+    s.add_argument("--rate-per-hour", type=float, default=30.0, help="Poisson arrivals per hour (with --arrivals poisson)")
+    s.add_argument("--trace-jobs", type=int, default=100, help="jobs in the Poisson trace (with --arrivals poisson)")
     s.add_argument("--fabrics", default="direct,fat-tree,fat-tree-2to1",
                    help="direct, fat-tree, fat-tree-2to1, fat-tree-4to1, rail-optimised (comma-separated)")
     s.add_argument("--iterations", type=int, default=1000, help="iterations per job, for its completion time")

@@ -24,7 +24,7 @@ from .check.msccl import check_msccl
 from .check.msccl_simulate import SIMULATE_MAX_STEPS
 from .errors import CheckReport, CompileError
 from .fit.search import FitRequest, fit_msccl
-from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
+from .lowering.grid import DEFAULT_MAX_CHUNKS, lower
 from .runtimes import PROFILES, Format, Runtime, RuntimeProfile, profile_for  # noqa: F401  (PROFILES: re-exported)
 from .text.msccl import to_xml
 
@@ -39,16 +39,16 @@ ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
-    """The format a runtime's files are written in (Runtime.format)."""
-    return Runtime(runtime).format.value
+    """The format a runtime's files are written in (Runtime.file_format)."""
+    return Runtime(runtime).file_format.value
 
 
 def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
     """The most chunks per shard a file for `options` holds without re-solving its schedule (None: no bound,
     the oneCCL format): the lowering's `max_chunks` and the runtime's 16-bit chunk offsets,
-    N x P x instances <= max_offset + 1 (services.compiler.lower.lowering). A finer schedule is re-solved as the
+    N x P x instances <= max_offset + 1 (services.compiler.lowering.grid). A finer schedule is re-solved as the
     chunked BFB (paper App. E.2) when compiled."""
-    if Runtime(options.runtime).format is Format.ONECCL:
+    if Runtime(options.runtime).file_format is Format.ONECCL:
         return None
     return min(options.max_chunks, (profile_for(options.runtime).max_offset + 1) // (nodes * options.instances))
 

@@ -72,10 +72,10 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     assert re.search(rf'minBytes="{lo}" maxBytes="0"', ll.text)
     assert check_xml(ll.text, "msccl", runtime="executor").ok
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "oneccl"})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "format"]
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == ["query", "format"]
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl",
                                                                         "min_bytes": 5})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "min_bytes"]
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == ["query", "min_bytes"]
     # while the revision compiles (put back into its compile stage, a range's job still running): its sets are
     # served with their schedules, and the range's file is listed as pending, by its range
     from services.store.db import session_scope

@@ -28,3 +28,17 @@ def test_cluster_simulate_refuses_bad_input(capsys):
     assert main(["cluster", "simulate", "--mix", "vgg16=x", "--json"]) == 2
     assert json.loads(capsys.readouterr().err)["error"]["type"] == "usage"
     assert main(["cluster", "simulate", "--fabrics", "clos"]) == 2
+
+
+def test_cluster_simulate_poisson_trace(capsys):
+    code = main(["cluster", "simulate", "--servers", "32", "--degree", "4", "--mix", "vgg16=1",
+                 "--servers-per-job", "8", "--arrivals", "poisson", "--rate-per-hour", "60", "--trace-jobs", "6",
+                 "--iterations", "100", "--fabrics", "direct,fat-tree-2to1", "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)["results"]
+    assert [r["fabric"] for r in rows] == ["direct", "fat-tree-2to1"]
+    for r in rows:
+        assert r["jobs"] == 6 and r["mean_completion_s"] >= 100 * r["mean_iteration_s"] * (1 - 1e-9) > 0
+        assert 0 < r["utilisation"] <= 1
+    assert rows[0]["reconfiguration_s"] == 6 * 300.0 and rows[1]["reconfiguration_s"] == 0
+    assert main(["cluster", "simulate", "--arrivals", "poisson", "--trace-jobs", "0"]) == 2

@@ -15,7 +15,7 @@ import pytest
 from services.cli import main
 from services.compiler import PROFILES, CompileError, check_xml, compile_schedule
 from services.compiler.msccl import dependencies
-from services.compiler.check import tokenizer as nccl_xml
+from services.compiler.check import tokenizer
 from services.compiler.common.arrays import lexorder
 from services.compiler.msccl.ir import MscclOptions
 from services.compiler.msccl.messages import build_messages
@@ -175,13 +175,13 @@ def test_tokenizer_check_in_windows(monkeypatch):
     """The tokenizer's verdict on a file many windows long, and the line of a fault far into it."""
     built = construct_collectives("torus(4, 4)")[Collective.ALLREDUCE]
     data = compile_schedule(built.schedule, built.topology).xml_data
-    monkeypatch.setattr(nccl_xml, "WINDOW", 512)
-    assert nccl_xml.lexical_findings(data) == [] and nccl_xml.lexical_findings(data.decode()) == []
+    monkeypatch.setattr(tokenizer, "WINDOW", 512)
+    assert tokenizer.lexical_findings(data) == [] and tokenizer.lexical_findings(data.decode()) == []
     i = data.index(b"\n      <step", len(data) // 2)
     bad = data[:i + 1] + b"\t" + data[i + 1:]
     line = data.count(b"\n", 0, i) + 2
     for text in (bad, bad.decode()):
-        found = nccl_xml.lexical_findings(text)
+        found = tokenizer.lexical_findings(text)
         assert len(found) == 1 and found[0].message.startswith(f"line {line}, column 1: expecting '<'")
 
 
@@ -192,7 +192,7 @@ def test_alltoall_pairs_are_built_once_per_fit_and_shared(monkeypatch):
     from dataclasses import replace
 
     from services.compiler.fit import search as fit_module
-    from services.compiler.lower.layout import AlltoallPairs
+    from services.compiler.lowering.layout import AlltoallPairs
     from services.compiler.runtimes import profile_for
 
     s, topo = a2a("torus(4, 4)").schedule, build("torus(4, 4)")
@@ -220,7 +220,7 @@ def test_alltoall_pairs_give_every_held_pair_its_own_slot():
     """Every unit at its source and every (receiver, unit) pair a transfer delivers has a slot, one per distinct
     pair; a pair no transfer delivers is refused, as the sorted keys refused it."""
     from services.compiler.common.arrays import ranges
-    from services.compiler.lower.layout import AlltoallPairs, alltoall_position
+    from services.compiler.lowering.layout import AlltoallPairs, alltoall_position
 
     s = a2a("torus(3, 4)").schedule
     pairs = AlltoallPairs(s)

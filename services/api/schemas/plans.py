@@ -29,7 +29,7 @@ class PlanRequest(PlanSpec):
 
 class SizeRangeOut(BaseModel):
     """One range of a schedule set: sizes [min_bytes, max_bytes) (max_bytes null: unbounded) served by the
-    verified schedule of `scheduler` (issue 26), fetched at `url`."""
+    verified schedule of `scheduler`, fetched at `url`."""
 
     min_bytes: int
     max_bytes: int | None

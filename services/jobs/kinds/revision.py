@@ -1,4 +1,4 @@
-"""The plan revision job (DESIGN 4.9; issue 14): a done plan's topology after link failures, built by a worker
+"""The plan revision job (DESIGN 4.9): a done plan's topology after link failures, built by a worker
 
     repair -> schedules -> compile -> finish                (workers.tasks.revision_workflow)
 
@@ -119,7 +119,7 @@ def _repair(revision_id: str) -> dict:
         if not r.moves:
             return {"status": "none_needed"}
         versions = fabrics.replace_assignment(s, rev.plan_id, r.assignment,
-                                              f"revision {rev.number}: {len(r.moves)} failed link(s) re-patched")
+                                              _repatched(rev.number, [f"{m['tail']}>{m['head']}" for m in r.moves]))
         estimate = fabrics.ready_estimate_s(s, b)
         rep = Repair(plan_id=rev.plan_id, revision_number=rev.number, status="pending",
                      panels={p: versions[p] for p in r.panels if p in versions}, moves=r.moves,
@@ -128,6 +128,19 @@ def _repair(revision_id: str) -> dict:
         s.flush()
         return {"status": "pending", "id": rep.id, "panels": rep.panels, "moves": r.moves,
                 "ready_estimate_s": estimate}
+
+
+def _repatched(number: int, arcs: list[str], limit: int = 200) -> str:
+    """A repair's reason naming every re-patched arc (as many as the panel config's reason holds, then how
+    many more)."""
+    head = f"revision {number}: {len(arcs)} failed link(s) re-patched: "
+    if len(head + ", ".join(arcs)) <= limit:
+        return head + ", ".join(arcs)
+    for k in range(len(arcs) - 1, -1, -1):
+        text = head + ", ".join(arcs[:k]) + f" and {len(arcs) - k} more"
+        if len(text) <= limit:
+            return text
+    return head[:limit]
 
 
 def _progress(spec: PlanSpec, stage: str, local: float) -> float:

@@ -10,7 +10,7 @@ import logging
 import time
 
 from services.compiler.api import CompileOptions, exact_chunk_bound, format_of
-from services.compiler.lower.lowering import chunks_per_shard
+from services.compiler.lowering.grid import chunks_per_shard
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.catalog import build
 

@@ -1,4 +1,4 @@
-"""Schedule sets by size in plans and revisions (issue 26): per collective, the size ranges served, each with
+"""Schedule sets by size in plans and revisions (docs/concepts.md): per collective, the size ranges served, each with
 its verified schedule stored as an artifact, and the predicted times they give.
 
 A plan's schedules are its topology's construction. When the allgather and the reduce-scatter have D(G)

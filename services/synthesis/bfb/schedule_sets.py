@@ -1,4 +1,4 @@
-"""Schedule sets by size (issue 26): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
+"""Schedule sets by size (docs/concepts.md): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
 served by the verified schedule fastest over the whole range among the candidates.
 
 Candidates (each a schedule; its time T(M) on the links is convex piecewise linear in the size M: the
@@ -9,7 +9,8 @@ latencies (`schedule.envelope.curve`), reported as `barrier_time_us_*`):
 - ``bfb``: LP (1) (paper section 6); or a prebuilt schedule such as an expression's own construction;
 - ``bfb-hetero@SIZE``: LP (14) solved at 1 MiB and at 1 GiB, when the links differ (App. E.3);
 - ``bfb-fast``: LP (1) without the slower links, when they differ and the rest stays connected;
-- ``greedy/P``: the TACOS-style matcher with P chunks per shard (P in `greedy_chunks`);
+- ``greedy/P@SIZE``: TACOS (event-driven link-chunk matching) on the links at 1 MiB and at 1 GiB, P blocks
+  per shard (P in `greedy_chunks`) and its chunk layout chosen on its simulated time at that size;
 - ``trees/P``: the tree packing (`forest`) pipelined over P chunks, P = 1, 2, 4, ... while the schedule
   stays within its transfer limit: every P is a different trade of steps against pipeline fill.
 
@@ -35,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
+from services.synthesis.bfb.greedy import chunk_options, tacos_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
@@ -50,7 +51,8 @@ from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS"]
+__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS", "tree_chunk_options",
+           "fastest_trees"]
 
 SET_SCHEDULERS = ("bfb", "bfb-hetero", "bfb-fast", "greedy", "trees")
 MAX_TREE_CHUNKS = 512
@@ -161,22 +163,45 @@ def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_op
         keep("bfb-fast", lambda: bfb_fast_links(costs, **bfb_options))
     if "greedy" in schedulers:
         for p in greedy_chunks:
-            if g.nodes * (g.nodes - 1) * p > MAX_GREEDY_TRANSFERS:
-                skipped[f"greedy/{p}"] = f"more than {MAX_GREEDY_TRANSFERS} transfers"
+            layouts = chunk_options(g.nodes, p)
+            if not layouts:
+                skipped[f"greedy/{p}"] = "more transfers than the TACOS scheduler's limit"
                 continue
-            cost = None if uniform else costs.chunk_cost(1 << 20, p)
-            keep(f"greedy/{p}", lambda p=p, cost=cost: greedy_allgather(g, chunks=p, link_cost=cost).schedule)
+            for size in HETERO_SIZES:
+                keep(f"greedy/{p}@{_size_name(size)}", lambda p=p, size=size, layouts=layouts: tacos_allgather(
+                    g, costs, size, layouts=layouts).schedule)
     if "trees" in schedulers:
         try:
             pk = pack_trees(g, costs.bandwidth_Bps)
         except ScheduleTooLarge as exc:
             skipped["trees"] = str(exc)
         else:
-            p = 1
-            while p <= min(max_chunks(pk), MAX_TREE_CHUNKS):
+            for p in tree_chunk_options(pk):
                 out.append((f"trees/{p}", lambda p=p: pipelined_allgather(pk, p)))     # rebuilt when served
-                p *= 2
     return out
+
+
+def tree_chunk_options(packing) -> list[int]:
+    """The pipeline chunk counts the tree packing is offered at: P = 1, 2, 4, ... up to its transfer limit
+    and MAX_TREE_CHUNKS (each a different trade of steps against pipeline fill)."""
+    out, p = [], 1
+    while p <= min(max_chunks(packing), MAX_TREE_CHUNKS):
+        out.append(p)
+        p *= 2
+    return out
+
+
+def fastest_trees(packing, costs: LinkCosts, size_bytes: float) -> Schedule:
+    """The pipelined tree schedule a schedule set serves at `size_bytes` among the trees (the option of
+    `tree_chunk_options` with the lowest dependency-driven time on `costs` there, exactly as the set prices its
+    candidates; fewer chunks on a tie): `fabricplan schedule --links --size M` serves the same one."""
+    best = None
+    for p in tree_chunk_options(packing):
+        s = pipelined_allgather(packing, p)
+        t = dependency_curve(s, costs)(Fraction(size_bytes))
+        if best is None or t < best[0]:
+            best = (t, s)
+    return best[1]
 
 
 def _size_name(size: int) -> str:

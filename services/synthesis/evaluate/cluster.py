@@ -60,8 +60,8 @@ from services.synthesis.evaluate.training_job import DEVICES, DeviceProfile, Mod
 from services.synthesis.schedule.cost import LinkModel
 
 __all__ = ["CLUSTER_FABRICS", "ClusterResult", "ClusterSpec", "JobOutcome", "MAX_CLUSTER_SERVERS", "Reconfiguration",
-           "SwitchedJob", "TOPOOPT_BATCH_PER_GPU", "fat_tree_arity", "jobs_from_mix", "max_min_rates",
-           "simulate_cluster", "switched_iterations"]
+           "SwitchedJob", "TOPOOPT_BATCH_PER_GPU", "TraceResult", "fat_tree_arity", "jobs_from_mix",
+           "max_min_rates", "simulate_cluster", "simulate_trace", "switched_iterations"]
 
 MAX_CLUSTER_SERVERS = 8192
 MAX_JOBS = 1024
@@ -412,3 +412,107 @@ def simulate_cluster(spec: ClusterSpec, job_counts: list[int], fabrics: list[str
             its = [j.iteration_s for j in switched_iterations(spec, fabric, models, placement, host)]
             rows.append(_row(spec, fabric, models, placement, its, [0.0] * count, host, [None] * count))
     return rows
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """One fabric over a Poisson trace of job arrivals (`simulate_trace`)."""
+
+    fabric: str
+    jobs: int
+    arrivals_per_hour: float
+    mean_iteration_s: float
+    p99_iteration_s: float
+    mean_completion_s: float
+    p99_completion_s: float
+    mean_wait_s: float
+    utilisation: float
+    reconfiguration_s: float
+    fragmentation_idle_host_s: float
+    makespan_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _iteration_times(spec: ClusterSpec, fabric: str, models: list[str], placement: list[np.ndarray]) -> list[float]:
+    if fabric == "direct":
+        return [_direct(m, spec)[0] for m in models]
+    host = spec.degree * spec.port_Bps / (spec.fat_tree_cost_ratio if fabric == "fat-tree" else 1.0)
+    return [j.iteration_s for j in switched_iterations(spec, fabric, models, placement, host)]
+
+
+def simulate_trace(spec: ClusterSpec, fabric: str, arrivals_per_hour: float, jobs: int) -> TraceResult:
+    """Jobs arriving as a Poisson process (seeded by `spec.seed`), each `spec.iterations` iterations of a model
+    drawn from the mix by weight, placed first-come first-served on the lowest free servers (a job waits in a
+    FIFO queue while fewer than its servers are free), a direct job after its panels' reconfiguration. Running
+    jobs progress at the iteration time of the current job set (switched fabrics: recomputed at every start and
+    end, the max-min shares of the jobs then running); the simulation is event-driven and fluid between events.
+    Reported: per job, its mean iteration time (run time / iterations) and completion time (from arrival), its
+    wait in the queue; utilisation = held server-seconds (a job holds its servers from its start, reconfiguration
+    included) / (servers x makespan); reconfiguration seconds summed
+    over jobs; fragmentation: server-seconds left free while the queue's head waited for more."""
+    if fabric not in CLUSTER_FABRICS:
+        raise ValueError(f"unknown fabric {fabric!r}; known: {', '.join(CLUSTER_FABRICS)}")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= MAX_JOBS:
+        raise ValueError(f"jobs must be an integer in 1..{MAX_JOBS}, got {jobs!r}")
+    if not isinstance(arrivals_per_hour, (int, float)) or not 0 < arrivals_per_hour <= 1e9:
+        raise ValueError(f"arrivals_per_hour must be a number in (0, 1e9], got {arrivals_per_hour!r}")
+    rng = np.random.default_rng(spec.seed)
+    names = [m for m, _ in spec.mix]
+    weights = np.array([w for _, w in spec.mix], dtype=np.float64)
+    arrival = np.cumsum(rng.exponential(3600.0 / arrivals_per_hour, size=jobs))
+    model = [names[i] for i in rng.choice(len(names), size=jobs, p=weights / weights.sum())]
+    n = spec.servers_per_job
+    changes = n * spec.degree
+    reconf = spec.reconfiguration.seconds(changes) if (spec.reconfiguration and fabric == "direct") else 0.0
+    free = np.ones(spec.servers, dtype=bool)
+    queue: list[int] = []
+    running: dict[int, list] = {}        # job -> [servers, start of running, iterations left]
+    run_time = np.zeros(jobs)
+    start_at, end_at = np.zeros(jobs), np.zeros(jobs)
+    now, nxt, busy, frag = 0.0, 0, 0.0, 0.0
+    rates: dict[int, float] = {}
+
+    def refresh() -> None:
+        ids = sorted(running)
+        times = _iteration_times(spec, fabric, [model[j] for j in ids], [running[j][0] for j in ids]) if ids else []
+        rates.clear()
+        rates.update({j: t for j, t in zip(ids, times)})
+
+    while nxt < jobs or queue or running:
+        # the next event: an arrival, or the first running job to finish (after its reconfiguration)
+        finish = {j: max(r[1], now) + r[2] * rates[j] for j, r in running.items()}
+        t_end = min(finish.values(), default=np.inf)
+        t_arr = arrival[nxt] if nxt < jobs else np.inf
+        t = min(t_end, t_arr)
+        dt = t - now
+        busy += dt * n * len(running)
+        if queue:
+            frag += dt * int(free.sum())
+        for j, r in running.items():                  # fluid progress since the last event
+            ran = max(0.0, t - max(r[1], now))
+            r[2] -= ran / rates[j]
+            run_time[j] += ran
+        now = t
+        if t_end <= t_arr:
+            done = min(finish, key=finish.get)
+            free[running[done][0]] = True
+            end_at[done] = now
+            del running[done]
+        else:
+            queue.append(nxt)
+            nxt += 1
+        while queue and free.sum() >= n:              # FIFO: the head starts on the lowest free servers
+            j = queue.pop(0)
+            servers = np.flatnonzero(free)[:n]
+            free[servers] = False
+            start_at[j] = now
+            running[j] = [servers, now + reconf, float(spec.iterations)]
+        refresh()
+    iteration = run_time / spec.iterations
+    completion = end_at - arrival
+    return TraceResult(fabric, jobs, float(arrivals_per_hour), float(iteration.mean()),
+                       float(np.percentile(iteration, 99)), float(completion.mean()),
+                       float(np.percentile(completion, 99)), float((start_at - arrival).mean()),
+                       float(busy / (spec.servers * now)) if now > 0 else 0.0, reconf * jobs, float(frag), float(now))

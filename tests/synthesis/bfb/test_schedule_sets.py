@@ -15,7 +15,7 @@ from services.synthesis.bfb.schedule_sets import schedule_sets
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
-from services.synthesis.schedule.ir import Collective, Schedule, allreduce
+from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from services.synthesis.evaluate.cluster import (ClusterSpec, Reconfiguration, fat_tree_arity, jobs_from_mix,
-                                                 max_min_rates, simulate_cluster, switched_iterations)
+                                                 max_min_rates, simulate_cluster, simulate_trace,
+                                                 switched_iterations)
 from services.synthesis.evaluate.iteration import CollectiveCost, TopologyCosts, best_bucket
 from services.synthesis.evaluate.model_catalog import catalog_model
 from services.synthesis.evaluate.training_job import DeviceProfile
@@ -102,3 +103,19 @@ def test_bad_inputs_are_refused():
         simulate_cluster(SMALL, [9], ["direct"])
     with pytest.raises(ValueError, match="unknown fabric"):
         simulate_cluster(SMALL, [1], ["torus"])
+
+
+def test_poisson_trace_by_hand():
+    # 3 servers, jobs of 2: one job at a time; arrivals far faster than a job runs, so they queue FIFO
+    spec = ClusterSpec(3, 2, 100.0, (("vgg16", 1.0),), servers_per_job=2, gpus_per_server=1, iterations=50,
+                       reconfiguration=Reconfiguration(10.0, 48))
+    t_iter = simulate_cluster(spec, [1], ["direct"])[0].mean_iteration_s
+    r = simulate_trace(spec, "direct", 3.6e6, 3)                 # one arrival per ms on average
+    one = 10.0 + 50 * t_iter                                      # panels, then the iterations
+    assert r.mean_iteration_s == pytest.approx(t_iter)
+    assert r.reconfiguration_s == 30.0
+    assert 3 * one <= r.makespan_s <= 3 * one + 0.1               # back to back after the first arrival
+    assert r.utilisation == pytest.approx(3 * 2 * one / (3 * r.makespan_s), rel=1e-6)   # held, panels included
+    assert r.fragmentation_idle_host_s > 0                       # one server idle while the queue waits
+    with pytest.raises(ValueError):
+        simulate_trace(spec, "torus", 1.0, 3)
