@@ -1,4 +1,4 @@
-"""Served schedule sets against the cut bound, BFB and BFB without the slow links (issue 26).
+"""Served schedule sets against the cut bound, BFB and BFB without the slow links.
 
     python -m bench.schedules            # ten graphs and the 72-node revision, JSON lines then a table
     python -m bench.schedules --quick    # the three smallest graphs
@@ -10,7 +10,9 @@ the served time, the cut bound (bandwidth term only, `forest.packing.cut_bound_s
 reduce-scatter's bound on G^T plus the allgather's), BFB's LP (1) schedule priced on the same links, and BFB on
 the graph without its slower links (None when the links are uniform or the fast ones do not connect every
 node). Links: 25 Gbps and 10 us unless said; "slow" arcs are 5 Gbps (or as listed). Every served schedule is
-model-checked by `schedule_sets`; times are measured from the schedules (`LinkCosts.time`).
+model-checked by `schedule_sets`; times are measured from the schedules: `time_us` the dependency-driven time
+served (DESIGN section 2, `schedule.dependency`), `barrier_time_us` the same schedule's step-synchronous price
+(`LinkCosts.time`); BFB's columns are dependency-driven too.
 
 `--targets`: graphs not in the tests (64 nodes with six 5 Gbps arcs, the two-tier torus(8, 8) whose arcs between
 its 8-node rows are 5 Gbps, torus(16, 16) and torus(32, 32) with six slow arcs; other arcs 25 Gbps, alpha 10 us),
@@ -68,6 +70,7 @@ def run_case(label: str, expr: str, slow_fn) -> dict:
     from services.synthesis.bfb.schedule_sets import schedule_sets
     from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
     from services.synthesis.forest.packing import cut_bound_seconds
+    from services.synthesis.schedule.dependency import dependency_time
     from services.synthesis.schedule.ir import Collective, allreduce
     from services.synthesis.schedule.links import LinkCosts
     from services.synthesis.topology.catalog import build
@@ -100,10 +103,11 @@ def run_case(label: str, expr: str, slow_fn) -> dict:
             if c is Collective.ALLREDUCE:
                 bound += cut_bound_seconds(gt, ct.bandwidth_Bps, m)
             r = ss.at(m)
-            out["rows"].append({"collective": c.value, "size": m, "served_us": r.time_s(m) * 1e6,
+            out["rows"].append({"collective": c.value, "size": m, "time_us": r.time_s(m) * 1e6,
+                                "barrier_time_us": r.barrier_time_s(m) * 1e6,
                                 "scheduler": r.scheduler, "steps": r.steps, "cut_bound_us": bound * 1e6,
-                                "bfb_us": costs.time(ref, m) * 1e6,
-                                "bfb_fast_links_us": None if fast is None else costs.time(fast, m) * 1e6,
+                                "bfb_us": dependency_time(ref, costs, m) * 1e6,
+                                "bfb_fast_links_us": None if fast is None else dependency_time(fast, costs, m) * 1e6,
                                 "ranges": len(ss.ranges)})
     return out
 
@@ -169,8 +173,8 @@ def run_target(label: str, expr: str, slow_fn, reference, schedulers) -> list[di
 
 def print_targets(rows: list[dict]) -> None:
     names = {1 << 20: "1MiB", 1 << 30: "1GiB"}
-    print(f"\n| graph | coll | size | served | time_us | barrier_time_us | cut bound us | ratio | build s | "
-          f"TACOS us | TACOS ratio | TACOS build s | TACOS published | today's served | today us |")
+    print("\n| graph | coll | size | served | time_us | barrier_time_us | cut bound us | ratio | build s | "
+          "TACOS us | TACOS ratio | TACOS build s | TACOS published | today's served | today us |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['graph']} | {r['collective']} | {names[r['size']]} | {r['served']} | {r['time_us']:.1f} | "
@@ -198,14 +202,15 @@ def main(argv=None) -> int:
         res = run_case(label, expr, fn)
         print(json.dumps(res), flush=True)
         results.append(res)
-    print(f"\n{'graph':<48} {'coll':<9} {'size':>6} {'served':>11} {'scheduler':<22} {'bound':>11} {'bfb':>11} "
-          f"{'no-slow':>11}")
+    print(f"\n{'graph':<48} {'coll':<9} {'size':>6} {'time_us':>11} {'barrier':>11} {'scheduler':<22} "
+          f"{'cut bound':>11} {'x bound':>7} {'bfb':>11} {'no-slow':>11}")
     names = {1 << 10: "1KiB", 1 << 20: "1MiB", 1 << 30: "1GiB"}
     for res in results:
         for row in res["rows"]:
             fast = row["bfb_fast_links_us"]
             print(f"{res['label'][:5] + ' ' + res['expr']:<48} {row['collective']:<9} {names[row['size']]:>6} "
-                  f"{row['served_us']:>11.1f} {row['scheduler']:<22} {row['cut_bound_us']:>11.1f} "
+                  f"{row['time_us']:>11.1f} {row['barrier_time_us']:>11.1f} {row['scheduler']:<22} "
+                  f"{row['cut_bound_us']:>11.1f} {row['time_us'] / row['cut_bound_us']:>7.3f} "
                   f"{row['bfb_us']:>11.1f} {'-' if fast is None else f'{fast:11.1f}':>11}")
     return 0
 

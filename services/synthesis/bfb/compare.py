@@ -1,5 +1,5 @@
 """Two schedulers, one choice: BFB and the greedy link-chunk matcher priced on the same links, model-checked,
-and the faster verified schedule served (issue 14; paper section 6 and App. E.3, dissertation section 5).
+and the faster verified schedule served (paper section 6 and App. E.3, dissertation section 5).
 
 Candidates per collective:
 - ``bfb``: LP (1), the optimal BFB schedule (D(G) steps; paper section 6), or the schedule an expression's
@@ -11,10 +11,11 @@ Candidates per collective:
   balanced shortest-path trees beyond), pipelined with the chunk count fastest at the size (`forest`);
 - ``bfb-fast``: LP (1) on the topology without its slower links (`bfb.fast_links`), when it stays connected.
 
-Every candidate is priced from its own schedule, as the runtimes run it: the dependency-driven time
-(`schedule.dependency`), with the step-synchronous price (sum over steps of the slowest used link's
-alpha + bytes / bandwidth, `LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B) beside it. Candidates
-are verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
+Every candidate is priced from its own schedule as the runtimes run it: the dependency-driven time (each link
+sends its steps in order, a step's message waits for its link and its data; `schedule.dependency`), the time
+served (`time_us`); beside it the step-synchronous price, sum over steps of the slowest used link's
+alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links steps * alpha + tau * M/B; `barrier_time_us`).
+Candidates are ranked on the time served and verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
 candidate is checked, so both costs are shown as verified). A candidate that would exceed the size limits
 is listed as skipped, with the reason.
 """
@@ -33,7 +34,7 @@ from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
-from services.synthesis.forest.pipeline import fastest_pipeline
+from services.synthesis.bfb.schedule_sets import fastest_trees
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
@@ -55,7 +56,7 @@ class Candidate:
     schedule: Schedule | None
     steps: int = 0
     tau: Fraction = Fraction(0)
-    time_s: float = float("inf")               # dependency-driven (as the runtimes run it)
+    time_s: float = float("inf")               # dependency-driven (the time served)
     seconds: float = 0.0
     predicted_tau: Fraction | None = None       # the scheduler's own prediction (None: none exact)
     predicted_time_s: float | None = None       # LP (14)'s optimum, for bfb-hetero
@@ -64,7 +65,7 @@ class Candidate:
     skipped: str | None = None
     phases: tuple["Candidate", "Candidate"] | None = field(default=None, repr=False)   # allreduce: (RS, AG)
     report: object = field(default=None, repr=False)                                   # VerificationReport
-    barrier_time_s: float = float("inf")        # step-synchronous price (every step waits for its slowest link)
+    barrier_time_s: float = float("inf")       # step-synchronous (the paper's price)
 
     def as_dict(self) -> dict:
         out = {"scheduler": self.scheduler, "verified": self.verified}
@@ -110,12 +111,11 @@ def priced(scheduler: str, schedule: Schedule, costs: LinkCosts, size_bytes: flo
     model = costs.uniform_model
     barrier = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
     try:
-        time_s = dependency_time(schedule, costs, size_bytes)
-    except ValueError:
-        time_s = float("inf")
-    c = Candidate(scheduler, schedule, steps, tau, time_s, seconds, predicted_tau, predicted_time_s)
-    c.barrier_time_s = barrier
-    return c
+        served = dependency_time(schedule, costs, size_bytes)
+    except ValueError:                   # a sender lacks what it sends: the model checker rejects it in `choose`
+        served = float("inf")
+    return Candidate(scheduler, schedule, steps, tau, served, seconds, predicted_tau, predicted_time_s,
+                     barrier_time_s=barrier)
 
 
 def choose(topology: Topology, collective: Collective, candidates: list[Candidate], size_bytes: float, *,
@@ -285,8 +285,7 @@ def _hetero_builder(size_bytes: float) -> Builder:
 
 def _trees_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
-        pk = pack_trees(g, c.bandwidth_Bps)
-        return fastest_pipeline(pk, c, size_bytes)[0], None, None
+        return fastest_trees(pack_trees(g, c.bandwidth_Bps), c, size_bytes), None, None
     return build
 
 

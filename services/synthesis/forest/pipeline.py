@@ -12,8 +12,8 @@ depth with touching ranges are sent as one transfer.
 
 P trades latency (one alpha per step) against the pipeline's fill: on uniform alpha the time is about
 (P + H - 1) alpha + (1 + (H - 1)/P) T_B*, smallest near P = sqrt((H - 1) T_B* / alpha) (`best_chunks`). As the
-runtimes run it (no barrier between steps; `schedule.dependency`) the trade differs; `fastest_pipeline` picks P
-on that time.
+runtimes run it (no barrier between steps; `schedule.dependency`) the trade differs: the schedule sets offer P
+= 1, 2, 4, ... and pick on that time (`bfb.schedule_sets.fastest_trees`).
 """
 from __future__ import annotations
 
@@ -22,11 +22,9 @@ import math
 import numpy as np
 
 from services.synthesis.forest.packing import Packing
-from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-__all__ = ["pipelined_allgather", "best_chunks", "fastest_pipeline", "max_chunks", "MAX_TREE_TRANSFERS",
-           "MAX_PIPELINE_CHUNKS"]
+__all__ = ["pipelined_allgather", "best_chunks", "max_chunks", "MAX_TREE_TRANSFERS"]
 
 MAX_TREE_TRANSFERS = 1 << 22
 """Rows of a pipelined schedule before merging (tree arcs x chunks): 4.2 M, as the greedy scheduler's."""
@@ -50,29 +48,6 @@ def best_chunks(packing: Packing, alpha_s: float, size_bytes: float) -> int:
     lo, hi = max(1, math.floor(p)), max(1, math.ceil(p))
     cost = lambda k: (k + h - 1) * alpha_s + (1 + (h - 1) / k) * tb
     return min(min(lo, hi, key=cost), max_chunks(packing))
-
-
-MAX_PIPELINE_CHUNKS = 256
-"""Largest P `fastest_pipeline` tries."""
-
-
-def fastest_pipeline(packing: Packing, costs, size_bytes: float) -> tuple[Schedule, int, float]:
-    """The pipelined schedule fastest at `size_bytes` on `costs` (a LinkCosts) as the runtimes run it (the
-    dependency-driven time, `schedule.dependency`): P = 1, 2, 4, ... up to MAX_PIPELINE_CHUNKS and max_chunks,
-    and `best_chunks`' step-synchronous optimum. Returns (schedule, P, seconds)."""
-    top = min(max_chunks(packing), MAX_PIPELINE_CHUNKS)
-    options = {best_chunks(packing, float(np.max(costs.alpha_s)), size_bytes)}
-    p = 1
-    while p <= top:
-        options.add(p)
-        p *= 2
-    best = None
-    for p in sorted(options):
-        s = pipelined_allgather(packing, p)
-        t = dependency_time(s, costs, size_bytes)
-        if best is None or t < best[2]:
-            best = (s, p, t)
-    return best
 
 
 def pipelined_allgather(packing: Packing, chunks: int) -> Schedule:
