@@ -232,16 +232,17 @@ def chunk_options(nodes: int, chunks: int = 1) -> list[ChunkLayout]:
 
 def tacos_allgather(topology: Topology, costs, size_bytes: float, *, layouts=None, seed: int = 0) -> GreedyResult:
     """The TACOS allgather fastest at `size_bytes` on `costs` (a `LinkCosts`) among `layouts` (ChunkLayout;
-    default `chunk_options`): each simulated, the shortest simulated time kept (ties: the earlier layout)."""
+    default `chunk_options`): each simulated, the shortest dependency-driven time kept (ties: the earlier
+    layout)."""
     options = chunk_options(topology.nodes) if layouts is None else list(layouts)
     if not options:
         raise ValueError(f"{topology.expr}: even one chunk per shard exceeds {MAX_GREEDY_TRANSFERS} transfers")
-    best = None
     t0 = time.perf_counter()
-    for lay in options:
-        r = greedy_allgather(topology, chunks=lay.chunks, halvings=lay.halvings, every=lay.every, seed=seed,
-                             costs=costs, size_bytes=size_bytes)
-        if best is None or r.time_s < best.time_s * (1 - 1e-12):
+    results = [greedy_allgather(topology, chunks=lay.chunks, halvings=lay.halvings, every=lay.every, seed=seed,
+                                costs=costs, size_bytes=size_bytes) for lay in options]
+    best = results[0]
+    for r in results[1:]:
+        if r.time_s < best.time_s * (1 - 1e-12):
             best = r
     best.seconds = time.perf_counter() - t0
     return best
