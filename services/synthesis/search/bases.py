@@ -25,9 +25,9 @@ BASE_MAX_NODES = 64          # bases are small; larger sizes come from expansion
 GENERATIVE_BFB_LIMIT = 8192  # generalized Kautz graphs are priced up to this size
 
 # Paper bases whose definitions the text does not give, replaced by derived graphs with identical
-# (N, d, steps, tau): digest 4.10/4.11.
+# (N, d, steps, tau): Table 9 and Fig. 19.
 DERIVED = {
-    # Diamond (Fig. 19): N=8, d=2, T_L=3, BW-optimal. The digest's substitute (BFB, reverse-symmetric).
+    # Diamond (Fig. 19): N=8, d=2, T_L=3, BW-optimal. Our substitute (BFB, reverse-symmetric).
     "diamond": "edges(8, 0>1, 0>4, 1>3, 1>5, 2>1, 2>7, 3>4, 3>6, 4>2, 4>5, 5>6, 5>7, 6>0, 6>2, 7>0, 7>3)",
     # DBJMod(2,4): N=16, d=2, T_L=5, BW-optimal; the directed circulant x -> x+1, x+7 has D=5 and a
     # BW-optimal BFB schedule (found by exhaustive search over 2-offset directed circulants).

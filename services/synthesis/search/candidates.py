@@ -1,4 +1,4 @@
-"""Finder candidates (paper section 5.4; digest 5.2, 5.3): topology expressions priced exactly by the schedule
+"""Finder candidates (paper section 5.4): topology expressions priced exactly by the schedule
 that ships (`pricing`), and the specs the search enumerates before pricing them.
 
 A `Spec` is an expression with a cheap lower bound on its allgather (steps, tau): at least its diameter (or
@@ -57,7 +57,7 @@ class Candidate:
         return rs[0] + self.steps, rs[1] + self.tau
 
     def reducescatter(self) -> tuple[int, Fraction]:
-        if self.rs_steps is not None:
+        if self.rs_steps is not None and self.rs_tau is not None:
             return self.rs_steps, self.rs_tau
         if self.reverse_symmetric:
             return self.steps, self.tau
@@ -151,7 +151,7 @@ def exact_spec(c: Candidate) -> Spec:
 
 def pareto(cands: Iterable[Candidate], collective: Collective = Collective.ALLGATHER) -> list[Candidate]:
     """Pareto frontier on the collective's (steps, tau): c is dominated iff another has steps <= and tau <=
-    with one strict (digest 5.2); among ties one representative (Candidate.key). Sorted by steps."""
+    with one strict (section 5.4); among ties one representative (Candidate.key). Sorted by steps."""
     best: dict[tuple[int, Fraction], Candidate] = {}
     for c in cands:
         k = c.cost(collective)
@@ -219,7 +219,7 @@ def _wrap_line(expr: str) -> str:
 
 def degree_spec(c: Candidate, m: int) -> Spec:
     """G*m (no self-loops): m N nodes, degree m d; Definition 2 takes one step more than G's schedule, BFB on
-    G*m takes D(G*m) >= D(G) steps (Theorem 11; digest 2.2). When G ships its optimal BFB schedule, tau is at
+    G*m takes D(G*m) >= D(G) steps (Theorem 11). When G ships its optimal BFB schedule, tau is at
     least G's: Definition 2 adds (m-1)/(mN), and in BFB on G*m every copy of a source of G keeps G's eligible
     in-arcs (copied m times), so every step's largest load is at least G's."""
     n = c.nodes * m
@@ -229,7 +229,7 @@ def degree_spec(c: Candidate, m: int) -> Spec:
 
 
 def power_spec(c: Candidate, p: int) -> Spec:
-    """G^{box p}: N^p nodes, degree p d, D = p D(G) (Theorem 12; digest 2.3)."""
+    """G^{box p}: N^p nodes, degree p d, D = p D(G) (Theorem 12)."""
     n = c.nodes ** p
     return Spec(f"power({c.expr}, {p})", "power", n, c.degree * p, p * c.diameter_bound(), optimal_tau(n),
                 c.bidirectional, c.reverse_symmetric)

@@ -1,4 +1,4 @@
-"""The Pareto topology finder (paper section 5.4, App. A.3, A.6; digest 5.1-5.4).
+"""The Pareto topology finder (paper section 5.4, App. A.3, A.6).
 
 For a target (N, d) it searches bottom-up over every size n dividing N and every degree <= d: the base and
 generative families of that size (bases.instances), line digraphs of (n/deg, deg), degree expansions of
@@ -189,7 +189,7 @@ def bounds(nodes: int, degree: int, collective: Collective = Collective.ALLGATHE
     return {"steps": phases * moore_steps(nodes, degree), "tau": phases * optimal_tau(nodes)}
 
 
-# ----- selection for a workload (digest 5.4) ------------------------------------------------------
+# ----- selection for a workload (section 5.4) -----------------------------------------------------
 @dataclass(frozen=True)
 class WorkloadItem:
     collective: Collective
@@ -207,7 +207,7 @@ def workload_time(c: Candidate, link: LinkModel, items: list[WorkloadItem], allt
                   alltoall_weight: float = 0.0, alltoall_f: float | None = None) -> float:
     """sum_i w_i T(collective_i, M_i) with T = steps alpha + tau M/B of that collective's schedule
     (`Candidate.cost`: an allreduce is the reduce-scatter's cost plus the allgather's), plus an all-to-all
-    share w_a2a * (D/N) / (f B/d) when given (digest 5.4, 7)."""
+    share w_a2a * (D/N) / (f B/d) when given (section 5.4, App. A.5)."""
     total = sum(i.weight * link.time(*c.cost(i.collective), i.size_bytes) for i in items)
     if alltoall_weight:
         if not alltoall_f:

@@ -1,4 +1,4 @@
-"""The schedule every topology expression ships, and its exact cost (paper sections 5 and 6; digest 2, 3, 6).
+"""The schedule every topology expression ships, and its exact cost (paper sections 5 and 6).
 
 One set of rules decides, for any expression, which allgather schedule `construct` builds and what it
 costs. The finder prices its candidates with the same rules, so a frontier entry's (steps, tau) is what the
@@ -91,7 +91,7 @@ class _Cache:
     FILE = "candidates-v2.json"       # v1 held finder candidates priced by Table 3's algebra
 
     def __init__(self):
-        self.mem: dict[str, list] = {}
+        self.mem: dict[str, tuple[int, tuple[Fraction, ...]] | list] = {}     # a list: as read from the file
         self.lock = threading.Lock()
         self.path: Path | None = None
         self.dirty = False
@@ -241,9 +241,10 @@ def _facts(key: str) -> Facts:
         return _theorem_facts(name, args)
     if name in PARAMETER_FACTS:
         return _parameter_facts(name, args)
-    g = _graph(key, False)
-    rs = name in REVERSE_SYMMETRIC or g.bidirectional or _tested_reverse_symmetric(name, args, g)
-    return Facts(g.nodes, g.degree, g.bidirectional, not g.self_loops and not g.multi_arcs, g.self_loops, rs)
+    topo = _graph(key, False)
+    rs = name in REVERSE_SYMMETRIC or topo.bidirectional or _tested_reverse_symmetric(name, args, topo)
+    return Facts(topo.nodes, topo.degree, topo.bidirectional, not topo.self_loops and not topo.multi_arcs,
+                 topo.self_loops, rs)
 
 
 def _theorem_facts(name: str, args: tuple) -> Facts:
