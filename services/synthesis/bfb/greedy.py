@@ -236,13 +236,14 @@ def tacos_allgather(topology: Topology, costs, size_bytes: float, *, layouts=Non
     options = chunk_options(topology.nodes) if layouts is None else list(layouts)
     if not options:
         raise ValueError(f"{topology.expr}: even one chunk per shard exceeds {MAX_GREEDY_TRANSFERS} transfers")
-    best = None
+    best: GreedyResult | None = None
     t0 = time.perf_counter()
     for lay in options:
         r = greedy_allgather(topology, chunks=lay.chunks, halvings=lay.halvings, every=lay.every, seed=seed,
                              costs=costs, size_bytes=size_bytes)
         if best is None or r.time_s < best.time_s * (1 - 1e-12):
             best = r
+    assert best is not None                # options is not empty
     best.seconds = time.perf_counter() - t0
     return best
 
