@@ -34,5 +34,6 @@ def test_schedule_serves_the_sets_tree_chunk_count(links, size):
     assert len(tree_chunk_options(pack_trees(g, costs.bandwidth_Bps))) >= 2
     served = build_candidates(g, costs, float(size), collectives=(AG,), schedulers=("trees",))[AG][0].schedule
     chosen = sset.at(size)
+    # the range's curve is the served (dependency-driven) time: the served schedule's, exactly
     assert dependency_curve(served, costs)(Fraction(size)) == chosen.curve(Fraction(size))
     assert served.steps == chosen.schedule.steps
