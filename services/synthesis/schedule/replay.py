@@ -28,7 +28,7 @@ import numpy as np
 
 from services.synthesis.schedule.cost import grid_unit_fraction
 from services.synthesis.schedule.dependency import link_ids, locations
-from services.synthesis.schedule.ir import Op, Schedule
+from services.synthesis.schedule.ir import Collective, Op, Schedule  # noqa: F401  (Collective: the examples use it)
 
 __all__ = ["TransferGroups", "transfer_groups", "simgrid_available", "simgrid_replay", "SIMGRID_PYTHON",
            "ReplayError"]
