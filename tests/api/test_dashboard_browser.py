@@ -544,7 +544,7 @@ def test_compare_plans_side_by_side(page, site):
     assert pg.locator("#compare-time-chart g.compare-line path").count() == len(with_schedule)
     assert pg.locator("#compare-workload-chart g.compare-bar rect").count() == 3
     assert pg.locator("#compare-frontier-chart g.compare-chosen circle").count() == 3
-    # the times on the lines are the plan's own T = steps * alpha + tau * M/B at the reported sizes
+    # the times on the lines are the plan's own served times (its ranges' time pieces) at the reported sizes
     curves = pg.evaluate("""async (plans) => {
         const m = await import('./dashboard/js/views/compare.js');
         return m.timeCurves(plans, 'allreduce');

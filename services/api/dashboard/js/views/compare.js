@@ -110,9 +110,21 @@ export function timeCurves(plans, collective) {
     const model = linkModel(p.request.alpha_us, p.request.bandwidth_gbps);
     return SIZES.map((size) => {
       const r = rangeAt(s, size);
-      return { plan: i, label: shortId(p.id), size, time_us: 1e6 * time_s(model, r.steps, r.tau, size) };
+      return { plan: i, label: shortId(p.id), size, time_us: servedTime_us(r, model, size) };
     });
   });
+}
+
+/** The time the plan serves at `size` with range `r`: its dependency-driven time as the API reports it (the piece
+ * [start, latency_us, us_per_byte] of `time_pieces` holding the size), or T = steps alpha + tau M/B for a range
+ * stored without pieces (its step-synchronous price, equal to it on uniform links). */
+function servedTime_us(r, model, size) {
+  const pieces = (r.time_pieces || []).filter((x) => x[0] <= size);
+  if (pieces.length) {
+    const [, a, b] = pieces.reduce((best, x) => (x[0] > best[0] ? x : best));
+    return a + b * size;
+  }
+  return 1e6 * time_s(model, r.steps, r.tau, size);
 }
 
 /** The schedule served at `size`: the range of the collective's schedule set (`by_size`) holding it, else the
