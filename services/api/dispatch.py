@@ -31,6 +31,7 @@ from services.store import jobs
 from services.store.db import session_scope
 
 log = logging.getLogger("fabricplan.dispatch")
+RETRY_S = 1.0          # how soon a sweep that failed (database busy or away) is tried again
 
 
 class Dispatcher:
@@ -73,7 +74,9 @@ class Dispatcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.settings.sweep_s)
+            # after a failed sweep (the database busy or away) try again within a second, not a whole period:
+            # a job queued meanwhile was woken for and must not wait for the next periodic sweep
+            self._wake.wait(self.settings.sweep_s if self.database_ok else min(self.settings.sweep_s, RETRY_S))
             self._wake.clear()
             if self._stop.is_set():
                 return

@@ -93,3 +93,34 @@ def test_resends_back_off(url):
         s.execute(update(Plan).where(Plan.id == pid).values(dispatched_at=utcnow() - timedelta(seconds=121)))
     with session_scope(url) as s:
         assert ("plan", pid) in jobs.undispatched(s, resend_after_s=60)
+
+
+def test_a_failed_sweep_is_tried_again_within_a_second(monkeypatch):
+    """A sweep that fails (the database busy or away) is tried again after RETRY_S, not after a whole sweep
+    period: a job woken for while the database was busy must not wait for the next periodic sweep."""
+    import threading
+
+    from services.api import dispatch
+    from services.config import Settings
+    from tests.conftest import HANG_S
+
+    calls, second = [], threading.Event()
+
+    def sweep(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("database is locked")
+        second.set()
+        return 0
+
+    monkeypatch.setattr(dispatch.Dispatcher, "sweep", sweep)
+    d = dispatch.Dispatcher(Settings(sweep_s=3600.0, broker_url="redis://127.0.0.1:1/0"))
+    d._thread = threading.Thread(target=d._run, daemon=True)
+    d._thread.start()
+    try:
+        d.wake()                                  # the first sweep fails; the next comes within RETRY_S
+        assert second.wait(HANG_S) and len(calls) == 2 and d.database_ok
+    finally:
+        d._stop.set()
+        d._wake.set()
+        d._thread.join(HANG_S)
