@@ -33,7 +33,9 @@ def run(args) -> int:
             for k in s.scalars(select(ApiKey).order_by(ApiKey.created_at)):
                 print(f"{k.id}  {k.role:<9} {k.panel_id or '-':<12} {'revoked' if k.revoked else 'active':<8} {k.name}")
         else:
-            key = s.get(ApiKey, args.id or "")
+            if not args.id:
+                raise UsageError("keys revoke needs --id (the key's id, from `fabricplan keys list`)")
+            key = s.get(ApiKey, args.id)
             if key is None:
                 raise UsageError(f"no API key with id {args.id!r}")
             key.revoked = True
