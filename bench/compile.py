@@ -1,17 +1,18 @@
 """Schedule compiler benchmark: compile time, peak memory, XML size and steps per runtime, N = 16 ... 1024.
 
-    python -m bench.compile --targets                   # issue 25: every target row, the target beside our figure
+    python -m bench.compile --targets                   # every wall-time target row, the target beside our figure
     python -m bench.compile                             # line(circulant(16, 1, 4), k), k = 0..3, all runtimes
     python -m bench.compile --collective allgather --runtime rccl
     python -m bench.compile --collective alltoall --expr "torus(8, 8)"
     python -m bench.compile --expr "genkautz(4, 256)" --runtime rccl --check
     python -m bench.compile --json
 
-The default family ends at the issue's 1024-host plan, line(circulant(16, 1, 4), 3) (N = 16, 64, 256, 1024),
+The default family ends at the 1024-host plan line(circulant(16, 1, 4), 3) (N = 16, 64, 256, 1024),
 and the default collectives are allgather, reduce-scatter and allreduce (add alltoall with --collective).
-Targets (issue 11 item 5): a compile takes at most 30 s and 2 GiB, or is refused quickly (a few seconds)
-with the reason; issue 25 (wall, quiet 2-core machine; the 'goal s' column, the issue's figure before beside
-it): the N = 1024 allreduce for the executor 3 s, the allgather 2 s, every runtime's fit or refusal 5 s, the
+Targets: a compile takes at most 30 s and 2 GiB, or is refused quickly (a few seconds) with the reason;
+wall-time targets (quiet 2-core machine; the 'goal s' column, the figure of the code before the compiled
+kernels beside it): the N = 1024 allreduce for the executor 3 s, the allgather 2 s, every runtime's fit or
+refusal 5 s, the
 256-rank all-to-all of genkautz(4, 256) 10 s. Every compile runs in a fresh subprocess whose address space is capped like a worker's
 (RLIMIT_AS at what it has mapped after building the schedule plus --memory-limit-mb, default the target's
 2048 MiB; workers.limits.apply_memory_limit), so a compile that needs more memory than the target fails
@@ -23,9 +24,9 @@ instructions of the busiest rank under "tb st"), and the alpha-beta time of the 
 the schedule's (alpha = 10 us, B = 100 Gbit/s; a chunked re-solve costs bandwidth). --check also
 writes the file and runs `fabricplan compile FILE.xml --check` on it in a fresh process (the file is
 validated, and simulated or proved deadlock-free), in a row of its own under the compile's: wall, CPU and peak
-RSS of that process; issue 25's target for the 288 MB file of the N = 1024 allreduce (executor) is 10 s wall,
+RSS of that process; the target for the 288 MB file of the N = 1024 allreduce (executor) is 10 s wall,
 beside it the CPU seconds before the column checker (57.5 s measured here on a loaded machine, 16.5 min wall;
-198 s CPU in the issue's session). The machine these figures come from may be shared: compare CPU seconds,
+198 s CPU in an earlier session). The machine these figures come from may be shared: compare CPU seconds,
 and rerun on a quiet machine.
 """
 from __future__ import annotations
@@ -46,8 +47,8 @@ COLLECTIVES = ["allgather", "reducescatter", "allreduce"]
 SIZES = (1 << 20, 1 << 28)
 TARGET_S, TARGET_MB = 30.0, 2048.0
 QUICK_REFUSAL_S = 5.0
-# issue 25 (quiet 2-core machine, wall seconds): (nodes, collective, runtime) -> (target, before); before is the
-# issue's figure from the code before the compiled emission and dependency kernels (None: not given there)
+# wall-time targets (quiet 2-core machine, wall seconds): (nodes, collective, runtime) -> (target, before); before
+# is the figure of the code before the compiled emission and dependency kernels (None: not given there)
 WALL_TARGETS = {
     (1024, "allreduce", "executor"): (3.0, 10.6),
     (1024, "allgather", "executor"): (2.0, None),
@@ -55,17 +56,17 @@ WALL_TARGETS = {
     (256, "alltoall", "executor"): (10.0, 95.0),
 }
 FIT_OR_REFUSAL_S = 5.0                # every other runtime at N = 1024: its fit or its refusal
-# issue 25: `fabricplan compile FILE.xml --check` (wall s, quiet 2-core machine) -> (target, CPU s before)
+# `fabricplan compile FILE.xml --check` (wall s, quiet 2-core machine) -> (target, CPU s before)
 CHECK_TARGETS = {(1024, "allreduce", "executor"): (10.0, 57.5)}
 PLAN_1024 = "line(circulant(16, 1, 4), 3)"
-# --targets: the issue-25 rows, (expr, collective, runtime); every runtime's fit or refusal for both collectives
+# --targets: the wall-time target rows, (expr, collective, runtime); every runtime's fit or refusal for both collectives
 TARGET_ROWS = ([(PLAN_1024, "allreduce", "executor"), (PLAN_1024, "allgather", "executor")]
                + [(PLAN_1024, coll, rt) for rt in ("rccl", "legacy", "oneccl") for coll in ("allreduce", "allgather")]
                + [("genkautz(4, 256)", "alltoall", "executor")])
 
 
 def wall_target(r: dict) -> tuple[float | None, float | None]:
-    """(target wall s, the issue's before figure) of a row: the issue-25 table, else 5 s for N = 1024."""
+    """(target wall s, the before figure) of a row: the WALL_TARGETS table, else 5 s for N = 1024."""
     key = (r["nodes"], r["collective"], r["runtime"])
     if key in WALL_TARGETS:
         return WALL_TARGETS[key]
@@ -242,7 +243,7 @@ def line(r: dict) -> str:
 
 
 def target_table(rows: list[dict]) -> str:
-    """The issue-25 table: per target row, the goal and the issue's figure before beside our wall and CPU
+    """The wall-time target table: per target row, the goal and the figure before beside our wall and CPU
     seconds and peak memory, and whether the row meets its wall and memory targets."""
     head = (f"{'N':>5} {'collective':10} {'runtime':8} {'goal s':>6} {'before s':>8} {'wall s':>7} {'cpu s':>6} "
             f"{'peak MB':>8} {'rss MB':>7} {'goal MB':>7}  {'wall':5} {'memory':6}  outcome")

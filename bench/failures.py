@@ -1,4 +1,4 @@
-"""Link failures (issue 14): how fast a degraded topology gets verified schedules, and what a failure costs.
+"""Link failures: how fast a degraded topology gets verified schedules, and what a failure costs.
 
     python -m bench.failures            # both parts
     python -m bench.failures --quick    # part 1 at N = 64 and 256 only
@@ -8,7 +8,7 @@ schedules (`degraded_schedules`: remove the arcs, BFB and the greedy scheduler o
 check the served one) for N = 64, 256, 1024, on the d = 4 frontier's lowest-latency and lowest-bandwidth
 topologies. Each case runs in a fresh process after the compiled kernels are loaded; wall and CPU seconds
 (this process and its BFB pool workers) are printed, since the machine may be shared. Target: the whole
-revision including XML at most 15 s at N = 1024 on a quiet 2-core machine (issue 25; issue 14 asked 10 s; part 3
+revision including XML at most 15 s at N = 1024 on a quiet 2-core machine (part 3
 measures the XML too).
 
 Part 2: the predicted allreduce slowdown of one and of two failed links on the Table 7 frontier at N = 256

@@ -4,7 +4,7 @@
     python -m bench.finder --degrees 4 --max-nodes 300 --large none
 
 Every frontier entry is priced exactly by the schedule that ships for it, so the sweep now does more work
-than the paper's predictions by Table 3's algebra. Targets (issue 9): the whole sweep N = 2..2000 at
+than the paper's predictions by Table 3's algebra. Targets: the whole sweep N = 2..2000 at
 d = 2, 4, 8, 16 in at most 20 s on 2 cores with a cold cache, the slowest single (N, d) at most 1 s, and
 every single (N, d) with N up to 8192 at d = 4, 8, 16 in at most 3 s (each measured from a cold start:
 fresh caches, only the compiled kernels loaded). Prints wall and CPU time (the machine may be shared), and

@@ -1,4 +1,4 @@
-"""Mixed-load benchmark (issue 24): schedulers, panel agents and flooding viewers at once, on one backend.
+"""Mixed-load benchmark: schedulers, panel agents and flooding viewers at once, on one backend.
 
     python -m bench.mixed_load                                   # embedded: SQLite + in-process worker
     python -m bench.mixed_load --backend redis --broker redis://127.0.0.1:6379/14

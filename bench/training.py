@@ -1,5 +1,5 @@
-"""Simulated large-scale MoE training, the paper's Fig. 9 setting (section 8.3, App. A.4; digest 9.8), and the
-hybrid-parallel model's predictions beside Megatron-LM's published measurements (issue 27).
+"""Simulated large-scale MoE training, the paper's Fig. 9 setting (section 8.3, App. A.4), and the
+hybrid-parallel model's predictions beside Megatron-LM's published measurements (Narayanan et al. SC'21, Table 1).
 
     python -m bench.training
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from functools import cache, lru_cache
+from functools import cache
 
 from services.compiler import CompileError, compile_schedule
 from services.compiler.msccl.ir import MscclOptions

@@ -9,9 +9,15 @@ that dies or is killed fails its job with the reason; notifications of committed
 an evaluation's result) travel to the gateway over the process's pipe.
 
 The worker says which jobs it holds (`held`: queued here, running, or ended with a failure not yet recorded).
-A failure it could not record (the database away) is recorded again every loop until the database takes it;
-a job whose process ended on a database error (the job's own writes refused, e.g. a full disk) is neither
-failed nor held: the dispatcher sends it again once the database takes writes (services.store.jobs).
+The worker supervises its job processes, so a job it holds is never lost for a late heartbeat (services.store.
+jobs.lost): SQLite busy with other writers delays a beat, never fails a job. How a job process ended is
+recorded by the worker (`outcomes`, held until the database takes it, tried again every loop):
+- it stopped at a limit (time, memory) or on an error of its job: the job fails with the reason;
+- it died (a signal, e.g. SIGKILL): its worker is lost, as a Celery worker would be; the job is delivered again
+  and fails only once `max_attempts` workers were lost (services.store.jobs.lose);
+- its writes were refused (the database away, locked, or full): back to the outbox, no loss counted, sent
+  again once the database takes writes (services.store.jobs.requeue). A database fault delays a job, never
+  fails it.
 """
 from __future__ import annotations
 
@@ -66,7 +72,7 @@ class EmbeddedWorker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.starting: _Job | None = None
-        self.unrecorded: dict[tuple[str, str], tuple[int, str]] = {}     # failures the database refused
+        self.unrecorded: dict[tuple[str, str], tuple[int, str, str]] = {}  # (attempt, action, why) to record
 
     def start(self) -> None:
         if self._thread is None:
@@ -137,8 +143,10 @@ class EmbeddedWorker:
                     return
                 job = self.starting = self.pending.popleft()
             parent, child = multiprocessing.Pipe(duplex=False)
+            from services.store import notify
+
             job.process = _context().Process(target=_job_main, args=(self.settings, job.kind, job.job_id,
-                                                                    job.attempt, child),
+                                                                    job.attempt, child, notify.origin()),
                                              name=f"fabricplan-{job.kind}-{job.job_id[:8]}", daemon=True)
             job.process.start()
             child.close()
@@ -175,30 +183,49 @@ class EmbeddedWorker:
         if job.database_error is not None and job.killed_for is None:     # the job's writes were refused: sent
             log.warning("%s %s: the database refused its writes (%s); it is sent again once the database "
                         "takes writes", job.kind, job.job_id, job.database_error)
-            with self.lock:
-                self.running.remove(job)
-            return
-        why = job.killed_for or (f"the worker process running stage '{_stage(job.task)}' died "
-                                 f"({_exit(code)})")
+            action, why = "requeue", job.database_error
+        elif job.killed_for is not None:
+            action, why = "fail", job.killed_for
+        elif code < 0:                                 # died of a signal: its worker is lost
+            action, why = "lost", (f"the worker process running stage '{_stage(job.task)}' died "
+                                   f"({_exit(code)})")
+        else:
+            action, why = "fail", (f"the worker process running stage '{_stage(job.task)}' ended "
+                                   f"({_exit(code)})")
         with self.lock:
             self.running.remove(job)
-            self.unrecorded[(job.kind, job.job_id)] = (job.attempt, why)
+            self.unrecorded[(job.kind, job.job_id)] = (job.attempt, action, why)
         self._record_failures()
 
     def _record_failures(self) -> None:
-        """Record the failures of ended jobs; those the database refuses stay held and are tried again."""
+        """Record how ended jobs ended (failed, lost, back to the outbox); those the database refuses stay
+        held and are tried again."""
         if not self.unrecorded:
             return
         from services.jobs.stages import attempts
+        from services.store import jobs
+        from services.store.db import session_scope
 
+        url = self.settings.sqlalchemy_url
         with self.lock:
             todo = list(self.unrecorded.items())
-        for (kind, job_id), (attempt, why) in todo:
+        for (kind, job_id), (attempt, action, why) in todo:
             try:
-                attempts.fail(kind, job_id, why, attempt, self.settings.sqlalchemy_url)
+                if action == "requeue":
+                    with session_scope(url) as s:
+                        jobs.requeue(s, kind, job_id, attempt)
+                elif action == "lost":
+                    with session_scope(url) as s:
+                        outcome = jobs.lose(s, kind, job_id, attempt, why, self.settings.max_attempts)
+                    if isinstance(outcome, str):
+                        attempts.fail(kind, job_id, outcome, attempt, url)
+                    elif outcome is None:
+                        log.warning("%s %s: %s; delivered again", kind, job_id, why)
+                else:
+                    attempts.fail(kind, job_id, why, attempt, url)
             except Exception as exc:
-                log.warning("could not record the failure of %s %s (%s: %s); trying again", kind, job_id,
-                            type(exc).__name__, exc)
+                log.warning("could not record the outcome of %s %s (%s: %s); trying again", kind, job_id,
+                            type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
                 return
             with self.lock:
                 self.unrecorded.pop((kind, job_id), None)
@@ -226,7 +253,8 @@ def _kill(job: _Job) -> None:
         pass
 
 
-def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Connection) -> None:
+def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Connection,
+              origin: str | None = None) -> None:
     """A job process: the parent's settings, the limits, then the job's tasks run eagerly."""
     os.setpgrp()
     from services import config
@@ -243,6 +271,8 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
         with lock:
             conn.send(msg)
     notify.set_sink(lambda channel, key: send("change", channel, key))
+    if origin is not None:              # its changes reach its API process through the pipe, not the feed
+        notify.set_origin(origin)
     limits.embed(lambda name: send("task", name), settings.task_time_limit_s)
     from .tasks import HEARTBEATS, database_error, job_signature, reason
 

@@ -13,8 +13,11 @@ and a chain per plan revision (services.jobs.kinds.revision: failed links report
 
     repair (re-patch onto spare ports) -> schedules (degraded topology, verified) -> compile -> finish
 
-Every task runs one delivery attempt of its job (the `attempt` keyword the dispatcher adds) with a heartbeat
-(services.store.jobs.beat) and under the time and memory limits (workers.limits). Input errors, the time
+Every task runs one delivery attempt of its job (the `attempt` keyword the dispatcher adds) under the time and
+memory limits (workers.limits). It takes its job when it starts and releases it when it ends (services.store.
+jobs.take, release): while the task runs, its worker process holds the job and its heartbeat thread beats the
+worker's row and the job's; between two tasks nobody holds the job, so time in the queue never makes it lost.
+A release the database refuses is made by the heartbeat thread once the database answers. Input errors, the time
 limit and the memory limit fail the job with that reason and stop the chain; transient errors retry
 (bounded); a task whose job finished or was delivered again stops without writing; anything else fails the
 job with the stage and the error once the retries are used up. A worker process that dies is retried a
@@ -31,6 +34,7 @@ from celery import chain, chord, group, signals
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from billiard.exceptions import WorkerLostError
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from services.jobs.stages import attempts, compile_stage, early_compile
 from services.jobs.kinds import compiling, evaluation, revision
@@ -69,7 +73,7 @@ class JobTask(celery_app.Task):
         stage = self.name.rsplit(".", 1)[-1]
         limits.task_started(self.name)
         try:
-            with attempts.attempt_of(attempt), HEARTBEATS.running(self.kind, job_id, attempt):
+            with attempts.attempt_of(attempt), HEARTBEATS.holding(self.kind, job_id, attempt):
                 return super().__call__(*args, **kwargs)
         except attempts.Superseded:
             return {"stop": True}
@@ -149,15 +153,33 @@ def reason(stage: str, exc: BaseException) -> str:
     return f"internal error in stage '{stage}': {type(exc).__name__}: {exc}"
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error in one line: the driver's class and first line for a database error, never a traceback."""
+    db = database_error(exc)
+    if db is not None:
+        return db
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+
+
+# a bookkeeping write of the worker (take, release): a database fault is retried with backoff for a few
+# seconds (a busy SQLite, a PostgreSQL failover), then left to the heartbeat thread
+_bookkeeping = retry(retry=retry_if_exception_type(DATABASE_AWAY), wait=wait_exponential(multiplier=0.1, max=2.0),
+                     stop=stop_after_delay(10.0), reraise=True)
+
+
 class Heartbeats:
-    """One thread per worker process refreshes the heartbeat of the jobs its tasks are running (a thread:
-    a task may sit in one long numpy call). Started before the memory limit applies, so no task ever needs
-    to create a thread under it."""
+    """One thread per worker process beats the worker's row (scaled: services.store.jobs.beat_worker, its
+    liveness) and the heartbeat of the jobs its tasks hold (a thread: a task may sit in one long numpy call),
+    and makes the releases the database refused when the task ended. Started before the memory limit
+    applies, so no task ever needs to create a thread under it. A beat the database refuses (SQLite busy with
+    another writer, PostgreSQL restarting) is one line in the log; the next beat tries again."""
 
     def __init__(self):
         self.jobs: dict[int, tuple[str, str, int | None]] = {}
+        self.unreleased: dict[tuple[str, str, int | None], str] = {}
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        self.failing = False
 
     def start(self) -> None:
         with self.lock:
@@ -166,11 +188,18 @@ class Heartbeats:
                 self.thread.start()
 
     @contextmanager
-    def running(self, kind: str, job_id, attempt: int | None):
+    def holding(self, kind: str, job_id, attempt: int | None):
+        """The job is held by this worker while the block runs (taken, beaten, released)."""
         if not isinstance(job_id, str):
             yield
             return
         self.start()
+        me = jobs.worker_id()
+        url = get_settings().sqlalchemy_url
+        try:
+            _bookkeeping(self._take)(url, kind, job_id, attempt, me)
+        except DATABASE_AWAY as exc:      # the task's own writes will meet the same fault and retry
+            log.warning("%s %s: could not take the job (%s)", kind, job_id, _one_line(exc))
         token = object()
         with self.lock:
             self.jobs[id(token)] = (kind, job_id, attempt)
@@ -179,19 +208,63 @@ class Heartbeats:
         finally:
             with self.lock:
                 self.jobs.pop(id(token), None)
+            try:
+                _bookkeeping(self._release)(url, kind, job_id, attempt, me)
+            except DATABASE_AWAY as exc:
+                log.warning("%s %s: release deferred to the heartbeat thread (%s)", kind, job_id, _one_line(exc))
+                with self.lock:
+                    self.unreleased[(kind, job_id, attempt)] = me
+
+    running = holding
+
+    @staticmethod
+    def _take(url: str, kind: str, job_id: str, attempt: int | None, me: str) -> None:
+        with session_scope(url) as s:
+            if not get_settings().embedded:
+                jobs.beat_worker(s, me)
+            jobs.take(s, kind, job_id, attempt, me)
+
+    @staticmethod
+    def _release(url: str, kind: str, job_id: str, attempt: int | None, me: str) -> None:
+        with session_scope(url) as s:
+            jobs.release(s, kind, job_id, attempt, me)
+
+    def beat_once(self) -> None:
+        """One beat: the worker's row (scaled), the jobs held here, the releases still to make."""
+        st = get_settings()
+        me = jobs.worker_id()
+        with self.lock:
+            running = list(self.jobs.values())
+            unreleased = list(self.unreleased.items())
+        if st.embedded and not running and not unreleased:     # an idle job process: nothing to beat
+            return
+        try:
+            with session_scope(st.sqlalchemy_url) as s:
+                if not st.embedded:
+                    jobs.beat_worker(s, me)
+                for kind, job_id, attempt in running:
+                    jobs.beat(s, kind, job_id, attempt, me)
+            for (kind, job_id, attempt), holder in unreleased:
+                self._release(st.sqlalchemy_url, kind, job_id, attempt, holder)
+                with self.lock:
+                    self.unreleased.pop((kind, job_id, attempt), None)
+            if self.failing:
+                log.warning("heartbeats recorded again")
+            self.failing = False
+        except Exception as exc:                        # the database is away or busy: the next beat may succeed
+            log.warning("heartbeat of %d jobs not recorded (%s); trying again in %g s", len(running),
+                        _one_line(exc), self.period())
+            self.failing = True
+
+    @staticmethod
+    def period() -> float:
+        st = get_settings()
+        return min(st.heartbeat_s, st.stale_plan_s / 4)
 
     def _run(self) -> None:
         while True:
-            st = get_settings()
-            time.sleep(min(st.heartbeat_s, st.stale_plan_s / 4))
-            with self.lock:
-                running = list(self.jobs.values())
-            for kind, job_id, attempt in running:
-                try:
-                    with session_scope(st.sqlalchemy_url) as s:
-                        jobs.beat(s, kind, job_id, attempt)
-                except Exception:                      # the database is away: the next beat may succeed
-                    log.warning("heartbeat of %s %s failed", kind, job_id, exc_info=True)
+            time.sleep(self.period())
+            self.beat_once()
 
 
 HEARTBEATS = Heartbeats()

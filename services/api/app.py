@@ -6,7 +6,7 @@ import logging
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from services.config import Settings, get_settings
@@ -19,8 +19,9 @@ from .metrics import DatabaseCollector, Metrics, mark_process_dead
 from .auth import KeyCache
 from .dispatch import Dispatcher
 from .guard import InputGuard
-from .notify import Hub, PgListener
-from .routes import (artifacts, dashboard, exports, fabrics, frontiers, health, panels, placements, plans,
+from .notify import ChangeFeed, Hub, PgListener
+from .query_guard import reject_unknown_query
+from .routes import (artifacts, cluster, dashboard, exports, fabrics, frontiers, health, panels, placements, plans,
                      revisions, stats, topologies)
 from .routes.panels import PanelConfigCache
 from .routes.plans import PlanCache
@@ -61,29 +62,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             migrate(st.sqlalchemy_url)                 # Alembic is the only schema path
         hub.bind(asyncio.get_running_loop())
         notify.set_sink(hub.publish)                   # changes this process commits wake its waiters
-        listener = None
         if st.sqlalchemy_url.startswith("postgresql"):
             listener = PgListener(st.sqlalchemy_url, hub)   # changes other processes commit
-            listener.start()
+        else:
+            listener = ChangeFeed(st.sqlalchemy_url, hub)   # the same on SQLite (serve --workers N)
+        listener.start()
         app.state.dispatcher.start()
-        if app.state.metrics.embedded_workers is not None:
-            app.state.metrics.embedded_workers.set(1)    # this process's in-process worker
         try:
             yield
         finally:
             app.state.dispatcher.stop()
             mark_process_dead()
-            if listener is not None:
-                listener.stop()
+            listener.stop()
             notify.set_sink(None)
 
     app = FastAPI(title="fabricplan", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  dependencies=[Depends(reject_unknown_query)],
                   generate_unique_id_function=openapi_doc.operation_id,
                   description="Direct-connect topologies, collective schedules and cross-connects for "
                               "optically patched ML clusters.")
     app.state.settings = st
     app.state.metrics = Metrics(embedded_worker=st.embedded)
-    app.state.db_metrics = DatabaseCollector(st.sqlalchemy_url, None if st.embedded else st.broker_url)
+    app.state.db_metrics = DatabaseCollector(st.sqlalchemy_url, None if st.embedded else st.broker_url,
+                                             alive_within_s=max(3 * st.sweep_s, 5.0))
     app.state.hub = hub
     app.state.dispatcher = Dispatcher(st, hub.publish)
     app.state.plan_cache = PlanCache()
@@ -97,8 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(InputGuard)
     app.add_middleware(TimingMiddleware, metrics=app.state.metrics)
     errors.install(app)
-    for module in (panels, plans, revisions, frontiers, topologies, artifacts, fabrics, exports, placements, stats,
-                   health):
+    for module in (panels, plans, revisions, frontiers, topologies, artifacts, fabrics, exports, placements, cluster,
+                   stats, health):
         app.include_router(module.router)
     dashboard.mount(app)                               # `/`, /docs and /redoc from local files only
     openapi_doc.install(app)                           # operation ids, optional auth, typed bodies

@@ -78,24 +78,47 @@ def _lookup(url: str, secret: str) -> Principal | None:
         return None if key is None else Principal(key.role, key.name, key.panel_id, key.id)
 
 
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+KEY_REQUIRED = "an API key is required (Authorization: Bearer <key>)"
+KEY_UNKNOWN = "unknown or revoked API key"
+
+
+def secret_of(headers) -> str | None:
+    """The API key a request presents (`Authorization: Bearer <key>` or `X-API-Key`), from raw ASGI headers
+    [(name, value)], read before the body (services.api.guard)."""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    for name, value in headers:
+        if name == b"x-api-key" and value:
+            return value.decode("latin-1")
+    return None
+
+
+async def resolve(app, secret: str) -> Principal | None:
+    """The key's principal (None: unknown or revoked), from the cache or (off the event loop) the database."""
+    cache: KeyCache = app.state.key_cache
+    h = repo.hash_key(secret)
+    hit = cache.get(h)
+    if hit is not None:
+        return hit[0]
+    p = await run_in_threadpool(_lookup, app.state.settings.sqlalchemy_url, secret)
+    cache.put(h, p)
+    return p
+
+
 async def principal(request: Request, creds: HTTPAuthorizationCredentials | None = Security(bearer),
                     header_key: str | None = Security(api_key_header)) -> Principal:
     secret = creds.credentials if creds is not None else header_key
     if secret is None:
         if request.app.state.settings.api_keys_required:
-            raise HTTPException(401, "an API key is required (Authorization: Bearer <key>)",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(401, KEY_REQUIRED, headers=CHALLENGE)
         return Principal("scheduler", "anonymous")
-    cache: KeyCache = request.app.state.key_cache
-    h = repo.hash_key(secret)
-    hit = cache.get(h)
-    if hit is None:
-        p = await run_in_threadpool(_lookup, request.app.state.settings.sqlalchemy_url, secret)
-        cache.put(h, p)
-    else:
-        p = hit[0]
+    p = await resolve(request.app, secret)
     if p is None:
-        raise HTTPException(401, "unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(401, KEY_UNKNOWN, headers=CHALLENGE)
     return p
 
 

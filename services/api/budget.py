@@ -1,4 +1,4 @@
-"""Worker time is a budget (issue 24): every API key has a bound on its unfinished jobs.
+"""Worker time is a budget: every API key has a bound on its unfinished jobs.
 
 A request that queues work - a plan, an evaluation, an on-demand compile, a failure revision - records the
 key that asked as the job's owner (services.store.jobs.owner_name) and, in the same transaction, counts the

@@ -10,6 +10,10 @@ source of truth. Every `sweep_s` (and at once when woken) the thread
    Embedded, a job sent that the worker no longer holds and that did not finish (its outcome could not be
    recorded: the database refused its writes) is sent again the same way once the database takes writes,
    and a running one is lost at once (services.store.jobs, `held`).
+A sweep after the database was away waits `stale_plan_s` before it looks for lost workers: the workers could
+not beat while it was away either, and a fault of the database must never count as a lost worker. Embedded, each
+sweep also beats this process's worker row (services.store.jobs.beat_worker, kind `embedded`): the metrics'
+`fabricplan_workers_alive` counts the rows that beat recently, so a killed API process stops counting.
 Viewers' jobs take at most `viewer_job_slots` workers at once (all viewer keys together; the rest wait in the
 outbox, oldest first), so a viewer flooding on-demand compiles never holds every worker while a scheduler's
 plan waits. Several API processes may sweep the same database: each send is a new attempt, and a worker writes only for
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from services.config import Settings
@@ -41,6 +46,8 @@ class Dispatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.broker_ok = True
+        self.database_ok = True
+        self.database_back_at = float("-inf")
 
     def start(self) -> None:
         if self.embedded:          # this process's previous incarnation and its job processes are gone
@@ -72,8 +79,15 @@ class Dispatcher:
                 return
             try:
                 self.sweep()
+                if not self.database_ok:
+                    self.database_ok, self.database_back_at = True, time.monotonic()
+                    log.warning("the database answers again; lost workers are looked for after %s s",
+                                self.settings.stale_plan_s)
             except Exception as exc:              # the database is down: the next sweep tries again
-                log.warning("outbox sweep failed: %s: %s", type(exc).__name__, exc)
+                if self.database_ok:
+                    log.warning("outbox sweep failed: %s: %s", type(exc).__name__,
+                                (str(exc).splitlines() or [""])[0][:200])
+                self.database_ok = False
 
     def sweep(self) -> int:
         """One pass: lost workers, then the outbox. Returns the number of jobs sent."""
@@ -81,8 +95,12 @@ class Dispatcher:
 
         st = self.settings
         held = self.worker.held() if self.embedded else None     # read before the rows (jobs.lost)
+        lost = []
         with session_scope(st.sqlalchemy_url) as s:
-            lost = jobs.lost(s, st.stale_plan_s, st.max_attempts, held)
+            if self.embedded:
+                jobs.beat_worker(s, "api:" + jobs.worker_id(), kind="embedded")
+            if time.monotonic() - self.database_back_at > st.stale_plan_s:
+                lost = jobs.lost(s, st.stale_plan_s, st.max_attempts, held)
         for kind, job_id, reason in lost:
             if reason is None:
                 log.warning("%s %s: worker lost; delivered again", kind, job_id)

@@ -1,14 +1,14 @@
 """Prometheus metrics of the service (GET /metrics; docs/grafana-dashboard.json charts them).
 
 Two sources, so that every process of `fabricplan serve --workers N` answers a scrape with the same numbers:
-- counted in the API processes (request latency, plans accepted, panel reports by status, embedded workers
-  alive): prometheus_client's multiprocess mode when PROMETHEUS_MULTIPROC_DIR is set (the serve command sets
+- counted in the API processes (request latency, plans accepted, panel reports by status): prometheus_client's multiprocess mode when PROMETHEUS_MULTIPROC_DIR is set (the serve command sets
   it up for several processes, services.cli), so a scrape sums every process's files instead of reading the
   one process it landed on (which Prometheus would see as counter resets);
 - read from the database at each scrape (`DatabaseCollector`), the source of truth shared by all processes
   and by the workers of the scaled deployment: queue depth by job kind, job and
-  plan-stage durations, compile durations, revisions by cause, and (scaled) the Celery workers that answer a
-  ping. Durations are cumulative histograms over the finished jobs the database holds (they grow as jobs
+  plan-stage durations, compile durations, revisions by cause, and the workers alive (embedded: the API
+  processes whose worker beat its row within a few sweeps, services.store.jobs.workers_alive, so a killed
+  process stops counting; scaled: the Celery workers that answer a ping). Durations are cumulative histograms over the finished jobs the database holds (they grow as jobs
   finish and never reset), computed from the rows' timestamps and the compile's own `seconds`.
 """
 from __future__ import annotations
@@ -52,11 +52,7 @@ class Metrics:
                           ["kind", "status"], registry=self.registry, multiprocess_mode="mostrecent")
         self.panel_reports = Counter("fabricplan_panel_reports_total", "panel state reports accepted, by status",
                                      ["status"], registry=self.registry)
-        self.embedded_workers = None
-        if embedded_worker:        # the scaled deployment's workers are counted by DatabaseCollector's ping
-            self.embedded_workers = Gauge("fabricplan_workers_alive", "workers running jobs (embedded: one per API "
-                                          "process; scaled: Celery workers answering a ping)",
-                                          registry=self.registry, multiprocess_mode="livesum")
+        self.embedded_workers = None     # counted by DatabaseCollector from the workers' rows (both deployments)
 
 
     def set_plans_by_status(self, counts: dict[str, int]) -> None:
@@ -109,8 +105,8 @@ class _Forward(Collector):
 class DatabaseCollector(Collector):
     """Metrics counted by the database at scrape time (cached CACHE_S): see the module docstring."""
 
-    def __init__(self, url: str, broker_url: str | None = None):
-        self.url, self.broker_url = url, broker_url
+    def __init__(self, url: str, broker_url: str | None = None, alive_within_s: float = 10.0):
+        self.url, self.broker_url, self.alive_within_s = url, broker_url, alive_within_s
         self.lock = threading.Lock()
         self.cached: tuple[float, list] | None = None
         self.workers: tuple[float, int | None] | None = None
@@ -133,7 +129,7 @@ class DatabaseCollector(Collector):
         from sqlalchemy import func, select
 
         from services.store.db import session_scope
-        from services.store.jobs import KINDS
+        from services.store.jobs import KINDS, workers_alive
         from services.store.models import CompileJob, PlanEvent, PlanRevision
 
         queue = GaugeMetricFamily("fabricplan_queue_depth", "jobs queued and not started, by kind", labels=["kind"])
@@ -176,7 +172,11 @@ class DatabaseCollector(Collector):
             for (kind, cause), n in sorted(by_cause.items()):
                 revisions.add_metric([kind, cause], n)
         yield from (queue, durations.family(), stages.family(), compiles.family(), revisions)
-        alive = self._celery_workers()
+        if self.broker_url:
+            alive = self._celery_workers()
+        else:   # embedded: the API processes whose worker beat its row lately (a killed one stops counting)
+            with session_scope(self.url) as s:
+                alive = workers_alive(s, self.alive_within_s, "embedded")
         if alive is not None:
             g = GaugeMetricFamily("fabricplan_workers_alive", "workers running jobs (embedded: one per API process; "
                                   "scaled: Celery workers answering a ping)")

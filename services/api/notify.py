@@ -9,6 +9,11 @@ while it waits: no thread, no database read.
 `PgListener` LISTENs on PostgreSQL (scaled deployment: changes committed by workers on other machines or by
 other API processes) and publishes what it hears. After a reconnect it publishes `resync` so every waiter
 re-reads once (notifications sent while it was disconnected are lost).
+
+`ChangeFeed` does the same on SQLite (the embedded deployment, `serve --workers N`): a thread reads the
+`changes` rows other processes committed since its last read (every FEED_S; one indexed query) and publishes
+them, so a plan's cached body and a panel's long poll in one process follow a change committed in another.
+Rows older than FEED_KEEP_S are pruned.
 """
 from __future__ import annotations
 
@@ -18,10 +23,12 @@ import threading
 from contextlib import contextmanager
 from typing import Callable
 
-from services.store.notify import PG_CHANNEL, parse_payload
+from services.store.notify import PG_CHANNEL, origin, parse_payload
 
 log = logging.getLogger("fabricplan.notify")
 RESYNC = ("*", "*")
+FEED_S = 0.25
+FEED_KEEP_S = 600.0
 
 
 class Hub:
@@ -120,3 +127,58 @@ class PgListener:
                 log.warning("PostgreSQL listener: %s: %s; reconnecting", type(exc).__name__, exc)
                 self.stop_event.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
+
+
+class ChangeFeed:
+    """A thread reading the SQLite change feed (services.store.notify) into the hub: changes committed by the
+    other processes of the deployment. Starts at the newest row (a process starting has nothing cached)."""
+
+    def __init__(self, url: str, hub: Hub, period_s: float = FEED_S):
+        self.url, self.hub, self.period_s = url, hub, period_s
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="fabricplan-change-feed", daemon=True)
+        self.cursor: int | None = None
+        self.failing = False
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+
+    def poll(self) -> int:
+        """Publish the changes committed by other processes since the last poll; returns how many."""
+        from datetime import datetime, timedelta, timezone
+
+        from sqlalchemy import delete, func, select
+
+        from services.store.db import session_scope
+        from services.store.models import Change
+
+        me, n = origin(), 0
+        with session_scope(self.url) as s:
+            if self.cursor is None:
+                self.cursor = s.scalar(select(func.max(Change.id))) or 0
+                return 0
+            rows = s.execute(select(Change.id, Change.channel, Change.key, Change.origin)
+                             .where(Change.id > self.cursor).order_by(Change.id).limit(5000)).all()
+            if rows and rows[0][0] % 1000 == 0:
+                s.execute(delete(Change).where(
+                    Change.at < datetime.now(timezone.utc) - timedelta(seconds=FEED_KEEP_S)))
+        for row_id, channel, key, who in rows:
+            self.cursor = row_id
+            if who != me:
+                self.hub.publish(channel, key)
+                n += 1
+        return n
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.period_s):
+            try:
+                self.poll()
+                self.failing = False
+            except Exception as exc:                     # the database is busy or away: read again next time
+                if not self.failing:
+                    log.warning("change feed: %s: %s", type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
+                self.failing = True

@@ -7,6 +7,8 @@
   service with FABRICPLAN_API_KEYS_REQUIRED answers 401 without a key; each operation documents its 401
   and 403). Per-operation security would make generators demand an authenticated client even where no
   key is needed;
+- errors as RFC 9457 problems: every 4xx and 5xx response is `application/problem+json` with the Problem
+  schema (services.api.errors), FastAPI's own 422 shape left out;
 - typed request bodies the route validates itself (the fabric registration: a layout shortcut or the full
   document, REQUEST_BODIES);
 - the HTTP caching and paging contract: every operation that answers 304 takes an `If-None-Match` header and
@@ -27,6 +29,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
+
+from .schemas import Problem
 
 __all__ = ["LICENSE", "OPERATION_IDS", "RESPONSE_HEADERS", "SERVERS", "TAGS", "operation_id", "install"]
 
@@ -102,6 +106,7 @@ def _request_bodies() -> dict[str, list[type[BaseModel]]]:
 
 
 OCTET = "application/octet-stream"
+PROBLEM_JSON = "application/problem+json"
 SECURITY = [{}, {"HTTPBearer": []}, {"APIKeyHeader": []}]
 
 
@@ -124,8 +129,12 @@ def _customise(doc: dict) -> dict:
     for ops in doc.get("paths", {}).values():
         for op in ops.values():
             op.pop("security", None)
-            for response in op.get("responses", {}).values():
+            for status, response in op.get("responses", {}).items():
                 media = response.get("content", {})
+                ref = media.get("application/json", {}).get("schema", {}).get("$ref", "")
+                if status[:1] in "45" and ref.rsplit("/", 1)[-1] in ("Problem", "HTTPValidationError"):
+                    response["content"] = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+                    continue
                 if OCTET in media:          # FastAPI puts the route's default (JSON) first: binary first
                     response["content"] = {OCTET: media[OCTET], **{k: v for k, v in media.items() if k != OCTET}}
             _headers(op)
@@ -135,6 +144,9 @@ def _customise(doc: dict) -> dict:
                 media = op["requestBody"]["content"]["application/json"]
                 media["schema"] = {"oneOf": refs, "title": "Body"}
                 op["requestBody"]["required"] = True
+    _add_model(schemas, Problem)
+    for unused in ("HTTPValidationError", "ValidationError"):      # FastAPI's own 422 shape: never served
+        schemas.pop(unused, None)
     _input_defaults(doc)
     if "securitySchemes" in doc["components"]:
         doc["security"] = SECURITY

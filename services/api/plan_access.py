@@ -31,6 +31,7 @@ __all__ = ["NOT_FOUND", "utc", "plan_or_404", "compile_query", "compiled_xml", "
            "compile_failed", "schedule_json_bytes"]
 
 MscclRuntimeName = Literal[tuple(r.value for r in MSCCL_RUNTIMES)]      # executor, rccl, legacy
+RuntimeName = Literal[tuple(r.value for r in (*MSCCL_RUNTIMES, Runtime.ONECCL))]     # and oneccl
 NOT_FOUND = {404: {"model": ErrorOut, "description": "unknown plan"}}
 RUNTIME_CHANNELS = ", ".join(f"{name} {p.max_channels}" for name, p in RUNTIME_PROFILES.items())
 MAX_RUNTIME_CHANNELS = max(p.max_channels for p in RUNTIME_PROFILES.values())
@@ -50,8 +51,9 @@ def plan_or_404(s: Session, plan_id: str):
 
 
 def compile_query(
-        runtime: MscclRuntimeName | None = Query(
-            None, description="MSCCL runtime (format=msccl): executor (default), rccl, legacy"),
+        runtime: RuntimeName | None = Query(
+            None, description="the runtime of the XML: executor (format=msccl's default), rccl, legacy (MSCCL "
+                              "runtimes, format=msccl), oneccl (format=oneccl, its only runtime)"),
         proto: Literal["Simple", "LL", "LL128"] | None = Query(None, description="NCCL protocol"),
         inplace: Literal["out", "in", "both"] | None = Query(
             None, description="calls the file serves (default: the runtime's, docs/runtimes.md)"),
@@ -71,8 +73,12 @@ def compile_query(
     """The compile options of an XML request (format=msccl|oneccl) as query parameters: a function of the
     format that returns its CompileOptions (422 for a runtime with format=oneccl)."""
     def options(fmt: str) -> CompileOptions:
-        if fmt == "oneccl" and runtime is not None:
-            raise _unprocessable("runtime", "runtime selects an MSCCL runtime; format=oneccl has none", "value_error")
+        if fmt == Format.ONECCL and runtime not in (None, Runtime.ONECCL.value):
+            raise _unprocessable("runtime", f"runtime {runtime} is an MSCCL runtime (format=msccl); format=oneccl "
+                                 "has only the oneccl runtime", "value_error")
+        if fmt == Format.MSCCL and runtime == Runtime.ONECCL.value:
+            raise _unprocessable("runtime", "runtime oneccl is served as format=oneccl; format=msccl takes "
+                                 "executor, rccl or legacy", "value_error")
         named = Runtime(runtime) if runtime else (Runtime.ONECCL if fmt == Format.ONECCL else DEFAULT_RUNTIME)
         return CompileOptions(named.value, proto=proto,
                               inplace=inplace, min_bytes=min_bytes, max_bytes=max_bytes, channels=channels,
@@ -112,7 +118,7 @@ def compiled_xml(s: Session, request: Request, plan_id: str, coll: Collective, f
         s.commit()
         request.app.state.dispatcher.wake()
     if job.status == "done":
-        suffix = options.runtime if fmt == "msccl" else "oneccl"
+        suffix = options.runtime if fmt == Format.MSCCL else Runtime.ONECCL.value
         name = f"{plan_id}-{prefix.rstrip(':')}-" if prefix else f"{plan_id}-"
         part = coll.value if index is None else f"{coll.value}-range{index}"
         return blob_response(request, s, job.digest, "application/xml", f"{name}{part}-{suffix}.xml")
@@ -136,7 +142,7 @@ def range_xml(s: Session, request: Request, plan_id: str, coll: Collective, fmt:
     link = repo.plan_artifact(s, plan_id, f"{prefix}schedule:{coll.value}@{index}")
     if link is None or not by_size or index >= len(by_size):
         raise HTTPException(404, f"plan {plan_id} has no size range {index} of its {coll.value} set")
-    if fmt == "oneccl":
+    if fmt == Format.ONECCL:
         raise _unprocessable("format", "oneCCL files have no minBytes/maxBytes window, so a size range's file cannot "
                              "be selected by size there: download the range as json or npz, or the collective's "
                              "oneccl file without range", "value_error")
@@ -156,7 +162,7 @@ def compiled_view(compiled: dict, schedule_url, links: dict) -> dict:
     URL without query), size ranges' too (`&range=i`), added to `links` as `xml:<runtime>:<c>`."""
     out = {}
     for runtime, per in compiled.items():
-        query = "format=oneccl" if runtime == "oneccl" else f"format=msccl&runtime={runtime}"
+        query = "format=oneccl" if runtime == Runtime.ONECCL else f"format=msccl&runtime={runtime}"
         out[runtime] = {}
         for c, summary in per.items():
             url = f"{schedule_url(c)}?{query}"

@@ -1,4 +1,4 @@
-"""A running job's `progress` block (issue 25): its weighted fraction (services.jobs.stages.stage_weights), stage, and
+"""A running job's `progress` block: its weighted fraction (services.jobs.stages.stage_weights), stage, and
 the ETA from the time it has been running (the start of its first stage in the plan's events)."""
 from __future__ import annotations
 

@@ -47,8 +47,10 @@ def revision_summary(plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
     """One entry of the revision list (revision 0 when `rev` is None)."""
     number = 0 if rev is None else rev.number
     result = (plan.result if rev is None else rev.result) or {}
-    slow = ((result.get("failure_cost") or {}).get("workload_us") or {}).get("slowdown")
+    restored = rev is not None and rev.kind == "restored"
+    slow = None if restored else ((result.get("failure_cost") or {}).get("workload_us") or {}).get("slowdown")
     return {"number": number, "kind": "original" if rev is None else rev.kind,
+            "restores": (rev.cause or {}).get("revision") if restored else None,
             "status": plan.status if rev is None else rev.status, "current": number == cur,
             "created_at": plan.created_at if rev is None else rev.created_at,
             "expr": (result.get("topology") or {}).get("expr"),
@@ -73,9 +75,13 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
                                            for i, row in enumerate(sm["by_size"])]
             links[f"schedule:{c}"] = f"{url}/schedules/{c}"
         links["topology"] = f"{url}/topology"
+    restored = rev is not None and rev.kind == "restored"
+    stored_compiled = result.get("compiled")
+    if restored and not stored_compiled:          # revision 0's files (its artifacts are revision 0's too)
+        stored_compiled = (plan.result or {}).get("compiled")
     compiled = None
-    if result.get("compiled"):
-        compiled = compiled_view(result["compiled"], lambda c: f"{url}/schedules/{c}", links)
+    if stored_compiled:
+        compiled = compiled_view(stored_compiled, lambda c: f"{url}/schedules/{c}", links)
     pending = None
     if rev is not None and rev.status in ("queued", "running"):
         schedules, compiled, pending = _in_progress(s, plan, rev, url, links)
@@ -91,9 +97,12 @@ def revision_view(s, plan: Plan, rev: PlanRevision | None, base: str, cur: int) 
         "repair_requested": False if rev is None else rev.repair,
         "repair": None if rev is None else _repair_view(s, plan.id, rev.number, result.get("repair")),
         "topology": result.get("topology"), "schedules": schedules, "compiled": compiled,
-        "compile_failed": compile_failed(result.get("compiled")) if pending is None else None,
-        "predicted_time_us": result.get("predicted_time_us"), "workload_time_us": result.get("workload_time_us"),
-        "alltoall": _alltoall_view(result.get("alltoall"), links), "failure_cost": result.get("failure_cost"),
+        "compile_failed": compile_failed(stored_compiled) if pending is None else None,
+        "predicted_time_us": result.get("predicted_time_us"), "barrier_time_us": result.get("barrier_time_us"),
+        "workload_time_us": result.get("workload_time_us"),
+        "alltoall": _alltoall_view(result.get("alltoall"), links),
+        "failure_cost": None if restored else result.get("failure_cost"),
+        "restore_gain": result.get("failure_cost") if restored else None,
         "build": None if rev is None or rev.kind != "failure" or not result else
         {"schedules_s": result.get("seconds"), "compile_s": result.get("compile_s"), "cpu_s": result.get("cpu_s")},
         "compile_pending": pending,

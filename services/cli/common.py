@@ -74,7 +74,7 @@ def add_cost_arguments(p: argparse.ArgumentParser) -> None:
 @contextmanager
 def progress_bar(desc: str, stream=None, unit: str = "candidate"):
     """Yield progress(message): each call advances a bar on `stream` (default stderr; tqdm) by one and shows the
-    message, when it is a terminal; otherwise a no-op, so piped and `--json` output stays clean (issue 25)."""
+    message, when it is a terminal; otherwise a no-op, so piped and `--json` output stays clean."""
     stream = sys.stderr if stream is None else stream
     if not (hasattr(stream, "isatty") and stream.isatty()):
         yield lambda message=None: None

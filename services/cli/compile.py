@@ -136,7 +136,7 @@ def run(args) -> int:
     except (ScheduleTooLarge, ValueError) as exc:
         raise UsageError(str(exc)) from None
     summary = {**art.as_dict(), **extra}
-    for key in ("predicted_time_us", "schedule_time_us"):
+    for key in ("predicted_time_us", "schedule_time_us", "predicted_barrier_time_us", "schedule_barrier_time_us"):
         if not summary.get(key):
             # times need message sizes (--size) and a link model (--alpha-us, --bandwidth-gbps): without them
             # there is nothing to show

@@ -14,7 +14,7 @@ __all__ = ["hybrid_wanted", "run_hybrid"]
 
 
 def hybrid_wanted(args) -> bool:
-    """The multi-GPU hybrid-parallel model (issue 27) runs when asked for (hosts of several GPUs, a strategy,
+    """The multi-GPU hybrid-parallel model (docs/training.md) runs when asked for (hosts of several GPUs, a strategy,
     a global batch, a switched topology) or when the model exists only as a transformer description; otherwise
     `train` keeps the one-accelerator-per-node model of the paper's section 8.3."""
     from services.synthesis.evaluate.fabrics import SWITCHED

@@ -20,8 +20,8 @@ def run(args) -> int:
     topo = build_topology(args.expr)               # validates the expression with a clear message
     collective = Collective.parse(args.collective)
     if collective is Collective.ALLTOALL:
-        if args.by_size or args.links:
-            raise UsageError("--by-size and --links cover allgather, reducescatter and allreduce")
+        if args.by_size:
+            raise UsageError("--by-size covers allgather, reducescatter and allreduce")
         return _schedule_alltoall(args, topo)
     if args.steps is not None or args.chunks is not None:
         raise UsageError("--steps and --chunks apply to --collective alltoall")
@@ -61,13 +61,20 @@ def _schedule_by_size(args, collective) -> int:
 
 
 def _schedule_alltoall(args, topo) -> int:
+    """The all-to-all schedule, priced for D = --size bytes per node on the uniform links or the --links table:
+    `time_us` dependency-driven (schedule.dependency), `barrier_time_us` step-synchronous (LinkCosts.time)."""
     from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
+    from services.synthesis.schedule.dependency import dependency_time
 
+    costs = link_costs(args, topo)            # validated before the LP runs
     try:
         result = alltoall_schedule(topo, steps=args.steps, chunks=args.chunks)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     summary = result.to_dict()
+    summary["size_bytes"] = args.size
+    summary["time_us"] = dependency_time(result.schedule, costs, args.size) * 1e6
+    summary["barrier_time_us"] = costs.time(result.schedule, args.size) * 1e6
     if args.output:
         with open(args.output, "wb") as fh:
             fh.write(result.schedule.to_bytes())

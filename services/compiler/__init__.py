@@ -2,6 +2,11 @@
 microsoft/msccl) and oneCCL XML (CPUs), plus a validator and CPU simulator for any MSCCL or oneCCL XML.
 Pure library: no web, DB or Celery imports.
 
+Layout, one subpackage per stage in the order a compile runs them (docs/architecture.md, "Layout"):
+lowering/ (chunk grid, channels, unit layout) -> msccl/ (the instruction-table IR and its five passes) -> text/
+(XML writers; the oneCCL compiler) -> check/ (tokenizer, scanner, checkers, simulator, deadlock proof) -> fit/
+(the fit search, which compiles and checks candidates); common/ and runtimes/ below them all, api.py on top.
+
 Stable API:
     compile_schedule(schedule, topology, runtime="executor"|"rccl"|"legacy"|"oneccl", **options) -> CompiledArtifact
         (any collective of the IR, all-to-all included; the file is art.xml_data, ASCII bytes; art.xml a str copy)
@@ -17,7 +22,7 @@ from importlib import import_module
 _HOME = {**dict.fromkeys(("FORMATS", "RUNTIMES", "CompiledArtifact", "CompileOptions", "check_xml", "compile_schedule",
                           "format_of", "runtime_defaults"), ".api"),
          **dict.fromkeys(("CheckReport", "CompileError", "Finding", "XmlInvalid"), ".errors"),
-         **dict.fromkeys(("Lowered", "chunked_bfb", "lower"), ".lower.lowering"),
+         **dict.fromkeys(("Lowered", "chunked_bfb", "lower"), ".lowering.grid"),
          **dict.fromkeys(("PROFILES", "RuntimeProfile", "profile_for"), ".runtimes")}
 _ALIASES = {"DIALECTS": "PROFILES", "RuntimeLimits": "RuntimeProfile"}     # the old names
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 import numpy as np
 
 from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.dependency import dependency_curve
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology
 
@@ -23,7 +24,7 @@ from .check.msccl import check_msccl
 from .check.msccl_simulate import SIMULATE_MAX_STEPS
 from .errors import CheckReport, CompileError
 from .fit.search import FitRequest, fit_msccl
-from .lower.lowering import DEFAULT_MAX_CHUNKS, lower
+from .lowering.grid import DEFAULT_MAX_CHUNKS, lower
 from .runtimes import PROFILES, Format, Runtime, RuntimeProfile, profile_for  # noqa: F401  (PROFILES: re-exported)
 from .text.msccl import to_xml
 
@@ -38,16 +39,16 @@ ALLTOALL_MODES = ("out",)
 
 
 def format_of(runtime: str) -> str:
-    """The format a runtime's files are written in (Runtime.format)."""
-    return Runtime(runtime).format.value
+    """The format a runtime's files are written in (Runtime.file_format)."""
+    return Runtime(runtime).file_format.value
 
 
 def exact_chunk_bound(options: CompileOptions, nodes: int) -> int | None:
     """The most chunks per shard a file for `options` holds without re-solving its schedule (None: no bound,
     the oneCCL format): the lowering's `max_chunks` and the runtime's 16-bit chunk offsets,
-    N x P x instances <= max_offset + 1 (services.compiler.lower.lowering). A finer schedule is re-solved as the
+    N x P x instances <= max_offset + 1 (services.compiler.lowering.grid). A finer schedule is re-solved as the
     chunked BFB (paper App. E.2) when compiled."""
-    if Runtime(options.runtime).format is Format.ONECCL:
+    if Runtime(options.runtime).file_format is Format.ONECCL:
         return None
     return min(options.max_chunks, (profile_for(options.runtime).max_offset + 1) // (nodes * options.instances))
 
@@ -110,7 +111,9 @@ class CompiledArtifact:
     instances, `chunks_per_loop`), `loss` the relative bandwidth loss of lowering (tau ratio - 1; 0.0 when
     exact). `xml_steps` counts every <step> of the file; `max_tb_steps` the most in one thread block.
     `attempts` lists the fit search's candidates; `predicted_time_us` / `schedule_time_us` give, per message
-    size, the alpha-beta time of the compiled program and of the schedule it came from.
+    size, the dependency-driven time (what the XML realises: no barrier between steps; DESIGN section 2) of the
+    compiled program and of the schedule it came from, `predicted_barrier_time_us` / `schedule_barrier_time_us`
+    their step-synchronous alpha-beta prices.
 
     The file is kept once, as ASCII bytes (`xml_data`: write or store these); `xml` decodes a str copy on
     every access (convenient for small files; a 1024-rank file is hundreds of MB)."""
@@ -152,6 +155,8 @@ class CompiledArtifact:
     attempts: list = field(default_factory=list)
     predicted_time_us: dict = field(default_factory=dict)
     schedule_time_us: dict = field(default_factory=dict)
+    predicted_barrier_time_us: dict = field(default_factory=dict)
+    schedule_barrier_time_us: dict = field(default_factory=dict)
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     # the checker's report on exactly this file when the fit search already ran it (parse, rules, simulation):
@@ -231,12 +236,18 @@ def check_options(options: CompileOptions, collective: str) -> CompileOptions:
     return opts
 
 
-def _times(link: LinkModel | None, sizes, steps, tau, steps0, tau0) -> tuple[dict, dict]:
+def _times(link: LinkModel | None, sizes, low, schedule: Schedule, degree: int) -> tuple[dict, dict, dict, dict]:
+    """Per size: the compiled program's and the original schedule's dependency-driven times (DESIGN section 2:
+    what the XML realises, `schedule.dependency`), then their step-synchronous prices (steps alpha + tau M/B)."""
     if link is None:
-        return {}, {}
-    sizes = list(sizes or (1 << 20, 1 << 28))
-    return ({str(int(m)): link.time(steps, tau, m) * 1e6 for m in sizes},
-            {str(int(m)): link.time(steps0, tau0, m) * 1e6 for m in sizes})
+        return {}, {}, {}, {}
+    sizes = [int(m) for m in (sizes or (1 << 20, 1 << 28))]
+    out = []
+    for sched in (low.schedule, schedule):
+        curve = dependency_curve(sched, link, degree)
+        out.append({str(m): float(curve(m)) * 1e6 for m in sizes})
+    return (out[0], out[1], {str(m): link.time(low.schedule.steps, low.tau, m) * 1e6 for m in sizes},
+            {str(m): link.time(low.steps_original, low.tau_original, m) * 1e6 for m in sizes})
 
 
 def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = None, *,
@@ -345,7 +356,7 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         warnings.append(f"message sizes {outside[:4]} are outside the file's window (minBytes={opts.min_bytes}, "
                         f"maxBytes={opts.max_bytes}): the {profile.name} runtime runs those calls with NCCL's own "
                         f"algorithms")
-    pred, sched_t = _times(link, sizes, s.steps, low.tau, low.steps_original, low.tau_original)
+    pred, sched_t, pred_b, sched_b = _times(link, sizes, low, schedule, topology.degree)
     st = prog.stats
     art = CompiledArtifact(
         xml_data=xml, fmt="msccl", collective=coll, topology=topology.expr, nodes=s.nodes, steps=s.steps,
@@ -358,7 +369,8 @@ def compile_schedule(schedule: Schedule, topology: Topology, fmt: str | None = N
         xml_steps=int(st["steps_per_tb"].sum()), xml_threadblocks=int(st["tbs_per_gpu"].sum()),
         xml_dependent_steps=int(np.count_nonzero(prog.hasdep)), messages=prog.messages, dropped_units=prog.dropped_units,
         options=opt.label(), attempts=[a.as_dict() for a in fitted.attempts], predicted_time_us=pred,
-        schedule_time_us=sched_t, warnings=warnings)
+        schedule_time_us=sched_t, predicted_barrier_time_us=pred_b,
+        schedule_barrier_time_us=sched_b, warnings=warnings)
     checked_prog, passed = reports.get("last", (None, None))
     if checked_prog is prog and passed.ok:
         art.check_report = passed
@@ -395,14 +407,15 @@ def _compile_oneccl(schedule, topology, opts: CompileOptions, *, name, link, siz
                         f"P={low.chunks}: tau x{low.tau_ratio:.4f}")
     xml, stats = compile_oneccl(low.schedule, topology, inplace=opts.inplace == "in", name=name)
     s = low.schedule
-    pred, sched_t = _times(link, sizes, s.steps, low.tau, low.steps_original, low.tau_original)
+    pred, sched_t, pred_b, sched_b = _times(link, sizes, low, schedule, topology.degree)
     return CompiledArtifact(
         xml_data=xml, fmt="oneccl", collective=schedule.collective.value, topology=topology.expr, nodes=s.nodes,
         steps=s.steps, chunks=low.chunks, chunks_per_loop=s.nodes * low.chunks, loss=low.loss,
         tau_ratio=low.tau_ratio, tau=float(low.tau), tau_original=float(low.tau_original), lowering=low.method,
         original_steps=low.steps_original, runtime="oneccl", inplace=opts.inplace,
         max_tb_steps=stats["max_tb_steps"], messages=stats["messages"], predicted_time_us=pred,
-        schedule_time_us=sched_t, warnings=warnings, seconds=time.perf_counter() - t0)
+        schedule_time_us=sched_t, predicted_barrier_time_us=pred_b,
+        schedule_barrier_time_us=sched_b, warnings=warnings, seconds=time.perf_counter() - t0)
 
 
 def check_xml(xml: str | bytes, fmt: str = "msccl", *, runtime: str | RuntimeProfile | None = None,

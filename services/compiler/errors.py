@@ -15,6 +15,11 @@ class CompileError(ValueError):
                  gpu: int | None = None, tb: int | None = None):
         super().__init__(message)
         self.limit, self.value, self.maximum, self.gpu, self.tb = limit, value, maximum, gpu, tb
+        # a failed fit search's (services.compiler.fit.search): its attempts, whether its deadline ended it,
+        # and a refused candidate's lower bound on steps per thread block
+        self.attempts: list[dict] = []
+        self.timed_out = False
+        self.lower_bound = None
 
 
 @dataclass

@@ -6,7 +6,7 @@ column type they take, since tiny programs never reach the radix sort), then the
 (services.compiler.msccl.order_kernels) and XML text writers (services.compiler.text.xmltext), by compiling one tiny
 allreduce for an MSCCL runtime, the checker's byte scanner and rules (services.compiler.check.scan,
 msccl_columns) by checking that file, the deadlock proof (services.compiler.check.deadlock_kernels) by proving it
-(the edges a cycle is named from, on no steps), the all-to-all pair index (services.compiler.lower.layout.
+(the edges a cycle is named from, on no steps), the all-to-all pair index (services.compiler.lowering.layout.
 AlltoallPairs) and homes on one transfer of two ranks, the oneCCL writer, and the tokenizer automaton a
 stored file is checked with (services.compiler.check.grammar).
 
@@ -63,7 +63,7 @@ def _deadlock() -> None:
 def _alltoall() -> None:
     from services.synthesis.schedule.ir import Collective
 
-    from .lower.layout import AlltoallPairs, UnitLayout
+    from .lowering.layout import AlltoallPairs, UnitLayout
 
     one = np.ones(1, np.int64)
     pairs = AlltoallPairs(SimpleNamespace(nodes=2, grid=2, lo=one, hi=2 * one, source=0 * one, receiver=one))
@@ -88,7 +88,7 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
     ("message table sorts and runs (compiler.common.radix, msccl.message_kernels)", _sorts),
     ("MSCCL compile and check: layout, dependency pass, connections, order, XML text, scanner, rules", _msccl),
     ("deadlock proof (compiler.check.deadlock_kernels)", _deadlock),
-    ("all-to-all pairs and homes (compiler.lower.layout)", _alltoall),
+    ("all-to-all pairs and homes (compiler.lowering.layout)", _alltoall),
     ("oneCCL compile (compiler.text.oneccl)", _oneccl),
     ("runtime grammar tokenizer (compiler.check.grammar)", _grammar),
 ]

@@ -7,7 +7,7 @@ topology degree d equals the fabric's ports per host, exactly once (out-degree =
 
 Two methods:
 - 'konig' (uniform cablings: every chosen host has the same number c_p of tx fibers and of rx fibers on
-  each panel p; this covers the 'planes' layout (c_p = 1, digest A.2) and one shared panel (c_p = d)).
+  each panel p; this covers the 'planes' layout (c_p = 1, TopoOpt Fig. 5) and one shared panel (c_p = d)).
   The arc multiset is a d-regular bipartite multigraph (out-copies vs in-copies), so by Konig's theorem
   it is the union of d perfect matchings = d permutations of the nodes ("slots"). Each slot gets one
   panel; slot j on panel p uses, at every host, its j-th tx port and j-th rx port on p. In the planes

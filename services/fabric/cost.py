@@ -1,4 +1,4 @@
-"""Capital cost of a fabric (TopoOpt App. G, Table 2; digest A.12, item F13).
+"""Capital cost of a fabric (TopoOpt App. G, Table 2).
 
 A direct-connect fabric is priced by its parts, counted from the fabric document:
 

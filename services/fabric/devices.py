@@ -1,4 +1,4 @@
-"""Device profiles: what a panel of each kind is, as TopoOpt reports it (digest A.13, TopoOpt Table 1 and
+"""Device profiles: what a panel of each kind is, as TopoOpt reports it (TopoOpt Table 1 and
 App. B), and how long a change of its cross-connects takes.
 
 - **patch_panel**: a robotic patch panel (Telescent NTM G4): 1008 duplex ports, insertion loss < 0.5 dB,

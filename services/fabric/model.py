@@ -1,6 +1,6 @@
 """The physical fabric: hosts with d ports, each port's tx and rx fiber cabled to a panel port.
 
-Vocabulary (digest A.2, public-tools section 5):
+Vocabulary (TopoOpt section 3, Fig. 5; the Telescent and Polatis control interfaces):
 - A *panel* is a robotic patch panel (Telescent NTM) or an optical circuit switch (Polatis, Calient);
   `kind` is 'patch_panel' or 'ocs'. Its ports are numbered 0..ports-1 and every panel port is duplex:
   an **ingress** side that takes light in (a host's tx fiber lands there) and an **egress** side that
@@ -12,7 +12,7 @@ Vocabulary (digest A.2, public-tools section 5):
   the same panel.
 - Each *host* has `ports_per_host` ports 0..D-1; port k has a tx fiber and an rx fiber, each landing on
   a (panel, port). tx and rx of one host port may land on different panel ports or different panels.
-- **Look-ahead planes** (TopoOpt App. C, digest A.15): a host port may have a 1x2 optical switch choosing
+- **Look-ahead planes** (TopoOpt App. C): a host port may have a 1x2 optical switch choosing
   between two pairs of fibers: side 0 (`tx`, `rx`) and side 1 (`alt`: its own tx and rx fiber, normally on
   other panels). At any time one side of each host is *active* (the job running on it) and the other is the
   *look-ahead* plane, where the next job's cross-connects are provisioned while the current job runs.
@@ -318,7 +318,7 @@ def _host_ids(hosts: int | Sequence[str]) -> list[str]:
 def planes_fabric(hosts: int | Sequence[str], ports_per_host: int, *, kind: str = "patch_panel",
                   panel_ports: int | None = None, fabric_id: str = "fabric",
                   panel_prefix: str = "plane", lookahead: bool = False) -> Fabric:
-    """TopoOpt's layout (digest A.2): host port k of every host goes to panel k ('{prefix}{k}'), tx and
+    """TopoOpt's layout (TopoOpt section 3, Fig. 5): host port k of every host goes to panel k ('{prefix}{k}'), tx and
     rx on the same duplex panel port, panel port index = host index. Panel k then realises one
     permutation of the hosts. With `lookahead` (TopoOpt App. C, Fig. 25) every host port's 1x2 switch has
     its second side on panel '{prefix}{k}-alt': 2d panels in all."""

@@ -113,6 +113,7 @@ def place(state: PlanesState, topology, applied: Mapping[str, Iterable[tuple[int
     """
     if policy not in POLICIES:
         raise PlacementError(f"unknown placement policy {policy!r}; known: {', '.join(POLICIES)}")
+    state.check_plane(plane)
     n = topology.nodes
     fabric = state.fabric
     applied_sets = {p: {(int(a), int(b)) for a, b in conns} for p, conns in (applied or {}).items()}

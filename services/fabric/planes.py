@@ -1,12 +1,12 @@
-"""Active and look-ahead planes (TopoOpt App. C, Fig. 25; digest A.15 and C.3): reservations on both sides of
+"""Active and look-ahead planes (TopoOpt App. C, Fig. 25): reservations on both sides of
 the hosts' 1x2 switches.
 
 Every host port of a look-ahead fabric has a 1x2 optical switch with two sides (`Fabric.side(0)` and
 `side(1)`, each its own pair of fibers, normally on different panels). The side a host's switches point at is
 its **active** plane, where the job running on the host sends light; the other side is its **look-ahead**
 plane, where the next job's cross-connects are provisioned (minutes on a patch panel) while the current job
-runs. Flipping the switches (`activate`) makes the look-ahead side active: the two planes swap roles (the
-digest's assumption; TopoOpt does not say how the plane is reused after a flip).
+runs. Flipping the switches (`activate`) makes the look-ahead side active: the two planes swap roles (our
+assumption; TopoOpt does not say how the plane is reused after a flip).
 
 A plan holds its hosts on one physical side; a side is a FabricState of its own (services.fabric.state: no
 two plans share a host on one side), so a host can carry at once the job running on its active side and the
@@ -50,6 +50,12 @@ class PlanesState:
         self.active_side = dict(active_side or {})
         self.side_of: dict[str, int] = {}
 
+    def check_plane(self, plane: str) -> None:
+        """Refuse a look-ahead plane on a fabric without one (ReservationError, with what to do)."""
+        if plane == LOOKAHEAD and not self.fabric.lookahead:
+            raise ReservationError(f"fabric {self.fabric.id!r} has no look-ahead planes (no alt fibers on its host "
+                                   "ports); register it with them to provision a job ahead")
+
     def side_for(self, host_id: str, plane: str) -> int:
         """The physical side of a host that is its `plane` (active or lookahead) now."""
         a = self.active_side.get(host_id, 0)
@@ -75,9 +81,7 @@ class PlanesState:
              plane: str = ACTIVE) -> tuple[Assignment, int]:
         """Reserve hosts on their `plane` (active: the job runs there at once; lookahead: provisioned while
         the hosts' active plane may still run another job) and assign ports. Returns (assignment, side)."""
-        if plane == LOOKAHEAD and not self.fabric.lookahead:
-            raise ReservationError(f"fabric {self.fabric.id!r} has no look-ahead planes (no alt fibers on its host "
-                                   "ports); register it with them to provision a job ahead")
+        self.check_plane(plane)
         if hosts is not None:
             for h in hosts:
                 self.fabric.host(h)

@@ -1,4 +1,4 @@
-"""Re-patching around failed ports (issue 14; TopoOpt section 7: "in case of permanent failures, TopoOpt
+"""Re-patching around failed ports (TopoOpt section 7: "in case of permanent failures, TopoOpt
 reconfigures to swap ports and recover the failed connection").
 
 A failed cross-connect or panel port takes one arc of a plan's topology down. When the hosts at both ends
@@ -114,14 +114,17 @@ def repatch(fabric: Fabric, assignment: Assignment, faults, *, time_limit_s: flo
         np.add.at(tx_cap[u], fabric.tx_panel[hidx[u]][free_tx[u]], 1)
         np.add.at(rx_cap[u], fabric.rx_panel[hidx[u]][free_rx[u]], 1)
     tails, heads = a.tails[move].astype(np.int64), a.heads[move].astype(np.int64)
+    stuck = []                  # every arc that cannot be re-patched, each with what its hosts have
     for i, arc in enumerate(move.tolist()):
         if not ((tx_cap[tails[i]] > 0) & (rx_cap[heads[i]] > 0)).any():
             u, v = a.hosts[tails[i]], a.hosts[heads[i]]
             spare = lambda cap, x: ", ".join(f"{panel_ids[p]} ({int(cap[x, p])})"  # noqa: E731
                                              for p in np.flatnonzero(cap[x])) or "none"
-            raise RepairError(f"arc {tails[i]}>{heads[i]} (host {u!r} -> host {v!r}) cannot be re-patched: no panel "
-                              f"has a spare tx port of {u!r} and a spare rx port of {v!r} (spare tx of {u!r}: "
-                              f"{spare(tx_cap, tails[i])}; spare rx of {v!r}: {spare(rx_cap, heads[i])})")
+            stuck.append(f"arc {tails[i]}>{heads[i]} (host {u!r} -> host {v!r}) cannot be re-patched: no panel "
+                         f"has a spare tx port of {u!r} and a spare rx port of {v!r} (spare tx of {u!r}: "
+                         f"{spare(tx_cap, tails[i])}; spare rx of {v!r}: {spare(rx_cap, heads[i])})")
+    if stuck:
+        raise RepairError("; ".join(stuck))
     try:
         panel_of = _ilp(fabric, a.hosts, tails, heads, tx_cap, rx_cap, time_limit_s, a.expr)
     except AssignmentError as exc:

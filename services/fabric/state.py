@@ -1,6 +1,6 @@
 """Reservations: which plan holds which hosts of a fabric, their assignments and the panels' desired state.
 
-Sharding (digest A.15): no two active plans share a host. Panel ports belong to the host whose fiber
+Sharding (TopoOpt section 3, Fig. 26): no two active plans share a host. Panel ports belong to the host whose fiber
 lands on them, so holding a host holds its panel ports; releasing a plan frees both, and its
 cross-connects leave the panels' desired configs.
 

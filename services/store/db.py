@@ -1,6 +1,6 @@
 """Engine and session factory; schema via Alembic only (migrate()).
 
-Concurrency (issue 24): a read-modify-write of shared state takes its lock before it reads (`write_lock`: the
+Concurrency: a read-modify-write of shared state takes its lock before it reads (`write_lock`: the
 fabric's row `SELECT ... FOR UPDATE` on PostgreSQL; on SQLite, whose writers are serialised by one database
 lock, an immediate transaction), and a first insert of a natural key is `insert_new` (`INSERT ... ON CONFLICT DO
 NOTHING`), so two requests at once never both insert it. A lock is waited for at most LOCK_TIMEOUT_S (SQLite's

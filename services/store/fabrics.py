@@ -114,6 +114,24 @@ def load_state(s: Session, fabric_id: str) -> PlanesState:
     return state
 
 
+def latest_versions(s: Session, fabric_ids: list[str]) -> dict[str, int]:
+    """Panel id -> its latest config version, for every panel of these fabrics (one query)."""
+    return dict(s.execute(select(PanelConfig.panel_id, func.max(PanelConfig.version))
+                          .join(PanelRow, PanelRow.id == PanelConfig.panel_id)
+                          .where(PanelRow.fabric_id.in_(fabric_ids)).group_by(PanelConfig.panel_id)).all())
+
+
+def latest_configs(s: Session, panel_ids: list[str]) -> dict[str, PanelConfig]:
+    """Panel id -> its latest config, for these panels (one query)."""
+    if not panel_ids:
+        return {}
+    newest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
+              .where(PanelConfig.panel_id.in_(panel_ids)).group_by(PanelConfig.panel_id).subquery())
+    q = select(PanelConfig).join(newest, (PanelConfig.panel_id == newest.c.panel_id)
+                                 & (PanelConfig.version == newest.c.version))
+    return {c.panel_id: c for c in s.scalars(q)}
+
+
 def latest_config(s: Session, panel_id: str) -> PanelConfig | None:
     return s.scalar(select(PanelConfig).where(PanelConfig.panel_id == panel_id)
                     .order_by(PanelConfig.version.desc()).limit(1))
@@ -172,6 +190,59 @@ def bind_plan(s: Session, plan_id: str, fabric_id: str, topology, hosts: list[st
                             + (f" (look-ahead plane, side {side})" if lookahead else "") + "; panels "
                             + ", ".join(f"{p} v{v}" for p, v in sorted(versions.items()))))
     return s.get(PlanBinding, plan_id)
+
+
+class PlanRefused(Exception):
+    """A fabric-bound plan request that cannot be bound (`check_plan`): `status` 404 (no such fabric), 422 (the
+    request does not fit the fabric: `field` names what) or 409 (the fabric's hosts are taken now)."""
+
+    def __init__(self, status: int, field: str, reason: str):
+        super().__init__(reason)
+        self.status, self.field, self.reason = status, field, reason
+
+
+def check_plan(s: Session, fabric_id: str, nodes: int, degree: int, hosts: list[str] | None,
+               lookahead: bool = False) -> None:
+    """What the fabric stage would refuse, checked when the plan is requested (a constant number of queries,
+    the fabric's spec read once): the fabric exists, the degree fits its hosts' ports, the named hosts are its
+    own and free, and it has `nodes` free hosts. Raises PlanRefused. A plan accepted here may still lose a host
+    to a plan bound first (the fabric stage refuses it then)."""
+    row = s.get(FabricRow, fabric_id)
+    if row is None:
+        raise PlanRefused(404, "fabric_id", f"fabric {fabric_id!r} is not registered")
+    spec = row.spec or {}
+    spec_hosts = spec.get("hosts") or []
+    ports = spec.get("ports_per_host") or (len(spec_hosts[0].get("ports") or []) if spec_hosts else 0)
+    if degree > ports:
+        raise PlanRefused(422, "degree", f"degree {degree} exceeds the {ports} ports per host of fabric {fabric_id!r}")
+    if lookahead and not (spec_hosts and (spec_hosts[0].get("ports") or [{}])[0].get("alt")):
+        raise PlanRefused(422, "lookahead", f"fabric {fabric_id!r} has no look-ahead planes (no alt fibers on its "
+                          "host ports)")
+    if lookahead:
+        taken = dict(s.execute(select(HostPlane.host_id, HostPlane.lookahead_plan_id).where(
+            HostPlane.fabric_id == fabric_id, HostPlane.lookahead_plan_id.is_not(None))).all())
+    else:
+        taken = dict(s.execute(select(HostReservation.host_id, HostReservation.plan_id)
+                               .where(HostReservation.fabric_id == fabric_id)).all())
+    plane = "look-ahead plane" if lookahead else "hosts"
+    if hosts is not None:
+        known = {h.get("id") for h in spec_hosts}
+        unknown = [h for h in hosts if h not in known]
+        if unknown:
+            raise PlanRefused(422, "hosts", f"fabric {fabric_id!r} has no host {unknown[0]!r}"
+                              + (f" (and {len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""))
+        busy = [h for h in hosts if h in taken]
+        if busy:
+            raise PlanRefused(409, "hosts", f"host {busy[0]!r} of fabric {fabric_id!r} is held by plan "
+                              f"{taken[busy[0]]}" + (f" (and {len(busy) - 1} more)" if len(busy) > 1 else "")
+                              + "; release that plan or choose other hosts")
+        return
+    free = len(spec_hosts) - len(taken)
+    if free < nodes:
+        status = 422 if len(spec_hosts) < nodes else 409
+        raise PlanRefused(status, "nodes", f"{nodes} hosts are needed but fabric {fabric_id!r} has "
+                          + (f"only {len(spec_hosts)}" if status == 422 else
+                             f"only {free} free {plane} (of {len(spec_hosts)}); release a plan or wait"))
 
 
 def _hold_lookahead(s: Session, fabric_id: str, hosts, plan_id: str, side: int) -> None:
@@ -352,17 +423,21 @@ def _derive_ready(s: Session, b: PlanBinding, why_not: str, states: dict[str, Pa
 
 def panel_views(s: Session, fabric_id: str | None = None, limit: int = 100, offset: int = 0) -> tuple[list[dict], int]:
     """(panels ordered by id, how many match): each panel's latest config version against its agent's last
-    report, the size of the pending diff, and the active plans whose cross-connects it carries."""
+    report, the size of the pending diff, and the active plans whose cross-connects it carries. A constant
+    number of queries whatever the number of panels (configs, reports, bindings: one query each)."""
     where = [] if fabric_id is None else [PanelRow.fabric_id == fabric_id]
     total = s.scalar(select(func.count()).select_from(PanelRow).where(*where))
     panels = list(s.scalars(select(PanelRow).where(*where).order_by(PanelRow.id).limit(limit).offset(offset)))
     fabric_ids = {p.fabric_id for p in panels}
     bindings = list(s.scalars(select(PlanBinding).where(PlanBinding.fabric_id.in_(fabric_ids),
                                                         PlanBinding.released.is_(False))))
+    ids = [p.id for p in panels]
+    configs = latest_configs(s, ids)
+    states = {x.panel_id: x for x in s.scalars(select(PanelState).where(PanelState.panel_id.in_(ids)))} if ids else {}
     out = []
     for panel in panels:
-        cfg = latest_config(s, panel.id)
-        st = s.get(PanelState, panel.id)
+        cfg = configs[panel.id]
+        st = states.get(panel.id)
         reported = st.connections if st is not None and st.connections is not None else []
         diff = diff_connections(reported, cfg.connections, panel=panel.id)
         applied = st.applied_version if st is not None else 0

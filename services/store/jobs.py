@@ -6,11 +6,19 @@ hands queued rows that were not yet sent to the workers (`undispatched` -> `begi
 `mark_dispatched`), so a broker outage delays a job but never loses it. Every delivery has an attempt number;
 a worker writes only while the row is not finished and still carries its attempt (`claim`, a guarded UPDATE
 that also holds the row until the transaction ends), so a redelivered or superseded task never writes to a
-finished or failed job. A running task refreshes `heartbeat_at` (`beat`); a running job whose heartbeat is
-older than the lost-worker limit is redelivered with the next attempt, or failed once the attempts are used
-(`lost`). A job sent but still `queued` after the resend delay was lost on its way (a broker restarted
+finished or failed job.
+
+Liveness is the worker's, not the job's. Every worker process beats its own row in `workers` (`beat_worker`);
+a task that starts takes its job (`take`: `holder` names its worker) and gives it back when it ends (`release`:
+`holder` NULL, the job's next task handed to the broker at `dispatched_at`). A running job is lost only when
+its holder stopped beating for the lost-worker limit (`lost`): it is redelivered with the next attempt and
+one more loss, or failed once `max_attempts` workers were lost while holding it. A job whose next task waits
+in the queue has no holder and is never lost, however long the queue; a job whose task retries a database
+or broker fault is held by a worker that is alive. Neither fault ever fails a job: they delay it. A job sent but still `queued` after the resend delay was lost on its way (a broker restarted
 without its messages): `undispatched` lists it again and it is sent with a new attempt number, so the first
-message, should it still arrive, stops at its first write. The embedded service knows which jobs its worker
+message, should it still arrive, stops at its first write; so is a running job released between two tasks
+whose next task no worker took within the same delay (the broker lost that message), a delivery that counts
+no loss. The embedded service knows which jobs its worker
 still holds (`held`): a job sent, unfinished and no longer held ended without its outcome recorded (the
 database refused the job's writes, e.g. a full disk). A queued one is sent again with the same backoff, a
 running one is lost at once; both only once the database takes writes again.
@@ -24,17 +32,22 @@ holds every worker while a scheduler's plan waits.
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
+import socket
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import Session
 
-from .db import write_lock
-from .models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
+from . import stage_events
+from .db import insert_new, write_lock
+from .models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, Worker, utcnow
 
 __all__ = ["KINDS", "TERMINAL", "UNFINISHED", "VIEWER", "undispatched", "begin_dispatch", "undo_dispatch",
-           "mark_dispatched", "claim", "beat", "lost", "requeue_all", "owner_name", "owners", "owner_lock_key",
-           "lock_owner", "unfinished_by", "in_flight_by", "counts"]
+           "mark_dispatched", "claim", "beat", "take", "release", "worker_id", "beat_worker", "workers_alive",
+           "lost", "lose", "requeue", "requeue_all", "owner_name", "owners", "owner_lock_key", "lock_owner",
+           "unfinished_by", "in_flight_by", "counts"]
 
 KINDS = {"plan": Plan, "evaluation": Evaluation, "revision": PlanRevision, "compile": CompileJob}
 TERMINAL = ("done", "failed")
@@ -43,12 +56,14 @@ VIEWER = "viewer:"                      # owner_name prefix of jobs a viewer key
 
 
 def _waiting(model, resend_after_s: float | None):
-    """Queued and not sent, or (with `resend_after_s`) sent that long ago and never started."""
+    """Queued and not sent, or (with `resend_after_s`) sent that long ago and not taken by any worker: queued,
+    or running and released between two tasks (no holder)."""
     unsent = model.dispatched_at.is_(None)
     if resend_after_s is None:
         return (model.status == "queued") & unsent
     cutoff = datetime.now(timezone.utc) - timedelta(seconds=resend_after_s)
-    return (model.status == "queued") & (unsent | (model.dispatched_at < cutoff))
+    untaken = model.holder.is_(None) & (model.dispatched_at < cutoff)
+    return ((model.status == "queued") & (unsent | untaken)) | ((model.status == "running") & untaken)
 
 
 def undispatched(s: Session, limit: int = 100, resend_after_s: float | None = None,
@@ -79,7 +94,7 @@ def begin_dispatch(s: Session, kind: str, job_id: str, resend_after_s: float | N
     clears the earlier send, so the delivery is recorded by `mark_dispatched` like a first one."""
     model = KINDS[kind]
     res = s.execute(update(model).where(model.id == job_id, _waiting(model, resend_after_s))
-                    .values(attempts=model.attempts + 1, dispatched_at=None))
+                    .values(attempts=model.attempts + 1, dispatched_at=None, status="queued"))
     return s.scalar(select(model.attempts).where(model.id == job_id)) if res.rowcount else None
 
 
@@ -106,52 +121,140 @@ def claim(s: Session, kind: str, job_id: str, attempt: int | None) -> bool:
     return bool(s.execute(q.values(heartbeat_at=utcnow())).rowcount)
 
 
-def beat(s: Session, kind: str, job_id: str, attempt: int | None) -> bool:
-    """Refresh the heartbeat of a running job (False once it finished or another attempt took over)."""
+def beat(s: Session, kind: str, job_id: str, attempt: int | None, holder: str | None = None) -> bool:
+    """Refresh the heartbeat of a running job (False once it finished or another attempt took over). With
+    `holder`, a job no worker holds is held by it again (one task of a group ended while this one runs)."""
     model = KINDS[kind]
     q = update(model).where(model.id == job_id, model.status == "running")
     if attempt is not None:
         q = q.where(model.attempts == attempt)
-    return bool(s.execute(q.values(heartbeat_at=utcnow())).rowcount)
+    values = {"heartbeat_at": utcnow()}
+    if holder is not None:
+        values["holder"] = func.coalesce(model.holder, holder)
+    return bool(s.execute(q.values(**values)).rowcount)
+
+
+_identity: tuple[int, str] | None = None
+
+
+def worker_id() -> str:
+    """This process's worker identity (host, pid and a random tag: a pid reused later is another worker);
+    a new one in a forked child."""
+    global _identity
+    if _identity is None or _identity[0] != os.getpid():
+        _identity = (os.getpid(), f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}")
+    return _identity[1]
+
+
+def take(s: Session, kind: str, job_id: str, attempt: int | None, holder: str) -> bool:
+    """A task of the job's `attempt` starts in worker `holder`: the job is held by it (False: the job is
+    finished or another attempt took over)."""
+    model = KINDS[kind]
+    q = update(model).where(model.id == job_id, model.status.not_in(TERMINAL))
+    if attempt is not None:
+        q = q.where(model.attempts == attempt)
+    return bool(s.execute(q.values(holder=holder, heartbeat_at=utcnow())).rowcount)
+
+
+def release(s: Session, kind: str, job_id: str, attempt: int | None, holder: str) -> bool:
+    """The task that `holder` ran ended: the job waits for its next task (handed to the broker now), held by
+    nobody. Only while `holder` holds it (another task of the job may have taken it since)."""
+    model = KINDS[kind]
+    q = update(model).where(model.id == job_id, model.holder == holder)
+    if attempt is not None:
+        q = q.where(model.attempts == attempt)
+    return bool(s.execute(q.values(holder=None, dispatched_at=utcnow())).rowcount)
+
+
+def beat_worker(s: Session, worker: str, kind: str = "celery") -> None:
+    """The worker process `worker` is alive (its row, inserted at its first beat)."""
+    now = utcnow()
+    if not s.execute(update(Worker).where(Worker.id == worker).values(heartbeat_at=now)).rowcount:
+        insert_new(s, Worker, id=worker, kind=kind, started_at=now, heartbeat_at=now)
+
+
+def workers_alive(s: Session, within_s: float, kind: str | None = None) -> int:
+    """Worker processes that beat within the last `within_s` seconds (of `kind`, when given)."""
+    cutoff = datetime.now(timezone.utc) - timedelta(seconds=within_s)
+    q = select(func.count()).select_from(Worker).where(Worker.heartbeat_at >= cutoff)
+    return s.scalar(q if kind is None else q.where(Worker.kind == kind))
 
 
 def lost(s: Session, older_than_s: float, max_attempts: int,
          held: set[tuple[str, str]] | None = None) -> list[tuple[str, str, str | None]]:
-    """Running jobs without a heartbeat for `older_than_s`: their worker died. Each is put back in the outbox
-    for its next attempt, or - attempts used up - returned with the reason to fail it with (the caller fails
-    it: a plan also releases its fabric). With `held` (the embedded worker's jobs, read before this), a
-    running job the dispatcher sent that the worker no longer holds is lost whatever its heartbeat (not one
-    a job runs in its own process, e.g. a plan's compile jobs: never sent, they have no dispatched_at). Returns (kind, id, reason or None when
-    redelivered)."""
+    """Running jobs whose worker is gone. Scaled (`held` None): the job's holder sent no heartbeat (of its own
+    row in `workers`, nor of the job) for `older_than_s`; a job nobody holds waits for its next task and is
+    not lost (the resend of `undispatched` finds a lost message), except one never sent that runs inside
+    another job (a plan's compile jobs) whose heartbeat stopped. Embedded (`held`: the embedded worker's
+    jobs, read before this): the worker supervises its job processes, so a job it holds is never lost however
+    late its heartbeat (a database busy with other writers); one it no longer holds is lost at once if the
+    dispatcher sent it, else once its heartbeat is older than `older_than_s`.
+
+    Each lost job counts one loss (`lose`): put back in the outbox for its next attempt, or - `max_attempts`
+    losses - returned with the reason to fail it with (the caller fails it: a plan also releases its
+    fabric). Returns (kind, id, reason or None when redelivered)."""
     cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than_s)
+    alive = select(Worker.id).where(Worker.heartbeat_at >= cutoff)
     out = []
     for kind, model in KINDS.items():
-        rows = list(s.scalars(select(model).where(model.status == "running", model.heartbeat_at < cutoff)))
-        if held is not None:
-            seen = {job.id for job in rows}
-            rows += [job for job in s.scalars(select(model).where(model.status == "running",
-                                                                 model.dispatched_at.is_not(None)))
-                     if job.id not in seen and (kind, job.id) not in held]
+        running, stale = model.status == "running", model.heartbeat_at < cutoff
+        if held is None:
+            gone = model.holder.is_not(None) & model.holder.not_in(alive)
+            inside = model.holder.is_(None) & model.dispatched_at.is_(None)
+            rows = list(s.scalars(select(model).where(running, stale, gone | inside)))
+        else:
+            rows = [job for job in s.scalars(select(model).where(running, stale | model.dispatched_at.is_not(None)))
+                    if (kind, job.id) not in held]
         for job in rows:
-            if held is not None and (kind, job.id) not in held and job.dispatched_at is not None \
-                    and job.heartbeat_at is not None and _aware(job.heartbeat_at) >= cutoff:
+            if held is not None and job.dispatched_at is not None and job.heartbeat_at is not None \
+                    and _aware(job.heartbeat_at) >= cutoff:
                 what = f"the worker process running stage '{job.stage}' ended without recording an outcome"
             else:
                 what = f"the worker running stage '{job.stage}' sent no heartbeat for more than " \
                        f"{int(older_than_s)} s (worker lost)"
-            if job.attempts < max_attempts:
-                res = s.execute(update(model).where(model.id == job.id, model.status == "running",
-                                                    model.attempts == job.attempts)
-                                .values(status="queued", dispatched_at=None, updated_at=utcnow()))
-                if res.rowcount and kind == "plan":
-                    s.add(PlanEvent(plan_id=job.id, status="queued", stage=job.stage, progress=job.progress,
-                                    message=f"{what}; delivered again (attempt {job.attempts + 1} of {max_attempts})"))
-                if res.rowcount:
-                    out.append((kind, job.id, None))
-            else:
-                out.append((kind, job.id, f"{what} on each of {job.attempts} attempts; submit it again or check "
-                                          "the workers"))
+            outcome = lose(s, kind, job.id, job.attempts, what, max_attempts)
+            if outcome is not False:
+                out.append((kind, job.id, outcome))
+    prune = datetime.now(timezone.utc) - timedelta(seconds=max(3600.0, 10 * older_than_s))
+    s.execute(delete(Worker).where(Worker.heartbeat_at < prune))
     return out
+
+
+def lose(s: Session, kind: str, job_id: str, attempt: int, what: str, max_attempts: int) -> str | None | bool:
+    """The worker running `attempt` of the job is gone (`what` says how): one more loss. Under
+    `max_attempts` losses the job goes back to the outbox (None; a plan's stage ends at the last heartbeat,
+    when the worker was last known alive); at `max_attempts` the reason to fail it with (the caller fails
+    it). False: the job finished or another attempt took over meanwhile."""
+    model = KINDS[kind]
+    job = s.get(model, job_id, populate_existing=True)
+    if job is None or job.status in TERMINAL or job.attempts != attempt:
+        return False
+    losses = (job.losses or 0) + 1
+    if losses >= max_attempts:
+        s.execute(update(model).where(model.id == job_id, model.attempts == attempt).values(losses=losses))
+        return f"{what}; its worker was lost {losses} times (FABRICPLAN_MAX_ATTEMPTS); submit it again or " \
+               "check the workers"
+    res = s.execute(update(model).where(model.id == job_id, model.status.not_in(TERMINAL), model.attempts == attempt)
+                    .values(status="queued", dispatched_at=None, holder=None, losses=losses, updated_at=utcnow()))
+    if not res.rowcount:
+        return False
+    if kind == "plan":
+        last = stage_events.aware(job.heartbeat_at)
+        stage_events.close_stage(s, job_id, job.stage, status="queued", progress=job.progress, now=last,
+                                 message=f"{job.stage} ended at the worker's last heartbeat")
+        s.execute(update(model).where(model.id == job_id).values(stage="queued"))
+        s.add(PlanEvent(plan_id=job_id, status="queued", stage="queued", progress=job.progress,
+                        message=f"{what}; delivered again (worker lost {losses} of {max_attempts} times)"))
+    return None
+
+
+def requeue(s: Session, kind: str, job_id: str, attempt: int) -> bool:
+    """`attempt` of the job ended on a fault of the database (its writes refused), not of its worker: back to
+    the outbox for the next attempt, counting no loss. False: finished or taken over meanwhile."""
+    model = KINDS[kind]
+    res = s.execute(update(model).where(model.id == job_id, model.status.not_in(TERMINAL), model.attempts == attempt)
+                    .values(status="queued", dispatched_at=None, holder=None, updated_at=utcnow()))
+    return bool(res.rowcount)
 
 
 def _aware(at: datetime) -> datetime:
@@ -164,7 +267,7 @@ def requeue_all(s: Session) -> int:
     n = 0
     for model in KINDS.values():
         n += s.execute(update(model).where(model.status.not_in(TERMINAL))
-                       .values(status="queued", dispatched_at=None)).rowcount
+                       .values(status="queued", dispatched_at=None, holder=None)).rowcount
     return n
 
 

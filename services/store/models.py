@@ -41,6 +41,8 @@ class Plan(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
+    holder: Mapped[str | None] = mapped_column(String(64))        # the worker running its task (Worker.id)
+    losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")   # workers lost while holding it
 
     events: Mapped[list["PlanEvent"]] = relationship(back_populates="plan", order_by="PlanEvent.id",
                                                      cascade="all, delete-orphan")
@@ -127,6 +129,8 @@ class Evaluation(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
+    holder: Mapped[str | None] = mapped_column(String(64))        # the worker running its task (Worker.id)
+    losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")   # workers lost while holding it
 
 
 class ApiKey(Base):
@@ -244,6 +248,8 @@ class CompileJob(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
+    holder: Mapped[str | None] = mapped_column(String(64))        # the worker running its task (Worker.id)
+    losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")   # workers lost while holding it
 
 
 class PlanRevision(Base):
@@ -273,6 +279,8 @@ class PlanRevision(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     owner: Mapped[str | None] = mapped_column(String(64), index=True)      # the key that queued it (jobs.owner_name)
+    holder: Mapped[str | None] = mapped_column(String(64))        # the worker running its task (Worker.id)
+    losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")   # workers lost while holding it
 
 
 class Repair(Base):
@@ -319,3 +327,28 @@ class HostPlane(Base):
     host_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     active_side: Mapped[int] = mapped_column(Integer, default=0)
     lookahead_plan_id: Mapped[str | None] = mapped_column(ForeignKey("plans.id", ondelete="SET NULL"), index=True)
+
+
+class Worker(Base):
+    """A worker process (services.store.jobs.worker_id) and its heartbeat: a job is lost only when the worker
+    that holds it stopped beating, never while its next task waits in the queue."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))                  # celery | embedded
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class Change(Base):
+    """A change committed on SQLite (services.store.notify): the other API processes of an embedded deployment
+    read the feed and drop their caches and wake their waiters (on PostgreSQL, NOTIFY does this)."""
+
+    __tablename__ = "changes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    key: Mapped[str] = mapped_column(String(200))
+    origin: Mapped[str] = mapped_column(String(64))               # the process that committed it
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

@@ -27,14 +27,25 @@ def request_hash(body: dict) -> str:
 
 
 # ----- plans ----------------------------------------------------------------------------------------
-def create_plan(s: Session, body: dict, idempotency_key: str | None) -> tuple[Plan, bool]:
-    """(plan, created). Same key and body -> the existing plan; same key, other body -> Conflict."""
+def scoped_key(scope: str | None, idempotency_key: str | None) -> str | None:
+    """What is stored for an Idempotency-Key sent by `scope` (the API key that sent it, jobs.owner_name): the
+    SHA-256 of both, so two API keys' equal Idempotency-Keys never name the same plan (one scheduler's replay
+    never gets another's plan). None scope: the key as sent (direct calls)."""
+    if not idempotency_key or scope is None:
+        return idempotency_key
+    return hashlib.sha256(f"{scope}\n{idempotency_key}".encode()).hexdigest()
+
+
+def create_plan(s: Session, body: dict, idempotency_key: str | None, scope: str | None = None) -> tuple[Plan, bool]:
+    """(plan, created). Same key (of the same `scope`: scoped_key) and body -> the existing plan; same key,
+    other body -> Conflict."""
     h = request_hash(body)
+    shown, idempotency_key = idempotency_key, scoped_key(scope, idempotency_key)
     if idempotency_key:
         existing = s.scalar(select(Plan).where(Plan.idempotency_key == idempotency_key))
         if existing is not None:
             if existing.request_hash != h:
-                raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for a different request")
+                raise Conflict(f"Idempotency-Key {shown!r} was used for a different request")
             return existing, False
     plan = Plan(job_id=body["job_id"], idempotency_key=idempotency_key, request_hash=h, request=body,
                 status="queued", stage="queued", progress=0.0)
@@ -46,7 +57,7 @@ def create_plan(s: Session, body: dict, idempotency_key: str | None) -> tuple[Pl
         s.rollback()
         existing = s.scalar(select(Plan).where(Plan.idempotency_key == idempotency_key))
         if existing is None or existing.request_hash != h:
-            raise Conflict(f"Idempotency-Key {idempotency_key!r} was used for a different request") from None
+            raise Conflict(f"Idempotency-Key {shown!r} was used for a different request") from None
         return existing, False
     return plan, True
 

@@ -1,4 +1,4 @@
-"""Stage events (issue 25): a job's stage recorded in its plan's events with its start, end and duration.
+"""Stage events: a job's stage recorded in its plan's events with its start, end and duration.
 
 When a plan (or one of its revisions, whose stages are named `rev{n}:{stage}`) moves to another stage, the
 event of the new stage carries `started_at`, and an event closing the previous stage carries `started_at` (from

@@ -72,3 +72,30 @@ def test_key_validation(settings):
             create_key(s, "x", "agent")                  # an agent needs its panel
         with pytest.raises(ValueError):
             create_key(s, "x", "viewer", "panel-a")
+
+
+def test_idempotency_keys_belong_to_the_api_key_that_sent_them(secured):
+    """Another scheduler's replay of the same Idempotency-Key makes its own plan, never gets the first
+    scheduler's; the same key's replay gets its own plan back."""
+    c, keys, st = secured
+    with session_scope(st.sqlalchemy_url) as s:
+        other, _ = create_key(s, "sched-2", "scheduler")
+    body = {**MINIMAL, "job_id": unique_job()}
+    idem = {"Idempotency-Key": "nightly-42"}
+    first = c.post("/v1/plans", json=body, headers={**h(keys["scheduler"]), **idem})
+    assert first.status_code == 202
+    replay = c.post("/v1/plans", json=body, headers={**h(keys["scheduler"]), **idem})
+    assert replay.status_code == 200 and replay.json()["id"] == first.json()["id"]
+    theirs = c.post("/v1/plans", json=body, headers={**h(other), **idem})
+    assert theirs.status_code == 202 and theirs.json()["id"] != first.json()["id"]
+    clash = c.post("/v1/plans", json={**body, "job_id": unique_job()}, headers={**h(other), **idem})
+    assert clash.status_code == 409 and "nightly-42" in clash.json()["detail"]
+
+
+def test_metrics_need_a_key_when_keys_are_required(secured):
+    c, keys, _ = secured
+    r = c.get("/metrics")
+    assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
+    assert c.get("/metrics", headers=h(keys["agent"])).status_code == 403
+    r = c.get("/metrics", headers=h(keys["viewer"]))
+    assert r.status_code == 200 and "fabricplan_plans_created_total" in r.text

@@ -69,7 +69,7 @@ def test_invalid_options_are_422_with_the_field(client):
                           ({"format": "msccl", "proto": "Fast"}, "proto")):
         r = client.get(url, params=params)
         assert r.status_code == 422, (params, r.text)
-        detail = r.json()["detail"]
+        detail = r.json()["errors"]
         assert detail[0]["field"] == field and detail[0]["loc"] == ["query", field] and detail[0]["msg"]
 
 
@@ -81,7 +81,7 @@ def test_refusal_is_kept_and_names_the_limit(client):
               "max_chunks": 1}
     r = poll_xml(client, url, params)
     assert r.status_code == 422
-    d = r.json()["detail"][0]
+    d = r.json()["errors"][0]
     assert d["type"] == "compile_refused.max_steps" and "MSCCL_MAX_NUM_STEPS" in d["msg"]
     again = client.get(url, params=params)                     # answered from the store
     assert again.status_code == 422 and again.json() == r.json()

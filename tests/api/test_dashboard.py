@@ -62,7 +62,7 @@ def test_plan_list_filters_and_paginates(client, settings):
     assert ids(fabric_id="nope") == set()
     for bad in ({"limit": 0}, {"limit": 1001}, {"offset": -1}, {"status": "lost"}, {"nodes": 1}, {"view": "all"}):
         r = client.get("/v1/plans", params=bad)
-        assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith(next(iter(bad))), r.text
+        assert r.status_code == 422 and r.json()["errors"][0]["field"].startswith(next(iter(bad))), r.text
 
 
 def test_summary_view_leaves_out_the_heavy_fields(client):
@@ -113,7 +113,7 @@ def test_evaluate_returns_distances_and_arcs_to_draw(client):
     big = evaluate(client, {"expr": "genkautz(2, 300)", "with_arcs": True}).json()
     assert big["nodes"] == 300 and big["arcs"] is None          # drawn up to 256 nodes only
     bad = client.post("/v1/topologies/evaluate", json={"expr": "torus(4,"})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "expr"
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "expr"
 
 
 # ----- link loads ---------------------------------------------------------------------------------------------

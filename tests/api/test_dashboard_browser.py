@@ -727,6 +727,25 @@ def test_frontier_without_parameters_shows_a_default(page, site):
     assert pg.locator("#frontier-form input[name=nodes]").input_value() == "64"
 
 
+def test_cluster_view_plots_the_simulation_rows(page, site):
+    """#/cluster runs a shared-cluster simulation in a worker and draws the rows the API returns: one mean and one
+    p99 line per fabric, one table row per (load, fabric) with the API's mean iteration time."""
+    pg, _ = page
+    show(pg, site, "/cluster?servers=32&degree=4&servers_per_job=8&jobs=2%2C4&fabric=direct&fabric=fat-tree-2to1")
+    body = {"servers": 32, "degree": 4, "bandwidth_gbps": 100, "servers_per_job": 8, "jobs": [2, 4],
+            "fabrics": ["direct", "fat-tree-2to1"], "placement": "packed"}
+    api = site["http"].post("/v1/cluster/simulations", json=body).json()     # the same request: its stored rows
+    assert api["status"] == "done"
+    rows = pg.locator("#view table tbody tr")
+    assert rows.count() == len(api["results"]) == 4
+    for i, r in enumerate(api["results"]):
+        row = rows.nth(i)
+        assert (row.get_attribute("data-jobs"), row.get_attribute("data-fabric")) == (str(r["jobs"]), r["fabric"])
+        assert float(row.get_attribute("data-mean")) == r["mean_iteration_s"]
+    chart = pg.locator("#cluster-chart")
+    assert chart.locator("g.cluster-mean path").count() == 2 and chart.locator("g.cluster-p99 path").count() == 2
+
+
 def _strip_panels(pg) -> tuple[int, int]:
     """(out of sync, panels) as the health strip shows them."""
     text = pg.locator("[data-health=panels]").inner_text()

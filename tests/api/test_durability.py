@@ -182,7 +182,7 @@ def test_a_failure_the_database_refused_is_recorded_once_it_answers(settings, mo
     monkeypatch.setattr(attempts, "fail", fail_job)
     worker = EmbeddedWorker(settings, lambda c, k: None)
     job = _Job("plan", pid, 1, process=SimpleNamespace(exitcode=-9), conn=SimpleNamespace(close=lambda: None),
-               task="fabricplan.schedules")
+               task="fabricplan.schedules", killed_for="stage 'schedules' exceeded the time limit of 1 s")
     worker.running.append(job)
     worker._finished(job)
     assert ("plan", pid) in worker.held() and len(calls) == 1
@@ -192,7 +192,63 @@ def test_a_failure_the_database_refused_is_recorded_once_it_answers(settings, mo
     assert worker.held() == set()
     with session_scope(url) as s:
         p = repo.get_plan(s, pid)
-        assert p.status == "failed" and "died (signal SIGKILL" in p.reason
+        assert p.status == "failed" and "exceeded the time limit" in p.reason
+
+
+def _killed(worker, pid: str, attempt: int) -> None:
+    """The job process of `attempt` of the plan died of SIGKILL (not killed by the worker for a limit)."""
+    from workers.embedded import _Job
+
+    job = _Job("plan", pid, attempt, process=SimpleNamespace(exitcode=-9), conn=SimpleNamespace(close=lambda: None),
+               task="fabricplan.schedules")
+    worker.running.append(job)
+    worker._finished(job)
+
+
+def test_a_sigkilled_job_is_delivered_again_until_its_attempts_are_used(settings):
+    """Embedded as scaled: a job process killed by a signal is a lost worker; the job goes back to the outbox
+    (its stage ends at the last heartbeat) and fails only once `max_attempts` workers were lost."""
+    from workers.embedded import EmbeddedWorker
+
+    url = settings.sqlalchemy_url
+    migrate(url)
+    st = settings.model_copy(update={"max_attempts": 2})
+    worker = EmbeddedWorker(st, lambda c, k: None)
+    pid = _sent_plan(url, status="running", stage="queued")
+    with session_scope(url) as s:
+        repo.advance(s, pid, stage="schedules", progress=0.3, attempt=1)
+        s.execute(update(Plan).where(Plan.id == pid).values(heartbeat_at=utcnow()))
+    _killed(worker, pid, 1)
+    assert worker.held() == set()
+    with session_scope(url) as s:
+        p = repo.get_plan(s, pid)
+        assert (p.status, p.losses, p.dispatched_at) == ("queued", 1, None), p.reason
+        closing = [e for e in p.events if e.stage == "schedules" and e.ended_at is not None]
+        assert len(closing) == 1 and "last heartbeat" in closing[0].message
+        s.execute(update(Plan).where(Plan.id == pid).values(status="running", attempts=2, dispatched_at=utcnow()))
+    _killed(worker, pid, 2)
+    with session_scope(url) as s:
+        p = repo.get_plan(s, pid)
+        assert p.status == "failed" and "died (signal SIGKILL" in p.reason and "lost 2 times" in p.reason
+
+
+def test_a_job_whose_writes_were_refused_goes_back_to_the_outbox_without_a_loss(settings):
+    """A job process that ended on a database error (SQLite locked by another writer, a full disk): the job
+    is queued again, held until that is recorded, and no worker loss is counted - never a failure."""
+    from workers.embedded import EmbeddedWorker, _Job
+
+    url = settings.sqlalchemy_url
+    migrate(url)
+    worker = EmbeddedWorker(settings.model_copy(update={"max_attempts": 1}), lambda c, k: None)
+    pid = _sent_plan(url, status="running", stage="schedules", heartbeat_at=utcnow())
+    job = _Job("plan", pid, 1, process=SimpleNamespace(exitcode=1), conn=SimpleNamespace(close=lambda: None),
+               task="fabricplan.schedules", database_error="OperationalError: database is locked")
+    worker.running.append(job)
+    worker._finished(job)
+    assert worker.held() == set()
+    with session_scope(url) as s:
+        p = repo.get_plan(s, pid)
+        assert (p.status, p.losses, p.reason) == ("queued", 0, None)
 
 
 def test_a_job_reason_never_shows_sql():

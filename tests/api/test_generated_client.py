@@ -105,7 +105,7 @@ def test_generated_client_drives_the_service(generated, server):
     # a typed error: an unknown collective is a documented 404 in the API's error model
     strict = generated.Client(base_url=server, timeout=httpx.Timeout(60.0))
     missing = api["get_plan_schedule"].sync("no-such-plan", m.GetPlanScheduleCollective.ALLGATHER, client=strict)
-    assert isinstance(missing, m.ErrorOut) and "not found" in missing.detail
+    assert isinstance(missing, m.Problem) and "not found" in missing.detail
 
     panels = api["list_panels"].sync(client=client, fabric_id="gen-f1")
     assert len(panels) == 4 and all(isinstance(p, m.PanelOut) for p in panels)

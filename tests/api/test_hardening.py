@@ -17,7 +17,11 @@ PLANES = {"id": "hf", "layout": "planes", "hosts": 16, "ports_per_host": 4, "pan
 
 def assert_shape(r, status: int, field: str | None = None):
     assert r.status_code == status, (r.status_code, r.text[:500])
-    detail = r.json()["detail"]
+    assert r.headers["content-type"] == "application/problem+json", r.headers
+    problem = r.json()
+    assert problem["status"] == status and problem["title"] and problem["type"].startswith("urn:fabricplan:problem:")
+    detail = problem["errors"]
+    assert problem["field"] == detail[0]["field"] and problem["reason"] == detail[0]["msg"], problem
     assert detail and all({"loc", "field", "msg", "type"} <= e.keys() for e in detail), detail
     if field is not None:
         assert any(e["field"] == field or e["field"].startswith(field + ".") for e in detail), detail
@@ -170,7 +174,7 @@ def test_applied_means_the_acknowledged_versions_connections(client, bound):
         r = client.put(f"/v1/panels/{panel}/state", json={"applied_version": version, "status": "applied",
                                                           "connections": []})
         assert_shape(r, 422, "connections")
-        assert "missing" in r.json()["detail"][0]["msg"]
+        assert "missing" in r.json()["errors"][0]["msg"]
     assert client.get(f"/v1/plans/{pid}").json()["fabric"]["fabric_ready"] is False
     for panel, version in panels:
         cfg = client.get(f"/v1/panels/{panel}/config").json()
@@ -235,7 +239,7 @@ def test_a_task_beyond_the_time_limit_fails_its_job_with_that_reason(limited):
     """genkautz(62, 1024): 1024 receivers x 62 in-arcs of min cuts, many seconds of BFB in one task."""
     r = evaluate(limited, {"expr": "genkautz(62, 1024)"})
     assert_shape(r, 422)
-    assert "exceeded the time limit of 1 s" in r.json()["detail"][0]["msg"], r.json()
+    assert "exceeded the time limit of 1 s" in r.json()["errors"][0]["msg"], r.json()
     assert limited.get("/healthz").status_code == 200
 
 

@@ -56,7 +56,7 @@ def test_hybrid_plan_chooses_topology_and_strategy(client):
 def test_bad_hybrid_bodies_get_422_with_the_field(client, training, field):
     r = client.post("/v1/plans", json={**BASE, "job_id": unique_job(), "workload": {"training": training}})
     assert r.status_code == 422, r.text
-    detail = r.json()["detail"]
+    detail = r.json()["errors"]
     assert any(d["field"].startswith(field) for d in detail), detail
 
 

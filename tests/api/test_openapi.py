@@ -77,13 +77,14 @@ def test_operations_are_named_typed_and_document_their_errors(fresh):
             "report_panel_state"} <= set(ids)
     assert doc["security"][0] == {} and all("security" not in op for ops in doc["paths"].values()
                                              for op in ops.values())
-    errors = {"#/components/schemas/ErrorOut", "#/components/schemas/ValidationErrorOut"}
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
             for status, response in op["responses"].items():
-                if int(status) >= 400 and path not in ("/readyz",):
-                    ref = response.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref")
-                    assert ref in errors, (method, path, status, response)
+                if int(status) >= 400 and path not in ("/readyz",):         # RFC 9457 problems only
+                    assert list(response.get("content", {})) == ["application/problem+json"], (method, path, status)
+                    ref = response["content"]["application/problem+json"]["schema"]["$ref"]
+                    assert ref == "#/components/schemas/Problem", (method, path, status, response)
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
     for path in ("/v1/plans/{plan_id}/schedules/{collective}", "/v1/plans/{plan_id}/topology",
                  "/v1/plans/{plan_id}/revisions/{number}/schedules/{collective}",
                  "/v1/plans/{plan_id}/revisions/{number}/topology", "/v1/artifacts/{digest}"):

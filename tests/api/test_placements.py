@@ -45,7 +45,7 @@ def test_preview_refusals(client):
                 {"nodes": 16384, "degree": 64}, {"nodes": 4, "degree": 8}):
         r = client.post("/v1/fabrics/pl1/placements", json=bad)
         assert r.status_code == 422, (bad, r.text)
-        assert r.json()["detail"][0]["msg"]
+        assert r.json()["errors"][0]["msg"]
 
 
 def test_two_plans_placed_at_once_never_share_a_host(client, settings):

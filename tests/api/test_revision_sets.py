@@ -9,6 +9,8 @@ import pytest
 
 from services.compiler.api import check_xml
 from services.synthesis.schedule.cost import LinkModel, measured_tau
+from services.synthesis.schedule.dependency import dependency_time
+from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
@@ -22,9 +24,10 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
     t, h, _ = next(a for a in arcs if a[0] != a[1])
-    # two failed links: on the 16-node plan's circulant(16, 1, 4), BFB's steps then lose to the greedy
-    # scheduler's tau above a crossover, so every set has ranges of their own (compiled to files of their own)
-    t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (5, 9)), arcs[-1])
+    # two failed links: on the 16-node plan's circulant(16, 1, 4), BFB's latency then loses to the greedy
+    # scheduler's bandwidth above a crossover of their dependency-driven times, so every set has ranges of their
+    # own (compiled to files of their own)
+    t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (8, 9)), arcs[-1])
     r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}, {"arc": f"{t2}>{h2}"}]})
     rev = wait_revision(client, r.json()["url"])
     assert rev["status"] == "done", rev["reason"]
@@ -43,14 +46,19 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
             sched = Schedule.from_bytes(blob.content)
             assert verify(sched, g, Collective.parse(c)).ok
             assert str(measured_tau(sched, g.degree)) == row["tau_exact"]
-            times.append(lambda m, row=row: link.time(row["steps"], Fraction(row["tau_exact"]), m) * 1e6)
+            served = dependency_time(sched, LinkCosts.uniform(g, link), float(row["min_bytes"]))
+            _, a, b = max((x for x in row["time_pieces"] if x[0] <= row["min_bytes"]), key=lambda x: x[0])
+            assert served * 1e6 == pytest.approx(a + b * row["min_bytes"], rel=1e-9)
+            times.append(lambda m, sched=sched: dependency_time(sched, LinkCosts.uniform(g, link), m) * 1e6)
         # the set's time at every workload size is the revision's prediction, and no slower than the
         # schedule served at the mean size
         single = rev["schedules"][c]
         for size, us in rev["predicted_time_us"][c].items():
             m = int(size)
             k = next(i for i, row in enumerate(rows) if row["max_bytes"] is None or m < row["max_bytes"])
-            assert us == pytest.approx(times[k](m), rel=1e-12)
+            assert us == pytest.approx(times[k](m), rel=1e-9)
+            assert rev["barrier_time_us"][c][size] == pytest.approx(
+                link.time(rows[k]["steps"], Fraction(rows[k]["tau_exact"]), m) * 1e6, rel=1e-12)
             assert us <= link.time(single["steps"], Fraction(single["tau_exact"]), m) * 1e6 * (1 + 1e-12)
     missing = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 99})
     assert missing.status_code == 404
@@ -64,10 +72,10 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     assert re.search(rf'minBytes="{lo}" maxBytes="0"', ll.text)
     assert check_xml(ll.text, "msccl", runtime="executor").ok
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "oneccl"})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "format"]
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == ["query", "format"]
     bad = client.get(f"{r.json()['url']}/schedules/allgather", params={"range": 0, "format": "msccl",
                                                                         "min_bytes": 5})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "min_bytes"]
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == ["query", "min_bytes"]
     # while the revision compiles (put back into its compile stage, a range's job still running): its sets are
     # served with their schedules, and the range's file is listed as pending, by its range
     from services.store.db import session_scope

@@ -3,7 +3,6 @@ restore the full topology, look-ahead planes keep two jobs apart, device profile
 evaluate with per-link costs. Every test runs on SQLite and PostgreSQL (the `client` fixture)."""
 from __future__ import annotations
 
-import io
 import time
 
 import pytest
@@ -185,7 +184,17 @@ def test_panel_degraded_report_and_ocs_repair_restore_the_topology(client):
     assert restored["number"] == 2 and restored["kind"] == "restored"
     rv = client.get(restored["url"]).json()
     assert rv["current"] and rv["expr"] == p["topology"]["expr"] and rv["failed"] == []
-    assert rv["failure_cost"]["compared_with_revision"] == 1 and rv["failure_cost"]["workload_us"]["slowdown"] < 1
+    # a restore is not a failure: no failure cost, no slowdown; what it gains over revision 1 is its own field
+    assert rv["failure_cost"] is None and rv["workload_slowdown"] is None and rv["restores"] == 1
+    assert rv["restore_gain"]["compared_with_revision"] == 1 and rv["restore_gain"]["workload_us"]["slowdown"] < 1
+    listed = client.get(f"{base}/revisions").json()[2]
+    assert listed["kind"] == "restored" and listed["workload_slowdown"] is None and listed["restores"] == 1
+    # its XML: the compiled block and links as revision 0's, served from the revision's URL
+    assert rv["compiled"] and set(rv["compiled"]) == set(p["compiled"])
+    runtime = next(iter(rv["compiled"]))
+    xml_url = rv["compiled"][runtime]["allreduce"]["url"]
+    assert xml_url.startswith(restored["url"]) and any(k.startswith("xml:") for k in rv["links"])
+    assert client.get(xml_url).status_code == 200
     assert rv["schedules"]["allreduce"]["tau_exact"] == p["schedules"]["allreduce"]["tau_exact"]
     assert client.get(f"{restored['url']}/topology").json()["expr"] == p["topology"]["expr"]
     assert client.get(made[0]["url"]).json()["repair"]["status"] == "applied"
@@ -228,9 +237,9 @@ def test_lookahead_keeps_two_jobs_configs_apart(client):
         assert {c["plan_id"] for c in ahead["cross_connects"]} == {b["id"]}
         assert {c["plane"] for c in ahead["cross_connects"]} == {"lookahead"} and ahead["planes"]["active"] == 0
     # a third job cannot take the look-ahead planes, nor the active ones
-    c = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "fabric_id": "la",
-                                                         "hosts": hosts, "lookahead": True}).json()["id"])
-    assert c["status"] == "failed" and b["id"] in c["reason"]
+    c = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "fabric_id": "la", "hosts": hosts,
+                                       "lookahead": True})                # refused at the request
+    assert c.status_code == 409 and c.json()["field"] == "hosts" and b["id"] in c.json()["reason"], c.text
     # activation waits for the panels and for the hosts
     act = client.post(f"/v1/plans/{b['id']}/activate")
     assert act.status_code == 409 and "still run another job" in act.json()["detail"]
@@ -254,9 +263,8 @@ def test_lookahead_keeps_two_jobs_configs_apart(client):
     assert client.post(f"/v1/plans/{a['id']}/activate").status_code == 409
     assert client.post("/v1/fabrics", json={"id": "flat", "layout": "planes", "hosts": 16, "ports_per_host": 4,
                                             "panel_prefix": "flat"}).status_code == 201
-    no_la = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "lookahead": True,
-                                                             "fabric_id": "flat"}).json()["id"])
-    assert no_la["status"] == "failed" and "no look-ahead planes" in no_la["reason"]
+    no_la = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job(), "lookahead": True, "fabric_id": "flat"})
+    assert no_la.status_code == 422 and "no look-ahead planes" in no_la.json()["reason"]     # at the request
     assert_shape(client.post("/v1/plans", json={**MINIMAL, "lookahead": True}), 422)
 
 

@@ -167,7 +167,7 @@ BAD = [  # (workload or a body patch, the field named)
 def test_bad_training_bodies_get_422_with_the_field(client, workload, field):
     r = client.post("/v1/plans", json={**BASE, "job_id": unique_job(), "workload": workload})
     assert r.status_code == 422, r.text
-    detail = r.json()["detail"]
+    detail = r.json()["errors"]
     assert any(d["field"] == field for d in detail), detail
     d = next(d for d in detail if d["field"] == field)
     assert d["loc"][:1] == ["body"] and d["msg"]
@@ -181,7 +181,7 @@ def test_bad_training_bodies_get_422_with_the_field(client, workload, field):
 def test_training_checks_that_depend_on_the_nodes(client, patch, field):
     r = client.post("/v1/plans", json={**BASE, "job_id": unique_job(), **patch})
     assert r.status_code == 422, r.text
-    d = r.json()["detail"][0]
+    d = r.json()["errors"][0]
     assert d["field"] == field and d["loc"] == ["body", *field.split(".")] and d["msg"]
 
 

@@ -15,7 +15,7 @@ import pytest
 from services.cli import main
 from services.compiler import PROFILES, CompileError, check_xml, compile_schedule
 from services.compiler.msccl import dependencies
-from services.compiler.check import tokenizer as nccl_xml
+from services.compiler.check import tokenizer
 from services.compiler.common.arrays import lexorder
 from services.compiler.msccl.ir import MscclOptions
 from services.compiler.msccl.messages import build_messages
@@ -23,6 +23,7 @@ from services.compiler.msccl.program import build_program
 from services.compiler.text import msccl as msccl_text
 from services.synthesis.evaluate.alltoall_schedule import alltoall_schedule
 from services.synthesis.schedule.cost import LinkModel
+from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search.construct import construct_collectives
 from services.synthesis.topology.catalog import build
@@ -56,7 +57,9 @@ def test_alltoall_xml_runs_on_every_runtime(expr):
         assert art.chunks == s.grid // s.nodes and art.chunks_per_loop == s.grid
         for m in SIZES:
             assert art.predicted_time_us[str(m)] == pytest.approx(art.schedule_time_us[str(m)])
-            assert art.predicted_time_us[str(m)] == pytest.approx(result.time_s(LINK, m) * 1e6)
+            assert art.predicted_time_us[str(m)] == pytest.approx(
+                dependency_time(s, LINK, m, degree=result.topology.degree) * 1e6, rel=1e-9)
+            assert art.predicted_barrier_time_us[str(m)] == pytest.approx(result.time_s(LINK, m) * 1e6)
         if fmt == "msccl":
             mode = 'inplace="0" outofplace="1"' if PROFILES[runtime].reads_outofplace else 'inplace="0"'
             assert 'coll="alltoall"' in art.xml and mode in art.xml
@@ -172,13 +175,13 @@ def test_tokenizer_check_in_windows(monkeypatch):
     """The tokenizer's verdict on a file many windows long, and the line of a fault far into it."""
     built = construct_collectives("torus(4, 4)")[Collective.ALLREDUCE]
     data = compile_schedule(built.schedule, built.topology).xml_data
-    monkeypatch.setattr(nccl_xml, "WINDOW", 512)
-    assert nccl_xml.lexical_findings(data) == [] and nccl_xml.lexical_findings(data.decode()) == []
+    monkeypatch.setattr(tokenizer, "WINDOW", 512)
+    assert tokenizer.lexical_findings(data) == [] and tokenizer.lexical_findings(data.decode()) == []
     i = data.index(b"\n      <step", len(data) // 2)
     bad = data[:i + 1] + b"\t" + data[i + 1:]
     line = data.count(b"\n", 0, i) + 2
     for text in (bad, bad.decode()):
-        found = nccl_xml.lexical_findings(text)
+        found = tokenizer.lexical_findings(text)
         assert len(found) == 1 and found[0].message.startswith(f"line {line}, column 1: expecting '<'")
 
 
@@ -189,7 +192,7 @@ def test_alltoall_pairs_are_built_once_per_fit_and_shared(monkeypatch):
     from dataclasses import replace
 
     from services.compiler.fit import search as fit_module
-    from services.compiler.lower.layout import AlltoallPairs
+    from services.compiler.lowering.layout import AlltoallPairs
     from services.compiler.runtimes import profile_for
 
     s, topo = a2a("torus(4, 4)").schedule, build("torus(4, 4)")
@@ -217,7 +220,7 @@ def test_alltoall_pairs_give_every_held_pair_its_own_slot():
     """Every unit at its source and every (receiver, unit) pair a transfer delivers has a slot, one per distinct
     pair; a pair no transfer delivers is refused, as the sorted keys refused it."""
     from services.compiler.common.arrays import ranges
-    from services.compiler.lower.layout import AlltoallPairs, alltoall_position
+    from services.compiler.lowering.layout import AlltoallPairs, alltoall_position
 
     s = a2a("torus(3, 4)").schedule
     pairs = AlltoallPairs(s)

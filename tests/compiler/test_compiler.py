@@ -182,6 +182,8 @@ def test_artifact_api_and_predicted_time():
     assert "xml" not in d and "xml" in art.as_dict(with_xml=True)
     assert art.predicted_time_us["1048576"] == pytest.approx(link.time(s.steps, measured_tau(s, 3), 1 << 20) * 1e6)
     assert art.predicted_time_us == art.schedule_time_us                 # exact lowering: no cost
+    # BFB on uniform links: the dependency-driven time (what the XML realises) is the step-synchronous price
+    assert art.predicted_barrier_time_us["1048576"] == pytest.approx(art.predicted_time_us["1048576"], rel=1e-12)
     one = compile_schedule(s, topo, runtime="oneccl")
     assert one.fmt == "oneccl" and one.runtime == "oneccl" and one.xml.count('<sync step="') == s.steps * s.nodes
     for bad in ({"fmt": "nccl"}, {"runtime": "nope"}, {"proto": "fast"}, {"inplace": "sideways"},

@@ -64,3 +64,10 @@ def test_lookahead_plane_and_refusals():
         place(st, build("ring(4)"))                                # the active plane is full
     with pytest.raises(PlacementError, match="policy"):
         place(st, build("ring(4)"), policy="best")
+
+
+def test_a_lookahead_placement_needs_lookahead_planes():
+    from services.fabric.state import ReservationError
+
+    with pytest.raises(ReservationError, match="no look-ahead planes"):
+        place(PlanesState(planes_fabric(8, 1)), build("ring(4)"), plane=LOOKAHEAD)

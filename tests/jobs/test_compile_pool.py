@@ -121,7 +121,7 @@ def test_killed_compiles_fail_their_files_not_the_plan(instant_kill, client):
     assert all("time limit of 0.001 s" in f["reason"] for f in failed), failed
     assert p["compiled"]["executor"]["allgather"]["status"] == "failed"
     r = client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "msccl"})
-    assert r.status_code == 422 and "time limit" in r.json()["detail"][0]["msg"]
+    assert r.status_code == 422 and "time limit" in r.json()["errors"][0]["msg"]
     assert client.get(f"/v1/plans/{p['id']}/schedules/allgather", params={"format": "npz"}).status_code == 200
 
 
@@ -130,7 +130,7 @@ def test_a_range_finer_than_a_file_holds_gets_the_fittest_schedule_that_fits():
     the smallest worst-case ratio over the range (checked against every candidate at many sizes)."""
     import numpy as np
 
-    from services.compiler.lower.lowering import chunked_bfb, chunks_per_shard
+    from services.compiler.lowering.grid import chunked_bfb, chunks_per_shard
     from services.jobs.stages.range_files import substitute, worst_ratio
     from services.synthesis.bfb.greedy import greedy_allgather
     from services.synthesis.forest.packing import pack_trees

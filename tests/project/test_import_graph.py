@@ -244,7 +244,7 @@ def test_services_holds_packages_and_three_modules():
 # or the layers below it. Synthesis, by subpackage; the compiler, by pipeline stage (the package's own modules,
 # `api` and what the service imports beside it, sit on top of the stages they run).
 SYNTHESIS_LAYERS = (("topology",), ("schedule",), ("forest",), ("bfb",), ("search",), ("evaluate", ""))
-COMPILER_LAYERS = (("errors", "runtimes"), ("common",), ("lower",), ("msccl",), ("text",), ("check",), ("fit",),
+COMPILER_LAYERS = (("errors", "runtimes"), ("common",), ("lowering",), ("msccl",), ("text",), ("check",), ("fit",),
                    ("api", "canonical", "size_sets", "warm", ""))
 STACKS = {"services.synthesis": SYNTHESIS_LAYERS, "services.compiler": COMPILER_LAYERS}
 
@@ -288,6 +288,24 @@ def test_the_compiler_imports_in_pipeline_order():
     assert not upward_imports("services.compiler", COMPILER_LAYERS)
 
 
+def test_no_lazy_name_is_shadowed_by_a_subpackage():
+    """A package that loads its names on first use (a module-level __getattr__, PEP 562) names no subpackage or
+    module like one of them: once that submodule is imported, the package's attribute is the submodule and
+    `from package import name` gets it instead of the name (a stage package `lower` once hid the compiler's
+    `lower`)."""
+    clashes = []
+    for pkg, path in MODULES.items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text())
+        if not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
+            continue
+        names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), [])
+        clashes += [f"{pkg}.{name}" for name in names if f"{pkg}.{name}" in MODULES]
+    assert not clashes
+
+
 def layout_report() -> str:
     """The packages of services/ and workers/ with their module counts (the __init__ and the modules beside it),
     then each stack's order and upward imports, and the import circles (0 and 0 when the tests above pass)."""
@@ -305,7 +323,7 @@ def layout_report() -> str:
 
 
 def test_layout_report():
-    """`pytest -s` (or `python -m tests.test_import_graph`) prints the listing; it reports no upward import and
+    """`pytest -s` (or `python -m tests.project.test_import_graph`) prints the listing; it reports no upward import and
     no circle."""
     report = layout_report()
     print("\n" + report)

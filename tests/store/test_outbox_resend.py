@@ -59,7 +59,8 @@ def test_a_sent_job_no_worker_started_is_sent_again_after_the_delay(url):
 def test_a_started_or_finished_job_is_never_resent(url):
     pid = _queued_plan(url)
     attempt = _sent(url, pid, ago_s=3600)
-    with session_scope(url) as s:
+    with session_scope(url) as s:                       # a task takes its job when it starts
+        assert jobs.take(s, "plan", pid, attempt, "w1")
         assert repo.advance(s, pid, stage="frontier", progress=0.1, attempt=attempt) is not False
     with session_scope(url) as s:
         assert ("plan", pid) not in jobs.undispatched(s, resend_after_s=60)

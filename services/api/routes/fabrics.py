@@ -19,29 +19,74 @@ from services.fabric.cost import FIBER_MEAN_M, fabric_cost
 from services.fabric.devices import ProfileError, profile_for
 from services.store.models import FabricRow, HostPlane, HostReservation, PanelRow
 
+from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE
 from ..deps import Limit, Offset, get_session
 from ..errors import field_error, unprocessable
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary
 
-router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["fabric"], responses={**COMMON, **AUTH})
 FabricId = Annotated[str, Path(max_length=100)]
 
 
+def _fabric_summaries(s: Session, rows: list[FabricRow], with_spec: bool) -> list[dict]:
+    """Summaries of the fabrics `rows` in a constant number of queries whatever their panels and hosts
+    (reservations, panels, their latest config versions, switch positions: one query each)."""
+    ids = [r.id for r in rows]
+    if not ids:
+        return []
+    held: dict[str, dict] = {i: {} for i in ids}
+    for fid, host, plan in s.execute(select(HostReservation.fabric_id, HostReservation.host_id,
+                                            HostReservation.plan_id).where(HostReservation.fabric_id.in_(ids))):
+        held[fid][host] = plan
+    versions = fabrics.latest_versions(s, ids)
+    panels: dict[str, list] = {i: [] for i in ids}
+    for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id.in_(ids)).order_by(PanelRow.id)):
+        panels[p.fabric_id].append(p)
+    planes: dict[str, list] = {i: [] for i in ids}
+    for h in s.scalars(select(HostPlane).where(HostPlane.fabric_id.in_(ids)).order_by(HostPlane.host_id)):
+        planes[h.fabric_id].append(h)
+    out = []
+    for row in rows:
+        overrides = {p["id"]: p.get("profile") for p in row.spec["panels"]}
+        summary = {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
+                   "panels": [{"id": p.id, "kind": p.kind, "ports": p.ports, "version": versions.get(p.id, 0),
+                               "profile": profile_for(p.kind, overrides.get(p.id)).to_dict()}
+                              for p in panels[row.id]],
+                   "reserved": held[row.id], "lookahead": "alt" in row.spec["hosts"][0]["ports"][0],
+                   "active_sides": {h.host_id: h.active_side for h in planes[row.id] if h.active_side},
+                   "lookahead_reserved": {h.host_id: h.lookahead_plan_id for h in planes[row.id]
+                                          if h.lookahead_plan_id}}
+        out.append({**summary, "spec": row.spec} if with_spec else summary)
+    return out
+
+
 def _fabric_summary(s: Session, row: FabricRow, with_spec: bool) -> dict:
-    held = {r.host_id: r.plan_id for r in s.scalars(select(HostReservation).where(HostReservation.fabric_id == row.id))}
-    overrides = {p["id"]: p.get("profile") for p in row.spec["panels"]}
-    panels = [{"id": p.id, "kind": p.kind, "ports": p.ports,
-               "version": fabrics.latest_config(s, p.id).version,
-               "profile": profile_for(p.kind, overrides.get(p.id)).to_dict()}
-              for p in s.scalars(select(PanelRow).where(PanelRow.fabric_id == row.id).order_by(PanelRow.id))]
-    planes = list(s.scalars(select(HostPlane).where(HostPlane.fabric_id == row.id).order_by(HostPlane.host_id)))
-    out = {"id": row.id, "hosts": len(row.spec["hosts"]), "ports_per_host": row.spec["ports_per_host"],
-           "panels": panels, "reserved": held, "lookahead": "alt" in row.spec["hosts"][0]["ports"][0],
-           "active_sides": {h.host_id: h.active_side for h in planes if h.active_side},
-           "lookahead_reserved": {h.host_id: h.lookahead_plan_id for h in planes if h.lookahead_plan_id}}
-    return {**out, "spec": row.spec} if with_spec else out
+    return _fabric_summaries(s, [row], with_spec)[0]
+
+
+def _sized(spec) -> None:
+    """The panels a layout or document asks for fit their device profiles, checked from the request's numbers
+    before anything is built (a 16,384-host shared layout is refused without building 16,384 hosts)."""
+    if isinstance(spec, FabricLayout):
+        count = spec.hosts if isinstance(spec.hosts, int) else len(spec.hosts)
+        ports = count if spec.layout == "planes" else count * spec.ports_per_host * (2 if spec.lookahead else 1)
+        profile = spec.profile.model_dump(exclude_none=True) if spec.profile is not None else None
+        device = profile_for(spec.kind, profile)
+        if ports > device.max_ports:
+            raise unprocessable(["body", "hosts"], f"a {spec.layout} layout of {count} hosts"
+                                + (f" x {spec.ports_per_host} ports" if spec.layout == "shared" else "")
+                                + f" needs panels of {ports} ports but the device profile ({device.model}) has "
+                                f"{device.max_ports}: use the planes layout, more panels, or give the profile's "
+                                "max_ports of the device you have", "too_many_ports")
+        return
+    for i, panel in enumerate(spec.panels):
+        device = profile_for(panel.kind, panel.profile.model_dump(exclude_none=True) if panel.profile else None)
+        if panel.ports > device.max_ports:
+            raise unprocessable(["body", "panels", i, "ports"], f"panel {panel.id!r} has {panel.ports} ports but "
+                                f"its device profile ({device.model}) has {device.max_ports}: use more panels, or "
+                                "give the profile's max_ports of the device you have", "too_many_ports")
 
 
 def _validated(body: dict):
@@ -65,6 +110,7 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
     time: exactly one gets 201); 201 only once the fabric is committed (503 with Retry-After otherwise)."""
     spec = _validated(body)
     try:
+        _sized(spec)
         if isinstance(spec, FabricLayout):
             make = planes_fabric if spec.layout == "planes" else shared_panel_fabric
             kw = {"panel_prefix": spec.panel_prefix} if spec.panel_prefix else {}
@@ -101,8 +147,8 @@ def list_fabrics(response: Response, limit: Limit = 100, offset: Offset = 0,
                  s: Session = Depends(get_session)):
     """Fabric summaries (without the full document), by id; X-Total-Count is the number of fabrics."""
     response.headers["X-Total-Count"] = str(s.scalar(select(func.count()).select_from(FabricRow)))
-    rows = s.scalars(select(FabricRow).order_by(FabricRow.id).limit(limit).offset(offset))
-    return [_fabric_summary(s, r, with_spec=False) for r in rows]
+    rows = list(s.scalars(select(FabricRow).order_by(FabricRow.id).limit(limit).offset(offset)))
+    return _fabric_summaries(s, rows, with_spec=False)
 
 
 @router.get("/v1/fabrics/{fabric_id}", response_model=FabricSummary, dependencies=[Depends(READ)],

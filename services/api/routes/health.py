@@ -1,12 +1,14 @@
 """Liveness, readiness and Prometheus metrics."""
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.exc import SQLAlchemyError
 
 from services.store import jobs, repo
 from services.store.db import ping, session_scope
 
+from ..auth import READ
+from ..responses import AUTH
 from ..schemas import HealthOut, ReadyOut
 
 router = APIRouter(tags=["health"])
@@ -45,12 +47,13 @@ def readyz(request: Request, response: Response):
     return {"status": "ready" if ok else "not ready", "checks": checks}
 
 
-@router.get("/metrics", response_class=Response, responses={200: {
+@router.get("/metrics", response_class=Response, dependencies=[Depends(READ)], responses={**AUTH, 200: {
     "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
 def metrics(request: Request):
     """Prometheus metrics (services.api.metrics): the API processes' counters (summed over every process of
     `serve --workers N`) and what the database counts at the scrape (queues, job and compile durations,
-    revisions, workers)."""
+    revisions, workers). With FABRICPLAN_API_KEYS_REQUIRED it needs a scheduler or viewer key, like every
+    other read (Prometheus: `authorization: {credentials: <viewer key>}` in the scrape config)."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     from ..metrics import scrape_registry

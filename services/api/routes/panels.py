@@ -30,6 +30,7 @@ from services.store import fabrics
 from services.store.db import session_scope
 from services.store.models import PanelConfig, PanelRow, PanelState
 
+from ..bodies import OffLoopRoute
 from ..auth import READ, require_panel
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
@@ -38,7 +39,7 @@ from ..plan_access import utc
 from ..responses import AUTH, BODY, COMMON
 from ..schemas import ErrorOut, PanelConfigOut, PanelOut, PanelStateIn, PanelStateOut
 
-router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["fabric"], responses={**COMMON, **AUTH})
 LONG_POLL_MAX_S = 60.0
 CONFIG_TTL_S = 5.0          # a cached view is re-read after this long (a change another process missed)
 PanelId = Annotated[str, Path(max_length=100)]

@@ -17,6 +17,7 @@ from services.fabric.placement import PlacementError
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.size import size
 
+from ..bodies import OffLoopRoute
 from ..auth import READ
 from ..deps import get_session
 from ..errors import unprocessable
@@ -24,7 +25,7 @@ from ..responses import AUTH, COMMON
 from ..schemas import ErrorOut
 from ..schemas.placements import MAX_PREVIEW_ARCS, PlacementOut, PlacementRequest
 
-router = APIRouter(tags=["fabric"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["fabric"], responses={**COMMON, **AUTH})
 FabricId = Annotated[str, Path(max_length=100)]
 
 

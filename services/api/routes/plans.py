@@ -14,26 +14,28 @@ from starlette.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session, object_session
 
 from services.jobs.requests import workloads
-from services.store import repo
+from services.store import fabrics, jobs, repo
 from services.store.db import session_scope
 from services.synthesis.schedule.ir import Collective
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE, Principal
 from ..blobs import NPZ, blob_response
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
 from ..plan_access import (NOT_FOUND, compile_failed, compile_query, compiled_view, compiled_xml, plan_or_404, range_xml, schedule_json_bytes,
                            utc)
-from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, ScheduleCollectivePath,
-                         ScheduleFormat, TopologyFormat)
+from ..downloads import (CONFLICT, NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, XML_FORMATS,
+                         ScheduleCollectivePath, ScheduleFormat, TopologyFormat, node_link_render)
 from ..progress import progress_block
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..revision_views import plan_revision_ref
 from ..schemas import (CompileAccepted, ErrorOut, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest,
                        PlanStatus)
 
-router = APIRouter(prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, prefix="/v1/plans", tags=["plans"], responses={**COMMON, **AUTH})
+FABRIC_REFUSAL = {404: "fabric_not_found", 409: "hosts_taken", 422: "fabric_mismatch"}
 
 
 def _progress(p) -> dict:
@@ -66,7 +68,9 @@ def plan_out(p, base: str) -> PlanOut:
             if "plane" in fabric:
                 fabric["plane"] = binding.assignment.get("plane", fabric["plane"])
         links["fabric"] = f"{base}/v1/plans/{p.id}/fabric"
-        if fabric["fabric_ready"] and "ready_estimate_s" in fabric:
+        if fabric["released"] and "ready_estimate_s" in fabric:      # nothing will be patched for it
+            fabric["ready_estimate_s"] = None
+        elif fabric["fabric_ready"] and "ready_estimate_s" in fabric:
             fabric["ready_estimate_s"] = 0.0
     compiled = None
     if r.get("compiled"):
@@ -80,7 +84,8 @@ def plan_out(p, base: str) -> PlanOut:
     return PlanOut(id=p.id, job_id=p.job_id, status=p.status, progress=_progress(p),
                    reason=p.reason, created_at=utc(p.created_at), updated_at=utc(p.updated_at), request=p.request,
                    topology=r.get("topology"), frontier=r.get("frontier"), schedules=schedules,
-                   predicted_time_us=r.get("predicted_time_us"), baselines_time_us=r.get("baselines_time_us"),
+                   predicted_time_us=r.get("predicted_time_us"), barrier_time_us=r.get("barrier_time_us"),
+                   baselines_time_us=r.get("baselines_time_us"),
                    fabric=fabric, compiled=compiled, compile_failed=compile_failed(r.get("compiled")),
                    revision=revision, training=r.get("training"), alltoall=alltoall,
                    training_hybrid=r.get("training_hybrid"), links=links)
@@ -91,7 +96,10 @@ def plan_out(p, base: str) -> PlanOut:
                         200: {"model": PlanAccepted, "description": "a replay: this Idempotency-Key and body "
                                                                     "already made this plan"},
                         202: {"model": PlanAccepted, "description": "accepted: the plan is queued"},
-                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body"}})
+                        404: {"model": ErrorOut, "description": "the fabric_id names no registered fabric"},
+                        409: {"model": ErrorOut, "description": "Idempotency-Key reused with another body, or the "
+                                                               "fabric's hosts (the named ones, or enough free "
+                                                               "ones) are held by other plans"}})
 def create_plan(body: PlanRequest, request: Request, response: Response, s: Session = Depends(get_session),
                 idempotency_key: str | None = Header(default=None, min_length=1, max_length=200),
                 principal: Principal = Depends(WRITE)):
@@ -99,16 +107,26 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     smallest simulated iteration time), verified schedules (an all-to-all schedule too when the workload has
     one). Returns at once (202) with the plan recorded; a worker takes it from there (when the broker is down,
     as soon as it is back). Poll the plan URL. The same Idempotency-Key with the same body returns the same
-    plan (200)."""
+    plan (200); Idempotency-Keys belong to the API key that sent them (another key's equal Idempotency-Key
+    makes its own plan). A fabric-bound plan is checked against its fabric first: no such fabric is a 404, a degree
+    above its ports per host, unknown hosts or more nodes than it has hosts a 422, hosts held by other plans
+    a 409 (field `fabric_id`, `degree`, `hosts` or `nodes`)."""
     if workloads.is_training(body):   # the typed request (PlanSpec), carried by every stage from the store
         try:                          # what depends on N (a catalogued model's experts and batch), before accepting
             workloads.check_training(body)
         except workloads.WorkloadInputError as exc:
             raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
-        plan, created = repo.create_plan(s, body.dump(), idempotency_key)
+        plan, created = repo.create_plan(s, body.dump(), idempotency_key,
+                                         jobs.owner_name(principal.role, principal.key_id))
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
+    if created and body.fabric_id:
+        try:                          # what the fabric stage would refuse, refused now (not by a worker)
+            fabrics.check_plan(s, body.fabric_id, body.nodes, body.degree, body.hosts, bool(body.lookahead))
+        except fabrics.PlanRefused as exc:
+            s.rollback()
+            raise unprocessable(["body", exc.field], exc.reason, FABRIC_REFUSAL[exc.status], exc.status) from None
     if created:
         budget.admit(s, plan, principal, request.app.state.settings)
     s.commit()
@@ -143,8 +161,8 @@ def list_plans(request: Request, response: Response, job_id: str | None = Query(
     return out
 
 
-SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "baselines_time_us", "training", "training_hybrid",
-                 "compiled")
+SUMMARY_OMITS = ("frontier", "schedules", "predicted_time_us", "barrier_time_us", "baselines_time_us", "training",
+                 "training_hybrid", "compiled")
 
 
 class PlanCache:
@@ -222,8 +240,8 @@ def plan_events(plan_id: str, s: Session = Depends(get_session)):
                                               200: TOPOLOGY_DOWNLOAD}, dependencies=[Depends(READ)])
 def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query("json"),
                   s: Session = Depends(get_session)):
-    """The chosen topology as JSON (arcs [tail, head, lane]) or GraphML, both stored when the plan was made.
-    Content-addressed, with ETag."""
+    """The chosen topology as JSON (arcs [tail, head, lane]), GraphML (nodes with their `rank`), or networkx
+    node-link JSON (`format=node-link`), stored when the plan was made. Content-addressed, with ETag."""
     p = plan_or_404(s, plan_id)
     name = "topology:graphml" if format == "graphml" else "topology"
     link = repo.plan_artifact(s, plan_id, name)
@@ -233,6 +251,9 @@ def plan_topology(plan_id: str, request: Request, format: TopologyFormat = Query
                             "(planned before it was stored); submit it again")
     if format == "graphml":
         return blob_response(request, s, link.digest, "application/graphml+xml", f"{plan_id}.graphml")
+    if format == "node-link":
+        return blob_response(request, s, link.digest, "application/json", f"{plan_id}-node-link.json",
+                             render=node_link_render, etag_suffix="-node-link")
     return blob_response(request, s, link.digest, "application/json", f"{plan_id}-topology.json")
 
 
@@ -263,7 +284,7 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
     if link is None:
         raise _schedule_missing(p, coll)
     if range_ is not None:
-        if format in ("msccl", "oneccl"):
+        if format in XML_FORMATS:
             by_size = (((p.result or {}).get("schedules") or {}).get(coll.value) or {}).get("by_size")
             return range_xml(s, request, plan_id, coll, format, options(format), range_, by_size,
                              principal=principal)
@@ -275,7 +296,7 @@ def plan_schedule(plan_id: str, collective: ScheduleCollectivePath, request: Req
             return blob_response(request, s, link.digest, "application/x-npz", f"{name}.npz")
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
-    if format in ("msccl", "oneccl"):
+    if format in XML_FORMATS:
         return compiled_xml(s, request, plan_id, coll, format, options(format), principal=principal)
     if format == "npz":
         return blob_response(request, s, link.digest, NPZ, f"{plan_id}-{coll.value}.npz")

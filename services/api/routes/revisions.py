@@ -1,4 +1,4 @@
-"""/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9; issue 14).
+"""/v1/plans/{id}/failures, /revisions, /activate: a done plan on a live fabric (DESIGN 4.9).
 
 A failure report only records a queued revision (202 with its URL); a worker builds it (services.jobs.kinds.revision).
 Revisions are listed (revision 0 is the plan as made) and each one's topology and schedules are served like
@@ -18,11 +18,12 @@ from services.store import fabrics
 from services.synthesis.schedule.ir import Collective
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, WRITE, Principal
 from ..deps import Limit, Offset, get_session
 from ..errors import unprocessable
-from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, RevisionCollectivePath, ScheduleFormat,
-                         TopologyFormat)
+from ..downloads import (NOT_MODIFIED, SCHEDULE_DOWNLOAD, TOPOLOGY_DOWNLOAD, XML_FORMATS, RevisionCollectivePath,
+                         ScheduleFormat, TopologyFormat, node_link_render)
 from ..responses import AUTH, BODY, COMMON, COMPILE_REFUSED, TOO_MANY
 from ..schemas import (ActivationOut, CompileAccepted, ErrorOut, FailureReport, RevisionAccepted, RevisionOut, RevisionSummary)
 from ..blobs import NPZ, blob_response
@@ -30,7 +31,7 @@ from ..plan_access import (NOT_FOUND, compile_query, compiled_xml, plan_or_404, 
                            utc)
 from ..revision_views import revision_summary, revision_view
 
-router = APIRouter(prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, prefix="/v1/plans", tags=["revisions"], responses={**COMMON, **AUTH})
 RevisionNumber = Annotated[str, Path(pattern=r"^(\d{1,9}|current)$", description="a revision number, or `current`")]
 
 
@@ -151,6 +152,9 @@ def revision_topology(plan_id: str, number: RevisionNumber, request: Request,
     """The revision's topology (the failed arcs removed) as JSON (arcs [tail, head, lane]) or GraphML."""
     plan = plan_or_404(s, plan_id)
     link = _artifact(s, plan, number, "topology:graphml" if format == "graphml" else "topology")
+    if format == "node-link":
+        return blob_response(request, s, link.digest, "application/json", f"{plan_id}-r{number}-node-link.json",
+                             render=node_link_render, etag_suffix="-node-link")
     media = "application/graphml+xml" if format == "graphml" else "application/json"
     return blob_response(request, s, link.digest, media, f"{plan_id}-r{number}.{'graphml' if format == 'graphml' else 'json'}")
 
@@ -180,7 +184,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
     if range_ is not None:
         _artifact(s, plan, number, f"schedule:{coll.value}")          # 409 until the revision is done
         rev, n, _ = _revision(s, plan, number)
-        if format in ("msccl", "oneccl"):
+        if format in XML_FORMATS:
             if rev is not None and rev.status != "done":
                 raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by "
                                          "its worker (the revision's compile_pending); its schedules are served "
@@ -200,7 +204,7 @@ def revision_schedule(plan_id: str, number: RevisionNumber, collective: Revision
         return blob_response(request, s, link.digest, "application/json", f"{name}.json",
                              render=schedule_json_bytes, etag_suffix="-json")
     link = _artifact(s, plan, number, f"schedule:{coll.value}")
-    if format in ("msccl", "oneccl"):
+    if format in XML_FORMATS:
         rev, n, _ = _revision(s, plan, number)
         if rev is not None and rev.status != "done":
             raise HTTPException(409, f"revision {n} of plan {plan_id} is {rev.status}: its XML is compiled by its "

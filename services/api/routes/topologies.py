@@ -20,13 +20,14 @@ from services.store.db import session_scope
 from services.store.models import Evaluation
 
 from .. import budget
+from ..bodies import OffLoopRoute
 from ..auth import READ, Principal
 from ..errors import unprocessable
 from ..notify import until
 from ..responses import AUTH, BODY, COMMON, TOO_MANY
 from ..schemas import ErrorOut, EvaluateOut, EvaluateRequest, EvaluationAccepted, EvaluationOut
 
-router = APIRouter(tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
+router = APIRouter(route_class=OffLoopRoute, tags=["topologies"], dependencies=[Depends(READ)], responses={**COMMON, **AUTH})
 EVALUATE_WAIT_MAX_S = 60.0
 
 
@@ -52,12 +53,21 @@ def _load(url: str, evaluation_id: str) -> dict | None:
         return None if ev is None else evaluation_request.as_dict(ev)
 
 
+def _url(request: Request, evaluation_id: str) -> str:
+    return f"{str(request.base_url).rstrip('/')}/v1/topologies/evaluations/{evaluation_id}"
+
+
+def _result(ev: dict, url: str, with_arcs: bool) -> EvaluateOut:
+    """A done evaluation's result as the POST answers it (its id and URL; arcs only `with_arcs`)."""
+    drop = () if with_arcs else ("arcs", "permutation")
+    return EvaluateOut(id=ev["id"], url=url, **{k: ev["result"][k] for k in EvaluateOut.model_fields
+                                                if k in ev["result"] and k not in drop and k not in ("id", "url")})
+
+
 def _answer(ev: dict, request: Request, with_arcs: bool):
-    url = f"{str(request.base_url).rstrip('/')}/v1/topologies/evaluations/{ev['id']}"
+    url = _url(request, ev["id"])
     if ev["status"] == "done":
-        drop = () if with_arcs else ("arcs", "permutation")
-        return EvaluateOut(id=ev["id"], url=url, **{k: ev["result"][k] for k in EvaluateOut.model_fields
-                                                    if k in ev["result"] and k not in drop and k not in ("id", "url")})
+        return _result(ev, url, with_arcs)
     if ev["status"] == "failed":
         raise unprocessable(["body"], ev["reason"], "evaluation_failed")
     return JSONResponse(EvaluationAccepted(id=ev["id"], status=ev["status"], url=url).model_dump(),
@@ -89,11 +99,16 @@ async def evaluate(body: EvaluateRequest, request: Request,
 
 @router.get("/v1/topologies/evaluations/{evaluation_id}", response_model=EvaluationOut,
             responses={**AUTH, 404: {"model": ErrorOut}})
-async def get_evaluation(evaluation_id: Annotated[str, Path(max_length=64)], request: Request, response: Response):
-    """An evaluation's status, and its result or the reason it failed."""
+async def get_evaluation(evaluation_id: Annotated[str, Path(max_length=64)], request: Request, response: Response,
+                         with_arcs: bool = Query(False, description="also return the arcs with their Konig "
+                                                 "permutation (as the POST's with_arcs)")):
+    """An evaluation's status, its id and URL, and its result (the same fields as the POST answers: id, url,
+    arcs only with `with_arcs`) or the reason it failed."""
     ev = await run_in_threadpool(_load, request.app.state.settings.sqlalchemy_url, evaluation_id)
-    if ev is None:
+    if ev is None or ev["kind"] != "topology":          # a cluster simulation is read at /v1/cluster/simulations
         raise HTTPException(404, f"evaluation {evaluation_id} not found")
     if ev["status"] in ("queued", "running"):
         response.headers["Retry-After"] = "1"
-    return EvaluationOut(**ev)
+    url = _url(request, ev["id"])
+    result = _result(ev, url, with_arcs) if ev["status"] == "done" and ev.get("result") else None
+    return EvaluationOut(**{**ev, "url": url, "result": result})

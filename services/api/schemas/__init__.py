@@ -14,7 +14,7 @@ The routes import from this package; every name below is one of those modules'.
 """
 from __future__ import annotations
 
-from .common import (CollectiveName, ErrorOut, FieldError, HealthOut, Input, PlanStatus, Progress, ReadyOut,
+from .common import (CollectiveName, ErrorOut, FieldError, HealthOut, Input, PlanStatus, Problem, Progress, ReadyOut,
                      RuntimeName, ScheduleCollective, StatsOut, ValidationErrorOut)
 from .compiles import CompileAccepted
 from .fabrics import (ActivationOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary, PanelConfigOut,
@@ -25,7 +25,7 @@ from .plans import (MAX_PLAN_NODES, LinkLoadsOut, PlanAccepted, PlanEventOut, Pl
 from .revisions import FailureReport, RevisionAccepted, RevisionOut, RevisionSummary
 from .topologies import EvaluateOut, EvaluateRequest, EvaluationAccepted, EvaluationOut, TopologyOut
 
-__all__ = ["ActivationOut", "CollectiveName", "CompileAccepted", "ErrorOut", "EvaluateOut", "EvaluateRequest",
+__all__ = ["ActivationOut", "CollectiveName", "CompileAccepted", "ErrorOut", "Problem", "EvaluateOut", "EvaluateRequest",
            "EvaluationAccepted", "EvaluationOut", "FabricCostOut", "FabricDocument", "FabricLayout", "FabricSummary",
            "FailureReport", "FieldError", "FrontierEntry", "FrontierOut", "HealthOut", "Input", "LinkLoadsOut",
            "MAX_PLAN_NODES", "PanelConfigOut", "PanelOut", "PanelStateIn", "PanelStateOut", "PlanAccepted",

@@ -12,7 +12,7 @@ from services.jobs.requests.bounds import (MAX_ALPHA_US, MAX_BYTES, MAX_GBPS, MA
                                            Bytes, CollectiveName, HostId, Input, RuntimeName, ScheduleCollective,
                                            Weight)
 
-__all__ = ["Bytes", "CollectiveCost", "CollectiveCostOut", "CollectiveName", "ErrorOut", "FieldError", "HealthOut",
+__all__ = ["Bytes", "CollectiveCost", "CollectiveCostOut", "CollectiveName", "ErrorOut", "FieldError", "HealthOut", "Problem",
            "HostId", "INT32_MAX", "Ident", "Input", "MAX_ALPHA_US", "MAX_BYTES", "MAX_GBPS", "MAX_PANEL_PORTS",
            "MAX_WEIGHT", "MIN_GBPS", "MIN_LINK_GBPS", "PlanStatus", "Progress", "ReadyOut", "RuntimeName",
            "ScheduleCollective", "StatsOut", "ValidationErrorOut", "Weight"]
@@ -67,10 +67,6 @@ class StatsOut(BaseModel):
                                     "(not counted: a panel with no cross-connects to hold that holds none)")
 
 
-class ErrorOut(BaseModel):
-    detail: str
-
-
 class FieldError(BaseModel):
     loc: list[str | int] = Field(description="where: body, query, path or header, then the field's path")
     field: str = Field(description="the field's path joined by dots ('' for the whole body)")
@@ -78,10 +74,21 @@ class FieldError(BaseModel):
     type: str
 
 
-class ValidationErrorOut(BaseModel):
-    """Every 400 and 422 has this shape."""
+class Problem(BaseModel):
+    """Every error (RFC 9457 problem details, served as application/problem+json; services.api.errors)."""
 
-    detail: list[FieldError]
+    type: str = Field(description="what kind of problem: urn:fabricplan:problem:<kind> (a field error's type, or "
+                      "the status's kind: not-found, conflict, too-many-jobs, unavailable, ...)")
+    title: str = Field(description="the HTTP status's phrase")
+    status: int = Field(description="the HTTP status code")
+    detail: str = Field(description="what happened, for a person")
+    instance: str | None = Field(default=None, description="the request's path")
+    field: str | None = Field(default=None, description="the field at fault (the first of `errors`), dotted")
+    reason: str = Field(description="why: the first field error's message, else the detail")
+    errors: list[FieldError] = Field(default_factory=list, description="every field at fault (400, 413, 415, 422)")
+
+
+ErrorOut = ValidationErrorOut = Problem        # the names the routes' response declarations use
 
 
 Ident = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]

@@ -29,7 +29,7 @@ class PlanRequest(PlanSpec):
 
 class SizeRangeOut(BaseModel):
     """One range of a schedule set: sizes [min_bytes, max_bytes) (max_bytes null: unbounded) served by the
-    verified schedule of `scheduler` (issue 26), fetched at `url`."""
+    verified schedule of `scheduler`, fetched at `url`."""
 
     min_bytes: int
     max_bytes: int | None
@@ -38,6 +38,10 @@ class SizeRangeOut(BaseModel):
     tau: float
     tau_exact: str
     verified: bool
+    time_pieces: list[list[float]] | None = Field(default=None, description="the served (dependency-driven) time "
+                                                  "of this range's schedule as a function of the size M: pieces "
+                                                  "[start_bytes, latency_us, us_per_byte], T(M) = latency_us + "
+                                                  "us_per_byte * M from each start on (docs/schedule-time.md)")
     url: str
 
 
@@ -105,7 +109,13 @@ class PlanOut(BaseModel):
     topology: TopologyOut | None = None
     frontier: list[FrontierEntry] | None = None
     schedules: dict[str, ScheduleSummary] | None = None
-    predicted_time_us: dict[str, dict[str, float]] | None = None
+    predicted_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="per collective and "
+                                                                  "size: the served schedule's dependency-driven "
+                                                                  "time (what the runtimes realise; "
+                                                                  "docs/schedule-time.md)")
+    barrier_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="the same schedules' "
+                                                                "step-synchronous price (the paper's: each step "
+                                                                "waits for its slowest link)")
     baselines_time_us: dict[str, float] | None = Field(default=None, description="the workload on today's "
                                                        "topologies (ring, shifted rings, double binary tree, torus; "
                                                        "a training workload: their iteration times)")

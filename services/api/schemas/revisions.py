@@ -70,8 +70,11 @@ class RevisionSummary(BaseModel):
     created_at: datetime
     expr: str | None = Field(description="the revision's topology")
     failed: list[str] = Field(description="links failed in this revision (tail>head)")
-    workload_slowdown: float | None = Field(default=None, description="the workload's predicted time against "
-                                            "revision 0's (failure revisions) or the revision it ends (restored)")
+    workload_slowdown: float | None = Field(default=None, description="failure revisions: the workload's "
+                                            "predicted time against revision 0's; null for the original and for a "
+                                            "restored revision (no failure: it runs at revision 0's time)")
+    restores: int | None = Field(default=None, description="a restored revision: the failure revision whose "
+                                 "repair it completes (back on the full topology); null otherwise")
     url: str
 
 
@@ -98,11 +101,18 @@ class RevisionOut(RevisionSummary):
         "while the revision runs: the files (`runtime:collective`, `runtime:collective@i` for size range i) its "
         "worker has still to compile; its verified "
         "schedules (npz, JSON) are served as soon as they are stored, before the XML"))
-    predicted_time_us: dict[str, dict[str, float]] | None = None
+    predicted_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="as the plan's: the "
+                                                                  "dependency-driven time of the schedule served "
+                                                                  "at each size")
+    barrier_time_us: dict[str, dict[str, float]] | None = Field(default=None, description="as the plan's: the "
+                                                                "step-synchronous price of the same schedules")
     workload_time_us: float | None = None
     alltoall: RevisionAllToAllOut | None = Field(default=None, description="when the workload has an all-to-all: "
                                                  "re-planned on the revision's topology")
-    failure_cost: dict | None = Field(default=None, description="before/after per collective and size and for the "
+    restore_gain: dict | None = Field(default=None, description="a restored revision: its times against the "
+                                      "failure revision it ends (before: that revision, after: the full topology)")
+    failure_cost: dict | None = Field(default=None, description="failure revisions (null for a restored one): "
+                                      "before/after per collective and size and for the "
                                       "workload, the naive fallback (a ring over surviving links), the "
                                       "all-to-all's per size (`alltoall`), and for a training plan the iteration "
                                       "on the revision's topology (`training`: iteration_s, iteration_s_before, "

@@ -150,6 +150,7 @@ class EvaluateOut(BaseModel):
 
 class EvaluationOut(BaseModel):
     id: str
+    url: str = Field(description="this evaluation's URL")
     status: Literal["queued", "running", "done", "failed"]
     expr: str
     collective: str

@@ -110,10 +110,10 @@ def deadlock_of_file(algo, fifo: int) -> Finding | None:
     tbs = [(g.id, tb) for g in gpus for tb in sorted(g.tbs, key=lambda t: t.id)]
     steps = [st for _, tb in tbs for st in tb.steps]
     tb_cols = np.array([(g, tb.id, tb.send, tb.recv, tb.chan) for g, tb in tbs], np.int64).reshape(-1, 5)
-    step_cols = np.array([(_KIND[st.type], st.s, st.hasdep, st.depid, st.deps) for st in steps],
-                         np.int64).reshape(-1, 5).T
+    rows = [(_KIND[st.type], st.s, st.hasdep, st.depid, st.deps) for st in steps]
+    kind, s, hasdep, depid, deps = np.array(rows, np.int64).reshape(-1, 5).T
     return _deadlock_of_columns(algo.ngpus, tb_cols, np.array([len(tb.steps) for _, tb in tbs], np.int64),
-                                *step_cols, fifo)
+                                kind, s, hasdep, depid, deps, fifo)
 
 
 def deadlock_of_columns(c, ngpus: int, fifo: int) -> Finding | None:

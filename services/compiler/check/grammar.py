@@ -9,7 +9,7 @@ next double quote, a comment to its first '-->'. So one left-to-right pass with 
 each item exactly as the regular expression does; `grammar_scan` returns where the first item the grammar
 cannot read starts (or -1) and the longest stretch of whitespace plus item, which the windowed regular
 expression (`tokenizer._grammar_stop`, windows of up to `MAX_WINDOW` bytes) needs to fit in a window to
-reach the same verdict. tests/compiler/test_nccl_grammar.py compares the two on random documents.
+reach the same verdict. tests/compiler/check/test_grammar.py compares the two on random documents.
 
 Measured on the 288 MB file of the 1024-rank allreduce: 0.3 s CPU, where the regular expression takes 2.3 s.
 """

@@ -233,8 +233,8 @@ def scan(text: str) -> tuple["Node | ET.Element | None", list[Finding]]:
 def lexical_findings(text: str | bytes) -> list[Finding]:
     """Only the tokenizer's verdict (no tree): [] when the runtimes' parser reads every element of `text`
     (a str, or the file's bytes). Files the compiled automaton (`grammar`) reads whole, with every item in
-    a window, are accepted there (the same verdict, tests/compiler/test_nccl_grammar.py); anything else goes through the
-    regular expression, which also locates the error."""
+    a window, are accepted there (the same verdict, tests/compiler/check/test_grammar.py); anything else goes
+    through the regular expression, which also locates the error."""
     data = text if isinstance(text, bytes) else text.encode("ascii") if text.isascii() else None
     if data is not None:
         stop, longest = grammar_scan(data)

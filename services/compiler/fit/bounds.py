@@ -4,7 +4,7 @@ fit_msccl refuses most candidates before their message table is built (Messages.
 building one table costs 1.5-4 s. `ScheduleBounds` gives the same quantities (steps per gpu, the most messages
 on one connection-channel and in one step, thread blocks) as lower bounds from the transfers, so a candidate
 whose bounds already exceed a limit is refused with no table at all. Soundness rests on where units live
-(services.compiler.lower.layout): unit g = v x P + j x P0 + x of shard v sits at offset g of the big buffer.
+(services.compiler.lowering.layout): unit g = v x P + j x P0 + x of shard v sits at offset g of the big buffer.
 
 * Home steps. In an allgather every unit a gpu sends or receives is at its home g (the own shard is copied
   to the output before the first send); in an allreduce every partial and result is at g too (input or output
@@ -34,7 +34,7 @@ import numpy as np
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from ..common.arrays import lexorder
-from ..lower.channels import ShardChannels
+from ..lowering.channels import ShardChannels
 from ..msccl.threadblocks import thread_block_counts
 
 __all__ = ["ScheduleBounds"]

@@ -42,9 +42,9 @@ from ..check.deadlock import deadlock
 from ..check.msccl_simulate import SIMULATE_MAX_STEPS, simulable
 from ..common.arrays import unique_counts
 from ..errors import CompileError
-from ..lower.channels import ShardChannels, shard_classes
-from ..lower.layout import AlltoallPairs
-from ..lower.lowering import Lowered, chunked_bfb, chunks_per_shard
+from ..lowering.channels import ShardChannels, shard_classes
+from ..lowering.layout import AlltoallPairs
+from ..lowering.grid import Lowered, chunked_bfb, chunks_per_shard
 from ..msccl.ir import MscclOptions, MscclProgram
 from ..msccl.messages import Messages, build_messages
 from ..msccl.program import build_program

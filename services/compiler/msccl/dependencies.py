@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..common.pool import ordered_map
-from ..lower.layout import UnitLayout
+from ..lowering.layout import UnitLayout
 from .dep_kernels import dense_keys, group_order
 from .dep_kernels import prune as dep_prune
 from .dep_kernels import sweep as dep_sweep

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..common.arrays import isin_sorted, lexorder, ranges, unique, unique_inverse
-from ..lower.layout import UnitLayout
+from ..lowering.layout import UnitLayout
 from .ir import PH_SEND, RCS, READS_DST, READS_SRC, RRC, RRCS, RRS, WRITES_DST, R
 
 __all__ = ["apply_fusion", "fusion_candidates", "last_writes", "rrs_predicate"]

@@ -19,7 +19,7 @@ Columns of the table (`InstructionTable.COLUMNS`; a dict column name -> array, o
     speer   the peer a send goes to (-1: not a send)
     rpeer   the peer a receive comes from (-1: not a receive)
     chan    the channel (lane x instances x channels + instance x channels + the shard's channel class)
-    sbuf    source buffer (services.compiler.lower.layout: IBUF input, OBUF output, SBUF scratch; NONE)
+    sbuf    source buffer (services.compiler.lowering.layout: IBUF input, OBUF output, SBUF scratch; NONE)
     soff    source offset, in chunks, within sbuf (-1: none)
     dbuf    destination buffer (a reduction's accumulator for RRC; NONE for a send)
     doff    destination offset, in chunks, within dbuf (-1: none)
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..lower.layout import IBUF, NONE, OBUF, SBUF
+from ..lowering.layout import IBUF, NONE, OBUF, SBUF
 
 __all__ = ["BUF_NAME", "S", "R", "RRC", "CPY", "RE", "RCS", "RRCS", "RRS", "TYPE_NAME", "READS_SRC", "WRITES_DST",
            "READS_DST", "SENDS", "RECEIVES", "PH_LOCAL", "PH_SEND", "PH_RECV", "PH_SCATTER", "XmlStep",
@@ -121,6 +121,8 @@ class MscclProgram:
     fused: int
     consolidated: int
     stats: dict = field(default_factory=dict)
+    tb_of_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per op: its global tb
+    max_dep_tb: int = 0            # the most dependencies one tb's op waits on (the dependency pass's)
 
 
 class InstructionTable:

@@ -50,7 +50,7 @@ def _expand(v, u, w, lane, lo, hi, rank, blocks, nodes, P, P0, k, c):
 def expand_units(v, u, w, lane, lo, hi, rank: np.ndarray, blocks: bool, P: int, P0: int, k: int, c: int):
     """(U, W, CH, G) of every unit of the transfers (source v, sender u, receiver w, lane, chunks [lo, hi)):
     instance j of chunk x of shard v is unit v * P + j * P0 + x on channel lane * k * c + j * c + class_c(v),
-    class_c(v) = rank[v] mod c, or rank[v] * c // N with `blocks` (services.compiler.lower.channels.ShardChannels);
+    class_c(v) = rank[v] mod c, or rank[v] * c // N with `blocks` (services.compiler.lowering.channels.ShardChannels);
     ordered by instance, then transfer, then chunk. Every hi >= lo."""
     a = [np.require(x, np.int64, ["C", "W"]) for x in (v, u, w, lane, lo, hi)]
     rank = np.require(rank, np.int64, ["C", "W"])

@@ -1,12 +1,12 @@
 """Pass 1 of the MSCCL compiler, messages (paper section 7): every transfer of the schedule, comm step by comm
 step, becomes instruction rows of the IR (services.compiler.msccl.ir).
 
-Layout (services.compiler.lower.layout). A shard is cut into P = P0 x instances units; unit g = v*P + j*P0 + x.
+Layout (services.compiler.lowering.layout). A shard is cut into P = P0 x instances units; unit g = v*P + j*P0 + x.
 `nchunksperloop = N * P`; allgather input P / output N*P, reduce-scatter input N*P / output P, allreduce N*P.
 
 Every transfer becomes its units; a channel per unit (lane x instances x channels: parallel arcs get their own
 channels, instance j its own, and `channels` spreads a link's shards over that many channels by the shard's
-class, services.compiler.lower.channels, so a forwarded piece keeps its channel; or, Messages.by_message, the
+class, services.compiler.lowering.channels, so a forwarded piece keeps its channel; or, Messages.by_message, the
 messages formed on one channel are dealt over the channels round robin per connection); units a receiver
 already holds are dropped (a copy step's redundant delivery); runs contiguous at the sender, the receiver and
 (reductions) the receiver's partial become one message of at most MSCCL_MAX_COUNT - 1 chunks: a send `s` at the
@@ -29,8 +29,8 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule
 
 from ..common.arrays import lexorder, lexsorted, ranges, run_positions, unique, unique_counts, unique_inverse
 from ..errors import CompileError
-from ..lower.channels import ShardChannels, shard_classes
-from ..lower.layout import NONE, SBUF, AlltoallPairs, UnitLayout, alltoall_position
+from ..lowering.channels import ShardChannels, shard_classes
+from ..lowering.layout import NONE, SBUF, AlltoallPairs, UnitLayout, alltoall_position
 from ..runtimes import RuntimeProfile
 from .conn_kernels import connections as connection_ids
 from .fusion import fusion_candidates
@@ -65,7 +65,7 @@ def _link_starts(sender: np.ndarray, receiver: np.ndarray, channel: np.ndarray) 
 
 class _MessageBuilder:
     """Pass 1 over one schedule: appends the instruction rows of every comm step to `table` (the IR's
-    InstructionTable) while `layout` (services.compiler.lower.layout.UnitLayout) tracks where every unit of every
+    InstructionTable) while `layout` (services.compiler.lowering.layout.UnitLayout) tracks where every unit of every
     gpu lives. Sizes: `nodes` gpus, the schedule's `grid` chunks per shard, `instances` copies of it on their own
     channels, so `units_per_shard` = grid x instances; `channels` per link and instance; a message is at most
     `max_count` chunks. Counters: `msg` messages so far (the next message id), `dropped` units not sent because
@@ -273,7 +273,7 @@ class _MessageBuilder:
             eq.append(part_buf)
         st, ln = runs(adv, eq, max_len=self.max_count)
         self._messages(t, *(a[st] for a in (sender, receiver, channel, rank, src_buf, src_off, dst_buf, dst_off)),
-                       None if op is Op.COPY else part_buf[st], part_off[st], ln)
+                       part_buf=None if op is Op.COPY else part_buf[st], part_off=part_off[st], count=ln)
         at = self._cells(receiver, unit)
         self._put(lay.locbuf, at, dst_buf)
         self._put(lay.locoff, at, dst_off)
@@ -360,7 +360,7 @@ class _MessageBuilder:
         zero = np.zeros(sender.size, np.int64)
         st, ln = runs([src_off, recv_off], [sender, receiver, channel, src_buf], max_len=self.max_count)
         self._messages(t, *(a[st] for a in (sender, receiver, channel, zero, src_buf, src_off, recv_buf, recv_off)),
-                       None, None, ln)
+                       part_buf=None, part_off=None, count=ln)
         if op is Op.COPY:
             o = lexorder((recv_off, receiver))
             st, ln = runs([recv_off[o], dst_off[o]], [receiver[o], dst_buf[o]], max_len=self.max_count)
@@ -537,7 +537,7 @@ class Messages:
 
 def build_messages(schedule: Schedule, profile: RuntimeProfile, opt: MscclOptions,
                    classes: ShardChannels | None = None, pairs: AlltoallPairs | None = None) -> Messages:
-    """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.lower.channels;
+    """Pass 1 (see the module docstring). `classes`: the shards' channel classes (services.compiler.lowering.channels;
     computed here when not given); with opt.by_message the messages of one channel are dealt over the channels
     instead (Messages.by_message). `pairs`: an all-to-all's AlltoallPairs for opt.instances (built here when not
     given; the fit search shares one between candidates)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common.arrays import lexorder, unique, unique_counts
-from ..lower.layout import UnitLayout
+from ..lowering.layout import UnitLayout
 from .fusion import fusion_candidates, last_writes
 from .ir import RRC, MscclOptions, R, S
 

@@ -3,7 +3,7 @@ package's modules) and our CPU format, oneCCL (docs/oneccl-xml.md). The CLI's --
 `?runtime=` and a plan's `runtimes` take these values; `Runtime` is a `str`, so a member compares equal to its
 name and serialises as it.
 
->>> Runtime("rccl") is Runtime.RCCL, Runtime.ONECCL.format, Runtime.LEGACY.format
+>>> Runtime("rccl") is Runtime.RCCL, Runtime.ONECCL.file_format, Runtime.LEGACY.file_format
 (True, <Format.ONECCL: 'oneccl'>, <Format.MSCCL: 'msccl'>)
 >>> [r.value for r in MSCCL_RUNTIMES]
 ['executor', 'rccl', 'legacy']
@@ -31,7 +31,7 @@ class Runtime(str, Enum):
     ONECCL = "oneccl"
 
     @property
-    def format(self) -> Format:
+    def file_format(self) -> Format:
         return Format.ONECCL if self is Runtime.ONECCL else Format.MSCCL
 
     def __str__(self) -> str:

@@ -2,7 +2,7 @@
 per-rank lists of send / recv / reduce / copy / sync instructions). Format: docs/oneccl-xml.md.
 
 Each comm step t of the schedule becomes, on every rank: post the step's receives, post its sends, `sync`,
-then the step's local reductions. Chunk layout is MSCCL's (services.compiler.lower.layout: unit (v, k) = chunk
+then the step's local reductions. Chunk layout is MSCCL's (services.compiler.lowering.layout: unit (v, k) = chunk
 v * P + k of an N * P chunk loop). Allgather receives go straight to the output; a unit the receiver already
 holds is not sent again. Reduce-scatter receives go to a staging area of `tmp` and are added after the sync
 (`reduce`: accumulator = staging + the rank's partial; several contributions to one unit in a step chain),
@@ -18,7 +18,7 @@ from services.synthesis.topology.graph import Topology
 
 from ..common.arrays import lexorder, ranges, run_positions, unique
 from ..errors import CompileError
-from ..lower.layout import NONE, SBUF, AlltoallPairs, UnitLayout
+from ..lowering.layout import NONE, SBUF, AlltoallPairs, UnitLayout
 from ..msccl.messages import runs
 from .xmltext import (ONECCL, ONECCL_FIRST, ONECCL_NAMED, ONECCL_WIDTH, block_bounds, fill_blocks, line_bound,
                       oneccl_ranks)

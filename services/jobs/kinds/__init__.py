@@ -1,5 +1,5 @@
 """The job kinds (DESIGN 4.2): what a worker task runs. Only workers/ and the API's dispatcher import these,
-and no kind imports another (tests/test_import_graph.py).
+and no kind imports another (tests/project/test_import_graph.py).
 
     plan/        the plan job, one module per family of stages: select (frontier, selection; training,
                  hybrid), fabric, schedules (and alltoall), finish (the compile stage is

@@ -1,6 +1,8 @@
 """The evaluation job (POST /v1/topologies/evaluate; the request side is services.jobs.requests.evaluation_request): the
 optimal BFB schedule of one topology for one collective, model-checked, with the cost measured from the
-schedule itself, or on priced links the fastest verified schedule of BFB and the greedy scheduler. It runs in
+schedule itself, or on priced links the fastest verified schedule of BFB and the greedy scheduler; or, for a
+request of kind `cluster` (POST /v1/cluster/simulations, services.jobs.requests.cluster_request), a shared-cluster
+simulation. It runs in
 a worker (`run`) under the task time and memory limits.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from services.store.db import session_scope
 from services.store.models import Evaluation, utcnow
 from services.jobs.stages.artifacts import topology_facts, topology_json
 from services.jobs.stages.attempts import claim
+from services.jobs.requests import cluster_request
 from services.jobs.requests.evaluation_request import WITH_ARCS_MAX_NODES, link_costs
 
 __all__ = ["run"]
@@ -33,6 +36,8 @@ def run(evaluation_id: str) -> dict:
         ev = s.get(Evaluation, evaluation_id)
         ev.status, ev.stage, ev.updated_at = "running", "schedule", utcnow()
         request = dict(ev.request)
+    if request.get("kind") == cluster_request.KIND:         # a shared-cluster simulation
+        return _store(url, evaluation_id, cluster_request.run(request))
     topo = build(request["expr"])
     coll = Collective.parse(request["collective"])
     t0 = time.perf_counter()
@@ -51,6 +56,11 @@ def run(evaluation_id: str) -> dict:
     if topo.nodes <= WITH_ARCS_MAX_NODES:               # small enough to draw: kept for with_arcs requests
         drawing = topology_json(topo)
         result.update({k: drawing.get(k) for k in ("arcs", "permutation")})
+    return _store(url, evaluation_id, result)
+
+
+def _store(url: str, evaluation_id: str, result: dict) -> dict:
+    """The evaluation done with its result (under the attempt's claim), and everyone waiting on it told."""
     with session_scope(url) as s:
         claim(s, evaluation_id, "evaluation")
         ev = s.get(Evaluation, evaluation_id)

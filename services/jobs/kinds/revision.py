@@ -1,4 +1,4 @@
-"""The plan revision job (DESIGN 4.9; issue 14): a done plan's topology after link failures, built by a worker
+"""The plan revision job (DESIGN 4.9): a done plan's topology after link failures, built by a worker
 
     repair -> schedules -> compile -> finish                (workers.tasks.revision_workflow)
 
@@ -48,7 +48,7 @@ from services.jobs.stages import compile_stage, size_sets
 from services.jobs.stages.alltoall_build import AllToAllRefused, bracket_result, build_checked, built_result
 from services.jobs.stages.artifacts import link_loads_blob, topology_facts, topology_graphml, topology_json
 from services.jobs.stages.attempts import claim
-from services.jobs.stages.revision_cost import failure_cost, predicted_times, training_cost, workload_us
+from services.jobs.stages.revision_cost import barrier_times, failure_cost, predicted_times, training_cost, workload_us
 from services.jobs.stages.stage_weights import revision_progress
 from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.requests.workloads import alltoall_sizes, has_alltoall, workload_items
@@ -119,7 +119,7 @@ def _repair(revision_id: str) -> dict:
         if not r.moves:
             return {"status": "none_needed"}
         versions = fabrics.replace_assignment(s, rev.plan_id, r.assignment,
-                                              f"revision {rev.number}: {len(r.moves)} failed link(s) re-patched")
+                                              _repatched(rev.number, [f"{m['tail']}>{m['head']}" for m in r.moves]))
         estimate = fabrics.ready_estimate_s(s, b)
         rep = Repair(plan_id=rev.plan_id, revision_number=rev.number, status="pending",
                      panels={p: versions[p] for p in r.panels if p in versions}, moves=r.moves,
@@ -128,6 +128,19 @@ def _repair(revision_id: str) -> dict:
         s.flush()
         return {"status": "pending", "id": rep.id, "panels": rep.panels, "moves": r.moves,
                 "ready_estimate_s": estimate}
+
+
+def _repatched(number: int, arcs: list[str], limit: int = 200) -> str:
+    """A repair's reason naming every re-patched arc (as many as the panel config's reason holds, then how
+    many more)."""
+    head = f"revision {number}: {len(arcs)} failed link(s) re-patched: "
+    if len(head + ", ".join(arcs)) <= limit:
+        return head + ", ".join(arcs)
+    for k in range(len(arcs) - 1, -1, -1):
+        text = head + ", ".join(arcs[:k]) + f" and {len(arcs) - k} more"
+        if len(text) <= limit:
+            return text
+    return head[:limit]
 
 
 def _progress(spec: PlanSpec, stage: str, local: float) -> float:
@@ -261,6 +274,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         predicted = predicted_times(spec, state["schedules"])
         original = plan.result["predicted_time_us"]
         result = {"topology": state["topology"], "schedules": state["schedules"], "predicted_time_us": predicted,
+                  "barrier_time_us": barrier_times(spec, state["schedules"]),
                   "workload_time_us": workload_us(spec, predicted), "alltoall": state.get("alltoall"),
                   "failure_cost": failure_cost(spec, original, predicted, 0, plan.result.get("alltoall"),
                                                state.get("alltoall"),

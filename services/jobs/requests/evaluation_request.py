@@ -120,5 +120,5 @@ def submit(s, evaluation_id: str, request: dict) -> tuple[Evaluation, bool]:
 
 
 def as_dict(ev: Evaluation) -> dict:
-    return {"id": ev.id, "status": ev.status, "expr": ev.request["expr"], "collective": ev.request["collective"],
-            "reason": ev.reason, "result": ev.result}
+    return {"id": ev.id, "kind": ev.request.get("kind", "topology"), "status": ev.status, "expr": ev.request.get("expr"),
+            "collective": ev.request.get("collective"), "reason": ev.reason, "result": ev.result}

@@ -1,4 +1,4 @@
-"""Plan revisions on the request side (DESIGN 4.9; issue 14): failure reports that queue a revision, faulty
+"""Plan revisions on the request side (DESIGN 4.9): failure reports that queue a revision, faulty
 panel ports, the restored revision after a repair, and finding revisions. The revision job itself (repair ->
 schedules -> compile -> finish) is services.jobs.kinds.revision; how the API shows revisions is
 services.api.revision_views.
@@ -293,7 +293,9 @@ def _restored_result(s, plan: Plan) -> dict:
     shown = last.result if last is not None and last.result else r0
     spec = PlanSpec.load(plan.request)
     return {"topology": r0["topology"], "schedules": r0["schedules"], "predicted_time_us": r0["predicted_time_us"],
+            "barrier_time_us": r0.get("barrier_time_us"),
             "workload_time_us": workload_us(spec, r0["predicted_time_us"]), "alltoall": r0.get("alltoall"),
+            "compiled": r0.get("compiled"),
             "failure_cost": failure_cost(spec, shown["predicted_time_us"], r0["predicted_time_us"],
                                          last.number if last else 0, shown.get("alltoall"), r0.get("alltoall")),
             "artifact_prefix": "", "seconds": 0.0}

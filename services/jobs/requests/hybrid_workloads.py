@@ -1,4 +1,4 @@
-"""What a hybrid-parallel training workload asks for (issue 27; docs/training.md): the plan's nodes are hosts of
+"""What a hybrid-parallel training workload asks for (docs/training.md): the plan's nodes are hosts of
 `gpus_per_host` GPUs and its degree their NICs. The request's training block takes the options `fabricplan
 train` does: `model` (a catalogued transformer) or `transformer_spec` (the file form), `gpus_per_host`,
 `global_batch`, `strategy` ("auto" or "tp=..,pp=..,dp=.."), `device`. Plain functions of the typed request

@@ -179,8 +179,9 @@ class PlanSpec(Input):
     workload: Workload
     fabric_id: str | None = Field(default=None, min_length=1, max_length=100,
                                   description="bind the plan to this fabric")
-    hosts: list[HostId] | None = Field(default=None, max_length=MAX_PLAN_NODES, description="the fabric hosts to use "
-                                       "(default: the first free ones); one per node")
+    hosts: list[HostId] | None = Field(default=None, max_length=MAX_PLAN_NODES, description="the fabric hosts to use, "
+                                       "one per node (default: the placement policy's choice, the plan's "
+                                       "fabric.placement: fewest robot moves, then the largest free set left)")
     runtimes: list[RuntimeName] | None = Field(default=None, min_length=1, max_length=4, description=(
         "runtimes whose XML the plan compiles with their default options (docs/runtimes.md): executor "
         "(msccl-executor-nccl), rccl, legacy (microsoft/msccl), oneccl (CPU); default [\"executor\"]"))

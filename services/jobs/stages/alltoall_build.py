@@ -1,4 +1,4 @@
-"""An all-to-all schedule for a job stage (DESIGN 4.2 schedules; issue 13 item 4, issue 26 item 3): the plan's
+"""An all-to-all schedule for a job stage (DESIGN 4.2 schedules): the plan's
 all-to-all stage (services.jobs.kinds.plan.alltoall, on the chosen topology) and a failure revision's schedules stage
 (services.jobs.kinds.revision, on the degraded topology) build it the same way here.
 

@@ -1,4 +1,4 @@
-"""Compile units run in forked processes, in parallel within a memory budget (issue 25).
+"""Compile units run in forked processes, in parallel within a memory budget.
 
 Each unit (services.jobs.stages.compile_units) is compiled in a process forked from the caller (the embedded
 worker's job process, or a Celery pool process), so the libraries and compiled kernels are there at once and

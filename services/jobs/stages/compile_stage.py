@@ -10,7 +10,7 @@ import logging
 import time
 
 from services.compiler.api import CompileOptions, exact_chunk_bound, format_of
-from services.compiler.lower.lowering import chunks_per_shard
+from services.compiler.lowering.grid import chunks_per_shard
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective, Schedule
 from services.synthesis.topology.catalog import build
 
@@ -42,7 +42,8 @@ def job_summary(job) -> dict:
     meta = job.meta or {}
     if job.status == "done":
         for k in ("runtime", "steps", "xml_steps", "max_tb_steps", "threadblocks", "nchannels", "chunks", "lowering",
-                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "checked", "simulated",
+                  "loss", "tau", "options", "predicted_time_us", "schedule_time_us", "predicted_barrier_time_us",
+                  "schedule_barrier_time_us", "checked", "simulated",
                   "xml_bytes", "seconds"):
             if k in meta:
                 out[k] = meta[k]

@@ -1,4 +1,4 @@
-"""The compile units of a plan's (or a revision's) compile stage (issues 25 and 26): one XML file each.
+"""The compile units of a plan's (or a revision's) compile stage: one XML file each.
 
 For every runtime the plan lists and every collective it has a schedule of, the main file (the schedule
 served without `range`, the runtime's default options) and, for the allgather, reduce-scatter and allreduce,
@@ -162,7 +162,7 @@ def plan_units(runtimes, collectives, by_size: dict[str, list[dict]], digests: d
             rows = by_size.get(c) or []
             if c not in SET_COLLECTIVES or not rows:
                 continue
-            if Runtime(runtime).format is Format.ONECCL:
+            if Runtime(runtime).file_format is Format.ONECCL:
                 skipped[f"{runtime}:{c}"] = ("oneCCL files have no minBytes/maxBytes window: the set is not "
                                              "selectable by size there (the main file is compiled)")
                 continue

@@ -1,4 +1,4 @@
-"""A plan's main XML files compiled while its schedules are model-checked and stored (issue 25: the embedded
+"""A plan's main XML files compiled while its schedules are model-checked and stored (the embedded
 deployment's pipeline).
 
 Once the schedules stage (services.jobs.kinds.plan.schedules) has built the allgather, reduce-scatter and allreduce

@@ -14,7 +14,7 @@ from services.compiler.api import CompileOptions, check_xml, compile_schedule
 from services.compiler.errors import CompileError
 from services.compiler.check.msccl_simulate import simulable
 from services.compiler.check.tokenizer import lexical_findings
-from services.compiler.runtimes.names import DEFAULT_RUNTIME
+from services.compiler.runtimes.names import DEFAULT_RUNTIME, Format
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Schedule
 
@@ -57,7 +57,7 @@ def compile_file(plan_id: str, collective: str, sched: Schedule, topology, optio
             if problems:
                 raise RuntimeError(f"the compiled file fails the runtimes' tokenizer: {problems[0]}")
             checked = {"checked": "limits, tokenizer and deadlock proof (too large to simulate)", "simulated": []}
-        elif art.fmt == "oneccl" and art.max_tb_steps * art.nodes > ONECCL_SIMULATE_MAX:
+        elif art.fmt == Format.ONECCL and art.max_tb_steps * art.nodes > ONECCL_SIMULATE_MAX:
             checked = {"checked": "compiler only (too large to check here)", "simulated": []}
         else:
             if art.check_report is not None:     # the fit search checked and simulated exactly this file
@@ -65,7 +65,7 @@ def compile_file(plan_id: str, collective: str, sched: Schedule, topology, optio
             elif art.fmt == "msccl":
                 rep = check_xml(art.xml, "msccl", runtime=art.runtime, max_steps=options.max_steps)
             else:
-                rep = check_xml(art.xml, "oneccl")
+                rep = check_xml(art.xml, Format.ONECCL.value)
             if not rep.ok:                          # never store a file that fails the checker
                 raise RuntimeError(f"the compiled {art.fmt} file fails its check: {rep.error}")
             checked = {"checked": "checker" + (" and simulator" if rep.simulated else ""),

@@ -1,4 +1,4 @@
-"""Which schedule a size range's XML file holds (issue 26): the range's own when the compiler takes its grid,
+"""Which schedule a size range's XML file holds (schedule sets): the range's own when the compiler takes its grid,
 otherwise the fastest over the range among the schedules it can take exactly.
 
 A file carries a schedule lowered to at most `bound` chunks per shard (the compiler's rule:
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from services.compiler.lower.lowering import chunked_bfb, chunks_per_shard
+from services.compiler.lowering.grid import chunked_bfb, chunks_per_shard
 from services.synthesis.schedule.cost import LinkModel, measured_tau
 from services.synthesis.schedule.ir import Schedule
 from services.synthesis.topology.graph import Topology

@@ -14,19 +14,29 @@ from services.synthesis.evaluate.iteration import CollectiveCost
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY
 
 from services.jobs.requests.plan_spec import PlanSpec
-from services.jobs.stages.size_sets import set_time_us
+from services.jobs.stages.size_sets import set_barrier_time_us, set_time_us
 from services.jobs.stages.training_iteration import chosen_entry, iteration_at
 from services.jobs.requests.workloads import message_sizes, workload_items
 
-__all__ = ["predicted_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost", "failure_cost"]
+__all__ = ["predicted_times", "barrier_times", "workload_us", "ring_fallback", "alltoall_us", "training_cost",
+           "failure_cost"]
 
 
 def predicted_times(spec: PlanSpec, schedules: dict) -> dict:
-    """Per collective and workload size, the time (us) of the schedule served at that size: the range of the
+    """Per collective and workload size, the time (us) of the schedule served at that size (dependency-driven,
+    DESIGN section 2): the range of the
     collective's schedule set holding it (`schedules.<c>.by_size`, services.jobs.stages.size_sets), else its one
     schedule. The all-to-all (its own sizes) is priced by `alltoall_us`."""
     link = spec.link
     return {c: {str(m): set_time_us(link, sm["by_size"], m) if sm.get("by_size")
+                else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
+                for m in message_sizes(spec)} for c, sm in schedules.items() if c != "alltoall"}
+
+
+def barrier_times(spec: PlanSpec, schedules: dict) -> dict:
+    """`predicted_times`' step-synchronous price beside it (steps alpha + tau M/B of the same schedules)."""
+    link = spec.link
+    return {c: {str(m): set_barrier_time_us(link, sm["by_size"], m) if sm.get("by_size")
                 else link.time(sm["steps"], Fraction(sm["tau_exact"]), m) * 1e6
                 for m in message_sizes(spec)} for c, sm in schedules.items() if c != "alltoall"}
 

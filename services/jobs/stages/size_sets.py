@@ -1,4 +1,4 @@
-"""Schedule sets by size in plans and revisions (issue 26): per collective, the size ranges served, each with
+"""Schedule sets by size in plans and revisions (docs/concepts.md): per collective, the size ranges served, each with
 its verified schedule stored as an artifact, and the predicted times they give.
 
 A plan's schedules are its topology's construction. When the allgather and the reduce-scatter have D(G)
@@ -13,7 +13,10 @@ MAX_PACKING_NODES nodes) and keeps, on every size range, the fastest verified sc
 (`bfb.schedule_sets`; exact crossovers on the plan's uniform links; the schedules the comparison served are
 model-checked there once, not again for the set). Range i of collective c is stored as the
 artifact `<prefix>schedule:<c>@<i>` and listed as `schedules.<c>.by_size[i]` = {min_bytes, max_bytes (None
-for the last), scheduler, steps, tau, tau_exact, verified}; the revision view adds each range's `url`.
+for the last), scheduler, steps, tau, tau_exact, verified, time_pieces}; the revision view adds each range's `url`.
+`time_pieces` is the range's served time as a function of the size, the dependency-driven time (DESIGN section 2;
+`schedule.dependency`): [start bytes, latency us, us per byte] pieces, T(M) = a + b M from each start on; the
+step-synchronous price is steps alpha + tau M/B on the plan's uniform links (`set_barrier_time_us`).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from services.synthesis.forest.packing import MAX_PACKING_NODES
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import Collective
 
-__all__ = ["revision_sets", "plan_sets", "store_sets", "set_time_us", "range_name", "encoder"]
+__all__ = ["revision_sets", "plan_sets", "store_sets", "set_time_us", "set_barrier_time_us", "range_name", "encoder"]
 
 
 def range_name(prefix: str, collective: str, index: int) -> str:
@@ -112,7 +115,7 @@ def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]
         for i, r in enumerate(ss.ranges):
             tau = r.tau(ss.topology.degree)
             row = {"min_bytes": r.min_bytes, "max_bytes": r.max_bytes, "scheduler": r.scheduler, "steps": r.steps,
-                   "tau": float(tau), "tau_exact": str(tau), "verified": r.verified}
+                   "tau": float(tau), "tau_exact": str(tau), "verified": r.verified, "time_pieces": r.time_pieces()}
             digest = repo.put_blob(s, encode(r.schedule), "schedule", "application/x-npz", compress=False)
             repo.attach(s, plan_id, range_name(prefix, c.value, i), digest, row)
             rows.append(row)
@@ -120,10 +123,25 @@ def store_sets(s, plan_id: str, prefix: str, sets: dict[Collective, ScheduleSet]
     return out
 
 
-def set_time_us(link: LinkModel, by_size: list[dict], size_bytes: float) -> float:
-    """The predicted time (us) of the range holding `size_bytes`: steps alpha + tau M/B (uniform links: the
-    schedule's time exactly)."""
+def _row_at(by_size: list[dict], size_bytes: float) -> dict:
     for row in by_size:
         if row["max_bytes"] is None or size_bytes < row["max_bytes"]:
-            return link.time(row["steps"], Fraction(row["tau_exact"]), size_bytes) * 1e6
+            return row
     raise ValueError("the ranges do not cover the size")
+
+
+def set_time_us(link: LinkModel, by_size: list[dict], size_bytes: float) -> float:
+    """The served time (us) of the range holding `size_bytes`: its dependency-driven time (`time_pieces`); a row
+    stored before that time existed has only steps and tau: steps alpha + tau M/B."""
+    row = _row_at(by_size, size_bytes)
+    pieces = row.get("time_pieces")
+    if not pieces:
+        return link.time(row["steps"], Fraction(row["tau_exact"]), size_bytes) * 1e6
+    start, a, b = max((p for p in pieces if p[0] <= size_bytes), key=lambda p: p[0], default=pieces[0])
+    return a + b * size_bytes
+
+
+def set_barrier_time_us(link: LinkModel, by_size: list[dict], size_bytes: float) -> float:
+    """The step-synchronous price (us) of the range holding `size_bytes`: steps alpha + tau M/B (uniform links)."""
+    row = _row_at(by_size, size_bytes)
+    return link.time(row["steps"], Fraction(row["tau_exact"]), size_bytes) * 1e6

@@ -1,4 +1,4 @@
-"""Progress weights from measured stage costs (issue 25) and the ETA they give.
+"""Progress weights from measured stage costs and the ETA they give.
 
 A job's progress is the share of its expected running time already spent: each stage weighs what it costs, as a
 function of the plan's size N and the number of XML files it compiles F (runtimes x collectives),
@@ -7,7 +7,7 @@ function of the plan's size N and the number of XML files it compiles F (runtime
 
 Where the numbers come from: the stage durations this module's stage events record (services.store.
 stage_events), measured for default plans (d = 4, the executor's three files) on a quiet 2-core machine with
-the compiled message tables, dependency pass and deadlock proof (issue 25), one run each (N = 1024: two):
+the compiled message tables, dependency pass and deadlock proof, one run each (N = 1024: two):
 
     N     schedule  verify  store  compile (3 files)   total of the stages
     16      0.02     0.01    0.05     0.12                 0.25 s

@@ -1,18 +1,21 @@
 """Two schedulers, one choice: BFB and the greedy link-chunk matcher priced on the same links, model-checked,
-and the faster verified schedule served (issue 14; paper section 6 and App. E.3, dissertation section 5).
+and the faster verified schedule served (paper section 6 and App. E.3, dissertation section 5).
 
 Candidates per collective:
 - ``bfb``: LP (1), the optimal BFB schedule (D(G) steps; paper section 6), or the schedule an expression's
   own construction gives (`fabricplan schedule`, passed in as a prebuilt candidate);
 - ``bfb-hetero``: LP (14) when the links differ (App. E.3);
-- ``greedy``: TACOS-style matching on the time-expanded network (`greedy`), cheapest links first;
-- ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths, pipelined with the chunk
-  count best at the size (`forest`);
+- ``greedy``: TACOS, event-driven link-chunk matching on the links' own latencies and bandwidths (`greedy`),
+  its chunk layout chosen on its simulated time at the size;
+- ``trees``: spanning out-trees packed to the cut bound on the links' bandwidths (exactly up to 128 nodes,
+  balanced shortest-path trees beyond), pipelined with the chunk count fastest at the size (`forest`);
 - ``bfb-fast``: LP (1) on the topology without its slower links (`bfb.fast_links`), when it stays connected.
 
-Every candidate is priced from its own schedule: sum over steps of the slowest used link's
-alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links T = steps * alpha + tau * M/B). Candidates
-are verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
+Every candidate is priced from its own schedule as the runtimes run it: the dependency-driven time (each link
+sends its steps in order, a step's message waits for its link and its data; `schedule.dependency`), the time
+served (`time_us`); beside it the step-synchronous price, sum over steps of the slowest used link's
+alpha + bytes / bandwidth (`LinkCosts.time`; on uniform links steps * alpha + tau * M/B; `barrier_time_us`).
+Candidates are ranked on the time served and verified fastest first; the first that passes the model checker is chosen (with ``verify_mode="all"`` every
 candidate is checked, so both costs are shown as verified). A candidate that would exceed the size limits
 is listed as skipped, with the reason.
 """
@@ -25,14 +28,15 @@ from typing import Callable
 
 import numpy as np
 
-from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
+from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, chunk_options, tacos_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
-from services.synthesis.forest.pipeline import best_chunks, pipelined_allgather
+from services.synthesis.bfb.schedule_sets import fastest_trees
 from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import ScheduleInvalid, verify, verify_allreduce_phases
@@ -52,7 +56,7 @@ class Candidate:
     schedule: Schedule | None
     steps: int = 0
     tau: Fraction = Fraction(0)
-    time_s: float = float("inf")
+    time_s: float = float("inf")               # dependency-driven (the time served)
     seconds: float = 0.0
     predicted_tau: Fraction | None = None       # the scheduler's own prediction (None: none exact)
     predicted_time_s: float | None = None       # LP (14)'s optimum, for bfb-hetero
@@ -61,13 +65,14 @@ class Candidate:
     skipped: str | None = None
     phases: tuple["Candidate", "Candidate"] | None = field(default=None, repr=False)   # allreduce: (RS, AG)
     report: object = field(default=None, repr=False)                                   # VerificationReport
+    barrier_time_s: float = float("inf")       # step-synchronous (the paper's price)
 
     def as_dict(self) -> dict:
         out = {"scheduler": self.scheduler, "verified": self.verified}
         if self.skipped is not None:
             return {**out, "skipped": self.skipped}
         out.update(steps=self.steps, tau=float(self.tau), tau_exact=str(self.tau), time_us=self.time_s * 1e6,
-                   seconds=round(self.seconds, 6))
+                   barrier_time_us=self.barrier_time_s * 1e6, seconds=round(self.seconds, 6))
         if self.predicted_time_s is not None:
             out["predicted_time_us"] = self.predicted_time_s * 1e6
         if self.violation is not None:
@@ -94,14 +99,23 @@ class Comparison:
 
 def priced(scheduler: str, schedule: Schedule, costs: LinkCosts, size_bytes: float, seconds: float = 0.0,
            predicted_tau: Fraction | None = None, predicted_time_s: float | None = None) -> Candidate:
-    """A candidate with its cost measured from the schedule (not verified yet). On uniform links the time is
-    T = (non-empty steps) alpha + tau M/B, which is what `LinkCosts.time` sums step by step."""
+    """A candidate with its costs measured from the schedule (not verified yet): `time_s`, the
+    dependency-driven time (`schedule.dependency`: each link in step order, each group waiting only for its
+    link and its data, as the runtimes run it), which ranks the candidates, and `barrier_time_s`, the
+    step-synchronous price (on uniform links T = (non-empty steps) alpha + tau M/B, `LinkCosts.time` step by
+    step). A schedule that reads data its sender never holds has no dependency time: it is priced at infinity
+    and the model checker rejects it."""
     used = np.flatnonzero(np.diff(schedule.step_ptr) > 0)
     steps = int(used[-1] + 1) if used.size else 0
     tau = measured_tau(schedule, costs.topology.degree)
     model = costs.uniform_model
-    time_s = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
-    return Candidate(scheduler, schedule, steps, tau, time_s, seconds, predicted_tau, predicted_time_s)
+    barrier = model.time(used.size, tau, size_bytes) if model is not None else costs.time(schedule, size_bytes)
+    try:
+        served = dependency_time(schedule, costs, size_bytes)
+    except ValueError:                   # a sender lacks what it sends: the model checker rejects it in `choose`
+        served = float("inf")
+    return Candidate(scheduler, schedule, steps, tau, served, seconds, predicted_tau, predicted_time_s,
+                     barrier_time_s=barrier)
 
 
 def choose(topology: Topology, collective: Collective, candidates: list[Candidate], size_bytes: float, *,
@@ -172,7 +186,7 @@ def build_candidates(topology: Topology, costs: LinkCosts, size_bytes: float, *,
     for name in schedulers:
         if name == "greedy":
             limit = topology.nodes * (topology.nodes - 1) * greedy_chunks
-            if limit > MAX_GREEDY_TRANSFERS:
+            if limit > MAX_GREEDY_TRANSFERS or not chunk_options(topology.nodes, greedy_chunks):
                 reason = (f"{limit} transfers with {greedy_chunks} chunk(s) per shard exceed the greedy "
                           f"scheduler's limit of {MAX_GREEDY_TRANSFERS}")
                 for c in collectives:
@@ -271,8 +285,7 @@ def _hetero_builder(size_bytes: float) -> Builder:
 
 def _trees_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
-        pk = pack_trees(g, c.bandwidth_Bps)
-        return pipelined_allgather(pk, best_chunks(pk, float(c.alpha_s.max()), size_bytes)), None, None
+        return fastest_trees(pack_trees(g, c.bandwidth_Bps), c, size_bytes), None, None
     return build
 
 
@@ -283,25 +296,28 @@ def _fast_links_builder() -> Builder:
 
 
 def _greedy_builder(costs: LinkCosts, size_bytes: float, chunks: int, seed: int) -> Builder:
-    uniform = costs.uniform_model is not None
-
     def build(g: Topology, c: LinkCosts, _transposed: bool):
-        r = greedy_allgather(g, chunks=chunks, seed=seed,
-                             link_cost=None if uniform else c.chunk_cost(size_bytes, chunks))
-        return r.schedule, r.tau, None
+        r = tacos_allgather(g, c, size_bytes, layouts=chunk_options(g.nodes, chunks), seed=seed)
+        return r.schedule, None, r.simulated_s          # its event simulation's time: the replay's is no longer
     return build
 
 
 def _greedy_bounds(g: Topology, costs: LinkCosts, size_bytes: float, chunks: int) -> dict[Collective, float]:
-    """Seconds the greedy schedule takes at least: S >= max(D(G), (N-1)P/delta) steps (delta the fewest
-    in-links from other nodes; G^T's for the reduce-scatter), each at least the cheapest link's chunk time."""
+    """Seconds a TACOS schedule takes at least: some node u receives the N - 1 other shards, at least one
+    transfer each, over its in-links l (alpha_l + bytes / b_l each, one at a time per link), so
+    T sum_l b_l >= (N - 1) (alpha_min b_min + M / N) (G^T's in-links, i.e. G's out-links, for the
+    reduce-scatter)."""
     n = g.nodes
     other = g.tails != g.heads
-    delta_in = int(np.bincount(g.heads[other], minlength=n).min())
-    delta_out = int(np.bincount(g.tails[other], minlength=n).min())
-    step_s = float(costs.chunk_cost(size_bytes, chunks).min())
-    ag = max(g.diameter, -(-(n - 1) * chunks // delta_in)) * step_s
-    rs = max(g.diameter, -(-(n - 1) * chunks // delta_out)) * step_s
+    a = float(costs.alpha_s[other].min())
+
+    def bound(ends) -> float:
+        total = np.bincount(ends[other], weights=costs.bandwidth_Bps[other], minlength=n)
+        low = np.full(n, np.inf)
+        np.minimum.at(low, ends[other], costs.bandwidth_Bps[other])
+        return float(((n - 1) * (a * low + size_bytes / n) / total).max())
+
+    ag, rs = bound(g.heads), bound(g.tails)
     return {Collective.ALLGATHER: ag, Collective.REDUCESCATTER: rs, Collective.ALLREDUCE: ag + rs}
 
 

@@ -1,5 +1,5 @@
 """Schedules after a link failure: the degraded topology and its verified allgather, reduce-scatter and
-allreduce schedules with their costs (issue 14; TopoOpt section 7 and App. C.3 step 5: on a link failure,
+allreduce schedules with their costs (TopoOpt section 7 and App. C.3 step 5: on a link failure,
 re-plan on what is left).
 
 The failed arcs are removed (`topology.failures.remove_arcs`: the rest must stay strongly connected), the
@@ -47,6 +47,7 @@ class DegradedSchedules:
                 "seconds": round(self.seconds, 6),
                 "collectives": {c.value: {**cmp.as_dict(), "steps": cmp.chosen.steps, "tau": float(cmp.chosen.tau),
                                           "tau_exact": str(cmp.chosen.tau), "time_us": cmp.chosen.time_s * 1e6,
+                                          "barrier_time_us": cmp.chosen.barrier_time_s * 1e6,
                                           "verified": cmp.chosen.verified}
                                 for c, cmp in self.comparisons.items()}}
 

@@ -1,5 +1,5 @@
 """The optimal BFB cost of an iterated line digraph L^k(G), priced from G alone (Definition 12, LP (1),
-Eq. (2); digest 2.1 and 3.3).
+Eq. (2)).
 
 Theorem 10 says that lifting G's optimal BFB schedule by Definition 1 gives L(G)'s optimal BFB schedule with
 tau + 1/N. The lift is a BFB schedule, but not always an optimal one: for line(dcirculant(50, 1, 32)) it

@@ -1,4 +1,4 @@
-"""Breadth-First-Broadcast schedules (paper section 6, LP (1), Eq. (2), App. E; digest section 3).
+"""Breadth-First-Broadcast schedules (paper section 6, LP (1), Eq. (2), App. E).
 
 For each receiver u and step t, the sources v at distance t from u must each be delivered whole, split over
 u's in-arcs (w, u) with d(v, w) = t - 1 (every such w holds all of v's shard after step t - 1). LP (1)
@@ -184,12 +184,17 @@ def _densest_by_cut(masks, counts, d, num, den) -> tuple[int, int]:
     src, sink = 0, T + d + 1
     big = sum(counts) * den + 1
     tails, heads, cap = [], [], []
+    def arc(tail: int, head: int, capacity: int) -> None:
+        tails.append(tail)
+        heads.append(head)
+        cap.append(capacity)
+
     for i, m in enumerate(masks):
-        tails.append(src), heads.append(1 + i), cap.append(counts[i] * den)
+        arc(src, 1 + i, counts[i] * den)
         for k in _bits(m, d):
-            tails.append(1 + i), heads.append(1 + T + k), cap.append(big)
+            arc(1 + i, 1 + T + k, big)
     for k in range(d):
-        tails.append(1 + T + k), heads.append(sink), cap.append(num)
+        arc(1 + T + k, sink, num)
     smf = max_flow.SimpleMaxFlow()
     smf.add_arcs_with_capacity(np.array(tails), np.array(heads), np.array(cap))
     smf.solve(src, sink)
@@ -297,7 +302,7 @@ def eligibility_masks(dc: np.ndarray, dw: np.ndarray) -> np.ndarray:
 
 
 def receiver_types(dcol: np.ndarray, dw: np.ndarray, d: int, mask: np.ndarray | None = None
-                   ) -> tuple[np.ndarray, list[StepTypes]]:
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], list[StepTypes]]:
     """Group the sources of one receiver by (distance t, eligible in-arc mask). Returns the (t, mask) count
     table and the per-step groups."""
     dc = dcol.astype(np.int64)

@@ -1,24 +1,28 @@
-"""Schedule sets by size (issue 26): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
+"""Schedule sets by size (docs/concepts.md): per collective, size ranges [min_bytes, max_bytes) tiling [0, inf), each
 served by the verified schedule fastest over the whole range among the candidates.
 
-Candidates (each a schedule; its time T(M) on the links is convex piecewise linear in the size M, one line
-a + b M on uniform latencies: `schedule.envelope.curve`):
+Candidates (each a schedule; its time T(M) on the links is convex piecewise linear in the size M: the
+dependency-driven time, the time the runtimes realise, a max over paths of lines A + B M
+(`schedule.dependency.dependency_curve`); beside it the step-synchronous price, one line a + b M on uniform
+latencies (`schedule.envelope.curve`), reported as `barrier_time_us_*`):
 
 - ``bfb``: LP (1) (paper section 6); or a prebuilt schedule such as an expression's own construction;
 - ``bfb-hetero@SIZE``: LP (14) solved at 1 MiB and at 1 GiB, when the links differ (App. E.3);
 - ``bfb-fast``: LP (1) without the slower links, when they differ and the rest stays connected;
-- ``greedy/P``: the TACOS-style matcher with P chunks per shard (P in `greedy_chunks`);
+- ``greedy/P@SIZE``: TACOS (event-driven link-chunk matching) on the links at 1 MiB and at 1 GiB, P blocks
+  per shard (P in `greedy_chunks`) and its chunk layout chosen on its simulated time at that size;
 - ``trees/P``: the tree packing (`forest`) pipelined over P chunks, P = 1, 2, 4, ... while the schedule
   stays within its transfer limit: every P is a different trade of steps against pipeline fill.
 
 Discrete BFB (App. E.2, BFB's chunks rounded to P per shard) is not a candidate: it has BFB's steps and a
 tau no smaller than LP (1)'s, so it is never faster than ``bfb`` at any size.
 
-Reduce-scatters are the candidates' allgathers on G^T reversed (Theorem 1); the set of an allreduce is the
-pointwise sum of its reduce-scatter set and its allgather set: min over pairs (i, j) of RS_i(M) + AG_j(M) is
-min_i RS_i(M) + min_j AG_j(M), so its ranges are the union of both sets' boundaries and its phases may come
-from different schedulers (named ``rs+ag``). The fastest candidate per interval is the lower envelope of
-the curves, with crossovers exact (`envelope.lower_envelope`); every schedule a range serves is
+Reduce-scatters are the candidates' allgathers on G^T reversed (Theorem 1). An allreduce is a reduce-scatter
+then an allgather with no barrier between them (a shard's allgather starts when its owner's sum is complete),
+so its time is not the sum of the phases' times: every pair (RS_i, AG_j) of the schedules the two phase sets
+serve is priced as one composed schedule, and the allreduce's ranges are the lower envelope of those curves;
+its phases may come from different schedulers (named ``rs+ag``). The fastest candidate per interval is the
+lower envelope of the curves, with crossovers exact (`envelope.lower_envelope`); every schedule a range serves is
 model-checked, and a candidate that fails is dropped and the envelope recomputed (a scheduler bug is never
 served); a schedule the caller already model-checked on the same topology (`checked`: a revision's served
 schedules, checked by `bfb.compare.choose`) is not checked again.
@@ -32,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from services.synthesis.bfb.greedy import MAX_GREEDY_TRANSFERS, greedy_allgather
+from services.synthesis.bfb.greedy import chunk_options, tacos_allgather
 from services.synthesis.bfb.hetero import bfb_heterogeneous
 from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
@@ -40,13 +44,15 @@ from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_lin
 from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import max_chunks, pipelined_allgather
 from services.synthesis.schedule.cost import measured_tau
+from services.synthesis.schedule.dependency import dependency_curve
 from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS"]
+__all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS", "tree_chunk_options",
+           "fastest_trees"]
 
 SET_SCHEDULERS = ("bfb", "bfb-hetero", "bfb-fast", "greedy", "trees")
 MAX_TREE_CHUNKS = 512
@@ -61,9 +67,10 @@ class SizeRange:
     max_bytes: int | None
     scheduler: str
     schedule: Schedule
-    curve: Curve
+    curve: Curve                               # dependency-driven time (served)
     verified: bool
     phases: tuple["SizeRange", "SizeRange"] | None = field(default=None, repr=False)
+    barrier: Curve | None = field(default=None, repr=False)      # step-synchronous price
 
     @property
     def steps(self) -> int:
@@ -73,15 +80,28 @@ class SizeRange:
         return measured_tau(self.schedule, degree)
 
     def time_s(self, size_bytes: float) -> float:
-        """The schedule's time at this size (its curve: `LinkCosts.time` of the schedule, exactly)."""
+        """The schedule's dependency-driven time at this size (its curve, exactly)."""
         return float(self.curve(Fraction(size_bytes)))
+
+    def barrier_time_s(self, size_bytes: float) -> float:
+        """The schedule's step-synchronous price at this size (`LinkCosts.time`, exactly)."""
+        return float(self.barrier(Fraction(size_bytes)))
+
+    def time_pieces(self) -> list[list[float]]:
+        """The served time's pieces [start bytes, latency us, us per byte]: T(M) = a + b M from each start on."""
+        return [[float(x), float(a) * 1e6, float(b) * 1e6] for x, a, b in
+                zip(self.curve.starts, self.curve.a, self.curve.b)]
 
     def as_dict(self, degree: int) -> dict:
         tau = self.tau(degree)
+        last = None if self.max_bytes is None else self.max_bytes - 1
         out = {"min_bytes": self.min_bytes, "max_bytes": self.max_bytes, "scheduler": self.scheduler,
                "steps": self.steps, "tau": float(tau), "tau_exact": str(tau), "verified": self.verified,
                "time_us_at_min_bytes": self.time_s(self.min_bytes) * 1e6,
-               "time_us_at_max_bytes": None if self.max_bytes is None else self.time_s(self.max_bytes - 1) * 1e6}
+               "time_us_at_max_bytes": None if last is None else self.time_s(last) * 1e6,
+               "barrier_time_us_at_min_bytes": self.barrier_time_s(self.min_bytes) * 1e6,
+               "barrier_time_us_at_max_bytes": None if last is None else self.barrier_time_s(last) * 1e6,
+               "time_pieces": self.time_pieces()}
         if self.phases is not None:
             out["phases"] = [self.phases[0].scheduler, self.phases[1].scheduler]
         return out
@@ -143,22 +163,45 @@ def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_op
         keep("bfb-fast", lambda: bfb_fast_links(costs, **bfb_options))
     if "greedy" in schedulers:
         for p in greedy_chunks:
-            if g.nodes * (g.nodes - 1) * p > MAX_GREEDY_TRANSFERS:
-                skipped[f"greedy/{p}"] = f"more than {MAX_GREEDY_TRANSFERS} transfers"
+            layouts = chunk_options(g.nodes, p)
+            if not layouts:
+                skipped[f"greedy/{p}"] = "more transfers than the TACOS scheduler's limit"
                 continue
-            cost = None if uniform else costs.chunk_cost(1 << 20, p)
-            keep(f"greedy/{p}", lambda p=p, cost=cost: greedy_allgather(g, chunks=p, link_cost=cost).schedule)
+            for size in HETERO_SIZES:
+                keep(f"greedy/{p}@{_size_name(size)}", lambda p=p, size=size, layouts=layouts: tacos_allgather(
+                    g, costs, size, layouts=layouts).schedule)
     if "trees" in schedulers:
         try:
             pk = pack_trees(g, costs.bandwidth_Bps)
         except ScheduleTooLarge as exc:
             skipped["trees"] = str(exc)
         else:
-            p = 1
-            while p <= min(max_chunks(pk), MAX_TREE_CHUNKS):
+            for p in tree_chunk_options(pk):
                 out.append((f"trees/{p}", lambda p=p: pipelined_allgather(pk, p)))     # rebuilt when served
-                p *= 2
     return out
+
+
+def tree_chunk_options(packing) -> list[int]:
+    """The pipeline chunk counts the tree packing is offered at: P = 1, 2, 4, ... up to its transfer limit
+    and MAX_TREE_CHUNKS (each a different trade of steps against pipeline fill)."""
+    out, p = [], 1
+    while p <= min(max_chunks(packing), MAX_TREE_CHUNKS):
+        out.append(p)
+        p *= 2
+    return out
+
+
+def fastest_trees(packing, costs: LinkCosts, size_bytes: float) -> Schedule:
+    """The pipelined tree schedule a schedule set serves at `size_bytes` among the trees (the option of
+    `tree_chunk_options` with the lowest dependency-driven time on `costs` there, exactly as the set prices its
+    candidates; fewer chunks on a tie): `fabricplan schedule --links --size M` serves the same one."""
+    best = None
+    for p in tree_chunk_options(packing):
+        s = pipelined_allgather(packing, p)
+        t = dependency_curve(s, costs)(Fraction(size_bytes))
+        if best is None or t < best[0]:
+            best = (t, s)
+    return best[1]
 
 
 def _size_name(size: int) -> str:
@@ -172,9 +215,11 @@ def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, can
                checked: frozenset[int] = frozenset()) -> tuple[list[SizeRange], list[str]]:
     """The ranges of an allgather or a reduce-scatter from (name, maker of a schedule of it) candidates; a
     schedule whose id() is in `checked` passed the model checker already."""
-    curves, makers, names = [], [], []
+    curves, barriers, makers, names = [], [], [], []
     for name, make in cands:
-        curves.append(curve(make(), costs))
+        s = make()
+        curves.append(dependency_curve(s, costs))
+        barriers.append(curve(s, costs))
         makers.append(make)
         names.append(name)
     alive = list(range(len(names)))
@@ -190,7 +235,7 @@ def _phase_set(topology: Topology, costs: LinkCosts, collective: Collective, can
             if not known and not verify(s, topology, collective).ok:
                 failed = i
                 break
-            ranges.append(SizeRange(lo, hi, names[i], s, curves[i], True))
+            ranges.append(SizeRange(lo, hi, names[i], s, curves[i], True, barrier=barriers[i]))
         if failed is None:
             return ranges, names
         alive.remove(failed)
@@ -273,7 +318,7 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
             topology, costs, Collective.REDUCESCATTER, ready.get(Collective.REDUCESCATTER, []) + rev, seen)
     out: dict[Collective, ScheduleSet] = {}
     for c in collectives:
-        ranges = _pairs(phase[Collective.REDUCESCATTER], phase[Collective.ALLGATHER]) \
+        ranges = _pairs(costs, phase[Collective.REDUCESCATTER], phase[Collective.ALLGATHER]) \
             if c is Collective.ALLREDUCE else phase[c]
         listed = names[Collective.ALLGATHER] if c is Collective.ALLREDUCE else names[c]
         out[c] = ScheduleSet(topology, c, ranges, listed + [f"{k} (skipped: {v})" for k, v in skipped.items()])
@@ -282,19 +327,18 @@ def schedule_sets(topology: Topology, costs: LinkCosts, collectives=(Collective.
     return out
 
 
-def _pairs(rs: list[SizeRange], ag: list[SizeRange]) -> list[SizeRange]:
-    """Allreduce ranges: on every range of both boundaries, the fastest reduce-scatter then the fastest
-    allgather (min_i RS_i + min_j AG_j)."""
-    bounds = sorted({r.min_bytes for r in rs} | {r.min_bytes for r in ag})
+def _pairs(costs: LinkCosts, rs: list[SizeRange], ag: list[SizeRange]) -> list[SizeRange]:
+    """Allreduce ranges: every pair of a reduce-scatter and an allgather the phase sets serve, composed (RS
+    then AG, no barrier between) and priced as one schedule; the lower envelope of those curves. Both phases
+    verified implies the composition is (`verify.verify_allreduce_phases`)."""
+    rs_u = list({id(r.schedule): r for r in rs}.values())
+    ag_u = list({id(r.schedule): r for r in ag}.values())
+    pairs = [(a, b, allreduce(a.schedule, b.schedule)) for a in rs_u for b in ag_u]
+    curves = [dependency_curve(s, costs) for _, _, s in pairs]
     out: list[SizeRange] = []
-    for k, lo in enumerate(bounds):
-        hi = bounds[k + 1] if k + 1 < len(bounds) else None
-        a = next(r for r in rs if r.max_bytes is None or lo < r.max_bytes)
-        b = next(r for r in ag if r.max_bytes is None or lo < r.max_bytes)
-        if out and out[-1].phases[0] is a and out[-1].phases[1] is b:
-            out[-1].max_bytes = hi
-            continue
+    for lo, hi, k in integer_ranges(lower_envelope(curves)):
+        a, b, s = pairs[k]
         name = a.scheduler if a.scheduler == b.scheduler else f"{a.scheduler}+{b.scheduler}"
-        out.append(SizeRange(lo, hi, name, allreduce(a.schedule, b.schedule), a.curve + b.curve,
-                             a.verified and b.verified, (a, b)))
+        out.append(SizeRange(lo, hi, name, s, curves[k], a.verified and b.verified, (a, b),
+                             barrier=a.barrier + b.barrier))
     return out

@@ -1,1 +1,2 @@
-"""Evaluating topologies beyond one collective: all-to-all throughput and today's baselines."""
+"""Evaluating topologies beyond one collective: all-to-all throughput, today's baselines and a workload's time
+on them, training iterations."""

@@ -1,4 +1,4 @@
-"""All-to-all throughput as a maximum concurrent flow (paper Sections 2.3, 5.4, App. A.5; digest section 7).
+"""All-to-all throughput as a maximum concurrent flow (paper Sections 2.3, 5.4, App. A.5).
 
 Every node s sends the same amount to every other node t (N (N - 1) commodities). With unit capacity per
 arc (a link carries B/d), the throughput f is the largest rate every ordered pair can get simultaneously,
@@ -157,7 +157,7 @@ def moore_throughput_bound(nodes: int, degree: int) -> float:
 def alltoall_time_s(result_or_f, nodes: int, degree: int, bytes_per_node: float,
                     node_bandwidth_Bps: float) -> float:
     """T_a2a = (D/N) / (f B/d): every node holds D bytes and sends D/N to every node; every ordered pair
-    gets f links' worth (f B/d) of bandwidth (digest section 7; no alpha term, as in Table 4)."""
+    gets f links' worth (f B/d) of bandwidth (App. A.5; no alpha term, as in Table 4)."""
     f = result_or_f.throughput if isinstance(result_or_f, AllToAllResult) else float(result_or_f)
     if not f > 0:
         raise ValueError(f"alltoall_time_s: throughput must be positive, got {f}")

@@ -1,9 +1,9 @@
-"""Baselines of the paper's evaluation (section 8.2; digest 4.9, 4.13, 9.2, 9.5, 5.5 Table 4, 13) and
-TopoOpt's TotientPerms rings (TopoOpt Algorithms 2-3; digest A.6-A.7).
+"""Baselines of the paper's evaluation (section 8.2, App. F.1, Theorem 13, Table 4, Fig. 7) and
+TopoOpt's TotientPerms rings (TopoOpt Algorithms 2-3).
 
 Every baseline is a topology of degree d plus a schedule, with T_L = steps * alpha and T_B = tau * M/B
 (B = a node's total egress bandwidth, a link carries B/d). Reduce-scatter and allgather cost the same;
-allreduce = reduce-scatter then allgather = 2 * steps, 2 * tau (digest 6). Whenever a schedule exists it
+allreduce = reduce-scatter then allgather = 2 * steps, 2 * tau (section 3, App. B). Whenever a schedule exists it
 is built as a real `Schedule` (tests model-check it with `verify` and compare the measured (steps, tau)
 with the formulas below).
 
@@ -17,7 +17,7 @@ with the formulas below).
 | `torus_bfb` | torus(n_1, ..., n_m) | sum floor(n_i/2) | (N-1)/N | yes (Thm 13) |
 | `totient_perms` | d rings x -> x + p_i (`dcirculant`) or d/2 rings +-p_i | N - 1 | (N-1)/N | yes |
 
-Classic ring schedule (digest 4.9): on a directed cycle x -> x + g, chunk C of shard v travels
+Classic ring schedule (App. F.1): on a directed cycle x -> x + g, chunk C of shard v travels
 v, v+g, ..., v+(N-1)g, one hop per step (allgather); for reduce-scatter the partial sum of C travels
 v+g -> v+2g -> ... -> v+Ng = v, each receiver adding its own contribution. A superposition of c cycles
 (parallel arcs, both directions of a bidirectional ring, or several permutation rings) gives every cycle
@@ -34,11 +34,11 @@ reproduces Table 4's ShiftedRing all-to-all time (see below); the allreduce does
 `shift="select"` uses TopoOpt's SelectPermutations instead (geometric spacing, s ~ sqrt(N): s = 31 at
 N = 1024), a much better all-to-all topology (1366 us instead of 10738 us at N = 1024).
 
-ShiftedBFBRing: BFB ring schedule (digest 4.9, App. F.1) per bidirectional ring: every node sends its
+ShiftedBFBRing: BFB ring schedule (App. F.1) per bidirectional ring: every node sends its
 whole part both ways, half way round; for even N the antipode gets one half from each side in the
 last step: floor(N/2) steps per allgather, BW-optimal.
 
-Torus (digest 4.13 and the older version's section 5.3, [57]): the traditional schedule splits every
+Torus (Theorem 13 and the arXiv version's section 5.3, [57]): the traditional schedule splits every
 shard into m parts (m = number of dimensions); part j does a traditional bidirectional ring allgather
 (half clockwise, half counter-clockwise; a size-2 dimension is one duplex link and sends whole blocks)
 along dimensions j, j+1, ..., j-1 (cyclic order), gathering blocks dimension by dimension. Steps:
@@ -52,7 +52,7 @@ NCCL 2.4 mirrors instead for odd N, which would need 6 ports, so odd N are shift
 versions do). Shifting turns leaves into interior nodes (for even N every non-root node has 3 links in one
 tree and 1 in the other), so the union has at most 4 links per node (checked for every N <= 2048; an edge
 of both trees is two parallel links). Nodes with fewer links (the roots) get self-loops for their unused
-ports (digest 1.3: a self-loop takes a port and carries nothing), which makes it a degree-4 topology.
+ports (section 3: a self-loop takes a port and carries nothing), which makes it a degree-4 topology.
 Each tree reduces and then broadcasts half of the vector, pipelined in k chunks: a chunk moves one tree
 level per comm step, reduce up H levels (H = tree depth, 10 for N = 1024) and broadcast down H levels.
 With reduce and broadcast overlapped (opposite link directions) one pass takes 2H + k - 1 steps, each
@@ -69,7 +69,7 @@ reduce phase (REDUCE steps) and the broadcast phase (COPY steps) cannot overlap:
 tau = d(H + k - 1)/k). `baseline_costs` uses the Table 4 convention: allgather / reduce-scatter = one pass,
 allreduce = two passes.
 
-All-to-all (digest 7): T_a2a = (D/N) / (f B/d), f the MCF throughput (LP (3)), D bytes per node.
+All-to-all (App. A.5): T_a2a = (D/N) / (f B/d), f the MCF throughput (LP (3)), D bytes per node.
 - ShiftedRing, Table 4: 10738 us. For a Cayley graph x -> x + g the MCF LP can be symmetrised over
   translations (averaging any feasible solution over the N translates keeps it feasible and keeps f), so
   one source with the capacity of every arc class g shared by all N sources is exact:
@@ -80,7 +80,7 @@ All-to-all (digest 7): T_a2a = (D/N) / (f B/d), f the MCF throughput (LP (3)), D
   f = 16/N^2: the bisection {1, ..., N/2} is crossed by exactly 4 tree edges, so f <= 4/(N/2)^2 = 16/N^2,
   and the full LP attains it (checked for N = 16, 32, 64, 128, 256; the cut up to N = 1024). For
   N = 1024: T = 1024 B / (2^-16 * 25 Gbps) = 21474.84 us -> 21475 us (reproduced). It coincides with the
-  MCF of a ring with two parallel links to each neighbour (the hint in the digest) and is about half of
+  MCF of a ring with two parallel links to each neighbour and is about half of
   the ShiftedRing's f.
 - Anything else: `alltoall.alltoall_throughput(topology)` (another module, imported lazily).
 
@@ -120,7 +120,7 @@ def totient_candidates(nodes: int) -> list[int]:
 
 
 def select_permutations(nodes: int, count: int, candidates: list[int] | None = None) -> list[int]:
-    """SelectPermutations (TopoOpt Algorithm 3, reading A of digest A.7): start from the smallest candidate
+    """SelectPermutations (TopoOpt Algorithm 3, as we read it): start from the smallest candidate
     (p = 1) and repeatedly take the unused candidate closest to (previous choice) * r, r = max(2, N^(1/count)),
     the smaller one on ties. When every candidate is used, candidates are reused (parallel rings)."""
     _check_nodes(nodes, 2)
@@ -235,7 +235,7 @@ def _classic_cycles(nodes: int, gens: list[int], collective: Collective, expr: s
 
 
 def _bfb_rings(nodes: int, gens: list[int], collective: Collective, expr: str) -> Schedule:
-    """BFB ring schedule (digest 4.9) on bidirectional rings +-g for g in `gens`, ring i carrying
+    """BFB ring schedule (App. F.1) on bidirectional rings +-g for g in `gens`, ring i carrying
     [i/r, (i+1)/r) of every shard. Reduce-scatter = the reversed allgather (bidirectional topology)."""
     n, r = nodes, len(gens)
     if collective is not Collective.ALLGATHER:
@@ -278,7 +278,7 @@ def ring_cost(nodes: int) -> tuple[int, Fraction]:
 
 
 def bfb_ring_cost(nodes: int) -> tuple[int, Fraction]:
-    """BFB ring allgather on bidirectional rings: floor(N/2) steps, tau (N-1)/N (digest 4.9)."""
+    """BFB ring allgather on bidirectional rings: floor(N/2) steps, tau (N-1)/N (App. F.1)."""
     return nodes // 2, Fraction(nodes - 1, nodes)
 
 
@@ -405,7 +405,7 @@ def torus_classic_cost(*dims: int) -> tuple[int, Fraction]:
 
 
 def torus_bfb_cost(*dims: int) -> tuple[int, Fraction]:
-    """BFB on a torus: sum floor(n_i/2) steps, BW-optimal (Theorem 13; digest 4.13)."""
+    """BFB on a torus: sum floor(n_i/2) steps, BW-optimal (Theorem 13)."""
     dims = _check_dims(dims)
     n = math.prod(dims)
     return sum(x // 2 for x in dims), Fraction(n - 1, n)
@@ -620,6 +620,8 @@ def dbt_cost(nodes: int, link_model: LinkModel, size_bytes: float,
         seconds = link_model.time(steps, tau, size_bytes)
         if best is None or seconds < best.seconds:
             best = DbtCost(model, collective, k, steps, tau, seconds)
+    if best is None:
+        raise ValueError("dbt_cost: no pipelining degree to try (chunks is empty)")
     return best
 
 
@@ -756,7 +758,7 @@ def _alltoall_module():
 
 
 def alltoall_seconds(f: float, nodes: int, degree: int, bytes_per_node: float, node_bandwidth_Bps: float) -> float:
-    """T_a2a = (D/N) / (f B/d) (digest 7), by `alltoall.alltoall_time_s`."""
+    """T_a2a = (D/N) / (f B/d) (App. A.5), by `alltoall.alltoall_time_s`."""
     if not f > 0:
         raise ValueError(f"the MCF throughput must be positive, got {f!r}")
     return float(_alltoall_module().alltoall_time_s(f, nodes, degree, bytes_per_node, node_bandwidth_Bps))

@@ -1,4 +1,4 @@
-"""GPU device profiles for multi-GPU hosts (issue 27): HBM capacity and bandwidth, dense peak FLOP/s per
+"""GPU device profiles for multi-GPU hosts (docs/training.md): HBM capacity and bandwidth, dense peak FLOP/s per
 precision, and the scale-up (NVLink through NVSwitch) bandwidth per GPU, from NVIDIA's public datasheets.
 
 Figures (dense, i.e. without the 2:4 structured-sparsity doubling the datasheets also quote):

@@ -1,4 +1,4 @@
-"""The network between hosts for multi-GPU training (issue 27): a direct-connect topology of the hosts (its
+"""The network between hosts for multi-GPU training (docs/training.md): a direct-connect topology of the hosts (its
 d NICs per host are its ports) or a switched baseline; what the hybrid-parallel iteration model asks of it.
 
 Units: `link.node_bandwidth_Bps` is B, a host's total egress over its d NICs (each NIC B/d); `link.alpha_s`

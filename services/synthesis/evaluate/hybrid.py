@@ -1,4 +1,4 @@
-"""A hybrid-parallel training job on multi-GPU hosts over every topology it could run on (issue 27): each
+"""A hybrid-parallel training job on multi-GPU hosts over every topology it could run on (docs/training.md): each
 frontier topology of (hosts, d NICs), the switched baselines (fat-tree, fat-tree-2to1, fat-tree-4to1,
 rail-optimised: `fabrics`) and today's direct-connect baselines (ShiftedRing, torus; where they exist for
 (hosts, d)), each with its fastest strategy (`parallelism.search`, or the caller's fixed one) - strategy and

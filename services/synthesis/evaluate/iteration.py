@@ -1,5 +1,5 @@
 """Training-iteration simulation: data-parallel DDP buckets and expert-parallel all-to-all on one topology
-(paper section 8.3 and App. A.4; digest 9.8). Pure: no I/O, no solver; costs come in as numbers.
+(paper section 8.3 and App. A.4). Pure: no I/O, no solver; costs come in as numbers.
 
 Model of one iteration (as the paper's simulator describes it):
 - compute is one stream: the forward pass runs the layers in order, the backward pass in reverse;
@@ -25,7 +25,7 @@ behind allreduces or for the last ones), the allreduce busy time, and the bucket
     iteration >= max(compute + A*, A* + R*),
 with A* the all-to-all time at the Moore throughput bound f* (no d-regular N-node topology does better)
 and R* = 2 (k*(N, d) alpha + (N-1)/N P/B) one allreduce of all P gradient bytes at the reduce-scatter +
-allgather optimum (digest 1.7: every bucket of an RS + AG allreduce pays at least this much per byte and
+allgather optimum (App. C.3: every bucket of an RS + AG allreduce pays at least this much per byte and
 per step). `topology_lower_bound` is the same bound at one topology's own costs.
 """
 from __future__ import annotations

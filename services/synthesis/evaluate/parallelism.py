@@ -1,4 +1,4 @@
-"""Hybrid-parallel training on hosts of G GPUs (issue 27): tensor (TP), pipeline (PP: 1F1B or interleaved),
+"""Hybrid-parallel training on hosts of G GPUs (docs/training.md): tensor (TP), pipeline (PP: 1F1B or interleaved),
 data (DP, ZeRO stages 0-3) and expert (EP, with expert-data parallelism) parallelism; per-iteration traffic,
 memory per GPU, iteration time on a `fabrics.Fabric`, and the strategy search. Pure arithmetic.
 

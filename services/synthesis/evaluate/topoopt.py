@@ -243,6 +243,7 @@ def co_optimise(strategies: list[Strategy], n: int, d: int, link: LinkModel) -> 
         t = best_bucket(st.model, design.costs(st.name), link).iteration_s
         if best is None or t < best[2]:
             best = (st, design, t)
+    assert best is not None                            # strategies is not empty
     return best
 
 

@@ -1,5 +1,5 @@
 """A training job on every Pareto-frontier topology and on today's baselines: per-topology iteration reports
-and the best topology for the job (paper section 8.3, App. A.4; digest 9.8). The CLI's `train` prints it;
+and the best topology for the job (paper section 8.3, App. A.4). The CLI's `train` prints it;
 a plan's select stage can serve it as is (`TrainingEvaluation.to_dict`).
 
 Costs are measured from verified schedules, never predicted: each topology's allreduce is the schedule the

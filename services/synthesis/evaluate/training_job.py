@@ -1,4 +1,4 @@
-"""Model descriptions for training-iteration simulation (paper section 8.3 / App. A.4; digest 9.7-9.8).
+"""Model descriptions for training-iteration simulation (paper section 8.3 / App. A.4).
 
 A model is its layers in forward order. Each layer has the bytes of its data-parallel gradients (allreduced
 over all nodes), its forward and backward compute time on one node (seconds, or FLOPs and a device profile:

@@ -1,4 +1,4 @@
-"""Decoder-only transformers described by their hyperparameters (issue 27), and the catalogued large models.
+"""Decoder-only transformers described by their hyperparameters (docs/training.md), and the catalogued large models.
 
 A model file may give `{"name": ..., "transformer": {"hidden", "layers", "heads", "seq_len", "vocab",
 "ffn_hidden"?, "kv_heads"?, "experts"?, "top_k"?, "moe_every"?, ...}}` (the optional keys below).

@@ -46,15 +46,18 @@ import numpy as np
 
 from numba import njit
 
+from services.synthesis.forest.balanced import balanced_trees
 from services.synthesis.forest.flow import INF, _max_flow, max_flow
 from services.synthesis.schedule.limits import ScheduleTooLarge
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees", "cut_bound_seconds",
-           "MAX_PACKING_NODES"]
+           "MAX_PACKING_NODES", "MAX_TREE_NODES"]
 
 MAX_PACKING_NODES = 128
-"""Largest topology packed: the max flows grow with N^2 (trees x arcs per tree), about 1 s at 64 nodes."""
+"""Largest topology packed exactly: the max flows grow with N^2 (trees x arcs per tree), about 1 s at 64 nodes.
+Larger ones get one balanced shortest-path tree per root (`balanced`), up to MAX_TREE_NODES."""
+MAX_TREE_NODES = 2048
 _FINE = 1 << 20
 
 
@@ -199,7 +202,8 @@ class _Partial:
 
 def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES) -> Packing:
     """Spanning out-trees of every root reaching the cut bound on arcs of the given bandwidths (bytes/s, one
-    per arc of g, in arc order); see the module docstring.
+    per arc of g, in arc order); see the module docstring. Beyond `max_nodes` nodes (up to MAX_TREE_NODES),
+    one balanced shortest-path tree per root (`balanced.balanced_trees`), whose rate may fall short of x*.
 
     >>> from services.synthesis.topology.catalog import build
     >>> g = build("ring(4)")
@@ -211,12 +215,16 @@ def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES
     n = g.nodes
     if n < 2:
         raise ValueError("an allgather needs at least 2 nodes")
-    if n > max_nodes:
-        raise ScheduleTooLarge(f"{g.expr}: tree packing handles at most {max_nodes} nodes, got {n}")
+    if n > MAX_TREE_NODES:
+        raise ScheduleTooLarge(f"{g.expr}: tree packing handles at most {MAX_TREE_NODES} nodes, got {n}")
     b = np.asarray(bandwidth_Bps, dtype=float)
     if b.shape != (g.arcs,) or not (np.isfinite(b).all() and (b > 0).all()):
         raise ValueError(f"need one finite positive bandwidth per arc ({g.arcs} arcs)")
     capacity, unit = integer_capacities(b)
+    if n > max_nodes:
+        rate, parent, depth = balanced_trees(g, capacity)
+        trees = [Tree(r, rate.numerator, parent[r], depth[r]) for r in range(n)]
+        return Packing(g, capacity, unit, rate, trees, 0, time.perf_counter() - t0, None)
     rate, critical, flows = optimal_rate(g, capacity)
     p, q = rate.numerator, rate.denominator
     usable = (g.tails != g.heads) & (capacity > 0)

@@ -11,7 +11,9 @@ used arc: (M/N) / (P x* unit), and the bandwidth term is at most (P + H - 1) / P
 depth with touching ranges are sent as one transfer.
 
 P trades latency (one alpha per step) against the pipeline's fill: on uniform alpha the time is about
-(P + H - 1) alpha + (1 + (H - 1)/P) T_B*, smallest near P = sqrt((H - 1) T_B* / alpha) (`best_chunks`).
+(P + H - 1) alpha + (1 + (H - 1)/P) T_B*, smallest near P = sqrt((H - 1) T_B* / alpha) (`best_chunks`). As the
+runtimes run it (no barrier between steps; `schedule.dependency`) the trade differs: the schedule sets offer P
+= 1, 2, 4, ... and pick on that time (`bfb.schedule_sets.fastest_trees`).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Alpha-beta cost model (paper section 3.2; digest 1.5-1.7 and 13).
+"""Alpha-beta cost model (paper section 3.2).
 
 T_L = alpha * (number of comm steps); T_B = sum over steps of (max bytes on any link) / (B/d), where B is
 a node's total egress bandwidth and a link carries B/d. With shard size M/N, T_B = tau * M/B and
@@ -102,7 +102,7 @@ class LinkModel:
     def collective_time(self, collective: Collective, steps: int, tau, size_bytes: float) -> float:
         """Runtime of `collective` from an allgather's (steps, tau) on a topology whose reduce-scatter costs
         what its allgather does (reverse-symmetric ones, e.g. bidirectional rings: Theorem 1); allreduce =
-        RS + AG = 2 (T_L + T_B) (digest 6). Other topologies are priced per collective
+        RS + AG = 2 (T_L + T_B) (section 3, App. B). Other topologies are priced per collective
         (search.candidates.Candidate.cost: reduce-scatter by BFB on the transpose)."""
         t = self.time(steps, tau, size_bytes)
         return 2 * t if collective is Collective.ALLREDUCE else t

@@ -29,14 +29,17 @@ whole buffer D, one unit is D / grid bytes (`ir`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
 
 from services.synthesis.schedule.cost import LinkModel, grid_unit_fraction
+from services.synthesis.schedule.envelope import Curve
 from services.synthesis.schedule.ir import Collective, Schedule
+from services.synthesis.schedule.links import LinkCosts
 
-__all__ = ["CriticalPath", "critical_path", "dependency_time", "link_ids", "warm"]
+__all__ = ["CriticalPath", "critical_path", "dependency_curve", "dependency_time", "link_ids", "locations", "warm"]
 
 _DENSE_BUDGET = 1 << 25          # (node, atom) slots of one source's dense index before falling back to a sort
 
@@ -60,8 +63,6 @@ def link_ids(schedule: Schedule, links, degree: int | None = None) -> tuple[np.n
     """(link id per transfer, alpha seconds per link, bandwidth bytes/s per link) for `links`, a LinkCosts (ids:
     its topology's arcs) or a uniform LinkModel (ids: the distinct (sender, receiver, lane); each link alpha and
     B/d, so `degree` d is required)."""
-    from services.synthesis.schedule.links import LinkCosts      # links imports cost; keep this module light
-
     if isinstance(links, LinkCosts):
         arc = links.topology.arc_index(schedule.sender, schedule.receiver, schedule.lane)
         if (arc < 0).any():
@@ -80,11 +81,39 @@ def link_ids(schedule: Schedule, links, degree: int | None = None) -> tuple[np.n
     raise TypeError(f"links must be a LinkCosts or a LinkModel, got {type(links).__name__}")
 
 
+class _Priced:
+    """A schedule's locations and links numbered once, priced at any size (`at`)."""
+
+    def __init__(self, schedule: Schedule, links, degree: int | None):
+        self.empty = schedule.transfers == 0
+        if self.empty:
+            return
+        link, alpha, bw = link_ids(schedule, links, degree)
+        self.args = (schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
+                     (schedule.hi - schedule.lo).astype(np.float64), *locations(schedule),
+                     np.asarray(alpha, dtype=np.float64),
+                     grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64))   # s per unit per byte of M
+        self.n_links = int(np.max(link)) + 1
+
+    def at(self, size_bytes: float) -> CriticalPath:
+        size_bytes = float(size_bytes)
+        if not np.isfinite(size_bytes) or size_bytes < 0:
+            raise ValueError(f"size_bytes must be finite and non-negative, got {size_bytes!r}")
+        if self.empty:
+            return CriticalPath(0.0, 0.0, 0.0, size_bytes)
+        t, a, b = _longest_path(*self.args, size_bytes, self.n_links)
+        if not np.isfinite(t):
+            raise ValueError("a transfer sends data its sender never holds: the schedule does not pass the model "
+                             "checker (verify it first)")
+        return CriticalPath(float(t), float(a), float(b), size_bytes)
+
+
 def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> CriticalPath:
     """The dependency-driven time of `schedule` for M = `size_bytes` on `links` (a per-link `LinkCosts`, or a
     uniform `LinkModel` with the topology's `degree`), with the affine piece of its longest path.
 
     Raises ValueError when a transfer reads data its sender never holds (model-check the schedule first).
+    O(atom-level transfers + links) time and memory.
 
     >>> from services.synthesis.schedule.ir import Collective, Schedule
     >>> ring = [((u, (0, 1)), (u, (u + 1) % 3), 1) for u in range(3)]
@@ -94,21 +123,69 @@ def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | No
     >>> round(p.seconds * 1e6, 6), round(p.latency_s * 1e6, 6)
     (2.666667, 2.0)
     """
-    size_bytes = float(size_bytes)
-    if not np.isfinite(size_bytes) or size_bytes < 0:
-        raise ValueError(f"size_bytes must be finite and non-negative, got {size_bytes!r}")
-    if schedule.transfers == 0:
-        return CriticalPath(0.0, 0.0, 0.0, size_bytes)
-    link, alpha, bw = link_ids(schedule, links, degree)
-    slope = grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64)    # s per grid unit per byte of M
-    e_ptr, rcell, wcell, init = _locations(schedule)
-    t, a, b = _longest_path(schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
-                            (schedule.hi - schedule.lo).astype(np.float64), e_ptr, rcell, wcell, init,
-                            np.asarray(alpha, dtype=np.float64), slope, size_bytes, int(np.max(link)) + 1)
-    if not np.isfinite(t):
-        raise ValueError("a transfer sends data its sender never holds: the schedule does not pass the model "
-                         "checker (verify it first)")
-    return CriticalPath(float(t), float(a), float(b), size_bytes)
+    return _Priced(schedule, links, degree).at(size_bytes)
+
+
+def _line(p: CriticalPath) -> tuple[float, float]:
+    """The path's (A, B) to 12 significant digits: two paths whose sums are equal but for the order of the float
+    additions give one line, not a spurious crossing at an absurd size."""
+    return float(f"{p.latency_s:.12g}"), float(f"{p.per_byte_s:.12g}")
+
+
+def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
+                     max_size: float = float(1 << 60)) -> Curve:
+    """T(M) of the dependency-driven time, exactly: the upper envelope of the paths' lines A + B M (convex,
+    piecewise linear), found from the longest path's own line at a few sizes. Start with the lines at M = 0
+    and at `max_size`; where two adjacent lines cross, price the crossing: if nothing rises above them there,
+    the crossing is a breakpoint, else the path found there is a new line between them (Eisner-Severance /
+    the convex-hull probe). 2 k - 1 pricings for k pieces; breakpoints are exact Fractions of the lines.
+
+    >>> from services.synthesis.topology.catalog import build
+    >>> from services.synthesis.bfb.lp import bfb_schedule
+    >>> g = build("torus(3, 3)")
+    >>> c = dependency_curve(bfb_schedule(g), LinkModel.from_units(10, 100), g.degree)
+    >>> len(c.starts), round(float(c.a[0]) * 1e6, 9), round(float(c.b[0] * 100e9 / 8), 9)   # 2 alpha + (8/9) M/B
+    (1, 20.0, 0.888888889)
+    """
+    priced = _Priced(schedule, links, degree)
+    first, last = _line(priced.at(0.0)), _line(priced.at(max_size))
+    stack = [(first, last)]
+    found: dict[tuple[float, float], None] = {first: None}
+    while stack:
+        (a1, b1), (a2, b2) = stack.pop()
+        if b2 <= b1:
+            continue
+        x = (a1 - a2) / (b2 - b1)
+        if not np.isfinite(x) or x <= 0:
+            continue
+        p = priced.at(x)
+        mid = _line(p)
+        if p.seconds <= (a1 + b1 * x) * (1 + 1e-12) or mid in found or mid[1] <= b1 or mid[1] >= b2:
+            found.setdefault((a2, b2), None)
+            continue
+        found[mid] = None
+        stack.append((mid, (a2, b2)))
+        stack.append(((a1, b1), mid))
+    found.setdefault(last, None)
+    starts: list[Fraction] = []
+    a_out: list[Fraction] = []
+    b_out: list[Fraction] = []
+    for a, b in sorted(found, key=lambda ab: (ab[1], ab[0])):      # the upper hull of the lines, by slope
+        fa, fb = Fraction(repr(a)), Fraction(repr(b))          # the decimals, exactly
+        x = Fraction(0)
+        while b_out:
+            if fb == b_out[-1]:
+                x = starts[-1]                                     # same slope, larger intercept: replaces it
+            else:
+                x = max((a_out[-1] - fa) / (fb - b_out[-1]), Fraction(0))
+            if x > starts[-1]:
+                break
+            starts.pop(), a_out.pop(), b_out.pop()
+            x = Fraction(0)
+        starts.append(x)
+        a_out.append(fa)
+        b_out.append(fb)
+    return Curve(tuple(starts), tuple(a_out), tuple(b_out))
 
 
 def dependency_time(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> float:
@@ -124,13 +201,19 @@ def warm() -> None:
 
 
 # ----- locations ----------------------------------------------------------------------------------------------
-def _locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Atom-level entries of every transfer: e_ptr (CSR over transfers), the location each entry reads at the
-    sender and writes at the receiver (dense ids), and each location's initial ready time (0 where the node
-    holds the data from the start, inf where it does not)."""
-    order = np.argsort(s.source, kind="stable").astype(np.int64)
-    src_ptr = np.searchsorted(s.source[order], np.arange(s.nodes + 1)).astype(np.int64)
-    a_lo, a_hi, n_atoms = _atoms(order, src_ptr, s.lo, s.hi)
+def locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Atom-level entries of every transfer: e_ptr (CSR over transfers), the location (source, node, atom) each
+    entry reads at the sender and writes at the receiver (dense ids), and each location's initial ready time (0
+    where the node holds the data from the start, inf where it does not). O(transfers + entries) with the chunk
+    bounds marked on the grid (N (grid + 1) <= 2^25), else a sort per source.
+
+    >>> s = Schedule.from_tuples(Collective.ALLGATHER, 2, [((0, (0, 1)), (0, 1), 1), ((1, (0, 1)), (1, 0), 1)])
+    >>> [x.tolist() for x in locations(s)]
+    [[0, 1, 2], [0, 2], [1, 3], [0.0, inf, 0.0, inf]]
+    """
+    order, src_ptr = _by_source(s.source, s.nodes)
+    marked = s.grid if s.nodes * (s.grid + 1) <= _DENSE_BUDGET else 0         # bounds marked on the grid
+    a_lo, a_hi, n_atoms = _atoms(order, src_ptr, s.lo, s.hi, marked)
     count = (a_hi - a_lo).astype(np.int64)
     e_ptr = np.zeros(s.transfers + 1, dtype=np.int64)
     np.cumsum(count, out=e_ptr[1:])
@@ -149,14 +232,52 @@ def _locations(s: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 
 @njit(cache=True, nogil=True)
-def _atoms(order, src_ptr, lo, hi):
+def _by_source(source, nodes):
+    """The transfers grouped by source (a counting sort, stable) and the groups' offsets."""
+    ptr = np.zeros(nodes + 1, np.int64)
+    for i in range(source.size):
+        ptr[source[i] + 1] += 1
+    for v in range(nodes):
+        ptr[v + 1] += ptr[v]
+    fill = ptr[:-1].copy()
+    order = np.empty(source.size, np.int64)
+    for i in range(source.size):
+        order[fill[source[i]]] = i
+        fill[source[i]] += 1
+    return order, ptr
+
+
+@njit(cache=True, nogil=True)
+def _atoms(order, src_ptr, lo, hi, grid):
     """Per transfer, its first and past-last atom among the atoms of its source (the intervals between the
-    source's chunk bounds); n_atoms per source."""
+    source's chunk bounds); n_atoms per source. With `grid` > 0 the bounds are marked on the grid (O(grid) per
+    source), else sorted."""
     n = lo.size
     a_lo = np.empty(n, np.int64)
     a_hi = np.empty(n, np.int64)
     nodes = src_ptr.size - 1
     n_atoms = np.zeros(nodes, np.int64)
+    if grid > 0:
+        mark = np.full(grid + 1, -1, np.int64)
+        rank = np.empty(grid + 1, np.int64)
+        for v in range(nodes):
+            a, z = src_ptr[v], src_ptr[v + 1]
+            if a == z:
+                continue
+            for k in range(a, z):
+                mark[lo[order[k]]] = v
+                mark[hi[order[k]]] = v
+            r = -1
+            for x in range(grid + 1):
+                if mark[x] == v:
+                    r += 1
+                rank[x] = r
+            n_atoms[v] = r
+            for k in range(a, z):
+                i = order[k]
+                a_lo[i] = rank[lo[i]]
+                a_hi[i] = rank[hi[i]]
+        return a_lo, a_hi, n_atoms
     buf = np.empty(2 * n, np.int64)
     for v in range(nodes):
         a, z = src_ptr[v], src_ptr[v + 1]

@@ -1,7 +1,8 @@
 """A schedule's time as a function of the collective's size, and the fastest schedule at every size.
 
 On per-link costs a step costs its slowest used link, max over used arcs e of alpha_e + bytes_e / b_e
-(`cost.heterogeneous_time`), and bytes_e = M * load_e / (N grid) grows linearly with the size M; so a step's
+(`cost.heterogeneous_time`), and bytes_e = M * load_e / (N grid) (D * load_e / grid for an all-to-all) grows
+linearly with the size M; so a step's
 time is the upper envelope of lines in M and a schedule's time T(M) is a sum of such envelopes: convex and
 piecewise linear in M, a single line a + b M whenever every step's used arcs share one alpha (the alpha-beta
 model: a = steps alpha, b = tau / B). `curve` computes it exactly (Fractions of the float costs), and
@@ -18,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from services.synthesis.schedule.ir import Schedule
+from services.synthesis.schedule.ir import Collective, Schedule
 from services.synthesis.schedule.links import LinkCosts
 
 __all__ = ["Curve", "curve", "lower_envelope", "Span"]
@@ -79,7 +80,8 @@ def curve(schedule: Schedule, costs: LinkCosts) -> Curve:
     arc = g.arc_index(schedule.sender, schedule.receiver, schedule.lane)
     if (arc < 0).any():
         raise ValueError("the schedule uses a link the topology does not have")
-    shards = schedule.nodes * schedule.grid
+    # grid units per byte of M: a shard's grid (N grid units in M), an all-to-all's whole buffer (grid units in D)
+    shards = schedule.grid if schedule.collective is Collective.ALLTOALL else schedule.nodes * schedule.grid
     total_a, total_b, pieces = Fraction(0), Fraction(0), []
     for t in range(1, schedule.steps + 1):
         s = schedule.step_slice(t)

@@ -1,4 +1,4 @@
-"""Hierarchical collectives over G x N GPUs (issue 27): hosts of G GPUs joined by a scale-up domain
+"""Hierarchical collectives over G x N GPUs (docs/training.md): hosts of G GPUs joined by a scale-up domain
 (NVSwitch: every GPU reaches every other GPU of its host), and a direct-connect topology of the N hosts whose
 d ports are NICs, port k of a host on its GPU k mod G (rail cabling).
 

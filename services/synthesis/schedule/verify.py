@@ -1,4 +1,4 @@
-"""Model checker for schedules (paper App. B, Definition 4; digest 1.4 and 10.4). Never trust a schedule.
+"""Model checker for schedules (paper App. B, Definition 4). Never trust a schedule.
 
 Checks, in order, and reports the first violation precisely:
 1. structure: node ids in range, chunks 0 <= lo < hi <= grid, step ops match the collective;

@@ -1,2 +1,3 @@
-"""Topology search: expansions (line graph, degree expansion, Cartesian products), the base catalogue,
-candidate generation, schedule construction, the Pareto finder and workload selection (paper section 7)."""
+"""Topology search: expansion schedules (Definitions 1, 2, 14; the expanded graphs are topology.expansions),
+the base catalogue, candidate generation, schedule construction, the Pareto finder and workload selection (paper
+section 7), and hierarchical collectives from the finder's host schedules."""

@@ -8,28 +8,26 @@ frontier. Paper families the text leaves under-specified are replaced by derived
 """
 from __future__ import annotations
 
-import itertools
 import math
 from functools import lru_cache
 
-import numpy as np
-
-from services.synthesis.bfb.kernels import circulant_eccentricities
 from services.synthesis.schedule.cost import moore_steps, optimal_tau
 from services.synthesis.search import pricing
 from services.synthesis.search.candidates import Spec, candidate, exact_spec
+from services.synthesis.search.circulants import best_offsets
+from services.synthesis.search.offset_table import lookup
 from services.synthesis.topology.distreg import CATALOGUE
 from services.synthesis.topology.families import theorem22_offsets
 
-__all__ = ["DERIVED", "instances"]
+__all__ = ["DERIVED", "instances", "line_base_circulants"]
 
 BASE_MAX_NODES = 64          # bases are small; larger sizes come from expansions and generative families
 GENERATIVE_BFB_LIMIT = 8192  # generalized Kautz graphs are priced up to this size
 
 # Paper bases whose definitions the text does not give, replaced by derived graphs with identical
-# (N, d, steps, tau): digest 4.10/4.11.
+# (N, d, steps, tau): Table 9 and Fig. 19.
 DERIVED = {
-    # Diamond (Fig. 19): N=8, d=2, T_L=3, BW-optimal. The digest's substitute (BFB, reverse-symmetric).
+    # Diamond (Fig. 19): N=8, d=2, T_L=3, BW-optimal. Our substitute (BFB, reverse-symmetric).
     "diamond": "edges(8, 0>1, 0>4, 1>3, 1>5, 2>1, 2>7, 3>4, 3>6, 4>2, 4>5, 5>6, 5>7, 6>0, 6>2, 7>0, 7>3)",
     # DBJMod(2,4): N=16, d=2, T_L=5, BW-optimal; the directed circulant x -> x+1, x+7 has D=5 and a
     # BW-optimal BFB schedule (found by exhaustive search over 2-offset directed circulants).
@@ -86,71 +84,47 @@ def _hamming_family(n: int, d: int) -> list[Spec]:
     return out
 
 
-@lru_cache(maxsize=None)
-def _best_offsets(n: int, k: int, directed: bool, budget: int | None = None) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    """(diameter, offsets) of circulants on n nodes with k offsets, lowest diameter first: exhaustive when there are
-    few, otherwise runs of consecutive offsets, Theorem-22-like pairs scaled up, and a deterministic random
-    sample (never enumerating all subsets): 48 sets, or 640 for bases with up to 4 offsets (n <= BASE_MAX_NODES),
-    whose diameters cost little and whose line digraphs reach many targets. Diameters come from one bitset BFS
-    (the graphs are vertex-transitive)."""
-    if budget is None:
-        budget = 640 if n <= BASE_MAX_NODES and k <= 4 else 48
-    top = n - 1 if directed else n // 2
-    if top < k:
-        return ()
-    if math.comb(top, k) <= budget:
-        pool = list(itertools.combinations(range(1, top + 1), k))
-    else:
-        rng = np.random.default_rng(n * 131 + k * 7 + directed)
-        pool = {tuple(range(a, a + k)) for a in range(1, min(top - k + 2, 1 + budget // 4))}
-        step = max(1, round(n ** (1 / k)))
-        pool.add(tuple(sorted({min(top, max(1, step ** i)) for i in range(k)})))
-        while len(pool) < budget:                  # k distinct offsets per row, drawn in bulk
-            if 4 * k > top:                        # many of few: the first k of random permutations
-                rows = np.argsort(rng.random((2 * budget, top)), axis=1)[:, :k] + 1
-            else:                                  # few of many: draws are almost always distinct
-                rows = rng.integers(1, top + 1, size=(2 * budget, k))
-            rows = np.sort(rows, axis=1)
-            for row in rows[(np.diff(rows, axis=1) != 0).all(axis=1)].tolist():
-                pool.add(tuple(row))
-                if len(pool) >= budget:
-                    break
-        # runs of consecutive offsets last: on large n they have huge diameters, which the BFS below stops
-        # following once two better sets are known
-        pool = sorted((p for p in pool if len(p) == k), key=lambda p: (p[-1] - p[0] == k - 1, p))
-    pool = [offs for offs in pool if math.gcd(n, *offs) == 1]
-    if not pool:
-        return ()
-    gens = np.array(pool, dtype=np.int64)
-    if not directed:
-        gens = np.concatenate([gens, (n - gens) % n], axis=1)       # a duplicate generator changes no distance
-    diameters = circulant_eccentricities(n, gens, 2)               # only the two smallest are kept
-    return tuple(sorted(zip(diameters.tolist(), pool))[:2])
+LINE_BASE_KEEP = 4      # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
 
 
-def _circulant_family(n: int, d: int) -> list[Spec]:
-    """The best circulants of degree d on n nodes (Theorem 22's for d = 4, then the lowest-diameter offset
-    sets found), undirected and directed; each at least its diameter in steps (Theorem 15)."""
+def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """(diameter, offsets) of the `keep` smallest-diameter circulants of the kind: the offline exhaustive
+    table (`offset_table`), else `circulants.best_offsets` (exhaustive over canonical sets when they are
+    few, sampled beyond; one search keeps LINE_BASE_KEEP sets for both uses); with keep > 4, the run-time
+    search's sets rather than the table's."""
+    table = lookup(n, k, kind) if keep <= 4 else None
+    return (table or best_offsets(n, k, kind, LINE_BASE_KEEP)).found[:keep]
+
+
+def line_base_circulants(n: int, d: int, keep: int = LINE_BASE_KEEP) -> list[Spec]:
+    """Circulants of (n, d) offered to line digraphs: up to `keep` of the smallest diameters (per kind)."""
+    return _circulant_family(n, d, keep)
+
+
+def _circulant_family(n: int, d: int, keep: int = 4) -> list[Spec]:
+    """The smallest-diameter circulants of degree d on n nodes (`circulants`): undirected with d/2 offsets
+    (even d; Theorem 22 for d = 4), with (d-1)/2 offsets and the involution n/2 (odd d, even n), and
+    directed with d offsets; each at least its diameter in steps (Theorem 15)."""
     out = []
 
-    def add(kind: str, offsets) -> None:
+    def add(name: str, offsets, extra: tuple[int, ...] = ()) -> None:
         for diameter, offs in offsets:
-            if len(set(offs)) != len(offs) or (kind == "circulant" and any(2 * a == n for a in offs)):
-                continue
-            expr = f"{kind}({n}, {', '.join(map(str, offs))})"
+            expr = f"{name}({n}, {', '.join(map(str, offs + extra))})"
             if all(s.expr != expr for s in out):
-                out.append(_lazy(expr, kind, n, d, diameter, bidirectional=kind == "circulant",
+                out.append(_lazy(expr, name, n, d, diameter, bidirectional=name == "circulant",
                                  reverse_symmetric=True))
 
     if d % 2 == 0 and d >= 4 and n >= d + 1:
         k = d // 2
-        first = []
-        if k == 2 and n > 6:                          # Theorem 22: the minimum diameter m of {m, m + 1}
+        if k == 2 and n > 6:                # Theorem 22: {m, m + 1} has the minimum diameter m, BW-optimal
             m, _ = theorem22_offsets(n)
-            first = [(m, (m, m + 1))]
-        add("circulant", first + list(_best_offsets(n, k, directed=False)))
+            add("circulant", [(m, (m, m + 1))])
+        else:
+            add("circulant", _offsets(n, k, "circulant", keep))
+    if d % 2 == 1 and d >= 3 and n % 2 == 0 and n >= d + 1:
+        add("circulant", _offsets(n, (d - 1) // 2, "half", keep), (n // 2,))
     if n >= d + 2:
-        add("dcirculant", list(_best_offsets(n, d, directed=True)))
+        add("dcirculant", _offsets(n, d, "dcirculant", keep))
     return out
 
 

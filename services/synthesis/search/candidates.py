@@ -1,4 +1,4 @@
-"""Finder candidates (paper section 5.4; digest 5.2, 5.3): topology expressions priced exactly by the schedule
+"""Finder candidates (paper section 5.4): topology expressions priced exactly by the schedule
 that ships (`pricing`), and the specs the search enumerates before pricing them.
 
 A `Spec` is an expression with a cheap lower bound on its allgather (steps, tau): at least its diameter (or
@@ -10,16 +10,16 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
-from functools import lru_cache
-from typing import Iterable
+from functools import lru_cache, partial
+from typing import Callable, Iterable
 
 from services.synthesis.schedule.cost import is_moore_optimal, moore_steps, optimal_tau
 from services.synthesis.schedule.ir import Collective
 from services.synthesis.search import pricing
 from services.synthesis.topology.expr import Expr, parse
 
-__all__ = ["Candidate", "Spec", "candidate", "pareto", "resolve", "line_spec", "degree_spec", "power_spec",
-           "product_spec", "bidir_spec", "exact_spec", "PRICED"]
+__all__ = ["Candidate", "Spec", "candidate", "pareto", "resolve", "line_spec", "line_spec_of", "degree_spec",
+           "power_spec", "product_spec", "bidir_spec", "exact_spec", "PRICED"]
 
 # Called with each spec's expression after `resolve` priced it: how a front end shows a frontier sweep's
 # progress (the CLI's bar). A context variable, because the sweep recurses through cached sub-frontiers.
@@ -57,7 +57,7 @@ class Candidate:
         return rs[0] + self.steps, rs[1] + self.tau
 
     def reducescatter(self) -> tuple[int, Fraction]:
-        if self.rs_steps is not None:
+        if self.rs_steps is not None and self.rs_tau is not None:
             return self.rs_steps, self.rs_tau
         if self.reverse_symmetric:
             return self.steps, self.tau
@@ -121,6 +121,14 @@ class Spec:
     bidirectional: bool
     reverse_symmetric: bool
     priced: Candidate | None = None
+    tau_floor: Callable[[], Fraction] | None = field(default=None, compare=False)   # a costlier, better bound
+
+    def refined(self, collective: Collective) -> tuple[int, Fraction]:
+        """`bound`, raised by `tau_floor` (an allgather bound) when there is one."""
+        steps, tau = self.bound(collective)
+        if self.tau_floor is not None and collective is Collective.ALLGATHER:
+            tau = max(tau, self.tau_floor())
+        return steps, tau
 
     def bound(self, collective: Collective) -> tuple[int, Fraction]:
         """Lower bound on the collective's cost (a reduce-scatter takes at least D(G^T) = D(G) steps)."""
@@ -143,7 +151,7 @@ def exact_spec(c: Candidate) -> Spec:
 
 def pareto(cands: Iterable[Candidate], collective: Collective = Collective.ALLGATHER) -> list[Candidate]:
     """Pareto frontier on the collective's (steps, tau): c is dominated iff another has steps <= and tau <=
-    with one strict (digest 5.2); among ties one representative (Candidate.key). Sorted by steps."""
+    with one strict (section 5.4); among ties one representative (Candidate.key). Sorted by steps."""
     best: dict[tuple[int, Fraction], Candidate] = {}
     for c in cands:
         k = c.cost(collective)
@@ -165,12 +173,16 @@ def resolve(specs: Iterable[Spec], collective: Collective = Collective.ALLGATHER
         steps, tau = s.bound(collective)
         return steps, tau, not s.bidirectional, len(s.expr), s.expr
 
+    def dominated(s: Spec, steps: int, tau: Fraction) -> bool:
+        best = (steps, tau, not s.bidirectional, s.steps, len(s.expr), s.expr)     # D(G) >= s.steps
+        return any(cs <= steps and ct <= tau and ((cs, ct) != (steps, tau) or c.key(collective) <= best)
+                   for c in front for cs, ct in [c.cost(collective)])
+
     front: list[Candidate] = []
     for s in sorted(specs, key=order):
-        steps, tau = s.bound(collective)
-        best = (steps, tau, not s.bidirectional, s.steps, len(s.expr), s.expr)     # D(G) >= s.steps
-        if any(cs <= steps and ct <= tau and ((cs, ct) != (steps, tau) or c.key(collective) <= best)
-               for c in front for cs, ct in [c.cost(collective)]):
+        if dominated(s, *s.bound(collective)):
+            continue
+        if s.tau_floor is not None and dominated(s, *s.refined(collective)):
             continue
         c = s.price(root)
         if (priced := PRICED.get()) is not None:
@@ -189,6 +201,12 @@ def line_spec(c: Candidate) -> Spec:
                 c.reverse_symmetric)
 
 
+def line_spec_of(s: Spec) -> Spec:
+    """L(G) of a spec not priced yet, whose `steps` is G's exact diameter (circulants): D(G) + 1 steps."""
+    n = s.nodes * s.degree
+    return Spec(_wrap_line(s.expr), "line", n, s.degree, s.steps + 1, optimal_tau(n), False, s.reverse_symmetric)
+
+
 @lru_cache(maxsize=1 << 16)
 def _wrap_line(expr: str) -> str:
     """line(line(G)) is written line(G, 2)."""
@@ -201,7 +219,7 @@ def _wrap_line(expr: str) -> str:
 
 def degree_spec(c: Candidate, m: int) -> Spec:
     """G*m (no self-loops): m N nodes, degree m d; Definition 2 takes one step more than G's schedule, BFB on
-    G*m takes D(G*m) >= D(G) steps (Theorem 11; digest 2.2). When G ships its optimal BFB schedule, tau is at
+    G*m takes D(G*m) >= D(G) steps (Theorem 11). When G ships its optimal BFB schedule, tau is at
     least G's: Definition 2 adds (m-1)/(mN), and in BFB on G*m every copy of a source of G keeps G's eligible
     in-arcs (copied m times), so every step's largest load is at least G's."""
     n = c.nodes * m
@@ -211,21 +229,25 @@ def degree_spec(c: Candidate, m: int) -> Spec:
 
 
 def power_spec(c: Candidate, p: int) -> Spec:
-    """G^{box p}: N^p nodes, degree p d, D = p D(G) (Theorem 12; digest 2.3)."""
+    """G^{box p}: N^p nodes, degree p d, D = p D(G) (Theorem 12)."""
     n = c.nodes ** p
     return Spec(f"power({c.expr}, {p})", "power", n, c.degree * p, p * c.diameter_bound(), optimal_tau(n),
                 c.bidirectional, c.reverse_symmetric)
 
 
-def product_spec(a: Candidate, b: Candidate) -> Spec | None:
-    """G1 box G2 by BFB: BW-optimal in D1 + D2 steps when both factors are simple with BW-optimal BFB schedules
-    (Theorem 13); None otherwise (the finder does not evaluate such products)."""
-    if not (a.simple and b.simple and a.bfb_bw_optimal and b.bfb_bw_optimal):
-        return None
+def product_spec(a: Candidate, b: Candidate, bfb_limit: int | None = None) -> Spec | None:
+    """G1 box G2 by BFB: D(G1 box G2) = D1 + D2 steps (Definition 3), BW-optimal when both factors are simple
+    with BW-optimal BFB schedules (Theorem 13), otherwise priced by BFB on the product, whose tau is at least
+    `pricing.product_tau_floor` (evaluated by `resolve` only for a spec its cheap bound does not prune).
+    None for a product outside Theorem 13 larger than `bfb_limit` nodes."""
     n = a.nodes * b.nodes
-    steps = a.graph_diameter() + b.graph_diameter()
+    theorem13 = a.simple and b.simple and a.bfb_bw_optimal and b.bfb_bw_optimal
+    if not theorem13 and bfb_limit is not None and n > bfb_limit:
+        return None
+    steps = a.diameter_bound() + b.diameter_bound()
+    floor = None if theorem13 else partial(pricing.product_tau_floor, a.expr, b.expr)
     return Spec(f"product({a.expr}, {b.expr})", "product", n, a.degree + b.degree, steps, optimal_tau(n),
-                a.bidirectional and b.bidirectional, a.reverse_symmetric and b.reverse_symmetric)
+                a.bidirectional and b.bidirectional, a.reverse_symmetric and b.reverse_symmetric, tau_floor=floor)
 
 
 def bidir_spec(c: Candidate) -> Spec | None:

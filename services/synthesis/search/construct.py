@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
@@ -65,7 +66,8 @@ def _labelled(s: Schedule, expr: str, perm: np.ndarray | None = None) -> Schedul
 
 
 def _line_parts(tree: Expr) -> tuple[Expr, int]:
-    base, k = tree.args[0], (tree.args[1] if len(tree.args) > 1 else 1)
+    base = cast(Expr, tree.args[0])
+    k = cast(int, tree.args[1]) if len(tree.args) > 1 else 1
     while base.name == "line":
         k += base.args[1] if len(base.args) > 1 else 1
         base = base.args[0]

@@ -1,8 +1,8 @@
-"""The Pareto topology finder (paper section 5.4, App. A.3, A.6; digest 5.1-5.4).
+"""The Pareto topology finder (paper section 5.4, App. A.3, A.6).
 
 For a target (N, d) it searches bottom-up over every size n dividing N and every degree <= d: the base and
 generative families of that size (bases.instances), line digraphs of (n/deg, deg), degree expansions of
-(n/m, deg/m), Cartesian powers of (n^(1/p), deg/p) and Cartesian products of two smaller states, pruned to
+(n/m, deg/m), Cartesian powers of (n^(1/p), deg/p) and Cartesian products of any two smaller states, pruned to
 the Pareto frontier on (steps, tau) per state. Every candidate that can enter a frontier is priced exactly by
 the schedule that ships for it (`pricing`: the expansion's construction or BFB on the expanded graph,
 whichever is better; line digraphs by BFB, priced from the base by `bfb.line`); the others are never priced,
@@ -24,9 +24,9 @@ from functools import lru_cache
 
 from services.synthesis.schedule.cost import LinkModel, moore_steps, optimal_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
-from services.synthesis.search.bases import instances
+from services.synthesis.search.bases import BASE_MAX_NODES, instances, line_base_circulants
 from services.synthesis.search.candidates import (Candidate, Spec, bidir_spec, degree_spec, line_spec,
-                                                  power_spec, product_spec, resolve)
+                                                  line_spec_of, power_spec, product_spec, resolve)
 from services.synthesis.search.pricing import CACHE
 
 __all__ = ["FinderError", "frontier", "frontier_entry", "candidate_from_entry", "bounds", "WorkloadItem",
@@ -34,6 +34,8 @@ __all__ = ["FinderError", "frontier", "frontier_entry", "candidate_from_entry", 
 
 MAX_NODES = 8192
 MAX_DEGREE = 16
+INNER_LINE_BASES = 2         # circulant bases of line digraphs below the target (bases.LINE_BASE_KEEP at it)
+PRODUCT_BFB_LIMIT = 1024     # products outside Theorem 13 are priced by BFB on the product up to this size
 
 
 class FinderError(ValueError):
@@ -51,7 +53,7 @@ def _specs(n: int, deg: int, target: bool, bidi: bool) -> list[Spec]:
     App. A.6 conversions of reverse-symmetric ones of degree deg/2."""
     specs: list[Spec] = [s for s in instances(n, deg, target) if s.bidirectional or not bidi]
     if deg >= 2 and n % deg == 0 and n // deg >= 2 and not bidi:
-        specs += [line_spec(c) for c in _state(n // deg, deg)]
+        specs += _line_specs(n // deg, deg, target)
     if bidi and deg % 2 == 0:
         specs += [b for b in (bidir_spec(c) for c in _state(n, deg // 2, target)) if b is not None]
     for m in range(2, deg + 1):
@@ -64,26 +66,16 @@ def _specs(n: int, deg: int, target: bool, bidi: bool) -> list[Spec]:
         for bb in (b - 1, b, b + 1):
             if bb >= 2 and bb ** p == n:
                 specs += [power_spec(c, p) for c in _state(bb, deg // p, False, bidi)]
-    product = _best_product(n, deg, bidi)
-    if product is not None:
-        specs.append(product)
-    return specs
+    return specs + _products(n, deg, bidi, target)
 
 
-@lru_cache(maxsize=None)
-def _factors(n: int, deg: int, bidi: bool) -> tuple[Candidate, ...]:
-    """The two best Theorem 13 factors of a state (simple, BW-optimal BFB): fewest steps D, then preferred.
-    Every product of such factors is BW-optimal, so only the smallest D1 + D2 can be on a frontier."""
-    ok = sorted((c for c in _state(n, deg, False, bidi) if c.simple and c.bfb_bw_optimal),
-                key=lambda c: (c.graph_diameter(), not c.bidirectional, len(c.expr), c.expr))
-    return tuple(ok[:2])
-
-
-def _best_product(n: int, deg: int, bidi: bool) -> Spec | None:
-    """The Cartesian product G1 box G2 (n1 n2 = n, d1 + d2 = deg) of Theorem 13 factors with the fewest steps
-    D1 + D2 (preferring bidirectional, then shorter names): every such product is BW-optimal (Theorem 13),
-    so it dominates all the others."""
-    best = None
+def _products(n: int, deg: int, bidi: bool, target: bool) -> list[Spec]:
+    """Cartesian products G1 box G2 (n1 n2 = n, d1 + d2 = deg) of every pair of Pareto states of
+    (n1, d1) and (n2, d2): priced by Theorem 13 when both factors are simple with BW-optimal BFB schedules,
+    by BFB on the product otherwise (paper section 5.3), the latter at the target only and up to
+    PRODUCT_BFB_LIMIT nodes (below the target, products are Theorem 13's). Each is bounded below by
+    D1 + D2 steps, so `resolve` prices only those that can still enter the frontier."""
+    out = []
     for n1 in _divisors(n):
         n2 = n // n1
         if n1 < 2 or n2 < 2 or n1 > n2:
@@ -92,15 +84,31 @@ def _best_product(n: int, deg: int, bidi: bool) -> Spec | None:
             d2 = deg - d1
             if n1 == n2 and d1 > d2:
                 continue
-            for x in _factors(n1, d1, bidi):
-                for y in _factors(n2, d2, bidi):
-                    if x.expr == y.expr:
-                        continue
-                    key = (x.graph_diameter() + y.graph_diameter(), not (x.bidirectional and y.bidirectional),
-                           len(x.expr) + len(y.expr), x.expr, y.expr)
-                    if best is None or key < best[0]:
-                        best = (key, x, y)
-    return None if best is None else product_spec(best[1], best[2])
+            for x in _state(n1, d1, False, bidi):
+                for y in _state(n2, d2, False, bidi):
+                    if x.expr == y.expr or ((n1, d1) == (n2, d2) and x.expr > y.expr):
+                        continue               # G box G is power(G, 2); each unordered pair once
+                    spec = product_spec(x, y, bfb_limit=PRODUCT_BFB_LIMIT if target else 0)
+                    if spec is not None:
+                        out.append(spec)
+    return out
+
+
+def _line_specs(n: int, deg: int, target: bool) -> list[Spec]:
+    """Line digraphs of (n, deg)'s Pareto states and of the circulants the offset search finds there (up
+    to bases.LINE_BASE_KEEP for the target, INNER_LINE_BASES below it, on bases of at most BASE_MAX_NODES
+    nodes), bounded by their exact
+    diameter + 1 without pricing the base. BFB on L(G) depends on more than G's (steps, tau): Theorem 10's
+    lift is not always optimal, and line(dcirculant(64, 1, 4, 43, 49)) is BW-optimal while
+    line(dcirculant(64, 1, 4, 16, 29)) is not, from bases of equal cost, so bases tied with a Pareto state
+    are expanded too."""
+    states = _state(n, deg)
+    out = [line_spec(c) for c in states]
+    if n <= BASE_MAX_NODES:
+        seen = {c.expr for c in states}
+        bases = line_base_circulants(n, deg) if target else line_base_circulants(n, deg, INNER_LINE_BASES)
+        out += [line_spec_of(s) for s in bases if s.expr not in seen]
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -181,7 +189,7 @@ def bounds(nodes: int, degree: int, collective: Collective = Collective.ALLGATHE
     return {"steps": phases * moore_steps(nodes, degree), "tau": phases * optimal_tau(nodes)}
 
 
-# ----- selection for a workload (digest 5.4) ------------------------------------------------------
+# ----- selection for a workload (section 5.4) -----------------------------------------------------
 @dataclass(frozen=True)
 class WorkloadItem:
     collective: Collective
@@ -199,7 +207,7 @@ def workload_time(c: Candidate, link: LinkModel, items: list[WorkloadItem], allt
                   alltoall_weight: float = 0.0, alltoall_f: float | None = None) -> float:
     """sum_i w_i T(collective_i, M_i) with T = steps alpha + tau M/B of that collective's schedule
     (`Candidate.cost`: an allreduce is the reduce-scatter's cost plus the allgather's), plus an all-to-all
-    share w_a2a * (D/N) / (f B/d) when given (digest 5.4, 7)."""
+    share w_a2a * (D/N) / (f B/d) when given (section 5.4, App. A.5)."""
     total = sum(i.weight * link.time(*c.cost(i.collective), i.size_bytes) for i in items)
     if alltoall_weight:
         if not alltoall_f:

@@ -1,4 +1,4 @@
-"""The schedule every topology expression ships, and its exact cost (paper sections 5 and 6; digest 2, 3, 6).
+"""The schedule every topology expression ships, and its exact cost (paper sections 5 and 6).
 
 One set of rules decides, for any expression, which allgather schedule `construct` builds and what it
 costs. The finder prices its candidates with the same rules, so a frontier entry's (steps, tau) is what the
@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 
 from services.synthesis.bfb.line import line_step_maxima
 from services.synthesis.bfb.price import bfb_step_maxima, cyclic_step_maxima, genkautz_step_maxima
@@ -47,7 +48,8 @@ from services.synthesis.topology.catalog import build
 from services.synthesis.topology.expr import Expr, parse
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["Facts", "Price", "facts", "price", "diameter", "step_costs", "CACHE", "default_cache_dir"]
+__all__ = ["Facts", "Price", "facts", "price", "diameter", "step_costs", "product_tau_floor", "CACHE",
+           "default_cache_dir"]
 
 # families whose graphs are isomorphic to their transposes (Definition 6): bidirectional ones, circulants
 # (x -> -x), de Bruijn (digit reversal) and Kautz graphs (line digraphs of complete graphs)
@@ -89,7 +91,7 @@ class _Cache:
     FILE = "candidates-v2.json"       # v1 held finder candidates priced by Table 3's algebra
 
     def __init__(self):
-        self.mem: dict[str, list] = {}
+        self.mem: dict[str, tuple[int, tuple[Fraction, ...]] | list] = {}     # a list: as read from the file
         self.lock = threading.Lock()
         self.path: Path | None = None
         self.dirty = False
@@ -239,9 +241,10 @@ def _facts(key: str) -> Facts:
         return _theorem_facts(name, args)
     if name in PARAMETER_FACTS:
         return _parameter_facts(name, args)
-    g = _graph(key, False)
-    rs = name in REVERSE_SYMMETRIC or g.bidirectional or _tested_reverse_symmetric(name, args, g)
-    return Facts(g.nodes, g.degree, g.bidirectional, not g.self_loops and not g.multi_arcs, g.self_loops, rs)
+    topo = _graph(key, False)
+    rs = name in REVERSE_SYMMETRIC or topo.bidirectional or _tested_reverse_symmetric(name, args, topo)
+    return Facts(topo.nodes, topo.degree, topo.bidirectional, not topo.self_loops and not topo.multi_arcs,
+                 topo.self_loops, rs)
 
 
 def _theorem_facts(name: str, args: tuple) -> Facts:
@@ -477,3 +480,31 @@ def _step_costs(key: str, transposed: bool) -> tuple[Fraction, ...]:
         return _side_by_side(_step_costs(str(tree.args[0]), False), _step_costs(str(tree.args[0]), True))
     _, maxima = _evaluated("bfb", key, transposed, lambda: bfb_step_maxima(_graph(key, transposed)))
     return tuple(Fraction(f.degree, f.nodes) * x for x in maxima)
+
+
+# ----- a lower bound for products outside Theorem 13 ---------------------------------------------
+@lru_cache(maxsize=1 << 12)
+def _in_spheres(key: str) -> np.ndarray:
+    """The distinct rows (|S_0(u)|, ..., |S_D(u)|) over the nodes u of G, S_i(u) = the nodes at distance i
+    to u."""
+    g = _graph(key, False)
+    if g.translation is not None:                  # vertex-transitive: node 0's spheres are everyone's
+        return np.bincount(g.distances_to(0)[0], minlength=1).astype(np.int64)[None, :]
+    dist = g.distance_matrix
+    rows = np.zeros((g.nodes, int(dist.max()) + 1), dtype=np.int64)
+    for i in range(rows.shape[1]):
+        rows[:, i] = (dist == i).sum(axis=0)
+    return np.unique(rows, axis=0)
+
+
+def product_tau_floor(a: str, b: str) -> Fraction:
+    """A lower bound on the optimal BFB tau of G1 box G2 (without building it): in BFB every source at
+    distance t from u reaches u at step t through one of its d in-arcs, so step t costs at least
+    max_u |S_t(u)| / d shards per link and tau >= (1/N) sum_t max_u |S_t(u)| (Eq. (2)); in the product
+    |S_t(u1, u2)| = sum_i |S_i(u1)| |S_(t-i)(u2)| (distances add, Definition 3)."""
+    x, y = _in_spheres(_key(a)), _in_spheres(_key(b))
+    conv = np.zeros((len(x), len(y), x.shape[1] + y.shape[1] - 1), dtype=np.int64)
+    for i in range(x.shape[1]):
+        conv[:, :, i:i + y.shape[1]] += x[:, i, None, None] * y[None, :, :]
+    nodes = int(x[0].sum()) * int(y[0].sum())
+    return Fraction(int(conv[:, :, 1:].max(axis=(0, 1)).sum()), nodes)

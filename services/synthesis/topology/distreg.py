@@ -72,7 +72,7 @@ def _line_graph(G: nx.Graph) -> nx.Graph:
 
 
 def _incidence_graph(
-    points: Iterable[Hashable], blocks: Iterable[Iterable[Hashable]]
+    points: Iterable[Hashable], blocks: Iterable[Iterable[int]]
 ) -> nx.Graph:
     """Point/block incidence (Levi) graph; points are ``(0, p)``, blocks ``(1, b)``."""
     G = nx.Graph()

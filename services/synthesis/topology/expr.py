@@ -60,6 +60,7 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
         if not m:
             raise ExprError(text, start, "a name, an integer or one of ( ) , >", repr(text[start]))
         kind = m.lastgroup
+        assert kind is not None                       # every alternative of _TOKEN is a named group
         tokens.append((kind, m.group(kind), m.start(kind)))
         pos = m.end()
     tokens.append(("end", "", len(text)))

@@ -1,4 +1,4 @@
-"""Degraded topologies: a topology with failed links removed (issue 14; TopoOpt section 7, App. C).
+"""Degraded topologies: a topology with failed links removed (TopoOpt section 7, App. C).
 
 A failed port or fiber takes one arc (tail, head, lane) out of the digraph. What is left is a topology in
 its own right as long as it stays strongly connected: every node still reaches every other, so BFB (paper

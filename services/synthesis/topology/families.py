@@ -1,4 +1,4 @@
-"""Generative and base topology families (paper App. F, Table 9; digest section 4).
+"""Generative and base topology families (paper App. F, Table 9).
 
 Every constructor validates its parameters (TopologyError with the reason) and returns a Topology whose
 `expr` is the canonical expression. Vertex-transitive families are built as Cayley graphs of abelian groups
@@ -46,28 +46,28 @@ def _symmetric(translation: Translation, generators: list[int]) -> list[int]:
 
 
 def complete(n: int) -> Topology:
-    """K_n: N = n, d = n - 1, diameter 1 (digest 4.2)."""
+    """K_n: N = n, d = n - 1, diameter 1 (Table 9)."""
     _int("complete: n", n, 2)
     t = Translation((n,))
     return cayley(t, list(range(1, n)), f"complete({n})")
 
 
 def bipartite(m: int) -> Topology:
-    """K_{m,m}: the two parts are the even and the odd labels of Z_{2m} (digest 4.3, Fig. 1)."""
+    """K_{m,m}: the two parts are the even and the odd labels of Z_{2m} (Fig. 1, Table 9)."""
     _int("bipartite: m", m, 1)
     t = Translation((2 * m,))
     return cayley(t, list(range(1, 2 * m, 2)), f"bipartite({m})")
 
 
 def ring(n: int, d: int = 1) -> Topology:
-    """UniRing(d, n): directed n-cycle, d parallel arcs per hop (digest 4.9)."""
+    """UniRing(d, n): directed n-cycle, d parallel arcs per hop (App. F.1)."""
     _int("ring: n", n, 2)
     _int("ring: d", d, 1)
     return cayley(Translation((n,)), [1] * d, f"ring({n})" if d == 1 else f"ring({n}, {d})")
 
 
 def biring(n: int, d: int = 2) -> Topology:
-    """BiRing(d, n): bidirectional n-cycle, d/2 parallel links to each neighbour (digest 4.9, App. F.1)."""
+    """BiRing(d, n): bidirectional n-cycle, d/2 parallel links to each neighbour (App. F.1)."""
     _int("biring: n", n, 3)
     _int("biring: d", d, 2)
     _require(d % 2 == 0, f"biring: d must be even (d/2 links per direction), got {d}")
@@ -118,7 +118,7 @@ def _unit(t: Translation, axis: int, step: int = 1) -> int:
 
 
 def hamming(n: int, q: int) -> Topology:
-    """H(n, q) = K_q^{box n}: N = q^n, d = n(q-1), diameter n (digest 4.4)."""
+    """H(n, q) = K_q^{box n}: N = q^n, d = n(q-1), diameter n (Table 9)."""
     _int("hamming: n", n, 1)
     _int("hamming: q", q, 2)
     t = Translation((q,) * n)
@@ -135,7 +135,7 @@ def hypercube(n: int) -> Topology:
 
 def torus(*dims: int) -> Topology:
     """d_1 x ... x d_k torus = product of bidirectional rings; a size-2 dimension is one duplex link
-    (K_2), which keeps the product simple so Theorem 13 gives BW-optimal BFB (digest 2.3, 4.13)."""
+    (K_2), which keeps the product simple so Theorem 13 gives BW-optimal BFB (section 5.3, Theorem 13)."""
     _require(len(dims) >= 1, "torus: needs at least one dimension")
     for s in dims:
         _int("torus: dimension", s, 2)
@@ -172,7 +172,7 @@ def genkautz(d: int, m: int) -> Topology:
 
 
 def kautz(d: int, n: int) -> Topology:
-    """Kautz K(d, n) = L^n(K_{d+1}) = Pi_{d, d^{n+1} + d^n}: N = d^n (d+1), diameter n + 1 (digest 4.5)."""
+    """Kautz K(d, n) = L^n(K_{d+1}) = Pi_{d, d^{n+1} + d^n}: N = d^n (d+1), diameter n + 1 (Table 9)."""
     _int("kautz: d", d, 2)
     _int("kautz: n", n, 0)
     g = genkautz(d, d ** (n + 1) + d ** n)
@@ -180,7 +180,7 @@ def kautz(d: int, n: int) -> Topology:
 
 
 def debruijn(d: int, n: int) -> Topology:
-    """de Bruijn DBJ(d, n): x -> (d x + a) mod d^n, a = 0..d-1; self-loops at 0 and d^n - 1 (digest 4.10)."""
+    """de Bruijn DBJ(d, n): x -> (d x + a) mod d^n, a = 0..d-1; self-loops at 0 and d^n - 1 (Table 9)."""
     _int("debruijn: d", d, 2)
     _int("debruijn: n", n, 1)
     m = d ** n

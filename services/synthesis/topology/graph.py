@@ -1,4 +1,4 @@
-"""The Topology type: a port-accurate directed multigraph (paper section 3, digest 1.3 and 10.1).
+"""The Topology type: a port-accurate directed multigraph (paper section 3).
 
 Nodes are 0..N-1. Arcs are stored as two sorted integer arrays (tail, head); parallel arcs are distinct
 links ("lanes" 0, 1, ... between the same ordered pair) and self-loops are allowed: as in the paper a

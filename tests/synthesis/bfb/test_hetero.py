@@ -154,9 +154,11 @@ def run(capsys, *argv):
 
 
 def test_cli_bfb_links_serves_heterogeneous_bfb(capsys, tmp_path):
+    """At 64 KiB LP (14)'s schedule is the fastest as the runtimes run it (at 1 MiB TACOS is, on these links)."""
     path = tmp_path / "links.json"
     path.write_text(json.dumps({"links": [{"arc": "0>1", "bandwidth_gbps": 6.25}]}))
-    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--json", "-o", str(tmp_path / "s.npz"))
+    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--json", "-o", str(tmp_path / "s.npz"),
+                       "--size", "65536")
     data = json.loads(out)
     assert code == 0 and data["scheduler"] == "bfb-hetero" and data["verified"]
     by = {c["scheduler"]: c for c in data["schedulers"]}
@@ -166,7 +168,8 @@ def test_cli_bfb_links_serves_heterogeneous_bfb(capsys, tmp_path):
     assert data["predicted_time_us"] == pytest.approx(data["time_us"], rel=2e-3)
     s = Schedule.from_bytes((tmp_path / "s.npz").read_bytes())
     assert s.grid == 840 and verify(s, build("torus(3, 4)")).ok
-    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--collective", "allreduce", "--json")
+    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--collective", "allreduce", "--json",
+                       "--size", "65536")
     data = json.loads(out)
     assert code == 0 and data["scheduler"] == "bfb-hetero" and data["steps"] == 6 and data["verified"]
 
@@ -213,7 +216,8 @@ def test_cli_bfb_on_a_degraded_topology_shows_both_schedulers(capsys, tmp_path):
     code, out, _ = run(capsys, "bfb", "remove(genkautz(4, 64), 0>63)", "--size", "1e9", "--json", "-o", str(path))
     large = json.loads(out)
     assert code == 0 and large["scheduler"] == "greedy" and large["tau_exact"] == "21/16"
-    assert large["prediction_matches"] is True
+    # TACOS's own event simulation predicts the time; replayed as the runtimes run it, no slower
+    assert large["time_us"] <= large["predicted_time_us"] * (1 + 1e-12)
     assert Schedule.from_bytes(path.read_bytes()).steps == large["steps"] == 21
     code, out, _ = run(capsys, "bfb", "remove(genkautz(4, 64), 0>63)")
     assert code == 0 and "scheduler=greedy" in out and "scheduler=bfb" in out
@@ -231,7 +235,7 @@ def test_heterogeneous_candidate_beyond_its_limit_is_skipped(monkeypatch, capsys
     monkeypatch.setattr("services.synthesis.bfb.hetero.MAX_HETERO_PROBLEMS", 10)
     path = tmp_path / "links.json"
     path.write_text(json.dumps({"links": [{"arc": "0>1", "bandwidth_gbps": 6.25}]}))
-    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--json")
+    code, out, _ = run(capsys, "bfb", "torus(3, 4)", "--links", str(path), "--json", "--size", "16384")
     data = json.loads(out)
     by = {c["scheduler"]: c for c in data["schedulers"]}
     assert code == 0 and data["scheduler"] == "bfb" and "one LP per receiver and step" in by["bfb-hetero"]["skipped"]

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from services.synthesis.bfb import price as bfb_price
-from services.synthesis.search.bases import _best_offsets
 from services.synthesis.bfb.lp import bfb_allgather, eligibility_masks
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.distances import bfs_distances
@@ -177,13 +176,6 @@ def test_circulant_eccentricities_are_diameters():
         g = nx.DiGraph([(x, (x + s) % 12) for x in range(12) for s in (a, b)])
         expected = nx.diameter(g) if nx.is_strongly_connected(g) else 12
         assert ecc == expected
-
-
-def test_best_offsets_report_the_built_diameter():
-    for n, k, directed in ((50, 2, False), (97, 3, True), (64, 4, True)):
-        for diameter, offs in _best_offsets(n, k, directed):
-            kind = "dcirculant" if directed else "circulant"
-            assert build(f"{kind}({n}, {', '.join(map(str, offs))})").diameter == diameter
 
 
 def test_subset_sums_and_min_cuts_equal_brute_force():

@@ -143,3 +143,50 @@ def test_fast_links_keeps_a_node_whose_in_links_are_all_slow():
     assert verify(s, g).ok
     with pytest.raises(FastLinksUnavailable):
         bfb_fast_links(LinkCosts(g, np.zeros(g.arcs), np.full(g.arcs, GBPS)))
+
+
+# ---------------------------------------------------------------------------------------------------
+# beyond the exact construction: one balanced shortest-path tree per root
+# ---------------------------------------------------------------------------------------------------
+def _check_balanced(g, bw):
+    """Every tree spans g with parents one breadth-first layer up; the arcs' tree weights fit q c_e; the rate
+    is at most the optimum x*; the pipelined schedule passes the model checker."""
+    from services.synthesis.forest.packing import optimal_rate
+
+    pk = pack_trees(g, bw, max_nodes=1)
+    cap, _ = integer_capacities(bw)
+    dist = g.distance_matrix
+    assert len(pk.trees) == g.nodes and all(t.weight == pk.per_root for t in pk.trees)
+    for t in pk.trees:
+        v = np.flatnonzero(t.parent_arc >= 0)
+        assert t.parent_arc[t.root] == -1 and v.size == g.nodes - 1
+        a = t.parent_arc[v]
+        assert (g.heads[a] == v).all() and (t.depth[v] == dist[t.root, v]).all()
+        assert (dist[t.root, g.tails[a]] == dist[t.root, v] - 1).all()
+    assert (pk.arc_weights() <= pk.scale * cap).all()
+    x, _, _ = optimal_rate(g, cap)
+    assert pk.rate <= x
+    assert verify(pipelined_allgather(pk, 2), g).ok
+    return pk, x
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hetero_digraphs())
+def test_balanced_trees_on_random_digraphs(case):
+    _check_balanced(*case)
+
+
+def test_tree_packing_beyond_128_nodes_on_a_small_degree_graph():
+    """torus(12, 12), 144 nodes (the exact construction stops at 128): uniform links within 1 % of the cut
+    bound's rate, three slow arcs within 1 %, the schedule verified and never faster than the cut bound."""
+    g = build("torus(12, 12)")
+    for slow in (0, 3):
+        bw = np.full(g.arcs, 25 * GBPS)
+        bw[np.random.default_rng(0).choice(g.arcs, slow, replace=False)] = 5 * GBPS
+        pk = pack_trees(g, bw)
+        assert len(pk.trees) == g.nodes and pk.height == g.diameter
+        _, x = _check_balanced(g, bw)
+        assert pk.rate >= x / Fraction(101, 100)
+        costs = LinkCosts(g, np.full(g.arcs, 10e-6), bw)
+        s = pipelined_allgather(pk, 4)
+        assert costs.time(s, 1 << 30) >= cut_bound_seconds(g, bw, 1 << 30)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from services.synthesis.bfb.lp import bfb_schedule
 from services.synthesis.schedule import dependency
 from services.synthesis.schedule.cost import LinkModel, heterogeneous_time
-from services.synthesis.schedule.dependency import critical_path, dependency_time
+from services.synthesis.schedule.dependency import critical_path, dependency_curve, dependency_time
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.schedule.verify import verify
@@ -137,6 +137,21 @@ def test_longest_path_matches_an_event_simulation(seed, nodes, steps, grid, kind
         assert p.at(other) <= dependency_time(s, costs, other) * (1 + 1e-12) + 1e-18
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), nodes=st.integers(2, 6), steps=st.integers(1, 7),
+       kind=st.sampled_from(["ag", "rs", "ar", "a2a"]))
+def test_the_exact_curve_is_the_time_at_every_size(seed, nodes, steps, kind):
+    """The curve found from the longest paths' lines equals the priced time at sizes spread over 0..2^40,
+    its breakpoints included, and is convex (slopes increase)."""
+    s, costs = _random_case(seed, nodes, steps, 3, kind)
+    c = dependency_curve(s, costs)
+    assert list(c.b) == sorted(c.b) and list(c.starts) == sorted(c.starts)
+    sizes = [0.0, 1.0, 1e3, 1e5, 1e6, 3e7, 1e9, 2.0**40] + [float(x) for x in c.starts]
+    sizes += [float(x) * (1 + 1e-6) for x in c.starts] + [float(x) * (1 - 1e-6) for x in c.starts]
+    for m in sizes:
+        assert float(c(m)) == pytest.approx(dependency_time(s, costs, m), rel=1e-9, abs=1e-15)
+
+
 @pytest.mark.parametrize("expr", ["ring(8)", "biring(9)", "torus(4,4)", "hypercube(4)", "genkautz(3,20)",
                                   "complete(6)", "circulant(12,1,5)"])
 @pytest.mark.parametrize("collective", [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE])
@@ -197,3 +212,23 @@ def test_bad_inputs():
     off_ring = Schedule.from_tuples(Collective.ALLGATHER, 3, [((0, (0, 1)), (0, 2), 1)])
     with pytest.raises(ValueError, match="does not have"):
         dependency_time(off_ring, LinkCosts.uniform(build("ring(3)"), LinkModel(1e-6, 1e9)), 1.0)
+
+
+@pytest.mark.parametrize("nodes, degree, collective", [(16, 2, Collective.ALLREDUCE), (32, 4, Collective.ALLGATHER),
+                                                       (24, 3, Collective.REDUCESCATTER),
+                                                       (12, 4, Collective.ALLREDUCE)])
+def test_frontier_constructions_take_their_step_price_on_uniform_links(nodes, degree, collective):
+    """On uniform links every frontier entry's construction (the schedule `construct` ships for it) takes exactly
+    its (steps, tau) price when run without barriers: the frontier's, select's and training's times, computed from
+    (steps, tau), are the dependency-driven time there (DESIGN section 2)."""
+    from services.synthesis.search.construct import construct
+    from services.synthesis.search.finder import frontier
+
+    link = LinkModel.from_units(10, 100)
+    for entry in frontier(nodes, degree, collective=collective):
+        built = construct(entry.expr, collective)
+        report = verify(built.schedule, built.topology, collective).raise_if_invalid()
+        for size in (1e3, float(1 << 20), float(1 << 30)):
+            barrier = link.time(report.steps, report.tau, size)
+            served = dependency_time(built.schedule, link, size, degree=built.topology.degree)
+            assert served == pytest.approx(barrier, rel=1e-12), entry.expr

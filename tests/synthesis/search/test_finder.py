@@ -5,6 +5,7 @@ from fractions import Fraction as F
 
 import pytest
 
+from services.synthesis.bfb.lp import bfb_allgather
 from services.synthesis.bfb.price import bfb_tau
 from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
@@ -53,11 +54,11 @@ def test_table_7_strict_improvements(frontiers):
     """Rows the derived/generative families and exact BFB on line digraphs beat outright."""
     def steps_at(n, tau):
         return min(c.steps for c in frontiers[n] if float(c.tau) <= tau + 5e-4)
-    assert steps_at(64, 0.984) == 5            # paper Diamond^2: 6
-    assert steps_at(128, 0.992) == 7           # paper BiRing(2,8) x UniRing(1,4)^2: 10
+    assert steps_at(64, 0.984) == 4            # paper Diamond^2: 6 (line(dcirculant(16, 1, 2, 3, 6)), BW-optimal)
+    assert steps_at(128, 0.992) == 5           # paper BiRing(2,8) x UniRing(1,4)^2: 10
     assert steps_at(256, 0.996) == 6           # paper DBJMod(2,4)^2: 10 (BFB on a line digraph is BW-optimal)
-    assert steps_at(512, 1.000) == 8           # paper: 11
-    assert steps_at(1024, 1.004) == 7          # paper L^2(Diamond^2): 8
+    assert steps_at(512, 1.000) == 6           # paper: 11 (line(dcirculant(32, 1, 2, 5, 12), 2))
+    assert steps_at(1024, 1.004) == 6          # paper L^2(Diamond^2): 8 (line(dcirculant(16, 1, 2, 3, 6), 3))
     assert steps_at(1024, 0.999) <= 10         # paper (UniRing(1,4) x UniRing(1,8))^2: 20
 
 
@@ -188,12 +189,16 @@ def test_pareto_exactness_over_many_sizes():
 
 def test_line_entries_equal_bfb_on_the_built_line_digraph():
     """Independent check of the line pricing (bfb.line works from the base): the frontier's line entries cost
-    what the bitset evaluator measures on the explicit line digraph."""
+    what the model checker measures on LP (1)'s schedule for the explicit line digraph. (The bitset evaluator,
+    bfb.price, overestimates some of them: on line(dcirculant(14, 1, 2, 3, 5)) it reports tau 1 where LP (1)
+    reaches 55/56.)"""
     checked = 0
     for n, d, bidi in CASES[::4]:
         for c in frontier(n, d, bidirectional=bidi):
             if c.family == "line":
-                assert bfb_tau(build(c.expr)) == (c.steps, c.tau), c.expr
+                g = build(c.expr)
+                report = verify(bfb_allgather(g).schedule, g)
+                assert report.ok and (report.steps, report.tau) == (c.steps, c.tau), c.expr
                 checked += 1
     assert checked >= 20
 
@@ -257,8 +262,9 @@ def test_selection_follows_the_message_size():
     mid = select(f, link, [WorkloadItem(AR, 1 << 20)])
     assert small.best.steps == f[0].steps                 # latency-bound: fewest steps
     assert big.best.bw_optimal(AR)                        # bandwidth-bound: BW-optimal
-    assert mid.best.steps == 6 and mid.best.tau == F(261, 256)          # Table 4: L^3(C(16,{3,4}))
-    assert dict((c.expr, t) for c, t in mid.times_s)[mid.best.expr] == pytest.approx(291.0e-6, abs=0.05e-6)
+    assert mid.best.steps == 6 and mid.best.tau <= F(261, 256)          # Table 4: L^3(C(16,{3,4})), 261/256
+    # Table 4's 291.0 us, or less: line(dcirculant(16, 1, 2, 3, 6), 3) has tau 257/256
+    assert dict((c.expr, t) for c, t in mid.times_s)[mid.best.expr] <= 291.0e-6 + 0.05e-6
 
 
 def test_selection_uses_each_collectives_cost():

@@ -4,6 +4,7 @@
 import { askForKey } from "./api.js";
 import { startHealth } from "./health.js";
 import { errorBox, fill } from "./util.js";
+import * as cluster from "./views/cluster.js";
 import * as compare from "./views/compare.js";
 import * as fabrics from "./views/fabrics.js";
 import * as frontier from "./views/frontier.js";
@@ -23,6 +24,7 @@ const ROUTES = [
   [/^\/frontier$/, frontier, "frontier"],
   [/^\/topology$/, topology, "topology"],
   [/^\/fabrics$/, fabrics, "fabrics"],
+  [/^\/cluster$/, cluster, "cluster"],
 ];
 
 /** What a view gets besides its root: polling that stops when the view goes away. */

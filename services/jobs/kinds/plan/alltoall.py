@@ -1,4 +1,4 @@
-"""A plan's all-to-all schedule (DESIGN 4.2 schedules; issue 13 item 4): when the workload has an all-to-all
+"""A plan's all-to-all schedule (DESIGN 4.2 schedules): when the workload has an all-to-all
 (the sizes form's `alltoall_bytes`, or a training job's MoE layers), the worker builds the chosen topology's
 all-to-all schedule from the time-stepped LP (services.synthesis.evaluate.alltoall_schedule), model-checks it
 again (every node ends with its block of every other node's buffer; services.jobs.stages.alltoall_build, which a

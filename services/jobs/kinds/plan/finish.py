@@ -1,6 +1,7 @@
 """The plan's finish stage (DESIGN 4.2): predicted times per collective and message size from the verified
-schedules' costs, the workload on today's topologies (baselines), and the plan done with its result
-(atomically: a finished plan is never written again).
+schedules' costs (`predicted_time_us`: the dependency-driven time the runtimes realise, DESIGN section 2;
+`barrier_time_us`: the step-synchronous price beside it), the workload on today's topologies (baselines), and
+the plan done with its result (atomically: a finished plan is never written again).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from services.store import repo
 from services.store.db import session_scope
 from services.jobs.stages.attempts import Superseded, current_attempt, plan_spec
 from services.jobs.requests.plan_spec import PlanSpec
-from services.jobs.stages.size_sets import set_time_us
+from services.jobs.stages.size_sets import set_barrier_time_us, set_time_us
 from services.jobs.requests.workloads import message_sizes, workload_items
 from services.jobs.kinds.plan.hybrid import hybrid_baselines_time_us
 from services.jobs.kinds.plan.training import baselines_time_us
@@ -29,13 +30,15 @@ def stage_finish(state: dict, plan_id: str) -> dict:
     spec = plan_spec(plan_id)
     link = spec.link
     sel = state["selected"]
-    predicted = {}
+    predicted, barrier = {}, {}
     for size in message_sizes(spec):
         for c in ALLGATHER_FAMILY:
             sch = state["schedules"][c.value]
+            step_sync = (set_barrier_time_us(link, sch["by_size"], size) if sch.get("by_size")
+                         else link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6)
+            barrier.setdefault(c.value, {})[str(size)] = step_sync
             predicted.setdefault(c.value, {})[str(size)] = (
-                set_time_us(link, sch["by_size"], size) if sch.get("by_size")
-                else link.time(sch["steps"], Fraction(sch["tau_exact"]), size) * 1e6)
+                set_time_us(link, sch["by_size"], size) if sch.get("by_size") else step_sync)
     ag = {**sel, **frontier_entry(candidate_from_entry(sel), Collective.ALLGATHER)}   # the allgather's T_L, T_B
     result = {
         "topology": {**ag, **state["topology_facts"],
@@ -44,6 +47,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "frontier": state["frontier"],
         "schedules": state["schedules"],
         "predicted_time_us": predicted,
+        "barrier_time_us": barrier,
         "workload_time_us": sel.get("workload_time_us"),
         "fabric": state.get("fabric"),
         "compiled": state.get("compiled"),

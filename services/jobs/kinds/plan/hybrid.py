@@ -1,4 +1,4 @@
-"""A hybrid-parallel training plan's selection (issue 27; docs/training.md): `evaluate_hybrid` on every frontier
+"""A hybrid-parallel training plan's selection (docs/training.md): `evaluate_hybrid` on every frontier
 entry (priced by the frontier's exact reduce-scatter and allgather costs, the schedules the plan ships) and
 baseline, each with its fastest strategy (or the request's fixed one); the frontier entry with the smallest
 iteration time is chosen: topology and strategy together. The plan's `training_hybrid` block is

@@ -1,8 +1,8 @@
-"""Lowering a fractional schedule to an integer chunk grid (paper App. E.2; digest 3.6).
+"""Lowering a fractional schedule to an integer chunk grid (paper App. E.2).
 
 A schedule already lives on an integer grid: chunk [lo/grid, hi/grid) of a shard. Lowering keeps it
 **exactly** when P = grid fits the caller's bound `max_chunks` and the runtime's offset range (N * P *
-instances chunks per buffer; instances cut every chunk further, services.compiler.lower.layout). The schedule is
+instances chunks per buffer; instances cut every chunk further, services.compiler.lowering.layout). The schedule is
 then unchanged and the bandwidth loss is 0.
 
 Otherwise the schedule is **approximated**: it is re-solved as the discrete chunked BFB of App. E.2

@@ -1,12 +1,12 @@
 """The compiled tokenizer automaton (services.compiler.check.grammar) against the runtimes' grammar as a regular
-expression (nccl_xml._DOC): the same verdict and the same first unreadable item on random documents, built
+expression (tokenizer._DOC): the same verdict and the same first unreadable item on random documents, built
 from the bytes the grammar turns on (names and values at their length limits, comments, quotes, slashes)."""
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.compiler.check import tokenizer as nccl_xml
+from services.compiler.check import tokenizer
 from services.compiler.check.grammar import grammar_scan
 
 TOKENS = ["<", ">", "/", "!", "-", "--", "-->", "<!--", "<!-- ", " ", "\n", "\r", "\t", "=", '"', "a", "b",
@@ -14,7 +14,7 @@ TOKENS = ["<", ">", "/", "!", "-", "--", "-->", "<!--", "<!-- ", " ", "\n", "\r"
 
 
 def regex_stop(data: bytes) -> int:
-    m = nccl_xml._DOC_BYTES.match(data)
+    m = tokenizer._DOC_BYTES.match(data)
     return -1 if m.end() == len(data) else m.end()
 
 
@@ -52,8 +52,8 @@ def test_limits_of_names_and_values():
 
 def test_lexical_findings_fast_path_matches_the_slow_one():
     good = b'<algo name="x">\n  <gpu id="0">\n  </gpu>\n</algo>\n'
-    assert nccl_xml.lexical_findings(good) == [] == nccl_xml.lexical_findings(good.decode())
+    assert tokenizer.lexical_findings(good) == [] == tokenizer.lexical_findings(good.decode())
     bad = good.replace(b'id="0"', b"id='0'")
-    found = nccl_xml.lexical_findings(bad)
+    found = tokenizer.lexical_findings(bad)
     assert found and found[0].kind == "lexical"
-    assert [f.message for f in found] == [f.message for f in nccl_xml.lexical_findings(bad.decode())]
+    assert [f.message for f in found] == [f.message for f in tokenizer.lexical_findings(bad.decode())]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.compiler.common.arrays import RADIX_MIN, lexorder, lexsorted, ranges, run_positions
-from services.compiler.lower.channels import ShardChannels
+from services.compiler.lowering.channels import ShardChannels
 from services.compiler.msccl.message_kernels import expand_units, first_fresh
 from services.compiler.msccl.messages import runs
 from services.compiler.common.radix import radix_sort

@@ -1,4 +1,4 @@
-"""Channel classes (services.compiler.lower.channels): ring-like schedules keep v mod c; an allgather on a line graph
+"""Channel classes (services.compiler.lowering.channels): ring-like schedules keep v mod c; an allgather on a line graph
 (shards scattered on its links) is permuted and a reduce-scatter on one (contiguous ranges per link) is cut in
 blocks, each spreading a connection's messages over fewer steps per thread block; every classing refines, and
 files compiled with each pass the checker and the simulator."""
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.compiler import PROFILES, check_xml, compile_schedule
-from services.compiler.lower.channels import (CHANNEL_COUNTS, PERMUTATION_SEED, ShardChannels, _pairs,
+from services.compiler.lowering.channels import (CHANNEL_COUNTS, PERMUTATION_SEED, ShardChannels, _pairs,
                                         busiest_connection_channel, shard_classes)
 from services.compiler.msccl.ir import S, MscclOptions
 from services.compiler.msccl.messages import build_messages

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from services.compiler import PROFILES, CompileError
-from services.compiler.lower.channels import ShardChannels, shard_classes
+from services.compiler.lowering.channels import ShardChannels, shard_classes
 from services.compiler.msccl.ir import MscclOptions
 from services.compiler.msccl.messages import build_messages
 from services.compiler.fit.bounds import ScheduleBounds

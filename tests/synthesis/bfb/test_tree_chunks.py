@@ -1,0 +1,38 @@
+"""One chunk count for pipelined trees: `fabricplan schedule --links --size M` (bfb.compare) serves the tree
+schedule a schedule set (bfb.schedule_sets) serves at M among the trees, not a second choice by a formula."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from services.synthesis.bfb.compare import build_candidates
+from services.synthesis.bfb.schedule_sets import schedule_sets, tree_chunk_options
+from services.synthesis.forest.packing import pack_trees
+from services.synthesis.schedule.envelope import curve
+from services.synthesis.schedule.ir import Collective
+from services.synthesis.schedule.links import LinkCosts
+from services.synthesis.topology.catalog import build
+
+GBPS = 1e9 / 8
+AG = Collective.ALLGATHER
+
+
+@pytest.fixture(scope="module")
+def links():
+    g = build("torus(4, 4)")
+    rng = np.random.default_rng(5)
+    bw = np.full(g.arcs, 100 * GBPS)
+    bw[rng.choice(g.arcs, 5, replace=False)] = 25 * GBPS
+    alpha = rng.uniform(2e-6, 12e-6, g.arcs)
+    costs = LinkCosts(g, alpha, bw)
+    return g, costs, schedule_sets(g, costs, (AG,), schedulers=("trees",))[AG]
+
+
+@pytest.mark.parametrize("size", [1 << 10, 48 << 10, 1 << 20, 37 << 20, 1 << 30])
+def test_schedule_serves_the_sets_tree_chunk_count(links, size):
+    g, costs, sset = links
+    assert len(tree_chunk_options(pack_trees(g, costs.bandwidth_Bps))) >= 2
+    served = build_candidates(g, costs, float(size), collectives=(AG,), schedulers=("trees",))[AG][0].schedule
+    chosen = sset.at(size)
+    assert curve(served, costs)(Fraction(size)) == chosen.curve(Fraction(size))
+    assert served.steps == chosen.schedule.steps
