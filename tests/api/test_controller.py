@@ -247,3 +247,14 @@ def test_shared_layout_takes_a_panel_prefix(client):
                                             "ports_per_host": 2}).status_code == 201
     r = client.post("/v1/fabrics", json={"id": "sh4", "layout": "shared", "hosts": 4, "ports_per_host": 2})
     assert r.status_code == 409 and "panel_prefix" in r.json()["detail"]
+
+
+def test_panels_with_nothing_to_hold_are_not_out_of_sync(client):
+    """/v1/stats: a fabric no plan uses (no cross-connects to hold, none reported) adds panels, none behind."""
+    before = client.get("/v1/stats").json()
+    r = client.post("/v1/fabrics", json={"id": "idle-s", "layout": "shared", "hosts": 4, "ports_per_host": 2,
+                                         "panel_prefix": "idle-s-"})
+    assert r.status_code == 201, r.text
+    after = client.get("/v1/stats").json()
+    assert after["panels"] == before["panels"] + 1
+    assert after["panels_out_of_sync"] == before["panels_out_of_sync"]
