@@ -591,6 +591,25 @@ def test_stage_timeline_durations_and_eta(page, site):
     summary = pg.locator("#timeline-summary")
     assert float(summary.get_attribute("data-elapsed-s")) == pytest.approx(elapsed, abs=2e-3)
     assert elapsed >= sum(recorded.values()) - 2e-3 and summary.inner_text().startswith("done after")
+    # the same rule on a plan whose compile is long (the events as services.store.stage_events records them:
+    # the event closing a stage carries started_at, ended_at and duration_s; `done` closes compile)
+    long = pg.evaluate("""async () => {
+        const m = await import('./dashboard/js/timeline.js');
+        const t0 = Date.parse('2026-01-01T00:00:00Z');
+        const at = (s) => new Date(t0 + 1000 * s).toISOString();
+        const ev = (t, status, stage, extra = {}) => ({at: at(t), status, stage, progress: 0, message: null,
+            started_at: null, ended_at: null, duration_s: null, ...extra});
+        const events = [ev(0, 'queued', 'queued'), ev(1, 'running', 'frontier', {started_at: at(1)}),
+            ev(3, 'running', 'frontier', {started_at: at(1), ended_at: at(3), duration_s: 2}),
+            ev(3, 'running', 'compile', {started_at: at(3)}),
+            ev(43, 'done', 'compile', {started_at: at(3), ended_at: at(43), duration_s: 40})];
+        const plan = {status: 'done', progress: {fraction: 1, stage: 'done'}, created_at: at(0)};
+        const card = m.timelineCard(plan, events, t0 + 100000);
+        return {durations: m.stageSegments(events, t0 + 100000).map(s => [s.stage, s.duration_s]),
+                elapsed: +card.querySelector('#timeline-summary').dataset.elapsedS};
+    }""")
+    assert long["durations"] == [["queued", 1.0], ["frontier", 2.0], ["compile", 40.0]]
+    assert long["elapsed"] == pytest.approx(43.0)
     assert pg.locator("#timeline-chart g.stage-bar rect").count() == sum(d > 0 for d in got)
     # a running plan: 10 s since it was queued, 25 % done -> about 30 s left
     eta = pg.evaluate("""async () => {
