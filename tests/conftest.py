@@ -162,13 +162,18 @@ MINIMAL = {"job_id": "j1", "nodes": 16, "degree": 4, "alpha_us": 10, "bandwidth_
            "workload": {"collective": "allreduce", "sizes_bytes": [1048576, 104857600]}}
 
 
-def wait_done(client, plan_id: str, timeout: float = HANG_S) -> dict:
+def wait_url(client, url: str, timeout: float = HANG_S) -> dict:
+    """GET a job's URL (a plan, revision, evaluation or simulation) until its status is done or failed."""
     deadline = time.monotonic() + timeout
     while True:
-        p = client.get(f"/v1/plans/{plan_id}").json()
-        if p["status"] in ("done", "failed") or time.monotonic() > deadline:
-            return p
+        job = client.get(url).json()
+        if job["status"] in ("done", "failed") or time.monotonic() > deadline:
+            return job
         time.sleep(0.05)
+
+
+def wait_done(client, plan_id: str, timeout: float = HANG_S) -> dict:
+    return wait_url(client, f"/v1/plans/{plan_id}", timeout)
 
 
 def poll_xml(client, url: str, params: dict, timeout: float = HANG_S):

@@ -2,27 +2,16 @@
 same request answered from the stored result, and bad requests refused before anything is queued."""
 from __future__ import annotations
 
-import time
-
-from tests.conftest import HANG_S
+from tests.conftest import wait_url
 
 BODY = {"servers": 32, "degree": 4, "mix": {"vgg16": 0.5, "dlrm": 0.5}, "servers_per_job": 8, "jobs": [2, 4],
         "fabrics": ["direct", "fat-tree-2to1"], "gpus_per_server": 1, "iterations": 10}
 
 
-def _wait(client, url: str) -> dict:
-    deadline = time.monotonic() + HANG_S
-    while True:
-        sim = client.get(url).json()
-        if sim["status"] in ("done", "failed") or time.monotonic() > deadline:
-            return sim
-        time.sleep(0.05)
-
-
 def test_simulation_runs_in_a_worker(client):
     r = client.post("/v1/cluster/simulations", json=BODY)
     assert r.status_code in (200, 202), r.text
-    sim = _wait(client, r.json()["url"])
+    sim = wait_url(client, r.json()["url"])
     assert sim["status"] == "done", sim["reason"]
     rows = sim["results"]
     assert [(x["jobs"], x["fabric"]) for x in rows] == [(2, "direct"), (2, "fat-tree-2to1"), (4, "direct"),

@@ -23,11 +23,12 @@ def test_revision_lists_verified_sets_and_predicts_with_them(client, settings):
     p = plan(client)
     base = f"/v1/plans/{p['id']}"
     arcs = client.get(f"{base}/topology").json()["arcs"]
-    t, h, _ = next(a for a in arcs if a[0] != a[1])
-    # two failed links: on the 16-node plan's circulant(16, 1, 4), BFB's latency then loses to the greedy
-    # scheduler's bandwidth above a crossover of their dependency-driven times, so every set has ranges of their
-    # own (compiled to files of their own)
-    t2, h2, _ = next((a for a in arcs if (a[0], a[1]) == (8, 9)), arcs[-1])
+    # two failed links, node 0's first arc and its translate from node 8 (the plan's topology is a circulant of
+    # 16 nodes): BFB's latency then loses to the greedy scheduler's bandwidth above a crossover of their
+    # dependency-driven times, so the allgather's set has ranges of their own (compiled to files of their own)
+    assert p["topology"]["expr"].startswith("circulant(16,")
+    t, h, _ = next(a for a in arcs if a[0] == 0 and a[1] != 0)
+    t2, h2 = 8, (8 + h) % 16
     r = client.post(f"{base}/failures", json={"links": [{"arc": f"{t}>{h}"}, {"arc": f"{t2}>{h2}"}]})
     rev = wait_revision(client, r.json()["url"])
     assert rev["status"] == "done", rev["reason"]

@@ -3,7 +3,6 @@ restore the full topology, look-ahead planes keep two jobs apart, device profile
 evaluate with per-link costs. Every test runs on SQLite and PostgreSQL (the `client` fixture)."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -12,19 +11,13 @@ from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
-from tests.conftest import HANG_S, MINIMAL, unique_job, wait_done
+from tests.conftest import MINIMAL, unique_job, wait_done, wait_url
 from tests.api.test_hardening import assert_shape
 
 OCS = {"id": "o1", "layout": "shared", "hosts": 16, "ports_per_host": 5, "kind": "ocs"}      # a spare port each
 
 
-def wait_revision(client, url: str, timeout: float = HANG_S) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        r = client.get(url).json()
-        if r["status"] in ("done", "failed") or time.monotonic() > deadline:
-            return r
-        time.sleep(0.05)
+wait_revision = wait_url
 
 
 def plan(client, **extra) -> dict:

@@ -58,7 +58,8 @@ def test_schedule_by_size_tiles_and_pairs_phases(capsys, links):
     assert all(a["max_bytes"] == b["min_bytes"] for a, b in zip(rows, rows[1:]))
     assert {"min_bytes", "max_bytes", "scheduler", "steps", "tau"} <= rows[0].keys()
     assert all(r["verified"] for r in rows)
-    assert any(r["scheduler"].startswith("trees") for r in rows)      # large sizes: the tree packing
+    # large sizes: a scheduler built for the slow links (TACOS or the tree packing), not the small sizes' BFB
+    assert rows[-1]["scheduler"].split("/")[0] in ("greedy", "trees") and rows[-1]["scheduler"] != rows[0]["scheduler"]
 
 
 @pytest.mark.parametrize("runtime", ["executor", "legacy"])
@@ -79,9 +80,13 @@ def test_compile_by_size_writes_one_parsable_file_per_range(capsys, links, tmp_p
             assert hi == (0 if last else f["max_bytes"] - 1)
         else:                               # exclusive window, finite: the files end at --max-bytes
             assert hi == (1 << 32 if last else f["max_bytes"]) and lo < 1 << 32
-            if last:                        # the ranges above are reported as not written
-                assert data["not_written"]["min_bytes"] >= 1 << 32
         assert check_xml(text, "msccl", runtime=runtime).ok
+    if runtime == "legacy":                 # the set's ranges from --max-bytes up have no file, and are reported
+        _, out, _ = run(capsys, "schedule", "torus(3, 4)", "--collective", "allgather", "--by-size", "--links", links,
+                        "--json")
+        beyond = [r["min_bytes"] for r in json.loads(out)["by_size"] if r["min_bytes"] >= 1 << 32]
+        assert len(files) + len(beyond) == len(json.loads(out)["by_size"])
+        assert data.get("not_written", {}).get("min_bytes") == (beyond[0] if beyond else None)
 
 
 @pytest.mark.parametrize("argv,needle", [

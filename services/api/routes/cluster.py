@@ -11,12 +11,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from services.jobs.requests import cluster_request, evaluation_request
+from services.jobs.requests import cluster_request
 from services.jobs.requests.cluster_request import ClusterSimulationRequest
-from services.store.db import session_scope
-from services.store.models import Evaluation
 
-from .. import budget
+from .. import evaluation_queue
 from ..bodies import OffLoopRoute
 from ..auth import READ, Principal
 from ..errors import unprocessable
@@ -42,17 +40,7 @@ def _submit(settings, body: ClusterSimulationRequest, principal: Principal) -> t
         sim_id, request = cluster_request.prepare(body)
     except ValueError as exc:
         raise unprocessable(["body"], str(exc)) from None
-    with session_scope(settings.sqlalchemy_url) as s:
-        ev, created = evaluation_request.submit(s, sim_id, request)
-        if created:
-            budget.admit(s, ev, principal, settings)
-        return evaluation_request.as_dict(ev), created
-
-
-def _load(url: str, sim_id: str) -> dict | None:
-    with session_scope(url) as s:
-        ev = s.get(Evaluation, sim_id)
-        return None if ev is None else evaluation_request.as_dict(ev)
+    return evaluation_queue.queue(settings, sim_id, request, principal)
 
 
 def _out(ev: dict, request: Request) -> ClusterSimulationOut:
@@ -79,7 +67,7 @@ async def simulate(body: ClusterSimulationRequest, request: Request, principal: 
             responses={**AUTH, 404: {"model": ErrorOut}})
 async def get_simulation(simulation_id: Annotated[str, Path(max_length=64)], request: Request):
     """A simulation's status, and its rows when done or the reason it failed."""
-    ev = await run_in_threadpool(_load, request.app.state.settings.sqlalchemy_url, simulation_id)
+    ev = await run_in_threadpool(evaluation_queue.load, request.app.state.settings.sqlalchemy_url, simulation_id)
     if ev is None or ev["kind"] != cluster_request.KIND:
         raise HTTPException(404, f"cluster simulation {simulation_id} not found")
     return _out(ev, request)

@@ -16,10 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from services.jobs.requests import evaluation_request
-from services.store.db import session_scope
-from services.store.models import Evaluation
 
-from .. import budget
+from .. import evaluation_queue
 from ..bodies import OffLoopRoute
 from ..auth import READ, Principal
 from ..errors import unprocessable
@@ -40,17 +38,7 @@ def _submit(settings, body: EvaluateRequest, principal: Principal) -> tuple[dict
         raise unprocessable(["body", *exc.loc], str(exc)) from None
     except ValueError as exc:
         raise unprocessable(["body", "expr" if body.expr is not None else "edges"], str(exc)) from None
-    with session_scope(settings.sqlalchemy_url) as s:
-        ev, created = evaluation_request.submit(s, evaluation_id, request)
-        if created:
-            budget.admit(s, ev, principal, settings)
-        return evaluation_request.as_dict(ev), created
-
-
-def _load(url: str, evaluation_id: str) -> dict | None:
-    with session_scope(url) as s:
-        ev = s.get(Evaluation, evaluation_id)
-        return None if ev is None else evaluation_request.as_dict(ev)
+    return evaluation_queue.queue(settings, evaluation_id, request, principal)
 
 
 def _url(request: Request, evaluation_id: str) -> str:
@@ -90,7 +78,7 @@ async def evaluate(body: EvaluateRequest, request: Request,
     deadline = time.monotonic() + wait
     while ev["status"] not in ("done", "failed") and time.monotonic() < deadline:
         with hub.subscription("evaluation", ev["id"]) as changed:
-            ev = await run_in_threadpool(_load, url, ev["id"])
+            ev = await run_in_threadpool(evaluation_queue.load, url, ev["id"])
             if ev["status"] in ("done", "failed"):
                 break
             await until(changed, min(deadline - time.monotonic(), 5.0))
@@ -104,7 +92,7 @@ async def get_evaluation(evaluation_id: Annotated[str, Path(max_length=64)], req
                                                  "permutation (as the POST's with_arcs)")):
     """An evaluation's status, its id and URL, and its result (the same fields as the POST answers: id, url,
     arcs only with `with_arcs`) or the reason it failed."""
-    ev = await run_in_threadpool(_load, request.app.state.settings.sqlalchemy_url, evaluation_id)
+    ev = await run_in_threadpool(evaluation_queue.load, request.app.state.settings.sqlalchemy_url, evaluation_id)
     if ev is None or ev["kind"] != "topology":          # a cluster simulation is read at /v1/cluster/simulations
         raise HTTPException(404, f"evaluation {evaluation_id} not found")
     if ev["status"] in ("queued", "running"):

@@ -30,8 +30,8 @@ dependency-driven time. Each node receives every chunk once.
 
 Reduce-scatter is the reverse of the allgather synthesized on G^T (section 5.4.6): reversing time maps a
 valid timed allgather onto a valid timed reduce-scatter of the same length; allreduce is reduce-scatter then
-allgather, as for BFB. `tacos_allgather` picks the chunk layout on the dependency-driven time; `services.synthesis.bfb.compare`
-prices every scheduler the same way.
+allgather, as for BFB. `tacos_allgather` picks the chunk layout on the dependency-driven time;
+`services.synthesis.bfb.compare` prices every scheduler the same way.
 """
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.topology.graph import Topology
 
-__all__ = ["GreedyResult", "greedy_allgather", "greedy_schedule", "tacos_allgather", "chunk_options", "ChunkLayout", "SIMULATION_BUDGET",
-           "MAX_GREEDY_TRANSFERS"]
+__all__ = ["GreedyResult", "greedy_allgather", "greedy_schedule", "tacos_allgather", "chunk_options", "ChunkLayout",
+           "SIMULATION_BUDGET", "MAX_GREEDY_TRANSFERS"]
 
 MAX_GREEDY_TRANSFERS = 1 << 22     # N (N - 1) P transfers: 4.2 M rows (N = 2048 at P = 1)
 SCAN = 256
@@ -209,9 +209,9 @@ def greedy_allgather(topology: Topology, *, chunks: int = 1, halvings: int = 0, 
                         time.perf_counter() - t0, start[order], finish[order], int(waits))
 
 
-SIMULATION_BUDGET = 5 << 19
-"""Transfers simulated over all the layouts `tacos_allgather` tries (2.6 M: every layout up to N = 256, the
-first two at N = 1024, about 13 s)."""
+SIMULATION_BUDGET = 1 << 21
+"""Transfers simulated over all the layouts `tacos_allgather` tries (2.1 M: every layout up to N = 256, only
+the first at N = 1024, about 6 s unloaded)."""
 
 
 def chunk_options(nodes: int, chunks: int = 1) -> list[ChunkLayout]:
@@ -232,7 +232,8 @@ def chunk_options(nodes: int, chunks: int = 1) -> list[ChunkLayout]:
 
 def tacos_allgather(topology: Topology, costs, size_bytes: float, *, layouts=None, seed: int = 0) -> GreedyResult:
     """The TACOS allgather fastest at `size_bytes` on `costs` (a `LinkCosts`) among `layouts` (ChunkLayout;
-    default `chunk_options`): each simulated, the shortest simulated time kept (ties: the earlier layout)."""
+    default `chunk_options`): each simulated, the shortest dependency-driven time kept (ties: the earlier
+    layout)."""
     options = chunk_options(topology.nodes) if layouts is None else list(layouts)
     if not options:
         raise ValueError(f"{topology.expr}: even one chunk per shard exceeds {MAX_GREEDY_TRANSFERS} transfers")
@@ -376,9 +377,10 @@ def _others_deliver(x, b, t, until, in_ptr, in_arcs, free_at, alpha, unit_time):
 def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, out_arcs, in_ptr, in_arcs, n,
               seed):
     """Event-driven link-chunk matching. Chunks shard_ptr[v] .. shard_ptr[v + 1] - 1 are shard v's, chunk c is
-    `width[c]` grid units wide (a shard is `grid` units) and occupies arc a for alpha[a] + width[c] * unit_time[a]. A link declines a chunk that would arrive
-    after the head's other in-links could bring everything the head still lacks (it tries its narrowest
-    useful chunk first, then waits for the next event at its head). Returns per transfer (arc, chunk, start,
+    `width[c]` grid units wide (a shard is `grid` units) and occupies arc a for alpha[a] + width[c] *
+    unit_time[a]. A link declines a chunk that would arrive after the head's other in-links could bring
+    everything the head still lacks (it tries its narrowest useful chunk first, then waits for the next event at
+    its head). Returns per transfer (arc, chunk, start,
     finish) in start order, whether every node got every chunk and how many times a link waited."""
     rng = np.array([np.uint64(seed) * np.uint64(0x2545F4914F6CDD1D) + np.uint64(0x9E3779B97F4A7C15)])
     m = tails.size

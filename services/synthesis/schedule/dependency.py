@@ -89,23 +89,45 @@ class _Priced:
         if self.empty:
             return
         link, alpha, bw = link_ids(schedule, links, degree)
+        self.alpha = np.asarray(alpha, dtype=np.float64)
+        self.bandwidth = np.asarray(bw, dtype=np.float64)
+        self.unit = (Fraction(1, schedule.grid) if schedule.collective is Collective.ALLTOALL
+                     else Fraction(1, schedule.nodes * schedule.grid))             # grid unit per byte of M
         self.args = (schedule.step_ptr.astype(np.int64), schedule.ops.astype(np.int64), link,
-                     (schedule.hi - schedule.lo).astype(np.float64), *locations(schedule),
-                     np.asarray(alpha, dtype=np.float64),
-                     grid_unit_fraction(schedule) / np.asarray(bw, dtype=np.float64))   # s per unit per byte of M
+                     (schedule.hi - schedule.lo).astype(np.float64), *locations(schedule), self.alpha,
+                     grid_unit_fraction(schedule) / self.bandwidth)              # s per unit per byte of M
         self.n_links = int(np.max(link)) + 1
 
-    def at(self, size_bytes: float) -> CriticalPath:
+    def _run(self, size_bytes: float):
         size_bytes = float(size_bytes)
         if not np.isfinite(size_bytes) or size_bytes < 0:
             raise ValueError(f"size_bytes must be finite and non-negative, got {size_bytes!r}")
-        if self.empty:
-            return CriticalPath(0.0, 0.0, 0.0, size_bytes)
-        t, a, b = _longest_path(*self.args, size_bytes, self.n_links)
-        if not np.isfinite(t):
+        out = _longest_path(*self.args, size_bytes, self.n_links)
+        if not np.isfinite(out[0]):
             raise ValueError("a transfer sends data its sender never holds: the schedule does not pass the model "
                              "checker (verify it first)")
-        return CriticalPath(float(t), float(a), float(b), size_bytes)
+        return out
+
+    def at(self, size_bytes: float) -> CriticalPath:
+        if self.empty:
+            return CriticalPath(0.0, 0.0, 0.0, float(size_bytes))
+        t, a, b = self._run(size_bytes)[:3]
+        return CriticalPath(float(t), float(a), float(b), float(size_bytes))
+
+    def line(self, size_bytes: float) -> tuple[Fraction, Fraction, float]:
+        """The longest path's line at this size, exactly: (A, B) as Fractions of the float costs (its groups'
+        latencies, and units over bandwidths), summed along the path the sweep recorded; and the time."""
+        if self.empty:
+            return Fraction(0), Fraction(0), 0.0
+        t, _, _, last, pred, g_link, g_units = self._run(size_bytes)
+        a, units_over_bw = Fraction(0), Fraction(0)
+        g = int(last)
+        while g >= 0:
+            l = int(g_link[g])
+            a += Fraction(float(self.alpha[l]))
+            units_over_bw += Fraction(int(round(g_units[g]))) / Fraction(float(self.bandwidth[l]))
+            g = int(pred[g])
+        return a, units_over_bw * self.unit, float(t)
 
 
 def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | None = None) -> CriticalPath:
@@ -126,41 +148,36 @@ def critical_path(schedule: Schedule, links, size_bytes: float, degree: int | No
     return _Priced(schedule, links, degree).at(size_bytes)
 
 
-def _line(p: CriticalPath) -> tuple[float, float]:
-    """The path's (A, B) to 12 significant digits: two paths whose sums are equal but for the order of the float
-    additions give one line, not a spurious crossing at an absurd size."""
-    return float(f"{p.latency_s:.12g}"), float(f"{p.per_byte_s:.12g}")
-
-
 def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
                      max_size: float = float(1 << 60)) -> Curve:
     """T(M) of the dependency-driven time, exactly: the upper envelope of the paths' lines A + B M (convex,
     piecewise linear), found from the longest path's own line at a few sizes. Start with the lines at M = 0
     and at `max_size`; where two adjacent lines cross, price the crossing: if nothing rises above them there,
-    the crossing is a breakpoint, else the path found there is a new line between them (Eisner-Severance /
-    the convex-hull probe). 2 k - 1 pricings for k pieces; breakpoints are exact Fractions of the lines.
+    the crossing is a breakpoint, else the path found there is a new line between them (the convex-hull
+    probe). 2 k - 1 pricings for k pieces. Each line is summed exactly along its path (Fractions of the float
+    latencies and bandwidths), so two paths of equal cost give one line and the breakpoints are exact.
 
     >>> from services.synthesis.topology.catalog import build
     >>> from services.synthesis.bfb.lp import bfb_schedule
     >>> g = build("torus(3, 3)")
     >>> c = dependency_curve(bfb_schedule(g), LinkModel.from_units(10, 100), g.degree)
-    >>> len(c.starts), round(float(c.a[0]) * 1e6, 9), round(float(c.b[0] * 100e9 / 8), 9)   # 2 alpha + (8/9) M/B
-    (1, 20.0, 0.888888889)
+    >>> len(c.starts), round(float(c.a[0]) * 1e6, 9), c.b[0] * Fraction(100 * 10**9, 8)   # 2 alpha + (8/9) M/B
+    (1, 20.0, Fraction(8, 9))
     """
     priced = _Priced(schedule, links, degree)
-    first, last = _line(priced.at(0.0)), _line(priced.at(max_size))
+    first, last = priced.line(0.0)[:2], priced.line(max_size)[:2]
     stack = [(first, last)]
-    found: dict[tuple[float, float], None] = {first: None}
+    found: dict[tuple[Fraction, Fraction], None] = {first: None}
     while stack:
         (a1, b1), (a2, b2) = stack.pop()
         if b2 <= b1:
             continue
         x = (a1 - a2) / (b2 - b1)
-        if not np.isfinite(x) or x <= 0:
+        if x <= 0:
             continue
-        p = priced.at(x)
-        mid = _line(p)
-        if p.seconds <= (a1 + b1 * x) * (1 + 1e-12) or mid in found or mid[1] <= b1 or mid[1] >= b2:
+        a3, b3, t = priced.line(float(x))
+        mid = (a3, b3)
+        if t <= float(a1 + b1 * x) * (1 + 1e-12) or mid in found or b3 <= b1 or b3 >= b2:
             found.setdefault((a2, b2), None)
             continue
         found[mid] = None
@@ -170,8 +187,7 @@ def dependency_curve(schedule: Schedule, links, degree: int | None = None, *,
     starts: list[Fraction] = []
     a_out: list[Fraction] = []
     b_out: list[Fraction] = []
-    for a, b in sorted(found, key=lambda ab: (ab[1], ab[0])):      # the upper hull of the lines, by slope
-        fa, fb = Fraction(repr(a)), Fraction(repr(b))          # the decimals, exactly
+    for fa, fb in sorted(found, key=lambda ab: (ab[1], ab[0])):      # the upper hull of the lines, by slope
         x = Fraction(0)
         while b_out:
             if fb == b_out[-1]:
@@ -353,20 +369,28 @@ def _longest_path(step_ptr, ops, link, units, e_ptr, rcell, wcell, init, alpha, 
     """One sweep over the steps. Per step: each used link's group starts at max(link free, the ready time of
     every location its transfers read), finishes alpha_l + units * slope_l * size later; then the step's
     writes: a COPY replaces the location's ready time (the max over the step's copies), a REDUCE raises it.
-    Alongside each time, the (latency, per-byte) sums of the path attaining it. Returns (time, A, B)."""
+    Alongside each time, the (latency, per-byte) sums of the path attaining it, and per group the group it
+    waited for last (its predecessor on that path). Returns (time, A, B, last group, pred, group link,
+    group units)."""
     ready = init.copy()
     r_a = np.zeros(init.size)
     r_b = np.zeros(init.size)
+    r_g = np.full(init.size, -1, np.int64)
     wstep = np.full(init.size, -1, np.int64)
     free = np.zeros(n_links)
     f_a = np.zeros(n_links)
     f_b = np.zeros(n_links)
+    f_g = np.full(n_links, -1, np.int64)
     g_t = np.zeros(n_links)
     g_a = np.zeros(n_links)
     g_b = np.zeros(n_links)
-    g_units = np.zeros(n_links)
+    g_id = np.zeros(n_links, np.int64)
     g_step = np.full(n_links, -1, np.int64)
     touched = np.empty(n_links, np.int64)
+    pred = np.empty(link.size, np.int64)
+    group_link = np.empty(link.size, np.int64)
+    group_units = np.empty(link.size, np.float64)
+    groups = 0
     for t in range(step_ptr.size - 1):
         s0, s1 = step_ptr[t], step_ptr[t + 1]
         used = 0
@@ -377,10 +401,16 @@ def _longest_path(step_ptr, ops, link, units, e_ptr, rcell, wcell, init, alpha, 
                 g_t[l] = free[l]
                 g_a[l] = f_a[l]
                 g_b[l] = f_b[l]
-                g_units[l] = 0.0
+                g = groups
+                groups += 1
+                g_id[l] = g
+                pred[g] = f_g[l]
+                group_link[g] = l
+                group_units[g] = 0.0
                 touched[used] = l
                 used += 1
-            g_units[l] += units[i]
+            g = g_id[l]
+            group_units[g] += units[i]
             for e in range(e_ptr[i], e_ptr[i + 1]):
                 c = rcell[e]
                 x = ready[c]
@@ -388,12 +418,14 @@ def _longest_path(step_ptr, ops, link, units, e_ptr, rcell, wcell, init, alpha, 
                     g_t[l] = x
                     g_a[l] = r_a[c]
                     g_b[l] = r_b[c]
+                    pred[g] = r_g[c]
         for k in range(used):
             l = touched[k]
-            per = g_units[l] * slope[l]
+            per = group_units[g_id[l]] * slope[l]
             free[l] = g_t[l] + alpha[l] + per * size
             f_a[l] = g_a[l] + alpha[l]
             f_b[l] = g_b[l] + per
+            f_g[l] = g_id[l]
         copy = ops[t] == 0
         for i in range(s0, s1):
             l = link[i]
@@ -404,9 +436,10 @@ def _longest_path(step_ptr, ops, link, units, e_ptr, rcell, wcell, init, alpha, 
                     ready[c] = x
                     r_a[c] = f_a[l]
                     r_b[c] = f_b[l]
+                    r_g[c] = f_g[l]
                 wstep[c] = t
-    best, b_a, b_b = 0.0, 0.0, 0.0
+    best, b_a, b_b, b_g = 0.0, 0.0, 0.0, -1
     for l in range(n_links):
         if g_step[l] >= 0 and (free[l] > best or (free[l] == best and f_b[l] > b_b)):
-            best, b_a, b_b = free[l], f_a[l], f_b[l]
-    return best, b_a, b_b
+            best, b_a, b_b, b_g = free[l], f_a[l], f_b[l], f_g[l]
+    return best, b_a, b_b, b_g, pred[:groups], group_link[:groups], group_units[:groups]

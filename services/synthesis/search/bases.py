@@ -85,6 +85,7 @@ def _hamming_family(n: int, d: int) -> list[Spec]:
 
 
 LINE_BASE_KEEP = 4      # circulants kept as line-digraph bases (BFB on L(G) depends on G beyond its cost)
+SMALL_LINE_BASE, SMALL_LINE_BASE_KEEP = 16, 32
 
 
 def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
@@ -93,12 +94,14 @@ def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int
     few, sampled beyond; one search keeps LINE_BASE_KEEP sets for both uses); with keep > 4, the run-time
     search's sets rather than the table's."""
     table = lookup(n, k, kind) if keep <= 4 else None
-    return (table or best_offsets(n, k, kind, LINE_BASE_KEEP)).found[:keep]
+    searched = SMALL_LINE_BASE_KEEP if n <= SMALL_LINE_BASE else LINE_BASE_KEEP
+    return (table or best_offsets(n, k, kind, searched)).found[:keep]
 
 
 def line_base_circulants(n: int, d: int, keep: int = LINE_BASE_KEEP) -> list[Spec]:
-    """Circulants of (n, d) offered to line digraphs: up to `keep` of the smallest diameters (per kind)."""
-    return _circulant_family(n, d, keep)
+    """Circulants of (n, d) offered to line digraphs: up to `keep` of the smallest diameters (per kind), or
+    up to SMALL_LINE_BASE_KEEP on at most SMALL_LINE_BASE nodes, where their line digraphs cost little."""
+    return _circulant_family(n, d, max(keep, SMALL_LINE_BASE_KEEP) if n <= SMALL_LINE_BASE else keep)
 
 
 def _circulant_family(n: int, d: int, keep: int = 4) -> list[Spec]:

@@ -249,3 +249,24 @@ def test_allreduce_checked_by_its_phases_agrees_with_the_full_check():
     composed = verify_allreduce_phases(verify(bad_rs, g), verify(ag, g), 99)
     assert not composed.ok and composed.violation is not None
     assert not verify(allreduce(bad_rs, ag), g).ok
+
+
+def test_served_schedule_is_the_fastest_as_the_runtimes_run_it():
+    """torus(3, 4) with one 6.25 Gbps link: at 16 KiB LP (14) is served, at 1 MiB TACOS; each candidate's time
+    is its schedule's dependency-driven time, never above its step-synchronous price, and the served one is the
+    fastest verified candidate."""
+    g = build("torus(3, 4)")
+    bw = np.full(g.arcs, 25 * GBPS)
+    bw[g.arc_index([0], [1], [0])[0]] = 6.25 * GBPS
+    costs = LinkCosts(g, np.full(g.arcs, 10e-6), bw)
+    served = {}
+    for size in (1 << 14, 1 << 20):
+        cands = build_candidates(g, costs, size, collectives=[Collective.ALLGATHER],
+                                 schedulers=("bfb-hetero", "bfb", "greedy"))[Collective.ALLGATHER]
+        out = choose(g, Collective.ALLGATHER, cands, size, verify_mode="all")
+        for c in out.candidates:
+            assert c.verified and c.time_s == dependency_time(c.schedule, costs, size)
+            assert c.time_s <= c.barrier_time_s * (1 + 1e-12)
+        assert out.chosen is min(out.candidates, key=lambda c: c.time_s)
+        served[size] = out.chosen.scheduler
+    assert served == {1 << 14: "bfb-hetero", 1 << 20: "greedy"}

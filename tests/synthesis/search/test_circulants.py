@@ -6,15 +6,20 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 
-from services.synthesis.search import offset_table
-from services.synthesis.search.circulants import (KINDS, best_offsets, diameter_floor, domain, exhaustive_offsets,
-                                                  generators)
 from services.synthesis.bfb.kernels import circulant_eccentricities
+from services.synthesis.search import offset_table
+from services.synthesis.search.circulants import (
+    KINDS,
+    best_offsets,
+    diameter_floor,
+    domain,
+    exhaustive_offsets,
+    generators,
+)
 from services.synthesis.topology.catalog import build
-
-import numpy as np
 
 
 def _expr(n: int, offsets, kind: str) -> str:

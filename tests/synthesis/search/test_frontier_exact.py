@@ -20,7 +20,8 @@ import math
 from fractions import Fraction
 from functools import lru_cache
 
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from services.synthesis.schedule.verify import verify
 from services.synthesis.search.construct import construct
@@ -96,7 +97,7 @@ def families(n: int, d: int) -> tuple[str, ...]:
                 out.append(f"hamming({k}, {q})")
     if d >= 2 and n >= d + 1:
         out.append(f"genkautz({d}, {n})")
-    for k in range(0, 12):
+    for k in range(12):
         if d >= 2 and d ** k * (d + 1) == n:
             out.append(f"kautz({d}, {k})")
         if d >= 2 and k >= 1 and d ** k == n:
