@@ -50,10 +50,15 @@ def _check_file(args) -> int:
         text = text.decode("ascii")
     report = check_xml(text, fmt.value, runtime=None if fmt is Format.ONECCL else (args.runtime or args.dialect),
                        max_steps=args.max_steps)
-    out = {"file": args.expr, "ok": report.ok, "runtime": report.dialect, "collective": report.collective,
-           "ngpus": report.ngpus, "comm_steps": report.comm_steps, "xml_steps": report.xml_steps,
-           "max_tb_steps": report.steps, "threadblocks": report.threadblocks, "simulated": report.simulated,
-           "errors": [str(e) for e in report.errors[:10]], "warnings": [str(w) for w in report.warnings[:10]]}
+    out = {"file": args.expr, "ok": report.ok, "format": fmt.value,
+           "runtime": Runtime.ONECCL.value if fmt is Format.ONECCL else report.dialect,
+           "collective": report.collective, "ngpus": report.ngpus, "comm_steps": report.comm_steps}
+    if fmt is Format.ONECCL:       # oneCCL's counts: per-rank instructions and messages (no thread blocks)
+        out.update(max_rank_instructions=report.steps, instructions=report.instructions, messages=report.messages)
+    else:
+        out.update(xml_steps=report.xml_steps, max_tb_steps=report.steps, threadblocks=report.threadblocks)
+    out.update(simulated=report.simulated, errors=[str(e) for e in report.errors[:10]],
+               warnings=[str(w) for w in report.warnings[:10]])
     emit(out, args.json)
     return 0 if report.ok else 1
 
@@ -67,7 +72,9 @@ def run(args) -> int:
     from services.synthesis.search.construct import construct
     from services.synthesis.schedule.ir import Collective
 
-    if args.expr.endswith(".xml") and os.path.exists(args.expr):
+    if args.expr.endswith(".xml") and not os.path.exists(args.expr):
+        raise UsageError(f"{args.expr}: no such file (an XML file to check, or a topology expression)")
+    if args.expr.endswith(".xml"):
         if not args.check:
             raise UsageError(f"{args.expr} is an XML file: add --check to validate and simulate it")
         return _check_file(args)

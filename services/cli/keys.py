@@ -30,14 +30,20 @@ def run(args) -> int:
             print(json.dumps({"id": key.id, "name": key.name, "role": key.role, "panel_id": key.panel_id,
                               "key": secret, "note": "shown once; only its hash is stored"}, indent=2))
         elif args.action == "list":
-            for k in s.scalars(select(ApiKey).order_by(ApiKey.created_at)):
+            keys = list(s.scalars(select(ApiKey).order_by(ApiKey.created_at)))
+            if args.json:
+                print(json.dumps([{"id": k.id, "name": k.name, "role": k.role, "panel_id": k.panel_id,
+                                   "revoked": bool(k.revoked)} for k in keys], indent=2))
+            for k in [] if args.json else keys:
                 print(f"{k.id}  {k.role:<9} {k.panel_id or '-':<12} {'revoked' if k.revoked else 'active':<8} {k.name}")
         else:
-            key = s.get(ApiKey, args.id or "")
+            if not args.id:
+                raise UsageError("keys revoke needs --id (the key's id, from `fabricplan keys list`)")
+            key = s.get(ApiKey, args.id)
             if key is None:
                 raise UsageError(f"no API key with id {args.id!r}")
             key.revoked = True
-            print(f"revoked {key.id}")
+            print(json.dumps({"id": key.id, "revoked": True}) if args.json else f"revoked {key.id}")
     return 0
 
 
@@ -45,9 +51,10 @@ def register(sub) -> None:
     """Add the `keys` sub-command to the parser's subparsers."""
     p = sub.add_parser("keys", help="manage API keys (scheduler, agent bound to a panel, viewer)")
     p.add_argument("action", choices=["create", "list", "revoke"])
-    p.add_argument("--name")
-    p.add_argument("--role", choices=["scheduler", "agent", "viewer"])
+    p.add_argument("--name", help="create: the key's name (who or what uses it)")
+    p.add_argument("--role", choices=["scheduler", "agent", "viewer"], help="create: what the key may do")
     p.add_argument("--panel", help="the panel an agent key is bound to")
     p.add_argument("--id", help="the key to revoke")
+    p.add_argument("--json", action="store_true", help="list and revoke: JSON on stdout (create always prints JSON)")
     p.set_defaults(func=run)
     return p

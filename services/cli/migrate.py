@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -17,14 +18,19 @@ def run(args) -> int:
     st = get_settings()
     migrate(st.sqlalchemy_url, args.revision)
     print(f"fabricplan: database at revision {args.revision}", file=sys.stderr)
-    if args.bootstrap_key:
-        _bootstrap_key(st, args.bootstrap_key)
+    key_id = _bootstrap_key(st, args.bootstrap_key) if args.bootstrap_key else None
+    if args.json:
+        out: dict = {"revision": args.revision}
+        if args.bootstrap_key:
+            out["bootstrap_key"] = {"file": args.bootstrap_key, "created": key_id is not None, "id": key_id}
+        print(json.dumps(out, indent=2))
     return 0
 
 
-def _bootstrap_key(st, path: str) -> None:
+def _bootstrap_key(st, path: str) -> str | None:
     """The first scheduler key of a deployment whose keys are required: created once (nothing happens when
-    `path` exists), its secret written only to `path` (mode 0600, created exclusively), never printed."""
+    `path` exists), its secret written only to `path` (mode 0600, created exclusively), never printed.
+    Returns the new key's id (None when `path` existed)."""
     from pathlib import Path
 
     from services.api.auth import create_key
@@ -33,7 +39,7 @@ def _bootstrap_key(st, path: str) -> None:
     target = Path(path)
     if target.exists():
         print(f"fabricplan: bootstrap key file {target} exists; no key created", file=sys.stderr)
-        return
+        return None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -49,13 +55,16 @@ def _bootstrap_key(st, path: str) -> None:
         target.unlink(missing_ok=True)
         raise
     print(f"fabricplan: created scheduler key {key_id}; its secret is in {target} (mode 0600)", file=sys.stderr)
+    return key_id
 
 
 def register(sub) -> None:
     """Add the `migrate` sub-command to the parser's subparsers."""
     p = sub.add_parser("migrate", help="apply database migrations (Alembic)")
-    p.add_argument("--revision", default="head")
+    p.add_argument("--revision", default="head", help="the Alembic revision to migrate to (default: head)")
     p.add_argument("--bootstrap-key", metavar="FILE", default=None,
                     help="then create a scheduler key, its secret written only to FILE (mode 0600), unless FILE "
                          "exists (the compose deployment's first key)")
+    p.add_argument("--json", action="store_true", help="the revision and the bootstrap key's id (never its "
+                   "secret) as JSON on stdout")
     p.set_defaults(func=run)

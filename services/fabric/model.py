@@ -339,9 +339,14 @@ def planes_fabric(hosts: int | Sequence[str], ports_per_host: int, *, kind: str 
 
 def shared_panel_fabric(hosts: int | Sequence[str], ports_per_host: int, *, kind: str = "patch_panel",
                         panel_ports: int | None = None, fabric_id: str = "fabric",
-                        panel_id: str = "panel0", lookahead: bool = False) -> Fabric:
+                        panel_id: str = "panel0", lookahead: bool = False,
+                        panel_prefix: str | None = None) -> Fabric:
     """One panel holding every host port: host i port k on duplex panel port i * D + k (with `lookahead`,
-    the port's alt side on panel port N * D + i * D + k of the same panel)."""
+    the port's alt side on panel port N * D + i * D + k of the same panel). Its id is `panel_id`, or
+    '{panel_prefix}0' when a prefix is given (the planes layout's naming: panel ids are global, so each
+    fabric registered with a layout needs its own prefix)."""
+    if panel_prefix is not None:
+        panel_id = f"{panel_prefix}0"
     ids = _host_ids(hosts)
     sides = 2 if lookahead else 1
     need = len(ids) * ports_per_host * sides

@@ -232,3 +232,29 @@ def test_a_failed_background_read_drops_the_view(client, monkeypatch):
     monkeypatch.undo()
     assert client.get("/v1/panels/f1-plane0/config").status_code == 200
     assert "f1-plane0" in client.app.state.panel_cache.items
+
+
+def test_shared_layout_takes_a_panel_prefix(client):
+    """Panel ids are global: two `shared` fabrics register side by side with their own prefixes (each one
+    panel '{prefix}0'); without one the second is a 409 that says what to give."""
+    for fid in ("sh1", "sh2"):
+        r = client.post("/v1/fabrics", json={"id": fid, "layout": "shared", "hosts": 4, "ports_per_host": 2,
+                                             "panel_prefix": f"{fid}-p"})
+        assert r.status_code == 201, r.text
+        assert [p["id"] for p in r.json()["panels"]] == [f"{fid}-p0"]
+        assert [p["id"] for p in client.get("/v1/panels", params={"fabric_id": fid}).json()] == [f"{fid}-p0"]
+    assert client.post("/v1/fabrics", json={"id": "sh3", "layout": "shared", "hosts": 4,
+                                            "ports_per_host": 2}).status_code == 201
+    r = client.post("/v1/fabrics", json={"id": "sh4", "layout": "shared", "hosts": 4, "ports_per_host": 2})
+    assert r.status_code == 409 and "panel_prefix" in r.json()["detail"]
+
+
+def test_panels_with_nothing_to_hold_are_not_out_of_sync(client):
+    """/v1/stats: a fabric no plan uses (no cross-connects to hold, none reported) adds panels, none behind."""
+    before = client.get("/v1/stats").json()
+    r = client.post("/v1/fabrics", json={"id": "idle-s", "layout": "shared", "hosts": 4, "ports_per_host": 2,
+                                         "panel_prefix": "idle-s-"})
+    assert r.status_code == 201, r.text
+    after = client.get("/v1/stats").json()
+    assert after["panels"] == before["panels"] + 1
+    assert after["panels_out_of_sync"] == before["panels_out_of_sync"]

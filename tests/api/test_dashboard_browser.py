@@ -574,12 +574,42 @@ def test_stage_timeline_durations_and_eta(page, site):
         if not stages or stages[-1] != e["stage"]:
             stages.append(e["stage"])
             starts.append(datetime.fromisoformat(e["at"]).timestamp())
-    want = [b - a for a, b in itertools.pairwise(starts)] + [0.0]
+    # the API's own durations: the event closing a stage carries duration_s; a state without one (queued)
+    # lasts until the next stage's first event
+    recorded = {e["stage"]: e["duration_s"] for e in making if e["duration_s"] is not None}
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    want = [recorded[st] if st in recorded else gaps[i] for i, st in enumerate(stages)]
+    assert "compile" in recorded and recorded["compile"] > 0
     rows = pg.locator("#plan-timeline > table tbody tr")
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.stage)") == stages
     got = [float(x) for x in rows.evaluate_all("rs => rs.map(r => r.dataset.durationS)")]
     assert got == pytest.approx(want, abs=2e-3)
     assert any(0 < d < 1 for d in got), "expected a sub-second stage"
+    # "done after": from the first event to the end the API recorded for the terminal event (compile included)
+    end = making[-1]["ended_at"] or making[-1]["at"]
+    elapsed = datetime.fromisoformat(end).timestamp() - starts[0]
+    summary = pg.locator("#timeline-summary")
+    assert float(summary.get_attribute("data-elapsed-s")) == pytest.approx(elapsed, abs=2e-3)
+    assert elapsed >= sum(recorded.values()) - 2e-3 and summary.inner_text().startswith("done after")
+    # the same rule on a plan whose compile is long (the events as services.store.stage_events records them:
+    # the event closing a stage carries started_at, ended_at and duration_s; `done` closes compile)
+    long = pg.evaluate("""async () => {
+        const m = await import('./dashboard/js/timeline.js');
+        const t0 = Date.parse('2026-01-01T00:00:00Z');
+        const at = (s) => new Date(t0 + 1000 * s).toISOString();
+        const ev = (t, status, stage, extra = {}) => ({at: at(t), status, stage, progress: 0, message: null,
+            started_at: null, ended_at: null, duration_s: null, ...extra});
+        const events = [ev(0, 'queued', 'queued'), ev(1, 'running', 'frontier', {started_at: at(1)}),
+            ev(3, 'running', 'frontier', {started_at: at(1), ended_at: at(3), duration_s: 2}),
+            ev(3, 'running', 'compile', {started_at: at(3)}),
+            ev(43, 'done', 'compile', {started_at: at(3), ended_at: at(43), duration_s: 40})];
+        const plan = {status: 'done', progress: {fraction: 1, stage: 'done'}, created_at: at(0)};
+        const card = m.timelineCard(plan, events, t0 + 100000);
+        return {durations: m.stageSegments(events, t0 + 100000).map(s => [s.stage, s.duration_s]),
+                elapsed: +card.querySelector('#timeline-summary').dataset.elapsedS};
+    }""")
+    assert long["durations"] == [["queued", 1.0], ["frontier", 2.0], ["compile", 40.0]]
+    assert long["elapsed"] == pytest.approx(43.0)
     assert pg.locator("#timeline-chart g.stage-bar rect").count() == sum(d > 0 for d in got)
     # a running plan: 10 s since it was queued, 25 % done -> about 30 s left
     eta = pg.evaluate("""async () => {
@@ -733,3 +763,69 @@ def test_cluster_view_plots_the_simulation_rows(page, site):
         assert float(row.get_attribute("data-mean")) == r["mean_iteration_s"]
     chart = pg.locator("#cluster-chart")
     assert chart.locator("g.cluster-mean path").count() == 2 and chart.locator("g.cluster-p99 path").count() == 2
+
+
+def _strip_panels(pg) -> tuple[int, int]:
+    """(out of sync, panels) as the health strip shows them."""
+    text = pg.locator("[data-health=panels]").inner_text()
+    out, total = re.search(r"(\d+)\s*/\s*(\d+)", text).groups()
+    return int(out), int(total)
+
+
+def test_panel_states_and_the_health_strip_follow_the_api(page, site):
+    """A panel whose last report is `degraded` shows that state, not a green "applied"; panels with no
+    cross-connects to hold (a fabric no plan uses) are not counted as out of sync by the health strip."""
+    pg, _ = page
+    http = site["http"]
+    show(pg, site, "/fabrics")
+    pg.wait_for_function("() => /\\d+\\s*\\/\\s*\\d+/.test(document.querySelector('[data-health=panels]')?.innerText)")
+    before, total = _strip_panels(pg)
+    r = http.post("/v1/fabrics", json={"id": "idle", "layout": "planes", "hosts": 8, "ports_per_host": 2,
+                                       "panel_prefix": "idle-plane"})
+    assert r.status_code == 201, r.text
+    idle = http.get("/v1/panels", params={"fabric_id": "idle"}).json()
+    assert len(idle) == 2 and all(p["cross_connects"] == 0 and p["status"] is None for p in idle)
+    assert http.get("/v1/stats").json()["panels_out_of_sync"] == before
+    pg.wait_for_function("n => (document.querySelector('[data-health=panels]')?.innerText || '').includes('/ ' + n)",
+                         arg=str(total + 2), timeout=TIMEOUT_MS)
+    assert _strip_panels(pg) == (before, total + 2)
+
+    # a degraded report: the version applied, one port dark
+    panel = idle[0]
+    r = http.put(f"/v1/panels/{panel['id']}/state", json={"applied_version": panel["version"], "status": "degraded",
+                                                         "failed": [{"ingress": 0}], "message": "port 0 dark"})
+    assert r.status_code == 200, r.text
+    show(pg, site, "/fabrics")
+    state = http.get("/v1/panels", params={"fabric_id": "idle"}).json()
+    for p in state:
+        row = pg.locator(f"#fabrics tr[data-panel='{p['id']}']")
+        row.wait_for()
+        badge = row.locator(".badge").first
+        if p["id"] == panel["id"]:
+            assert p["status"] == "degraded"
+            pg.wait_for_function("id => document.querySelector(`#fabrics tr[data-panel='${id}'] .badge`)"
+                                 "?.textContent === 'degraded'", arg=p["id"], timeout=TIMEOUT_MS)
+            assert "applied" not in badge.get_attribute("class")
+        else:
+            assert p["status"] is None and badge.inner_text() == "never reported"
+    pg.locator("#fabrics").screenshot(path=str(SHOTS / "fabrics-degraded.png"))
+
+
+def test_topology_view_polls_an_evaluation_still_running(page, site):
+    """An evaluation not finished within the server's wait answers 202: the view polls its URL and draws the
+    result the API gives, not the 202 body (arcs NaN, tau undefined)."""
+    pg, _ = page
+    statuses = []
+    # wait=0: the POST answers 202 at once whatever the machine's speed
+    pg.route("**/v1/topologies/evaluate", lambda route: route.continue_(url=route.request.url + "?wait=0"))
+    pg.on("response", lambda r: statuses.append(r.status) if "/v1/topologies/evaluate" in r.url else None)
+    show(pg, site, "/topology?expr=ring(9%2C%202)")
+    assert statuses == [202]
+    got = site["http"].post("/v1/topologies/evaluate", json={"expr": "ring(9, 2)", "collective": "allgather",
+                                                             "with_arcs": True}).json()
+    text = pg.locator("#view").inner_text()
+    assert "NaN" not in text and "undefined" not in text and "predates" not in text
+    assert got["tau_exact"] in pg.locator("#topology-summary").inner_text()
+    assert pg.locator("#topology-drawing circle.node").count() == got["nodes"] == 9
+    assert pg.locator("#topology-drawing path.arc").count() == len(got["arcs"]) == 18
+    assert pg.locator("#topology-waiting").count() == 0

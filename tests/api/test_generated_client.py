@@ -119,3 +119,66 @@ def test_generated_client_drives_the_service(generated, server):
     assert report.status_code == 200, report.content
     after = [p for p in api["list_panels"].sync(client=client, fabric_id="gen-f1") if p.id == panel.id][0]
     assert after.applied_version == version
+
+
+def test_generated_client_types_the_panel_agent_contract(generated, server):
+    """A panel agent written against the generated client: its two calls return typed models (not Any or a
+    bare dict), the long poll (If-None-Match + wait) wakes when a plan changes the panel's config, and the
+    state reports make the plan fabric_ready (DESIGN 4.6-4.7)."""
+    import inspect
+    import threading
+
+    m = importlib.import_module(f"{PACKAGE}.models")
+    api = {name: importlib.import_module(f"{PACKAGE}.api.{group}.{name}") for group, names in {
+        "plans": ["create_plan", "get_plan"],
+        "fabric": ["register_fabric", "list_panels", "get_panel_config", "report_panel_state"]}.items()
+        for name in names}
+    for name, model, module in (("get_panel_config", "PanelConfigOut", "panel_config_out"),
+                                ("report_panel_state", "PanelStateOut", "panel_state_out")):
+        returned = str(inspect.signature(api[name].sync).return_annotation)   # (Any: the 304's empty body)
+        assert f"models.{module}.{model}" in returned, (name, returned)
+        assert f"response_200 = {model}.from_dict(" in inspect.getsource(api[name]), name
+    assert "if_none_match" in inspect.signature(api["get_panel_config"].sync).parameters
+    client = generated.Client(base_url=server, raise_on_unexpected_status=True, timeout=httpx.Timeout(90.0))
+
+    fab = api["register_fabric"].sync(client=client, body=m.FabricLayout(
+        id="gen-agent", layout=m.FabricLayoutLayout.PLANES, hosts=8, ports_per_host=2, panel_prefix="gen-agent-"))
+    assert isinstance(fab, m.FabricSummary), fab
+    panels = api["list_panels"].sync(client=client, fabric_id="gen-agent")
+    first = api["get_panel_config"].sync(panels[0].id, client=client)
+    assert isinstance(first, m.PanelConfigOut) and isinstance(first.profile, m.PanelProfileOut)
+    assert first.cross_connects == [] and isinstance(first.diff, m.PanelDiffOut)
+
+    # the agent's long poll, parked on the version it holds until a plan changes the panel
+    woke: dict = {}
+    poll = threading.Thread(target=lambda: woke.update(r=api["get_panel_config"].sync_detailed(
+        panels[0].id, client=client, if_none_match=f'"{first.version}"', wait=60.0)))
+    poll.start()
+    accepted = api["create_plan"].sync(client=client, body=m.PlanRequest.from_dict({
+        "job_id": "gen-agent-j", "nodes": 8, "degree": 2, "alpha_us": 10, "bandwidth_gbps": 100,
+        "fabric_id": "gen-agent", "workload": {"collective": "allreduce", "sizes_bytes": [1048576]}}))
+    poll.join(HANG_S)
+    assert not poll.is_alive()
+    new = woke["r"].parsed
+    assert woke["r"].status_code == 200 and isinstance(new, m.PanelConfigOut) and new.version > first.version
+    assert woke["r"].headers["etag"] == f'"{new.version}"'
+    assert new.cross_connects and all(isinstance(c, m.PanelCrossConnect) and c.plan_id == accepted.id
+                                      for c in new.cross_connects)
+    assert len(new.diff.add) == len(new.cross_connects) and new.planes.active == len(new.cross_connects)
+    unchanged = api["get_panel_config"].sync_detailed(panels[0].id, client=client,
+                                                      if_none_match=f'"{new.version}"')
+    assert unchanged.status_code == 304 and unchanged.headers["etag"] == f'"{new.version}"'
+
+    plan = _until(lambda: api["get_plan"].sync(accepted.id, client=client),
+                  lambda p: p.status in (m.PlanOutStatus.DONE, m.PlanOutStatus.FAILED))
+    assert plan.status == m.PlanOutStatus.DONE, plan.reason
+    reports = []
+    for panel in api["list_panels"].sync(client=client, fabric_id="gen-agent"):
+        cfg = api["get_panel_config"].sync(panel.id, client=client)
+        report = api["report_panel_state"].sync(panel.id, client=client, body=m.PanelStateIn(
+            applied_version=cfg.version, status=m.PanelStateInStatus.APPLIED))
+        assert isinstance(report, m.PanelStateOut) and report.applied_version == cfg.version
+        assert report.status == m.PanelStateOutStatus.APPLIED and report.latest_version == cfg.version
+        reports.append(report)
+    assert [r.fabric_ready_plans for r in reports if r.fabric_ready_plans] == [[accepted.id]]
+    assert api["get_plan"].sync(accepted.id, client=client).fabric["fabric_ready"] is True

@@ -359,3 +359,10 @@ def test_fabric_from_dict_errors_and_roundtrip():
     d["hosts"][1]["ports"][0]["rx"]["port"] = 0                           # x's rx already there
     with pytest.raises(CablingError, match="panel 'plane0' port 0 egress is cabled twice: host 'x' port 0 rx and host 'y' port 0 rx"):
         Fabric.from_dict(d)
+
+
+def test_shared_layout_names_its_panel_from_the_prefix():
+    fab = shared_panel_fabric(4, 2, fabric_id="s", panel_prefix="s-p", lookahead=True)
+    assert [p.id for p in fab.panels] == ["s-p0"]
+    assert {f.panel for h in fab.hosts for hp in h.ports for f in (hp.tx, hp.rx, hp.alt_tx, hp.alt_rx)} == {"s-p0"}
+    assert [p.id for p in shared_panel_fabric(4, 2).panels] == ["panel0"]

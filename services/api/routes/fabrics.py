@@ -113,7 +113,7 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
         _sized(spec)
         if isinstance(spec, FabricLayout):
             make = planes_fabric if spec.layout == "planes" else shared_panel_fabric
-            kw = {"panel_prefix": spec.panel_prefix} if spec.panel_prefix and spec.layout == "planes" else {}
+            kw = {"panel_prefix": spec.panel_prefix} if spec.panel_prefix else {}
             fab = make(spec.hosts, spec.ports_per_host, kind=spec.kind, fabric_id=spec.id, lookahead=spec.lookahead,
                        **kw)
             if spec.profile is not None:
@@ -133,7 +133,9 @@ def register_fabric(body: Annotated[dict, Body(openapi_examples={
     try:
         row = fabrics.register(s, fab)
     except fabrics.FabricConflict as exc:
-        raise HTTPException(409, str(exc)) from None
+        hint = ("; panel ids are global: give this layout a panel_prefix of its own"
+                if isinstance(spec, FabricLayout) and not spec.panel_prefix and "panel" in str(exc) else "")
+        raise HTTPException(409, f"{exc}{hint}") from None
     out = _fabric_summary(s, row, with_spec=True)
     s.commit()                  # answered after the commit: a failed one is a 503 and nothing is stored
     return out

@@ -37,7 +37,7 @@ from ..errors import unprocessable
 from ..notify import until
 from ..plan_access import utc
 from ..responses import AUTH, BODY, COMMON
-from ..schemas import ErrorOut, PanelOut, PanelStateIn
+from ..schemas import ErrorOut, PanelConfigOut, PanelOut, PanelStateIn, PanelStateOut
 
 router = APIRouter(route_class=OffLoopRoute, tags=["fabric"], responses={**COMMON, **AUTH})
 LONG_POLL_MAX_S = 60.0
@@ -153,8 +153,9 @@ async def _load(request: Request, panel_id: str) -> tuple[bytes, int]:
     return body, cfg["version"]
 
 
-@router.get("/v1/panels/{panel_id}/config", responses={**AUTH, 304: {"description": "unchanged"},
-                                                        404: {"model": ErrorOut}})
+@router.get("/v1/panels/{panel_id}/config", response_model=PanelConfigOut,
+            responses={**AUTH, 304: {"description": "unchanged (If-None-Match: the version the agent holds)"},
+                       404: {"model": ErrorOut}})
 async def panel_config(request: Request, panel_id: PanelId,
                        wait: float = Query(0, ge=0, le=LONG_POLL_MAX_S, allow_inf_nan=False,
                                            description="long poll: with If-None-Match, wait up to this many "
@@ -177,8 +178,8 @@ async def panel_config(request: Request, panel_id: PanelId,
     return Response(content=body, media_type="application/json", headers={"ETag": etag})
 
 
-@router.put("/v1/panels/{panel_id}/state", responses={**AUTH, **BODY, 404: {"model": ErrorOut},
-                                                       409: {"model": ErrorOut}})
+@router.put("/v1/panels/{panel_id}/state", response_model=PanelStateOut,
+            responses={**AUTH, **BODY, 404: {"model": ErrorOut}, 409: {"model": ErrorOut}})
 def panel_state(body: PanelStateIn, request: Request, panel_id: PanelId, s: Session = Depends(get_session),
                 p=Depends(require_panel())):
     """The agent reports the version it applied (or failed to apply) and the connections now present.

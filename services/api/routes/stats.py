@@ -3,7 +3,7 @@ out of sync."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import func, select
+from sqlalchemy import String, and_, cast, func, not_, or_, select
 from sqlalchemy.orm import Session
 
 from services.store import jobs, repo
@@ -21,16 +21,23 @@ router = APIRouter(tags=["health"])
 def stats(request: Request, s: Session = Depends(get_session)):
     """Plans by status, unfinished jobs of every kind (plans, evaluations, compiles, revisions), the queue depth
     (jobs of any kind no worker has started), fabrics, panels, and the panels whose agent has not applied
-    their latest config version. Counted by the database."""
+    their latest config version (a panel with no cross-connects to hold, holding none, is not behind). Counted
+    by the database."""
     counts = repo.plans_by_status(s)
     request.app.state.metrics.set_plans_by_status(counts)
     queued = jobs.counts(s)
     request.app.state.metrics.set_jobs(queued)
     latest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
               .group_by(PanelConfig.panel_id).subquery())
+    # a panel whose latest version has no cross-connects, and whose agent holds none (or never reported), has
+    # nothing to apply: not out of sync
+    empty = and_(cast(PanelConfig.connections, String) == "[]",
+                 or_(PanelState.connections.is_(None), cast(PanelState.connections, String).in_(["[]", "null"])))
     behind = s.scalar(select(func.count()).select_from(latest)
+                      .join(PanelConfig, and_(PanelConfig.panel_id == latest.c.panel_id,
+                                              PanelConfig.version == latest.c.version))
                       .outerjoin(PanelState, PanelState.panel_id == latest.c.panel_id)
-                      .where(func.coalesce(PanelState.applied_version, 0) < latest.c.version))
+                      .where(func.coalesce(PanelState.applied_version, 0) < latest.c.version, not_(empty)))
     return StatsOut(plans=counts, jobs=queued, queue_depth=sum(per["queued"] for per in queued.values()),
                     fabrics=s.scalar(select(func.count()).select_from(FabricRow)),
                     panels=s.scalar(select(func.count()).select_from(PanelRow)), panels_out_of_sync=behind)

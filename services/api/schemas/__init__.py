@@ -17,8 +17,8 @@ from __future__ import annotations
 from .common import (CollectiveName, ErrorOut, FieldError, HealthOut, Input, PlanStatus, Problem, Progress, ReadyOut,
                      RuntimeName, ScheduleCollective, StatsOut, ValidationErrorOut)
 from .compiles import CompileAccepted
-from .fabrics import (ActivationOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary, PanelOut,
-                      PanelStateIn)
+from .fabrics import (ActivationOut, FabricCostOut, FabricDocument, FabricLayout, FabricSummary, PanelConfigOut,
+                      PanelOut, PanelStateIn, PanelStateOut)
 from .frontiers import FrontierEntry, FrontierOut
 from .plans import (MAX_PLAN_NODES, LinkLoadsOut, PlanAccepted, PlanEventOut, PlanOut, PlanRequest, TrainingWorkload,
                     Workload)
@@ -28,6 +28,7 @@ from .topologies import EvaluateOut, EvaluateRequest, EvaluationAccepted, Evalua
 __all__ = ["ActivationOut", "CollectiveName", "CompileAccepted", "ErrorOut", "Problem", "EvaluateOut", "EvaluateRequest",
            "EvaluationAccepted", "EvaluationOut", "FabricCostOut", "FabricDocument", "FabricLayout", "FabricSummary",
            "FailureReport", "FieldError", "FrontierEntry", "FrontierOut", "HealthOut", "Input", "LinkLoadsOut",
-           "MAX_PLAN_NODES", "PanelOut", "PanelStateIn", "PlanAccepted", "PlanEventOut", "PlanOut", "PlanRequest",
-           "PlanStatus", "Progress", "ReadyOut", "RevisionAccepted", "RevisionOut", "RevisionSummary", "RuntimeName",
-           "ScheduleCollective", "StatsOut", "TopologyOut", "TrainingWorkload", "ValidationErrorOut", "Workload"]
+           "MAX_PLAN_NODES", "PanelConfigOut", "PanelOut", "PanelStateIn", "PanelStateOut", "PlanAccepted",
+           "PlanEventOut", "PlanOut", "PlanRequest", "PlanStatus", "Progress", "ReadyOut", "RevisionAccepted",
+           "RevisionOut", "RevisionSummary", "RuntimeName", "ScheduleCollective", "StatsOut", "TopologyOut",
+           "TrainingWorkload", "ValidationErrorOut", "Workload"]

@@ -63,7 +63,8 @@ class StatsOut(BaseModel):
                              "queued)")
     fabrics: int
     panels: int
-    panels_out_of_sync: int = Field(description="panels whose agent has not applied the latest version")
+    panels_out_of_sync: int = Field(description="panels whose agent has not applied the latest version "
+                                    "(not counted: a panel with no cross-connects to hold that holds none)")
 
 
 class FieldError(BaseModel):

@@ -13,7 +13,8 @@ from .common import HostId, INT32_MAX, Ident, Input, MAX_PANEL_PORTS
 
 __all__ = ["ActivationOut", "AltFibersIn", "CrossConnectIn", "FabricCostOut", "FabricDocument", "FabricLayout",
            "FabricSummary", "FailedConnectionIn", "FiberIn", "HostIn", "HostPortIn", "MAX_FABRIC_HOSTS",
-           "MAX_FABRIC_HOST_PORTS", "PanelIn", "PanelOut", "PanelProfileIn", "PanelStateIn"]
+           "MAX_FABRIC_HOST_PORTS", "PanelConfigOut", "PanelCrossConnect", "PanelDiffOut", "PanelIn", "PanelOut",
+           "PanelPlanes", "PanelProfileOut", "PanelProfileIn", "PanelRevisionOut", "PanelStateIn", "PanelStateOut"]
 
 
 class PanelOut(BaseModel):
@@ -68,7 +69,9 @@ class FabricLayout(Input):
         description=f"a host count, or the host ids (at most {MAX_FABRIC_HOSTS})")
     ports_per_host: int = Field(strict=True, ge=1, le=64)
     kind: Literal["patch_panel", "ocs"] = "patch_panel"
-    panel_prefix: str | None = Field(default=None, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$")
+    panel_prefix: str | None = Field(default=None, max_length=50, pattern=r"^[A-Za-z0-9_.-]+$", description=(
+        "panel ids are '{prefix}{k}' (planes) or '{prefix}0' (shared); without it 'plane{k}' and 'panel0'. Panel "
+        "ids are global: a second fabric registered with a layout needs a prefix of its own"))
     lookahead: bool = Field(default=False, description="active and look-ahead planes (TopoOpt App. C)")
     profile: PanelProfileIn | None = Field(default=None, description="overrides of every panel's device profile "
                                            "(a panel may have at most the profile's max_ports ports: a planes "
@@ -190,6 +193,102 @@ class PanelStateIn(Input):
         if (self.status == "degraded") != bool(self.failed):
             raise ValueError("status degraded needs the failed connections, and only status degraded has them")
         return self
+
+
+class PanelCrossConnect(BaseModel):
+    """One cross-connect of a panel config (DESIGN 4.6): the ports it joins and, for a plan's connection, the
+    arc it carries (tail -> head on lane, from tx_host's tx_port to rx_host's rx_port)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ingress: int
+    egress: int
+    side: int | None = Field(default=None, description="the side of the hosts' 1x2 switches it serves (config "
+                                                       "cross-connects only)")
+    plane: Literal["active", "lookahead"] | None = Field(default=None, description="whether that side is the "
+                                                         "hosts' active plane (config cross-connects only)")
+    plan_id: str | None = None
+    arc: int | None = None
+    tail: int | None = None
+    head: int | None = None
+    lane: int | None = None
+    tx_host: str | None = None
+    tx_port: int | None = None
+    rx_host: str | None = None
+    rx_port: int | None = None
+    loopback: bool | None = None
+
+
+class PanelPlanes(BaseModel):
+    """The config's cross-connects counted by the plane they serve."""
+
+    active: int
+    lookahead: int
+
+
+class PanelDiffOut(BaseModel):
+    """From what the agent last reported to the latest version: cross-connects to remove and to add."""
+
+    panel: str | None
+    changes: int = Field(description="len(remove) + len(add)")
+    remove: list[PanelCrossConnect]
+    add: list[PanelCrossConnect]
+    unchanged: list[PanelCrossConnect]
+    kept: list[PanelCrossConnect]
+
+
+class PanelProfileOut(BaseModel):
+    """The panel's device profile (services.fabric.devices; TopoOpt Table 1), with the fabric's overrides."""
+
+    kind: str
+    model: str
+    max_ports: int
+    reconfiguration_s: float
+    robot_batch_size: int | None
+    insertion_loss_db: float
+    insertion_loss_max_db: float
+    cost_per_port_usd: float
+    source: str
+
+
+class PanelConfigOut(BaseModel):
+    """GET /v1/panels/{panel_id}/config: the panel's latest config version and the diff from its last report."""
+
+    panel: str
+    fabric_id: str
+    kind: str
+    ports: int
+    profile: PanelProfileOut
+    version: int = Field(description="the config version (also the ETag)")
+    digest: str = Field(description="sha256 of the sorted (ingress, egress) pairs")
+    reason: str
+    cross_connects: list[PanelCrossConnect]
+    planes: PanelPlanes
+    diff: PanelDiffOut
+    applied_version: int = Field(description="the version the agent last reported applied (0: none yet)")
+    reported_version: int
+    reported_status: Literal["applied", "failed", "degraded"] | None
+
+
+class PanelRevisionOut(BaseModel):
+    """A plan revision a panel report created (a degraded report's failure, or a completed repair)."""
+
+    plan_id: str
+    number: int
+    kind: str
+    status: str
+    url: str
+
+
+class PanelStateOut(BaseModel):
+    """PUT /v1/panels/{panel_id}/state: the report as stored and what it changed."""
+
+    panel: str
+    applied_version: int
+    latest_version: int
+    status: Literal["applied", "failed", "degraded"]
+    fabric_ready_plans: list[str] = Field(description="plans that became fabric_ready with this report")
+    revisions: list[PanelRevisionOut]
 
 
 class ActivationOut(BaseModel):

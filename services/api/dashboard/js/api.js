@@ -117,6 +117,24 @@ export async function post(path, body) {
   return (await send(path, { method: "POST", body })).json();
 }
 
+/** POST /v1/topologies/evaluate. An evaluation still running after the server's wait answers 202 with its
+ * URL: `onWait(accepted)` is called and the URL is polled (Retry-After apart; with_arcs as the body asked) until
+ * the evaluation is done (its result is returned) or failed (thrown as the 422 the POST would have answered). */
+export async function evaluate(body, onWait = () => {}) {
+  let r = await send("v1/topologies/evaluate", { method: "POST", body });
+  if (r.status !== 202) return r.json();
+  const accepted = await r.json();
+  onWait(accepted);
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 1000 * Math.min(10, Number(r.headers.get("Retry-After")) || 1)));
+    r = await send(accepted.url, { params: { with_arcs: body.with_arcs ? "true" : null } });
+    const ev = await r.json();
+    if (ev.status === "done") return { ...ev.result, id: ev.id, url: accepted.url };
+    if (ev.status === "failed") throw new ApiError(422, ev.reason || "the evaluation failed");
+    onWait(ev);
+  }
+}
+
 /** Download an artifact with the key in the header (a plain link could not carry it). A runtime's XML not
  * compiled yet answers 202 with a URL: `onWait(accepted)` is called (the caller shows a spinner) and the URL
  * is polled (its Retry-After apart) until the file is there, then it is downloaded; a refusal (422) throws. */

@@ -1,6 +1,8 @@
 // A plan's stage timeline, computed in the browser from its status history (GET /v1/plans/<id>/events: each
-// event's time, status, stage and progress; the API reports no durations): a stage lasts from its first event
-// to the next event of another stage (consecutive events of one stage are merged). While the plan runs, the
+// event's time, status, stage and progress): a stage lasts from its first event to the next event of another
+// stage (consecutive events of one stage are merged), or, where the API recorded it (the event that closes a
+// stage carries started_at and ended_at), exactly that span. The terminal event closes the run, including the
+// stage it belongs to (a plan's `done` event is its compile stage's end). While the plan runs, the
 // last stage is open (it lasts until now) and an ETA extrapolates the elapsed time linearly in the progress
 // fraction the worker reports. Events after the plan finished (revisions) are not part of its making.
 import { el, fmtClock, fmtSeconds, PLOT_STYLE, table } from "./util.js";
@@ -15,27 +17,35 @@ export function stageSegments(events, now = Date.now()) {
   const making = end >= 0 ? evs.slice(0, end + 1) : evs;
   if (!making.length) return [];
   const t0 = Date.parse(making[0].at);
+  const rel = (iso) => (Date.parse(iso) - t0) / 1000;
   const segments = [];
   for (const e of making) {
-    const t = (Date.parse(e.at) - t0) / 1000;
-    const last = segments[segments.length - 1];
-    if (last && last.stage === e.stage) {
-      last.progress_to = e.progress;
-      last.status = e.status;
-      continue;
+    const t = rel(e.at);
+    let last = segments[segments.length - 1];
+    if (!last || last.stage !== e.stage) {
+      if (last && last.ended_s === null) last.ended_s = t;
+      last = { stage: e.stage, status: e.status, start_s: t, end_s: null, ended_s: null, progress_from: e.progress,
+        progress_to: e.progress, open: false, last_s: t };
+      segments.push(last);
     }
-    if (last) last.end_s = t;
-    segments.push({ stage: e.stage, status: e.status, start_s: t, end_s: null, progress_from: e.progress,
-      progress_to: e.progress, open: false });
+    last.progress_to = e.progress;
+    last.status = e.status;
+    last.last_s = t;
+    // the API's own record of the stage (the event that closes it carries started_at, ended_at, duration_s)
+    if (e.started_at) last.start_s = Math.min(last.start_s, rel(e.started_at));
+    if (e.ended_at) last.ended_s = rel(e.ended_at);
   }
   const last = segments[segments.length - 1];
-  if (TERMINAL.includes(last.status)) {
-    last.end_s = last.start_s;        // the terminal event closes the run: its own stage lasts no time
-  } else {
-    last.end_s = Math.max(last.start_s, (now - t0) / 1000);
-    last.open = true;
+  for (const s of segments) s.end_s = s.ended_s;
+  if (last.end_s === null) {
+    if (TERMINAL.includes(last.status)) {
+      last.end_s = last.last_s;       // the terminal event closes the run
+    } else {
+      last.end_s = Math.max(last.start_s, (now - t0) / 1000);
+      last.open = true;
+    }
   }
-  segments.forEach((s) => { s.duration_s = s.end_s - s.start_s; });
+  segments.forEach((s) => { s.duration_s = Math.max(0, s.end_s - s.start_s); delete s.ended_s; delete s.last_s; });
   return segments;
 }
 
@@ -77,7 +87,7 @@ export function timelineCard(plan, events, now = Date.now()) {
       el("span", { class: "muted" }, " (elapsed time extrapolated linearly in the progress)")]
     : [`${plan.status} after ${fmtSeconds(elapsed)}`];
   return el("div", { class: "card timeline", id: "plan-timeline" }, el("h2", {}, "Stage timeline"),
-    el("p", {}, summary),
+    el("p", { id: "timeline-summary", dataset: { elapsedS: elapsed.toFixed(6) } }, summary),
     el("div", { class: "chart", id: "timeline-chart" }, chart(segments)),
     table([
       { label: "stage", value: (s) => s.stage },

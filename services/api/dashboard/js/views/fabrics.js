@@ -12,6 +12,7 @@ const DIFF_ROWS = 100;
 
 function syncBadge(p) {
   if (p.status === "failed") return badge("failed");
+  if (p.status === "degraded") return badge("degraded");   // applied, but some cross-connects carry no light
   if (p.in_sync) return badge("applied");
   return p.status === null ? badge("never reported", "never") : badge("pending");
 }

@@ -4,7 +4,7 @@
 // is a hairball, the adjacency heat map (adjacency.js). A plan's chosen topology (#/plans/<id>/topology), one
 // of its revisions with the failed arcs marked (#/plans/<id>/topology?revision=n), or any expression
 // (#/topology?expr=..: POST /v1/topologies/evaluate).
-import { get, post } from "../api.js";
+import { evaluate, get } from "../api.js";
 import { adjacencyView } from "../adjacency.js";
 import { COLLECTIVES } from "../cost.js";
 import { el, facts, fmtNumber, intParam, PLOT_STYLE, yesNo } from "../util.js";
@@ -168,7 +168,14 @@ export async function render(root, { id, query }) {
     el("p", { class: "legend-note" }, "Any topology expression (the grammar of the README), evaluated by its optimal BFB schedule, model-checked."),
     evaluateForm(expr, collective));
   if (!expr) return;
-  const t = await post("v1/topologies/evaluate", { expr, collective, with_arcs: true });
+  const waiting = el("p", { class: "muted", id: "topology-waiting", hidden: true });
+  root.append(waiting);
+  const t = await evaluate({ expr, collective, with_arcs: true }, (ev) => {
+    waiting.hidden = false;
+    waiting.dataset.status = ev.status;
+    waiting.replaceChildren(el("span", { class: "spinner" }), ` evaluating ${expr}: ${ev.status} …`);
+  });
+  waiting.remove();
   root.append(layout(summary(t, [
     ["collective", t.collective], ["steps", t.steps], ["tau", `${fmtNumber(t.tau)} (${t.tau_exact})`],
     ["BW-optimal", yesNo(t.bw_optimal)], ["Moore-optimal", yesNo(t.moore_optimal)], ["verified", yesNo(t.verified)],
