@@ -262,7 +262,7 @@ def test_dashboard_modules_use_only_the_public_api():
     routes = [re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", p) + "$") for p in doc["paths"]]
     used = set()
     for js in (DASHBOARD_DIR / "js").rglob("*.js"):
-        for call in re.findall(r'(?<![.\w])(?:get|list|post|download|url)\(\s*[`"]([^`"]+)[`"]', js.read_text()):
+        for call in re.findall(r'(?<![.\w])(?:get|list|post|download|url|send)\(\s*[`"]([^`"]+)[`"]', js.read_text()):
             used.add("/" + re.sub(r"\$\{[^}]+\}", "x", call).split("?")[0])
     assert {"/v1/plans", "/v1/stats", "/v1/frontiers", "/v1/topologies/evaluate", "/v1/panels", "/readyz"} <= used
     for u in used:
