@@ -61,16 +61,24 @@ def test_outcomes_come_back_and_nothing_is_recorded(settings):
 
 
 def test_cancel_kills_the_compiles_and_records_nothing(settings):
-    pid, body = _plan(settings)
-    expr = "line(circulant(16, 1, 4), 1)"
-    scheds = _schedules(expr)
-    early_compile.start_plan(pid, PlanSpec.load(body), scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
-                             build(expr))
-    early = early_compile._STARTED[pid]
-    time.sleep(0.3)
+    """`cancel` while the compiles run (each blocked until killed, so none can finish first on a fast machine):
+    the launcher and every compile process end, no file is handed back and no compile job names a file."""
+    pid, _ = _plan(settings)
+    scheds = _schedules("torus(4, 4)")
+    early = early_compile.start(pid, ["executor", "oneccl"], scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
+                                lambda u, s: time.sleep(10 * HANG_S))
+    deadline = time.monotonic() + HANG_S
+    while not _children(early.launcher) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    compiling = _children(early.launcher)
+    assert compiling, "the launcher started no compile process"
     early_compile.cancel(pid)
     assert _gone(early.launcher) and early_compile.take(pid) is None
-    assert len(early.outcomes()) < 6
+    deadline = time.monotonic() + HANG_S
+    while any(_running(p) for p in compiling) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(p) for p in compiling)
+    assert all(o is None for o in early.outcomes().values())        # nothing compiled was handed back
     with session_scope(settings.sqlalchemy_url) as s:
         assert all(compiles.get(s, pid, u.collective, u.options.key()) is None for u in early.units)
 
