@@ -2,7 +2,7 @@
 
     python -m bench.alltoall            # Table 7 rows this library builds + the runtime targets
     python -m bench.alltoall --quick    # only the runtime targets
-    python -m bench.alltoall --issue26  # the degraded 256-node graph (exact f, schedule) and the 1024 bracket
+    python -m bench.alltoall --large    # the degraded 256-node graph (exact f, schedule) and the 1024 bracket
 
 Each case runs in a fresh process so timings do not share caches. Times for Table 4 use D = 1 MB = 2^20 bytes,
 B = 100 Gbps per node, d = 4 (paper section 9.1 units).
@@ -30,8 +30,8 @@ TABLE_7 = [
     ("genkautz(4, 1024)", 8.01e-4), ("line(circulant(16, 3, 4), 3)", 8.12e-4),
 ]
 MB, NODE_BW = 2 ** 20, 100e9 / 8
-# the --issue26 rows (degraded and 1024-node graphs): (expression, what, target)
-ISSUE_26 = [
+# the --large rows (degraded and 1024-node graphs): (expression, what, target)
+LARGE_CASES = [
     ("remove(torus(16, 16), 0>1)", "mcf", "exact (gap <= 1e-5) within 2 GiB"),
     ("line(circulant(16, 3, 4), 3)", "mcf", "bracket <= 0.5 % wide (was [7.655, 7.949]e-4, 3.8 %)"),
     ("debruijn(4, 5)", "mcf", "bracket <= 0.5 %, 2 GiB, ~60 s CPU (was the approximation)"),
@@ -93,13 +93,13 @@ def main() -> None:
     ap.add_argument("--method", default="auto")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--schedule", action="store_true")
-    ap.add_argument("--issue26", action="store_true")
+    ap.add_argument("--large", action="store_true", help="the degraded 256-node graph and the 1024-node brackets")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_schedule(args.case) if args.schedule else run_case(args.case, args.method)))
         return
-    if args.issue26:
-        issue26()
+    if args.large:
+        large_cases()
         return
     from services.synthesis.evaluate.alltoall import moore_throughput_bound
 
@@ -128,9 +128,9 @@ def main() -> None:
     sys.exit(1 if failed else 0)
 
 
-def issue26() -> None:
+def large_cases() -> None:
     """The degraded 256-node graph (LP (3) exact, and its verified schedule) and the N = 1024 bracket."""
-    for expr, what, target in ISSUE_26:
+    for expr, what, target in LARGE_CASES:
         if what == "mcf":
             r = in_subprocess(expr)
             print(f"{expr:<32} {r['method']:>7} f in [{r['lower']:.6e}, {r['upper']:.6e}] gap "

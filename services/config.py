@@ -26,7 +26,8 @@ class Settings(BaseSettings):
                                    "it is stopped and its plan fails with that reason")
     task_memory_limit_mb: int = Field(default=4096, ge=16, description="address space a task may add to its "
                                       "worker process (RLIMIT_AS); beyond it the plan fails with that reason")
-    task_max_retries: int = 3
+    task_max_retries: int = Field(default=3, ge=0, description="retries of a worker task after a transient fault "
+                                  "(database or broker unavailable), with exponential back-off up to 60 s")
     heartbeat_s: float = Field(default=5.0, gt=0, description="a running task refreshes its job's heartbeat this "
                                "often (at least 4 times per stale_plan_s)")
     stale_plan_s: int = Field(default=30, ge=1, description="a running job without a heartbeat this long has lost "

@@ -63,9 +63,14 @@ class JobTask(celery_app.Task):
     autoretry_for = TRANSIENT
     retry_backoff = 2
     retry_backoff_max = 60
-    max_retries = 3
     retry_on_worker_lost = True
     default_retry_delay = 1        # a lost pool process: run again at once (not Celery's 3 minutes)
+
+    @property
+    def max_retries(self) -> int:
+        """Retries of a transient fault (`autoretry_for`) before the task fails: FABRICPLAN_TASK_MAX_RETRIES,
+        read when a retry is decided, so a deployment's setting holds without re-importing the tasks."""
+        return get_settings().task_max_retries
 
     def __call__(self, *args, **kwargs):
         attempt = kwargs.pop("attempt", None)
