@@ -14,6 +14,8 @@ from services.jobs.stages.compile_pool import run_units
 from services.compiler.canonical import canonical_options
 from services.compiler.runtimes.names import Runtime
 from services.jobs.stages.compile_units import CompileUnit, plan_units, range_options, range_unit
+
+from tests.conftest import HANG_S
 from services.synthesis.schedule.ir import Collective
 
 MiB = 1 << 20
@@ -45,7 +47,14 @@ def test_a_killed_process_fails_only_its_unit(tmp_path):
 def test_a_unit_above_the_budget_runs_alone(tmp_path):
     def run_one(u: CompileUnit) -> None:
         start = time.monotonic()
-        time.sleep(0.3)
+        (tmp_path / f"{u.collective}.started").touch()
+        if u.collective in ("s2", "s3"):                # these two meet: each waits until the other has started
+            other = tmp_path / ("s3.started" if u.collective == "s2" else "s2.started")
+            deadline = time.monotonic() + HANG_S
+            while not other.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        else:
+            time.sleep(0.2)
         (tmp_path / u.collective).write_text(f"{start} {time.monotonic()}")
 
     done = []
