@@ -209,13 +209,16 @@ def step_u_star_by_runs(prev: np.ndarray, ball: np.ndarray, preds: np.ndarray, a
                 ends[(s + length - 1) % d, length] += c
                 runs += c
                 length += 1
+        # sources eligible on every slot have no run start; every other source has at least one (a source at
+        # distance t has an eligible in-arc), so runs + full == size exactly when each has one run. `full` is
+        # counted even when runs == size: two sources with two runs each and two on every slot also give
+        # runs == size (random_regular_digraph(28, 5, 1072), receiver 16, step 3: U* 3 was priced, 2 is right)
         full = 0
-        if runs != size:                              # sources eligible on every slot have no run start
-            for j in range(words):
-                x = sphere[j]
-                for k in range(d):
-                    x &= elig[k, j]
-                full += _ctpop(x)
+        for j in range(words):
+            x = sphere[j]
+            for k in range(d):
+                x &= elig[k, j]
+            full += _ctpop(x)
         if runs + full != size:
             ok[u] = False
             continue

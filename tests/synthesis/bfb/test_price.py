@@ -14,7 +14,8 @@ from services.synthesis.bfb import price as bfb_price
 from services.synthesis.bfb.lp import bfb_allgather, eligibility_masks
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.distances import bfs_distances
-from services.synthesis.bfb.kernels import circulant_eccentricities, interval_u_star, step_types, type_bounds
+from services.synthesis.bfb.kernels import (circulant_eccentricities, interval_u_star, step_types, step_u_star_by_runs,
+                                            type_bounds)
 from services.synthesis.topology.graph import Topology, TopologyError
 
 
@@ -109,6 +110,24 @@ def test_step_types_are_the_eligibility_classes(seed):
             got = dict(zip(masks[offsets[u]:offsets[u + 1]].tolist(), counts[offsets[u]:offsets[u + 1]].tolist()))
             assert got == expected[u], (t, u)
     assert t == topo.diameter
+
+
+@pytest.mark.parametrize("seed", [1072, 1108, 1150, 1217, 1258, 1289] + list(range(200, 212)))
+def test_receivers_priced_by_runs_equal_brute_force(seed):
+    """Every receiver the run kernel prices alone (`step_u_star_by_runs`, ok True) has U* equal to max_S
+    load(S)/|S| over its eligibility classes. Seeds 1072-1289: a receiver with two sources of two runs each and
+    two sources eligible on every in-arc, which the run count once took for one run each (U* 3 for 2)."""
+    topo = random_regular_digraph(6 + seed % 35, 1 + seed % 6, seed)
+    d = topo.degree
+    preds = np.ascontiguousarray(topo.in_predecessors, dtype=np.int64)
+    for t, prev, ball in topo.balls(reverse=True):
+        num, den, ok = step_u_star_by_runs(prev, ball, preds, np.ones(topo.nodes, dtype=np.bool_))
+        expected = _types_by_masks(topo, t)
+        for u in np.flatnonzero(ok).tolist():
+            masks, counts = list(expected[u]), list(expected[u].values())        # none: nothing at distance t
+            assert Fraction(int(num[u]), int(den[u])) == brute_u_star(masks, counts, d), (t, u)
+    full = bfb_allgather(topo, workers=1)
+    assert bfb_price.bfb_tau(topo) == (topo.diameter, full.tau)
 
 
 def test_type_bounds_bracket_the_exact_value():
