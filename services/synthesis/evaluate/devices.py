@@ -2,6 +2,8 @@
 precision, and the scale-up (NVLink through NVSwitch) bandwidth per GPU, from NVIDIA's public datasheets.
 
 Figures (dense, i.e. without the 2:4 structured-sparsity doubling the datasheets also quote):
+HBM capacities are binary gigabytes (GiB): the datasheets' "80 GB" is the 81,920 MiB CUDA reports for an A100 or
+H100 80GB (five 16 GiB HBM stacks); the H200's 141 and the B200's 180 likewise.
 - A100 SXM4 80GB (NVIDIA A100 Tensor Core GPU datasheet): HBM2e 80 GB at 2,039 GB/s; TF32 156, BF16/FP16
   312 TFLOP/s; no FP8; NVLink 3 600 GB/s per GPU (both directions together: 300 GB/s each way).
 - H100 SXM5 80GB (NVIDIA H100 Tensor Core GPU datasheet): HBM3 80 GB at 3.35 TB/s; TF32 494.5, BF16 989.5,
@@ -40,11 +42,12 @@ __all__ = ["A100_EFFICIENCY", "A100_EFFICIENCY_SOURCE", "GPU_PROFILES", "GpuProf
 
 PRECISIONS = ("tf32", "bf16", "fp8")
 GB = 1e9
+GiB = float(1 << 30)     # HBM capacities are binary: an "80 GB" A100 or H100 reports 81,920 MiB to CUDA
 
 # (e_max, h0) of the A100 and e_max of the H100: solved by `services.synthesis.evaluate.published_runs.calibrate`
 # from the calibration rows named below (bench.training re-solves them and prints both).
 A100_EFFICIENCY = (0.6055, 821.4)
-H100_E_MAX = 0.8734
+H100_E_MAX = 0.6293
 A100_EFFICIENCY_SOURCE = (
     "e(h) = e_max h / (h + h0) solved from Narayanan et al., SC'21, Table 1, rows 1.7B (137 TFLOP/s per A100, "
     "h 2304, tp 1, 32 GPUs) and 1008B (163 TFLOP/s, h 25600, tp 8, pp 64, 3072 GPUs); bench.training re-solves it")
@@ -87,20 +90,20 @@ class GpuProfile(BaseModel):
 
 _ROOF = "h0 by the roofline from the A100's (module docstring)"
 GPU_PROFILES: dict[str, GpuProfile] = {p.name: p for p in [
-    GpuProfile(name="a100", hbm_bytes=80 * GB, hbm_Bps=2039 * GB,
+    GpuProfile(name="a100", hbm_bytes=80 * GiB, hbm_Bps=2039 * GB,
                peak_flops={"tf32": 156e12, "bf16": 312e12}, nvlink_Bps=300 * GB,
                efficiency=A100_EFFICIENCY[0], efficiency_h0=A100_EFFICIENCY[1],
                source="NVIDIA A100 SXM4 80GB datasheet; efficiency " + A100_EFFICIENCY_SOURCE),
-    GpuProfile(name="h100", hbm_bytes=80 * GB, hbm_Bps=3350 * GB,
+    GpuProfile(name="h100", hbm_bytes=80 * GiB, hbm_Bps=3350 * GB,
                peak_flops={"tf32": 494.5e12, "bf16": 989.5e12, "fp8": 1979e12}, nvlink_Bps=450 * GB,
                efficiency=H100_E_MAX, efficiency_h0=roofline_h0(989.5e12, 3350 * GB),
                source="NVIDIA H100 SXM5 datasheet; e_max solved from Dubey et al. 2024 (Llama 3), Table 4, 405B "
                       "on 8,192 H100s at 430 TFLOP/s per GPU; " + _ROOF),
-    GpuProfile(name="h200", hbm_bytes=141 * GB, hbm_Bps=4800 * GB,
+    GpuProfile(name="h200", hbm_bytes=141 * GiB, hbm_Bps=4800 * GB,
                peak_flops={"tf32": 494.5e12, "bf16": 989.5e12, "fp8": 1979e12}, nvlink_Bps=450 * GB,
                efficiency=H100_E_MAX, efficiency_h0=roofline_h0(989.5e12, 4800 * GB),
                source="NVIDIA H200 SXM datasheet; e_max as the H100 (same die); " + _ROOF),
-    GpuProfile(name="b200", hbm_bytes=180 * GB, hbm_Bps=8000 * GB,
+    GpuProfile(name="b200", hbm_bytes=180 * GiB, hbm_Bps=8000 * GB,
                peak_flops={"tf32": 1125e12, "bf16": 2250e12, "fp8": 4500e12}, nvlink_Bps=900 * GB,
                efficiency=H100_E_MAX, efficiency_h0=roofline_h0(2250e12, 8000 * GB),
                source="NVIDIA HGX/DGX B200 datasheets (per-system figures / 8, sparsity halved); e_max as the "

@@ -54,6 +54,9 @@ exposed. The first allgather of a pass and the last reduce-scatter have no layer
 exposed whole. ZeRO-3's collectives run at `Job.zero3_efficiency` of the schedules' price: the ZeRO-3
 implementation measured at this scale (DeepSpeed, Narayanan et al. SC'21 Table 2) reaches a fraction of the
 collective bandwidth the schedules allow (`ZERO3_EFFICIENCY`, docs/training.md).
+Interleaved chunks: pp v <= L + 2, the first chunk may hold only the embedding and the last only the output
+layer and loss (Dubey et al. 2024 section 3.3.2: 126 layers in 16 x 8 chunks); the busiest stage still runs
+ceil(L/pp) layers.
 Memory per GPU (ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter; stage 1 shards the 12,
 stage 2 also the gradients' 2, stage 3 also the parameters' 2, over dp cp, or edp for experts) plus activations
 (`Transformer.activation_bytes_per_layer` with the strategy's SP and CP, for the first stage's in-flight
@@ -77,7 +80,7 @@ __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", 
 
 RECOMPUTE = ("none", "selective", "full")
 MICRO_BATCHES = (1, 2, 4, 8, 16)
-INTERLEAVE = (1, 2, 4)
+INTERLEAVE = (1, 2, 4, 8)
 GRAD_BYTES = PARAM_BYTES = 2
 OPTIMIZER_BYTES = 12
 CONTEXT_PARALLEL = (1, 2, 4, 8, 16, 32)
@@ -242,8 +245,9 @@ def check(job: Job, s: Strategy) -> None:
     dp_host = max(1, g // (s.tp * s.cp))
     if s.dp % dp_host and dp_host % s.dp:
         raise Infeasible(f"dp={s.dp} neither fills nor divides the {dp_host} DP ranks a host holds at tp={s.tp}")
-    if s.pp * s.interleave > m.layers:
-        raise Infeasible(f"pp x interleave = {s.pp * s.interleave} exceeds the {m.layers} layers")
+    if s.pp * s.interleave > m.layers + (2 if s.interleave > 1 else 0):
+        raise Infeasible(f"pp x interleave = {s.pp * s.interleave} exceeds the {m.layers} layers"
+                         + (" and the embedding and output chunks" if s.interleave > 1 else ""))
     if s.interleave > 1 and s.pp == 1:
         raise Infeasible("interleaving needs pp > 1")
     if s.recompute not in RECOMPUTE:
@@ -271,7 +275,8 @@ def check(job: Job, s: Strategy) -> None:
     if mem.total > job.device.hbm_bytes:
         raise Infeasible(f"needs {mem.total / 1e9:.1f} GB per GPU (weights {mem.weights / 1e9:.1f}, gradients "
                          f"{mem.gradients / 1e9:.1f}, optimizer {mem.optimizer / 1e9:.1f}, activations "
-                         f"{mem.activations / 1e9:.1f}), above the {job.device.hbm_bytes / 1e9:.0f} GB of "
+                         f"{mem.activations / 1e9:.1f}), above the {job.device.hbm_bytes / (1 << 30):.0f} GiB "
+                         f"({job.device.hbm_bytes / 1e9:.1f} GB) of "
                          f"{job.device.name} HBM", "memory")
 
 

@@ -103,7 +103,7 @@ def test_memory_refusals():
     j = Job(big.model, big.name, 16, A100, 1, 8)
     mem = memory(j, Strategy(8, 1, 1))
     assert mem.weights == pytest.approx(2 * big.model.parameters / 8) and mem.optimizer == 6 * mem.weights
-    with pytest.raises(Infeasible, match="above the 80 GB of a100 HBM") as exc:
+    with pytest.raises(Infeasible, match=r"above the 80 GiB \(85.9 GB\) of a100 HBM") as exc:
         check(j, Strategy(8, 1, 1))
     assert exc.value.kind == "memory"
     # sharding the optimizer over DP brings a strategy under the HBM
