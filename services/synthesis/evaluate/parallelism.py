@@ -101,7 +101,9 @@ class Job:
     hosts: int
     gpus_per_host: int
     precision: str = "bf16"
-    attention: str = "full"       # executed attention-score FLOPs: "full" or "causal" (the empty half skipped)
+    # executed attention-score FLOPs: "causal" (the masked half skipped: FlashAttention-2, the kernel today's
+    # decoders train with) or "full" (computed whole and masked: Megatron-LM 2021)
+    attention: str = "causal"
     zero3_efficiency: float = ZERO3_EFFICIENCY
 
     @property

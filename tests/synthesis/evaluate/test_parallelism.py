@@ -36,7 +36,7 @@ def test_zero3_per_layer_by_hand():
     # implementation's efficiency; the first allgather of each pass and the last reduce-scatter are exposed
     # whole, the others beyond their neighbouring layer's compute
     eta = 0.5
-    j = Job(SMALL, "small", 8, A100, 4, 1, zero3_efficiency=eta)
+    j = Job(SMALL, "small", 8, A100, 4, 1, attention="full", zero3_efficiency=eta)
     fab = switched_fabric("fat-tree", 4, 1, LINK)
     s = Strategy(1, 1, 4, zero=3, micro_batch=1)
     b = breakdown(j, s, fab)
@@ -48,6 +48,17 @@ def test_zero3_per_layer_by_hand():
     b1 = breakdown(j, Strategy(1, 1, 4, zero=1, micro_batch=1), fab)
     rs = 2 * LINK.alpha_s + 0.75 * 2 * SMALL.dense_params / 4 / LINK.node_bandwidth_Bps
     assert b1.dp == pytest.approx(2 * (rs + 3 * max(0.0, rs - 2 * t_f)) / 2 + rs + 3 * max(0.0, rs - t_f))
+
+
+def test_causal_attention_halves_the_scores():
+    # FlashAttention-2 skips the causal mask's empty half: the forward runs the scores' FLOPs at half
+    m = Transformer(hidden=64, layers=4, heads=4, seq_len=4096, vocab=100)
+    fab = switched_fabric("fat-tree", 1, 1, LINK)
+    s = Strategy(1, 1, 1, micro_batch=1)
+    full = breakdown(Job(m, "m", 1, A100, 1, 1, attention="full"), s, fab).compute
+    causal = breakdown(Job(m, "m", 1, A100, 1, 1), s, fab).compute
+    scores = 4.0 * m.seq_len * m.hidden * m.layers * m.seq_len          # per sequence
+    assert full - causal == pytest.approx(3 * A100.seconds(scores / 2, hidden=m.hidden))
 
 
 def test_zero3_exposure_grows_with_scale():
