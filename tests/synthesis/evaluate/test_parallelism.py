@@ -61,6 +61,18 @@ def test_causal_attention_halves_the_scores():
     assert full - causal == pytest.approx(3 * A100.seconds(scores / 2, hidden=m.hidden))
 
 
+def test_scale_up_phase_is_one_step():
+    # DP inside one host of 4 GPUs: the shipped hierarchical schedule's scale-up phase, one step in which every
+    # GPU sends each peer its share through the switch (alpha + 3/4 X / NVLink), not a ring of 3 steps
+    j = Job(SMALL, "small", 8, A100, 1, 4, attention="full")
+    fab = switched_fabric("fat-tree", 1, 4, LINK)
+    b = breakdown(j, Strategy(1, 1, 4, micro_batch=2), fab)
+    x = 2 * SMALL.dense_params / 4                       # one layer's gradients, 16-bit
+    phase = A100.nvlink_alpha_s + 0.75 * x / A100.nvlink_Bps
+    c_b = 2 * A100.seconds(SMALL.forward_flops_per_token() * 32 / 4, hidden=SMALL.hidden)
+    assert b.dp == pytest.approx(2 * phase + 3 * max(0.0, 2 * phase - c_b))
+
+
 def test_zero3_exposure_grows_with_scale():
     # the same model and batch on more GPUs: less compute per GPU, the same ZeRO-3 bytes per GPU
     e = LLM_CATALOG["gpt3-175b"]
