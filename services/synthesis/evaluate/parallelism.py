@@ -55,8 +55,7 @@ exposed whole. ZeRO-3's collectives run at `Job.zero3_efficiency` of the schedul
 implementation measured at this scale (DeepSpeed, Narayanan et al. SC'21 Table 2) reaches a fraction of the
 collective bandwidth the schedules allow (`ZERO3_EFFICIENCY`, docs/training.md).
 Interleaved chunks: pp v <= L + 2, the first chunk may hold only the embedding and the last only the output
-layer and loss (Dubey et al. 2024 section 3.3.2: 126 layers in 16 x 8 chunks); the busiest stage still runs
-ceil(L/pp) layers.
+layer and loss (Dubey et al. 2024 section 3.3.2); the busiest stage still runs ceil(L/pp) layers.
 Memory per GPU (ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter; stage 1 shards the 12,
 stage 2 also the gradients' 2, stage 3 also the parameters' 2, over dp cp, or edp for experts) plus activations
 (`Transformer.activation_bytes_per_layer` with the strategy's SP and CP, for the first stage's in-flight
