@@ -43,8 +43,8 @@ attention kernel skips the causal mask's empty half, FlashAttention-2, Dao 2023 
     t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP      (blocking)
     pipeline = m t_mb + (pp - 1)/v t_mb                    (bubble: Narayanan et al. SC'21 section 2.2)
 DP per layer, as issued (ZeRO section 5; DeepSpeed and PyTorch FSDP prefetch the next layer's parameters,
-Zhao et al. VLDB'23 section 4): each layer's collective is issued one layer ahead (allgathers) or right after
-the layer (gradient reduce-scatters) and runs under the adjacent layer's compute. A layer of compute c and
+Zhao et al. VLDB'23, backward and forward prefetching): each layer's collective is issued one layer ahead
+(allgathers) or right after the layer (gradient reduce-scatters) and runs under the adjacent layer's compute. A layer of compute c and
 blocking TP time t_tp lasts
     max(c + t_tp, t_tp + d_nv, d_nv + d_net)
 with d_nv and d_net the collective's scale-up and inter-host phases: the scale-up phase shares NVLink with

@@ -26,7 +26,7 @@ and output, 2 x 2 f/h):
 - split over TP: Q (2), K and V (4 kv_heads/heads), the attention output (2) and the feed-forward's inner
   tensors (4 f/h or 6 f/h): 24 / t for GPT (f = 4h);
 - the attention scores 5 a s / h (softmax output, dropout mask and output), split over TP; not stored with
-  selective recomputation (Korthikanti section 4.2.2; FlashAttention recomputes them the same way).
+  selective recomputation (Korthikanti section 5; FlashAttention recomputes them the same way).
 A model trained without dropout (`dropout` false: the Llama family, Touvron et al. 2023 and Dubey et al. 2024
 list none) keeps no masks: 8 instead of 10 whole, 2 a s / h (the softmax output) instead of 5 a s / h.
 So GPT: s b h (10 + 24/t + 5 a s/(h t)) without SP, s b h (34 + 5 a s/h)/t with SP (Table 2); selective drops the
