@@ -54,9 +54,9 @@ class HybridEntryOut(BaseModel):
                                                   "iteration time / GPUs (as Megatron-LM reports it)")
     mfu: float | None = None
     parallelism: dict | None = Field(default=None, description="tp, pp, dp, ep, zero, micro_batch, interleave, "
-                                     "recompute")
+                                     "recompute, cp, sp")
     breakdown: dict | None = Field(default=None, description="compute_s, bubble_s, exposed_tp_s, exposed_pp_s, "
-                                   "exposed_dp_s, exposed_ep_s")
+                                   "exposed_dp_s, exposed_ep_s, exposed_cp_s")
     memory_per_gpu_bytes: dict | None = None
     traffic_per_gpu_bytes: dict | None = None
     strategies_searched: int | None = None

@@ -105,7 +105,8 @@ class HybridEvaluation:
         return {"model": j.name, "hosts": j.hosts, "gpus_per_host": j.gpus_per_host, "gpus": j.gpus,
                 "nics_per_host": self.nics, "device": j.device.name, "precision": j.precision,
                 "global_batch": j.global_batch, "parameters": j.model.parameters,
-                "model_flops_per_iteration": j.model_flops(), "device_efficiency": j.device.efficiency,
+                "model_flops_per_iteration": j.model_flops(),
+                "device_efficiency": j.device.efficiency_at(j.model.hidden),
                 "entries": [e.to_dict() for e in self.entries],
                 "best": self.best.fabric.expr if self.best is not None else None,
                 "best_iteration_s": self.best.iteration_s if self.best is not None else None,
@@ -117,11 +118,12 @@ def _why(best: HybridEntry | None, entries: list[HybridEntry]) -> str:
         return "no candidate topology runs the job: " + "; ".join(
             f"{e.fabric.name}: {e.refused}" for e in entries if e.refused)[:2000]
     s, b = best.result.strategy, best.result.breakdown
-    parts = [(f"{best.fabric.expr} with tp={s.tp}, pp={s.pp}, dp={s.dp}, ep={s.ep}, zero={s.zero}, "
+    parts = [(f"{best.fabric.expr} with tp={s.tp}{'' if s.cp == 1 else f', cp={s.cp}'}, pp={s.pp}, dp={s.dp}, "
+              f"ep={s.ep}, zero={s.zero}, "
               f"micro-batch {s.micro_batch}, interleave {s.interleave}, recompute {s.recompute}: "
               f"{best.iteration_s:.4g} s per iteration, the fastest of {len(entries)} topologies each with its "
               f"fastest strategy ({best.result.searched} strategies tried per topology)")]
-    exposed = {"bubble": b.bubble, "TP": b.tp, "PP": b.pp, "DP": b.dp, "EP": b.ep}
+    exposed = {"bubble": b.bubble, "TP": b.tp, "CP": b.cp, "PP": b.pp, "DP": b.dp, "EP": b.ep}
     worst = max(exposed, key=exposed.get)
     parts.append(f"compute {b.compute / best.iteration_s:.0%} of it; the largest overhead is {worst} "
                  f"({exposed[worst] / best.iteration_s:.1%})")

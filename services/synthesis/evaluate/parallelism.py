@@ -1,43 +1,67 @@
-"""Hybrid-parallel training on hosts of G GPUs (docs/training.md): tensor (TP), pipeline (PP: 1F1B or interleaved),
-data (DP, ZeRO stages 0-3) and expert (EP, with expert-data parallelism) parallelism; per-iteration traffic,
-memory per GPU, iteration time on a `fabrics.Fabric`, and the strategy search. Pure arithmetic.
+"""Hybrid-parallel training on hosts of G GPUs (docs/training.md): tensor (TP, with sequence parallelism SP),
+context (CP), pipeline (PP: 1F1B or interleaved), data (DP, ZeRO stages 0-3) and expert (EP, with expert-data
+parallelism) parallelism; per-iteration traffic, memory per GPU, iteration time on a `fabrics.Fabric`, and the
+strategy search. Pure arithmetic.
 
-Placement (Megatron-LM's rank order: TP innermost, then DP, then PP): TP groups are inside a host (tp | G,
-the scale-up domain); a host holds G/tp consecutive DP ranks of one stage (dp_local = min(dp, G/tp)), so a
-DP group spans h_dp = dp tp / G hosts (all hosts of its stage), or stays inside a host; an EP group is ep
-consecutive DP ranks (experts % ep == 0 and ep | dp; expert weights are replicated over edp = dp/ep ranks,
-expert-data parallelism, when there are fewer experts than DP ranks).
+Placement (Megatron-LM's rank order: TP innermost, then CP, then DP, then PP): TP groups are inside a host
+(tp | G, the scale-up domain); CP takes the next cp_local = min(cp, G/tp) ranks of a host (a CP group spans
+h_cp = cp tp / G hosts when larger); a host holds dp_local = min(dp, G/(tp cp)) consecutive DP ranks of one
+stage, so a DP group spans h_dp = dp / dp_local hosts; an EP group is ep consecutive DP ranks (experts % ep == 0
+and ep | dp; expert weights are replicated over edp = dp/ep ranks, expert-data parallelism, when there are fewer
+experts than DP ranks). Gradients are reduced and ZeRO shards over the dp cp ranks holding the same weights
+(Megatron-Core folds CP into the data-parallel group for both).
 
-Traffic per GPU (16-bit activations A = 2 s b h bytes per micro-batch of b sequences; Psi_d, Psi_e the dense
-and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = experts / (tp pp ep)):
-- TP (Shoeybi et al. 2019; sequence parallelism keeps the volume): 4 allreduces of A per layer and
-  micro-batch (2 forward, 2 backward; 6 with full recomputation), ring on the scale-up domain:
-  2 (tp-1) alpha_nv + 2 (tp-1)/tp A / nvlink.
+Traffic per GPU (16-bit activations A = 2 s b h / cp bytes per micro-batch of b sequences; Psi_d, Psi_e the
+dense and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = experts / (tp pp ep)):
+- TP (Shoeybi et al. 2019; sequence parallelism, Korthikanti et al. 2022 section 4.2.2, turns each allreduce
+  into a reduce-scatter and an allgather of the same volume): 4 allreduces of A per layer and micro-batch
+  (6 with full recomputation), ring on the scale-up domain: 2 (tp-1) alpha_nv + 2 (tp-1)/tp A / nvlink.
+- CP (ring attention, Liu et al. 2023; Megatron-Core context parallelism): per layer the K and V of the other
+  cp-1 sequence chunks (an allgather of K,V: 2 x 2 s b kv_dim/tp bytes in all) forward, and again plus the
+  reduce-scatter of their gradients backward; overlapped with the layer's attention compute.
 - PP: per micro-batch and stage boundary a forward activation and a backward gradient of A/tp per GPU (the
   scatter/gather optimisation of Narayanan et al.), v times with v interleaved chunks; from a host G A/tp.
 - DP, 16-bit gradients and parameters (Rajbhandari et al. SC'20, "ZeRO", sections 5 and 7): stage 0
   allreduces 2 Psi bytes; stages 1 and 2 reduce-scatter the gradients and allgather the updated parameters
   (the same volume); stage 3 also allgathers the parameters before each micro-batch's forward and backward.
-  Concurrent DP groups: one hierarchical collective: a scale-up reduce-scatter among the group's dp_local GPUs
-  of a host, then one inter-host collective over the h_dp hosts carrying all G GPUs' shares (G X / dp_local
-  bytes per host: the host's tp groups run identical schedules on the same hosts, so they load each link with
-  the sum of their bytes), then the scale-up allgather. Expert gradients go the same way over edp ranks.
+  Stages 2 and 3 reduce-scatter every micro-batch's gradients as they are produced (ZeRO section 5.2: the
+  gradients are partitioned, so accumulation happens on the shards); stages 0 and 1 once per iteration
+  (Megatron's distributed optimizer). Concurrent DP groups: one hierarchical collective (the shipped
+  `schedule/hierarchical.py` form): a one-step scale-up reduce-scatter among the group's GPUs of a host
+  (NVSwitch: every GPU sends each peer its share at once), then one inter-host collective over the h_dp
+  hosts carrying all G GPUs' shares (G X / dp_local bytes per host: the host's groups run identical schedules
+  on the same hosts, so they load each link with the sum of their bytes), then the scale-up allgather.
+  Expert gradients go the same way over edp ranks.
 - EP: 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward and backward; 6 with full
   recomputation) of D = 2 (s/tp) b h top_k bytes per GPU; the share for GPUs on other hosts goes between hosts
   (G D (ep - ep_local)/ep per host), the rest over the scale-up domain, both at once.
 
-Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp peak efficiency),
-backward 2 t_f, full recomputation + t_f, selective + the attention scores' FLOPs):
-    t_mb = t_f + t_b + t_r + t_TP + t_PP + t_EP          (TP, PP and EP communication is blocking)
+Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp cp peak e(h)) with
+e(h) the device's efficiency at the model's hidden size (`devices`), backward 2 t_f, full recomputation
++ t_f, selective + the attention scores' FLOPs; attention scores at half their FLOPs when the job's
+attention kernel skips the causal mask's empty half, FlashAttention-2, Dao 2023 section 3.1):
+    t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP      (blocking)
     pipeline = m t_mb + (pp - 1)/v t_mb                    (bubble: Narayanan et al. SC'21 section 2.2)
-DP: the gradient reduce-scatter/allreduce overlaps the last micro-batch's backward (Megatron's
---overlap-grad-reduce) and the parameter allgather of ZeRO 1-2 the first forward (--overlap-param-gather);
-ZeRO 3's allgathers overlap each micro-batch's forward and backward; exposed DP = what does not fit.
+DP per layer, as issued (ZeRO section 5; DeepSpeed and PyTorch FSDP prefetch the next layer's parameters,
+Zhao et al. VLDB'23, backward and forward prefetching): each layer's collective is issued one layer ahead
+(allgathers) or right after the layer (gradient reduce-scatters) and runs under the adjacent layer's compute. A layer of compute c and
+blocking TP time t_tp lasts
+    max(c + t_tp, t_tp + d_nv, d_nv + d_net)
+with d_nv and d_net the collective's scale-up and inter-host phases: the scale-up phase shares NVLink with
+the TP collectives, the phases run one after the other, and the NIC is not free during the pipeline's sends
+(blocking, in t_PP), so a layer's collective only overlaps its layer's window; what exceeds c + t_tp is
+exposed. The first allgather of a pass and the last reduce-scatter have no layer to hide behind and are
+exposed whole. ZeRO-3's collectives run at `Job.zero3_efficiency` of the schedules' price: the ZeRO-3
+implementation measured at this scale (DeepSpeed, Narayanan et al. SC'21 Table 2) reaches a fraction of the
+collective bandwidth the schedules allow (`ZERO3_EFFICIENCY`, docs/training.md).
+Interleaved chunks: pp v <= L + 2, the first chunk may hold only the embedding and the last only the output
+layer and loss (Dubey et al. 2024 section 3.3.2); the busiest stage still runs ceil(L/pp) layers.
 Memory per GPU (ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter; stage 1 shards the 12,
-stage 2 also the gradients' 2, stage 3 also the parameters' 2, over dp, or edp for experts) plus activations
-(`Transformer.activation_bytes_per_layer` for the first stage's in-flight micro-batches: min(m, pp) x
-ceil(L/pp) layers, x (1 + (pp-1)/(pp v)) interleaved; Korthikanti et al. 2022 section 4.2.3) plus the fp32
-logits of one micro-batch (4 s b V / tp); refused when above the HBM.
+stage 2 also the gradients' 2, stage 3 also the parameters' 2, over dp cp, or edp for experts) plus activations
+(`Transformer.activation_bytes_per_layer` with the strategy's SP and CP, for the first stage's in-flight
+micro-batches: min(m, pp) x ceil(L/pp) layers, x (1 + (pp-1)/(pp v)) interleaved; Korthikanti et al. 2022
+section 4.2.3) and the fp32 logits of one micro-batch (4 s b V / (tp cp)) on the last stage (the first stage
+when pp = 1); refused when above the HBM.
 """
 from __future__ import annotations
 
@@ -49,14 +73,22 @@ from services.synthesis.evaluate.fabrics import Fabric
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
+           "ZERO3_EFFICIENCY", "layer_exposure",
            "breakdown", "check", "evaluate", "feasible", "leanest", "memory", "parse_parallelism", "search",
            "strategies", "traffic"]
 
 RECOMPUTE = ("none", "selective", "full")
 MICRO_BATCHES = (1, 2, 4, 8, 16)
-INTERLEAVE = (1, 2, 4)
+INTERLEAVE = (1, 2, 4, 8)
 GRAD_BYTES = PARAM_BYTES = 2
 OPTIMIZER_BYTES = 12
+CONTEXT_PARALLEL = (1, 2, 4, 8, 16, 32)
+CP_MIN_SEQ = 32768          # CP is searched for sequences of 32K tokens and more (docs/training.md)
+ATTENTION = ("full", "causal")
+# The fraction of the schedules' collective bandwidth the ZeRO-3 implementation reaches: solved from
+# Narayanan et al. SC'21 Table 2, ZeRO-3 175B on 1536 A100s (44 TFLOP/s per GPU) by
+# `services.synthesis.evaluate.published_runs.calibrate`; the other ZeRO-3 rows are predictions.
+ZERO3_EFFICIENCY = 0.1248
 
 
 @dataclass(frozen=True)
@@ -68,6 +100,10 @@ class Job:
     hosts: int
     gpus_per_host: int
     precision: str = "bf16"
+    # executed attention-score FLOPs: "causal" (the masked half skipped: FlashAttention-2, the kernel today's
+    # decoders train with) or "full" (computed whole and masked: Megatron-LM 2021)
+    attention: str = "causal"
+    zero3_efficiency: float = ZERO3_EFFICIENCY
 
     @property
     def gpus(self) -> int:
@@ -88,6 +124,8 @@ class Strategy:
     micro_batch: int = 1
     interleave: int = 1
     recompute: str = "none"
+    cp: int = 1
+    sp: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,6 +163,7 @@ class Traffic:
     pp: float
     dp: float
     ep: float
+    cp: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -138,14 +177,16 @@ class Breakdown:
     pp: float
     dp: float
     ep: float
+    cp: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.compute + self.bubble + self.tp + self.pp + self.dp + self.ep
+        return self.compute + self.bubble + self.tp + self.pp + self.dp + self.ep + self.cp
 
     def to_dict(self) -> dict:
         return {"compute_s": self.compute, "bubble_s": self.bubble, "exposed_tp_s": self.tp,
-                "exposed_pp_s": self.pp, "exposed_dp_s": self.dp, "exposed_ep_s": self.ep}
+                "exposed_pp_s": self.pp, "exposed_dp_s": self.dp, "exposed_ep_s": self.ep,
+                "exposed_cp_s": self.cp}
 
 
 @dataclass(frozen=True)
@@ -171,13 +212,17 @@ class StrategyResult:
 
 def _layout(job: Job, s: Strategy) -> dict:
     g = job.gpus_per_host
-    dp_local = min(s.dp, g // s.tp)
+    cp_local = min(s.cp, g // s.tp)
+    dp_local = min(s.dp, max(1, g // (s.tp * s.cp)))
     ep_local = min(s.ep, dp_local)
     edp = s.dp // s.ep
     edp_local = max(1, dp_local // s.ep)
-    return {"dp_local": dp_local, "h_dp": max(1, s.dp * s.tp // g), "ep_local": ep_local,
+    h_dp = max(1, s.dp // dp_local)
+    h_cp = max(1, s.cp // cp_local)
+    return {"dp_local": dp_local, "h_dp": h_dp, "ep_local": ep_local, "cp_local": cp_local, "h_cp": h_cp,
+            "dpcp_local": dp_local * cp_local, "h_dpcp": h_dp * h_cp,
             "h_ep": max(1, s.ep // dp_local), "edp": edp, "edp_local": edp_local,
-            "h_edp": max(1, edp // edp_local), "stages_per_host": max(1, g // (s.tp * s.dp)),
+            "h_edp": max(1, edp // edp_local), "stages_per_host": max(1, g // (s.tp * s.dp * s.cp)),
             "m": job.global_batch // (s.dp * s.micro_batch), "stage_layers": -(-job.model.layers // s.pp),
             "stage_moe": -(-job.model.moe_layers // s.pp)}
 
@@ -185,25 +230,33 @@ def _layout(job: Job, s: Strategy) -> dict:
 def check(job: Job, s: Strategy) -> None:
     """Raise Infeasible with the reason when `s` cannot run `job` (shapes, placement, batch, memory)."""
     m, g = job.model, job.gpus_per_host
-    if min(s.tp, s.pp, s.dp, s.ep, s.micro_batch, s.interleave) < 1:
+    if min(s.tp, s.pp, s.dp, s.ep, s.micro_batch, s.interleave, s.cp) < 1:
         raise Infeasible("every degree must be at least 1")
-    if s.tp * s.pp * s.dp != job.gpus:
-        raise Infeasible(f"tp x pp x dp = {s.tp * s.pp * s.dp}, not the {job.gpus} GPUs")
+    if s.tp * s.pp * s.dp * s.cp != job.gpus:
+        raise Infeasible(f"tp x pp x dp x cp = {s.tp * s.pp * s.dp * s.cp}, not the {job.gpus} GPUs")
     if g % s.tp:
         raise Infeasible(f"tp={s.tp} does not divide the {g} GPUs of a host (TP stays in the scale-up domain)")
     if m.heads % s.tp:
         raise Infeasible(f"tp={s.tp} does not divide the {m.heads} attention heads")
-    dp_host = g // s.tp
+    if s.cp > 1:
+        if m.seq_len % (2 * s.cp):
+            raise Infeasible(f"cp={s.cp}: the {m.seq_len}-token sequence does not split into 2 cp balanced chunks")
+        if (s.cp * s.tp) % g and g % (s.cp * s.tp):
+            raise Infeasible(f"tp x cp = {s.tp * s.cp} neither fills nor divides the {g} GPUs of a host")
+    dp_host = max(1, g // (s.tp * s.cp))
     if s.dp % dp_host and dp_host % s.dp:
         raise Infeasible(f"dp={s.dp} neither fills nor divides the {dp_host} DP ranks a host holds at tp={s.tp}")
-    if s.pp * s.interleave > m.layers:
-        raise Infeasible(f"pp x interleave = {s.pp * s.interleave} exceeds the {m.layers} layers")
+    if s.pp * s.interleave > m.layers + (2 if s.interleave > 1 else 0):
+        raise Infeasible(f"pp x interleave = {s.pp * s.interleave} exceeds the {m.layers} layers"
+                         + (" and the embedding and output chunks" if s.interleave > 1 else ""))
     if s.interleave > 1 and s.pp == 1:
         raise Infeasible("interleaving needs pp > 1")
     if s.recompute not in RECOMPUTE:
         raise Infeasible(f"recompute must be one of {', '.join(RECOMPUTE)}")
     if s.zero not in (0, 1, 2, 3):
         raise Infeasible("zero must be 0, 1, 2 or 3")
+    if job.attention not in ATTENTION:
+        raise Infeasible(f"attention must be one of {', '.join(ATTENTION)}")
     if job.global_batch % (s.dp * s.micro_batch):
         raise Infeasible(f"global batch {job.global_batch} is not a multiple of dp x micro_batch = "
                          f"{s.dp * s.micro_batch}", "batch")
@@ -223,7 +276,8 @@ def check(job: Job, s: Strategy) -> None:
     if mem.total > job.device.hbm_bytes:
         raise Infeasible(f"needs {mem.total / 1e9:.1f} GB per GPU (weights {mem.weights / 1e9:.1f}, gradients "
                          f"{mem.gradients / 1e9:.1f}, optimizer {mem.optimizer / 1e9:.1f}, activations "
-                         f"{mem.activations / 1e9:.1f}), above the {job.device.hbm_bytes / 1e9:.0f} GB of "
+                         f"{mem.activations / 1e9:.1f}), above the {job.device.hbm_bytes / (1 << 30):.0f} GiB "
+                         f"({job.device.hbm_bytes / 1e9:.1f} GB) of "
                          f"{job.device.name} HBM", "memory")
 
 
@@ -233,16 +287,17 @@ def memory(job: Job, s: Strategy) -> Memory:
     lay = _layout(job, s)
     psi_d = m.dense_params / (s.tp * s.pp)
     psi_e = m.expert_params / (s.tp * s.pp * s.ep)
-    shard_d, shard_e = s.dp, lay["edp"]
+    shard_d, shard_e = s.dp * s.cp, lay["edp"] * s.cp
 
     def part(nbytes: float, stage: int) -> float:
         return nbytes * psi_d / (shard_d if s.zero >= stage else 1) + nbytes * psi_e / (shard_e if s.zero >= stage else 1)
 
-    in_flight = min(lay["m"], s.pp)
-    act = m.activation_bytes_per_layer(s.micro_batch, s.tp, s.recompute) * lay["stage_layers"] * in_flight
+    per_layer = m.activation_bytes_per_layer(s.micro_batch, s.tp, s.recompute, s.sp and s.tp > 1, s.cp)
+    first = per_layer * lay["stage_layers"] * min(lay["m"], s.pp)
     if s.interleave > 1:
-        act *= 1 + (s.pp - 1) / (s.pp * s.interleave)
-    act += 4.0 * m.seq_len * s.micro_batch * m.vocab / s.tp
+        first *= 1 + (s.pp - 1) / (s.pp * s.interleave)
+    logits = 4.0 * m.seq_len * s.micro_batch * m.vocab / (s.tp * s.cp)
+    act = first + logits if s.pp == 1 else max(first, per_layer * lay["stage_layers"] + logits)
     return Memory(part(PARAM_BYTES, 3), part(GRAD_BYTES, 2), part(OPTIMIZER_BYTES, 1), act)
 
 
@@ -259,12 +314,13 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     all-to-all: the share for the other ranks)."""
     m = job.model
     lay = _layout(job, s)
-    a = m.activation_message_bytes(s.micro_batch)
+    a = m.activation_message_bytes(s.micro_batch) / s.cp
     n_tp = 6 if s.recompute == "full" else 4
     tp = lay["m"] * lay["stage_layers"] * n_tp * 2 * (s.tp - 1) / s.tp * a if s.tp > 1 else 0.0
     pp = lay["m"] * 2 * s.interleave * a / s.tp if s.pp > 1 else 0.0
     dp = 0.0
-    for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp), (m.expert_params / (s.tp * s.pp * s.ep), lay["edp"])):
+    for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp * s.cp),
+                   (m.expert_params / (s.tp * s.pp * s.ep), lay["edp"] * s.cp)):
         if n > 1:
             rs, ag = _dp_volume(s, psi, lay["m"])
             dp += (rs + ag) * (n - 1) / n
@@ -272,24 +328,56 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     if m.experts is not None and s.ep > 1:
         d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
         ep = lay["m"] * lay["stage_moe"] * (6 if s.recompute == "full" else 4) * d * (s.ep - 1) / s.ep
-    return Traffic(tp, pp, dp, ep)
+    cp = lay["m"] * lay["stage_layers"] * 3 * _kv_bytes(m, s) * (s.cp - 1) / s.cp if s.cp > 1 else 0.0
+    return Traffic(tp, pp, dp, ep, cp)
 
 
 def _ring_nv(job: Job, n: int, size: float) -> float:
-    """A ring reduce-scatter (or allgather) of `size` bytes per GPU over n GPUs of the scale-up domain."""
+    """A ring reduce-scatter (or allgather) of `size` bytes per GPU over n GPUs of the scale-up domain (the
+    TP collectives, NCCL's ring)."""
     if n <= 1 or size <= 0:
         return 0.0
     dev = job.device
     return (n - 1) * dev.nvlink_alpha_s + (n - 1) / n * size / dev.nvlink_Bps
 
 
-def _hier(job: Job, fabric: Fabric, local: int, hosts: int, size: float, kind: str) -> float:
-    """One hierarchical reduce-scatter ("rs") or allgather ("ag") of `size` bytes per GPU over a group with
-    `local` GPUs on each of `hosts` hosts: the scale-up phase and the inter-host phase of G size/local bytes
-    per host (module docstring)."""
+def _scaleup(job: Job, n: int, size: float) -> float:
+    """The scale-up phase of a hierarchical collective (`schedule/hierarchical.py`): one step in which every
+    GPU sends each of its n - 1 peers their share of `size` bytes through the switch."""
+    if n <= 1 or size <= 0:
+        return 0.0
+    dev = job.device
+    return dev.nvlink_alpha_s + (n - 1) / n * size / dev.nvlink_Bps
+
+
+def _hier(job: Job, fabric: Fabric, local: int, hosts: int, size: float, kind: str) -> tuple[float, float]:
+    """(scale-up phase, inter-host phase) of one hierarchical reduce-scatter ("rs") or allgather ("ag") of
+    `size` bytes per GPU over a group with `local` GPUs on each of `hosts` hosts: the inter-host phase carries
+    G size/local bytes per host (module docstring)."""
     inter = job.gpus_per_host * size / local
     between = (fabric.reduce_scatter_s if kind == "rs" else fabric.allgather_s)(hosts, inter) if hosts > 1 else 0.0
-    return _ring_nv(job, local, size) + between
+    return _scaleup(job, local, size), between
+
+
+def layer_exposure(compute: float, tp: float, nv: float, net: float) -> float:
+    """What a layer's DP collective (scale-up phase `nv`, inter-host phase `net`, run one after the other)
+    adds to the layer's compute `compute` and blocking TP time `tp`: the scale-up phase shares NVLink with
+    TP, so the layer lasts max(c + t_tp, t_tp + d_nv, d_nv + d_net) (module docstring)."""
+    return max(compute + tp, tp + nv, nv + net) - (compute + tp)
+
+
+def _pass_exposure(n: int, compute: float, tp: float, nv: float, net: float) -> float:
+    """n layers each issuing a collective (nv, net) under the adjacent layer: the first (or last) has no
+    layer to hide behind, the other n - 1 expose `layer_exposure` each."""
+    if n < 1 or nv + net <= 0:
+        return 0.0
+    return nv + net + (n - 1) * layer_exposure(compute, tp, nv, net)
+
+
+def _kv_bytes(m: Transformer, s: Strategy) -> float:
+    """K and V of one micro-batch's whole sequence for a GPU's heads (16-bit): 2 x 2 s b kv_dim / tp."""
+    kv_dim = (m.kv_heads or m.heads) * (m.hidden // m.heads)
+    return 4.0 * m.seq_len * s.micro_batch * kv_dim / min(s.tp, m.kv_heads or m.heads)
 
 
 def evaluate(job: Job, s: Strategy, fabric: Fabric, *, checked: bool = False) -> StrategyResult:
@@ -309,17 +397,23 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     compares)."""
     m, dev, g = job.model, job.device, job.gpus_per_host
     lay = _layout(job, s)
-    mb = lay["m"]
+    mb, n_l = lay["m"], lay["stage_layers"]
     tokens = m.seq_len * s.micro_batch
-    frac = lay["stage_layers"] / m.layers
-    t_f = dev.seconds(m.forward_flops_per_token() * tokens * frac / s.tp, job.precision)
+    frac = n_l / m.layers
+    scores = 4.0 * m.seq_len * m.hidden * m.layers          # attention-score FLOPs per token (all layers)
+    executed = m.forward_flops_per_token() - (scores / 2 if job.attention == "causal" else 0.0)
+    attn_exec = scores / 2 if job.attention == "causal" else scores
+
+    def secs(flops: float) -> float:
+        return dev.seconds(flops, job.precision, m.hidden)
+
+    t_f = secs(executed * tokens * frac / (s.tp * s.cp))
     t_b = 2 * t_f
-    t_r = {"none": 0.0, "full": t_f,
-           "selective": dev.seconds(4.0 * m.seq_len * m.hidden * tokens * lay["stage_layers"] / s.tp, job.precision)
-           }[s.recompute]
-    a = m.activation_message_bytes(s.micro_batch)
+    t_r = {"none": 0.0, "full": t_f, "selective": secs(attn_exec * tokens * frac / (s.tp * s.cp))}[s.recompute]
+    a = m.activation_message_bytes(s.micro_batch) / s.cp
     n_coll = 6 if s.recompute == "full" else 4
-    t_tp = lay["stage_layers"] * n_coll * 2 * _ring_nv(job, s.tp, a) if s.tp > 1 else 0.0
+    tp_layer = n_coll * 2 * _ring_nv(job, s.tp, a) if s.tp > 1 else 0.0
+    t_tp = n_l * tp_layer
     t_pp = 0.0
     if s.pp > 1:
         per_host = g * a / s.tp
@@ -334,22 +428,43 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         intra = dev.nvlink_alpha_s + d * (lay["ep_local"] - 1) / s.ep / dev.nvlink_Bps if lay["ep_local"] > 1 else 0.0
         inter = fabric.alltoall_s(lay["h_ep"], g * d * (s.ep - lay["ep_local"]) / s.ep, g, dev.nvlink_Bps)
         t_ep = lay["stage_moe"] * n_coll * max(intra, inter)
-    t_mb = t_f + t_b + t_r + t_tp + t_pp + t_ep
-    bubble = (s.pp - 1) / s.interleave * t_mb
-    # data parallelism: dense gradients over dp, expert gradients over edp
-    rs = ag = 0.0
-    for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dp_local"], lay["h_dp"], s.dp),
-                                 (m.expert_params / (s.tp * s.pp * s.ep), lay["edp_local"], lay["h_edp"], lay["edp"])):
+    # context parallelism: K,V allgather forward, allgather + gradient reduce-scatter backward, per layer,
+    # under the layer's attention compute
+    t_cp = 0.0
+    if s.cp > 1:
+        kv = _kv_bytes(m, s)
+        nv, net = _hier(job, fabric, lay["cp_local"], lay["h_cp"], kv, "ag")
+        attn_f = secs(attn_exec / m.layers * tokens / (s.tp * s.cp))
+        t_cp = n_l * (max(0.0, nv + net - attn_f) + max(0.0, 2 * (nv + net) - 2 * attn_f))
+    # data parallelism per layer: dense gradients over dp cp, expert gradients over edp cp
+    c_f, c_b = t_f / n_l, (t_b + t_r) / n_l
+    tp_f, tp_b = tp_layer * 2 / n_coll, tp_layer * (n_coll - 2) / n_coll
+    rs_nv = rs_net = ag_nv = ag_net = 0.0
+    for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dpcp_local"], lay["h_dpcp"], s.dp * s.cp),
+                                 (m.expert_params / (s.tp * s.pp * s.ep), lay["edp_local"] * lay["cp_local"],
+                                  lay["h_edp"] * lay["h_cp"], lay["edp"] * s.cp)):
         if n > 1 and psi > 0:
-            rs += _hier(job, fabric, local, hosts, GRAD_BYTES * psi, "rs")
-            ag += _hier(job, fabric, local, hosts, PARAM_BYTES * psi, "ag")
+            x, y = _hier(job, fabric, local, hosts, GRAD_BYTES * psi / n_l, "rs")
+            rs_nv, rs_net = rs_nv + x, rs_net + y
+            x, y = _hier(job, fabric, local, hosts, PARAM_BYTES * psi / n_l, "ag")
+            ag_nv, ag_net = ag_nv + x, ag_net + y
+    per_mb = once = 0.0
     if s.zero == 3:
-        exposed_dp = max(0.0, rs - (t_b + t_r)) + mb * (max(0.0, ag - t_f) + max(0.0, ag - t_b))
-    elif s.zero == 0:
-        exposed_dp = max(0.0, rs + ag - (t_b + t_r))
+        e = job.zero3_efficiency
+        rs_nv, rs_net, ag_nv, ag_net = rs_nv / e, rs_net / e, ag_nv / e, ag_net / e
+        per_mb = _pass_exposure(n_l, c_f, tp_f, ag_nv, ag_net)
+        per_mb += ag_nv + ag_net + rs_nv + rs_net + (n_l - 1) * layer_exposure(
+            c_b, tp_b, ag_nv + rs_nv, ag_net + rs_net)
+    elif s.zero == 2:
+        per_mb = _pass_exposure(n_l, c_b, tp_b, rs_nv, rs_net)
+        once = _pass_exposure(n_l, c_f, tp_f, ag_nv, ag_net)
+    elif s.zero == 1:
+        once = _pass_exposure(n_l, c_b, tp_b, rs_nv, rs_net) + _pass_exposure(n_l, c_f, tp_f, ag_nv, ag_net)
     else:
-        exposed_dp = max(0.0, rs - (t_b + t_r)) + max(0.0, ag - t_f)
-    return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, exposed_dp, mb * t_ep)
+        once = _pass_exposure(n_l, c_b, tp_b, rs_nv + ag_nv, rs_net + ag_net)
+    t_mb = t_f + t_b + t_r + t_tp + t_cp + t_pp + t_ep + per_mb
+    bubble = (s.pp - 1) / s.interleave * t_mb
+    return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, mb * per_mb + once, mb * t_ep, mb * t_cp)
 
 
 # ----- search ---------------------------------------------------------------------------------------------
@@ -359,9 +474,11 @@ def _divisors(n: int) -> list[int]:
 
 
 def parse_parallelism(text: str) -> dict:
-    """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]` -> fixed keys."""
-    keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "zero": "zero", "mb": "micro_batch",
-            "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave", "recompute": "recompute"}
+    """`tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]` ->
+    fixed keys."""
+    keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "cp": "cp", "sp": "sp", "zero": "zero",
+            "mb": "micro_batch", "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave",
+            "recompute": "recompute"}
     out: dict = {}
     for part in text.split(","):
         if "=" not in part:
@@ -375,6 +492,11 @@ def parse_parallelism(text: str) -> dict:
             if v not in RECOMPUTE:
                 raise ValueError(f"--parallelism: recompute must be one of {', '.join(RECOMPUTE)}")
             out["recompute"] = v
+            continue
+        if keys[k] == "sp":
+            if v not in ("0", "1"):
+                raise ValueError("--parallelism: sp must be 0 or 1")
+            out["sp"] = v == "1"
             continue
         if not v.isdigit() or not 0 <= int(v) <= 1 << 20:
             raise ValueError(f"--parallelism: {k} must be a non-negative integer, got {v!r}")
@@ -394,17 +516,23 @@ def strategies(job: Job, fixed: dict | None = None):
         for pp in pps:
             if pp < 1 or job.gpus % (tp * pp):
                 continue
-            dp = job.gpus // (tp * pp)
-            if "dp" in fixed and fixed["dp"] != dp:
-                continue
-            eps = [fixed["ep"]] if "ep" in fixed else (
-                [1] if m.experts is None else [e for e in _divisors(dp) if m.experts % e == 0])
-            vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
-            for ep, zero, b, v, rc in itertools.product(
-                    eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
-                    [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
-                    [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE):
-                yield Strategy(tp, pp, dp, ep, zero, b, v, rc)
+            cps = [fixed["cp"]] if "cp" in fixed else [
+                c for c in CONTEXT_PARALLEL if c == 1 or (m.seq_len >= CP_MIN_SEQ and (job.gpus // (tp * pp)) % c == 0)]
+            for cp in cps:
+                if cp < 1 or job.gpus % (tp * pp * cp):
+                    continue
+                dp = job.gpus // (tp * pp * cp)
+                if "dp" in fixed and fixed["dp"] != dp:
+                    continue
+                eps = [fixed["ep"]] if "ep" in fixed else (
+                    [1] if m.experts is None else [e for e in _divisors(dp) if m.experts % e == 0])
+                vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
+                sp = fixed.get("sp", tp > 1)
+                for ep, zero, b, v, rc in itertools.product(
+                        eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
+                        [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
+                        [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE):
+                    yield Strategy(tp, pp, dp, ep, zero, b, v, rc, cp, sp)
 
 
 def feasible(job: Job, fixed: dict | None = None) -> tuple[list[Strategy], dict, int, str]:

@@ -17,10 +17,22 @@ attention scores and their product with V, 4 s (heads * head_dim) per token per 
 plus the logits 2 h V; backward = 2 x forward. For GPT-3 this is 72 B s l h^2 (1 + s/6h + V/12lh) per
 iteration, the paper's equation (3) without recomputation (96 with it).
 Activation memory per layer and micro-batch (Korthikanti et al. 2022, "Reducing Activation Recomputation
-in Large Transformer Models", Table 2, 16-bit activations, sequence parallelism with tensor parallelism t):
-s b h (34 + 5 a s / h) / t bytes without recomputation, 34 s b h / t with selective recomputation, 2 s b h / t
-with full recomputation (the layer's input only).
-
+in Large Transformer Models", section 4.1 and Table 2, 16-bit activations), in units of s b h bytes, item by item
+as section 4.1 counts them and generalised to grouped-query attention (K and V of kv_heads heads) and gated
+feed-forwards (SwiGLU keeps the gate and up projections and their product, 3 x 2 f/h; GELU keeps its input
+and output, 2 x 2 f/h):
+- kept whole on every TP rank unless sequence parallelism (SP) splits them: the two layer norms' inputs (4),
+  the attention and MLP inputs (2 + 2) and the two dropout masks (2): 10;
+- split over TP: Q (2), K and V (4 kv_heads/heads), the attention output (2) and the feed-forward's inner
+  tensors (4 f/h or 6 f/h): 24 / t for GPT (f = 4h);
+- the attention scores 5 a s / h (softmax output, dropout mask and output), split over TP; not stored with
+  selective recomputation (Korthikanti section 5; FlashAttention recomputes them the same way).
+A model trained without dropout (`dropout` false: the Llama family, Touvron et al. 2023 and Dubey et al. 2024
+list none) keeps no masks: 8 instead of 10 whole, 2 a s / h (the softmax output) instead of 5 a s / h.
+So GPT: s b h (10 + 24/t + 5 a s/(h t)) without SP, s b h (34 + 5 a s/h)/t with SP (Table 2); selective drops the
+score term; full recomputation keeps the layer's input only, 2 s b h (/t with SP). Context parallelism over c
+ranks splits the sequence: every term / c (each rank's s/c queries attend to all s keys, so the score term
+becomes 5 a s (s/c) b, the same / c).
 Catalog sources (hyperparameters; published parameter counts; batch):
 - gpt3-175b: Brown et al. 2020, Table 2.1 (96 layers, h 12288, 96 heads, context 2048, 1536 sequences);
   175B. Vocabulary 50257, tied embedding.
@@ -70,6 +82,7 @@ class Transformer(BaseModel):
     gated: bool = Field(default=False, description="SwiGLU feed-forward (3 matrices) instead of GELU (2)")
     tied_embeddings: bool = False
     attention_params: int | None = Field(default=None, ge=1, le=1 << 40, description="per layer, overrides GQA")
+    dropout: bool = Field(default=True, description="trained with dropout (its masks are kept for backward)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "Transformer":
@@ -140,14 +153,17 @@ class Transformer(BaseModel):
         """Model FLOPs of one token's forward pass (module docstring)."""
         return self._forward_flops
 
-    def activation_bytes_per_layer(self, micro_batch: int, tp: int, recompute: str) -> float:
-        """Korthikanti et al. Table 2 with sequence parallelism (module docstring)."""
-        sbh = self.seq_len * micro_batch * self.hidden
+    def activation_bytes_per_layer(self, micro_batch: int, tp: int, recompute: str, sp: bool = True,
+                                   cp: int = 1) -> float:
+        """Korthikanti et al. section 4.1 / Table 2, generalised (module docstring)."""
+        sbh = self.seq_len * micro_batch * self.hidden / cp
         if recompute == "full":
-            return 2.0 * sbh / tp
-        if recompute == "selective":
-            return 34.0 * sbh / tp
-        return sbh * (34.0 + 5.0 * self.heads * self.seq_len / self.hidden) / tp
+            return 2.0 * sbh / (tp if sp else 1)
+        f = self.ffn / self.hidden
+        split = 2 + 4 * (self.kv_heads or self.heads) / self.heads + 2 + (6 if self.gated else 4) * f
+        whole = 10.0 if self.dropout else 8.0
+        scores = 0.0 if recompute == "selective" else (5.0 if self.dropout else 2.0) * self.heads * self.seq_len / self.hidden
+        return sbh * ((whole + split + scores) / tp if sp else whole + (split + scores) / tp)
 
     def activation_message_bytes(self, micro_batch: int) -> float:
         """One micro-batch's hidden states between layers: s b h 16-bit values."""
@@ -174,13 +190,13 @@ LLM_CATALOG: dict[str, LlmEntry] = {e.name: e for e in [
              Transformer(hidden=12288, layers=96, heads=96, seq_len=2048, vocab=50257, tied_embeddings=True)),
     LlmEntry("llama3-8b", 8_030_261_248, 512,
              Transformer(hidden=4096, layers=32, heads=32, kv_heads=8, seq_len=8192, vocab=128256,
-                         ffn_hidden=14336, gated=True)),
+                         ffn_hidden=14336, gated=True, dropout=False)),
     LlmEntry("llama3-70b", 70_553_706_496, 512,
              Transformer(hidden=8192, layers=80, heads=64, kv_heads=8, seq_len=8192, vocab=128256,
-                         ffn_hidden=28672, gated=True)),
+                         ffn_hidden=28672, gated=True, dropout=False)),
     LlmEntry("llama3-405b", 405_853_388_800, 2048,
              Transformer(hidden=16384, layers=126, heads=128, kv_heads=8, seq_len=8192, vocab=128256,
-                         ffn_hidden=53248, gated=True)),
+                         ffn_hidden=53248, gated=True, dropout=False)),
     LlmEntry("mixtral-8x7b", 46_702_792_704, 1024,
              Transformer(hidden=4096, layers=32, heads=32, kv_heads=8, seq_len=4096, vocab=32000,
                          ffn_hidden=14336, gated=True, experts=8, top_k=2)),
