@@ -23,7 +23,7 @@ class ClusterSimulationRequest(BaseModel):
     degree: int = Field(8, ge=1, le=64)
     bandwidth_gbps: float = Field(100.0, gt=0, le=1e5, description="one port's bandwidth (a server sends d x B)")
     alpha_us: float = Field(1.0, gt=0, le=1e6)
-    mix: dict[str, float] = Field(default_factory=lambda: {"dlrm": 0.4, "bert-large": 0.3, "candle": 0.2,
+    mix: dict[str, float] = Field(default_factory=lambda: {"dlrm": 0.4, "bert-topoopt": 0.3, "candle": 0.2,
                                                            "vgg16": 0.1}, min_length=1, max_length=16)
     servers_per_job: int = Field(16, ge=2, le=8192)
     gpus_per_server: int = Field(4, ge=1, le=64)
@@ -36,6 +36,10 @@ class ClusterSimulationRequest(BaseModel):
     seed: int = Field(0, ge=0, le=2 ** 31)
     panel: Literal["patch_panel", "ocs", "none"] = "patch_panel"
     lookahead: bool = False
+    routing: Literal["spray", "ecmp"] = Field("spray", description="switched fabrics: each flow sprayed over "
+                                              "every shortest path (htsim's NDP), or hashed onto one by ECMP")
+    precision: Literal["bf16", "tf32", "fp32"] = Field("bf16", description="the GPUs' dense peak the compute "
+                                                       "runs at (datasheet)")
 
 
 def _spec(request: dict):
@@ -49,7 +53,7 @@ def _spec(request: dict):
         reconf = Reconfiguration(p.reconfiguration_s, p.robot_batch_size, lookahead=body.lookahead)
     return ClusterSpec(body.servers, body.degree, body.bandwidth_gbps, tuple(body.mix.items()), body.servers_per_job,
                        body.gpus_per_server, body.alpha_us, "a100", body.iterations, body.fat_tree_cost_ratio,
-                       body.placement, body.seed, reconf), body
+                       body.placement, body.seed, reconf, body.routing, body.precision), body
 
 
 def prepare(body: ClusterSimulationRequest) -> tuple[str, dict]:
