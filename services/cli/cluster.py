@@ -45,9 +45,14 @@ def run(args) -> int:
         p = PROFILES[args.panel]
         reconf = Reconfiguration(p.reconfiguration_s, p.robot_batch_size, lookahead=args.lookahead)
     try:
+        ratio = args.fat_tree_cost_ratio
+        if ratio is None:                 # the cost-equivalent fat-tree at this cluster (TopoOpt 5.1, App. G)
+            from services.fabric.cost import cost_equivalent_ratio
+
+            ratio = cost_equivalent_ratio(args.servers, args.degree, args.bandwidth_gbps)
         spec = ClusterSpec(args.servers, args.degree, args.bandwidth_gbps, _mix(args.mix), args.servers_per_job,
                            args.gpus_per_server, args.alpha_us, args.device, args.iterations,
-                           args.fat_tree_cost_ratio, args.placement, args.seed, reconf, args.routing,
+                           ratio, args.placement, args.seed, reconf, args.routing,
                            args.precision)
         fabrics = [f.strip() for f in args.fabrics.split(",")]
         if args.arrivals == "poisson":
@@ -111,14 +116,15 @@ def register(sub) -> None:
     s.add_argument("--fabrics", default="direct,fat-tree,fat-tree-2to1",
                    help="direct, fat-tree, fat-tree-2to1, fat-tree-4to1, rail-optimised (comma-separated)")
     s.add_argument("--iterations", type=int, default=1000, help="iterations per job, for its completion time")
-    s.add_argument("--fat-tree-cost-ratio", type=float, default=3.2,
-                   help="cost of a full-bisection fat-tree over TopoOpt's at equal bandwidth (TopoOpt section "
-                        "5.2: 3.2); the cost-equivalent fat-tree gives each server d x B / this")
+    s.add_argument("--fat-tree-cost-ratio", type=float, default=None,
+                   help="cost of a full-bisection fat-tree over TopoOpt's at equal bandwidth; the cost-equivalent "
+                        "fat-tree gives each server d x B / this (default: Table 2's prices at this cluster, "
+                        "TopoOpt App. G: 1.94 for 432 servers, d = 8, 100 Gbps; section 5.2's average is 3.2)")
     s.add_argument("--placement", choices=("packed", "random"), default="packed",
                    help="jobs on consecutive servers (packed) or on random servers (a fragmented cluster)")
-    s.add_argument("--routing", choices=("spray", "ecmp"), default="spray",
-                   help="switched fabrics: each flow sprayed over every shortest path (htsim's NDP load "
-                        "balancing) or hashed onto one by ECMP")
+    s.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
+                   help="switched fabrics: each flow on one random shortest path (ECMP; TopoOpt's htsim TCP) or "
+                        "sprayed over all of them (NDP)")
     s.add_argument("--precision", choices=("bf16", "tf32", "fp32"), default="bf16",
                    help="the GPUs' dense peak the compute runs at (datasheet; default bf16)")
     s.add_argument("--seed", type=int, default=0, help="seed of ECMP hashing and random placement")

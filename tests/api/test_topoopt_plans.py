@@ -31,7 +31,7 @@ TOPOOPT = {"strategy": "topoopt"}
 MP_SPEC = {"name": "tiny-dlrm", "buckets_bytes": [1 << 20], "layers": [
     {"name": "bottom-mlp", "params_bytes": 2 << 20, "forward_s": 0.0002, "backward_s": 0.0004},
     {"name": "embeddings", "params_bytes": 4096, "forward_s": 0.0001, "backward_s": 0.0002,
-     "moe_tokens_bytes": 2 << 20},
+     "moe_tokens_bytes": 4 << 20},
     {"name": "top-mlp", "params_bytes": 2 << 20, "forward_s": 0.0003, "backward_s": 0.0006}]}
 
 

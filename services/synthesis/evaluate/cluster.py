@@ -25,11 +25,13 @@ Fabrics:
   - `rail-optimised`: d B per host, every host on one switch per rail (no ToR uplinks to share: the
     non-blocking rail switch, Wang et al. 2023), so jobs do not contend, as on the ideal switch.
   Jobs are placed on servers in order (`placement="packed"`: job j on servers j*n .. j*n+n-1, ToRs shared at
-  the edges) or at random (`"random"`, seeded: a fragmented cluster). Routing (`routing`): `"spray"` (the
-  default) splits each flow evenly over every shortest path, packet by packet: the load balancing of the NDP
-  simulator htsim, on which TopoOpt's packet simulator FlexNetPacket is built (section 5.1 and its reference
-  [7], github.com/nets-cs-pub-ro/NDP); `"ecmp"` hashes each flow onto one path (seeded): a uniformly chosen
-  ToR uplink and, leaving the pod, a uniformly chosen core uplink, so flows can collide. All jobs run the same phase
+  the edges) or at random (`"random"`, seeded: a fragmented cluster). Routing (`routing`): `"ecmp"` (the
+  default) puts each flow on one shortest path chosen at random (seeded): a uniformly chosen ToR uplink and,
+  leaving the pod, a uniformly chosen core uplink, so flows can collide; TopoOpt's packet simulator runs the
+  fat-tree with htsim's TCP, one path per connection (section 5.1, htsim [7]; the Fig. 16 scripts of the
+  paper's artifact, github.com/hipersys-team/TopoOpt simulation/scripts/fig16, run htsim_tcp_fattree_multijob).
+  `"spray"` splits each flow evenly over every shortest path, packet by packet (NDP's load balancing): the
+  fabric's best case. All jobs run the same phase
   at once (the congested case TopoOpt's shared-cluster experiment exposes): the rates of every job's allreduce
   flows are the max-min fair share of every link when all jobs allreduce together, and likewise their
   all-to-all flows when all all-to-all jobs exchange together (progressive filling: Bertsekas and Gallager,
@@ -41,9 +43,11 @@ A job's iteration is the layer model of `iteration.simulate_iteration` (DDP buck
 compute stream) on these costs, with the job's best bucket; its completion time is its wait for the panels
 plus `iterations` iterations.
 
-Compute: each server's GPUs at their dense peak for `precision` (`PEAK_FLOPS`: bf16 by default; TopoOpt's
-simulator measures FlexFlow's operators, whose precision the paper does not state) times the device's
-efficiency.
+Compute: each server's GPUs at their dense peak for `precision` (`PEAK_FLOPS`: bf16 by default) times the
+device's efficiency. TopoOpt's simulator takes its operators' times from FlexFlow's measurements instead
+(section 5.1), in FlexFlow's fp32; the paper's artifact measured them on V100s (its Fig. 16 measurement
+scripts ask SLURM for gpu:volta) although the simulated servers are A100s, so its jobs compute far longer
+than ours and are less communication-bound (docs/cluster.md).
 
 Output per (load, fabric): mean and p99 iteration time over the jobs (p99 by linear interpolation, numpy's
 default), mean job completion time, utilisation (servers held by jobs / S), reconfiguration time spent (the sum
@@ -72,7 +76,7 @@ __all__ = ["CLUSTER_FABRICS", "ClusterResult", "ClusterSpec", "JobOutcome", "MAX
 
 MAX_CLUSTER_SERVERS = 8192
 MAX_JOBS = 1024
-ROUTINGS = ("spray", "ecmp")
+ROUTINGS = ("ecmp", "spray")
 # dense peak FLOP/s per precision (NVIDIA A100 SXM4 and H100 SXM5 datasheets: BF16 tensor, TF32 tensor, FP32
 # without tensor cores); a server's compute is its GPUs' peak at the job's precision times the device's efficiency
 PEAK_FLOPS = {"a100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
@@ -115,7 +119,7 @@ class ClusterSpec:
     placement: str = "packed"
     seed: int = 0
     reconfiguration: Reconfiguration | None = None
-    routing: str = "spray"
+    routing: str = "ecmp"
     precision: str = "bf16"
 
     def __post_init__(self):
