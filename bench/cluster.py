@@ -9,9 +9,9 @@ section 5.6 BERT: bert-topoopt), 20 % CANDLE, 10 % VGG16, 5 / 10 / 15 / 20 / 27 
 fabrics direct (TopoOpt), the cost-equivalent fat-tree and the 2:1 oversubscribed fat-tree. Printed: mean and
 p99 iteration time per load and fabric, then the ratios fat-tree / direct (mean averaged over loads, p99
 averaged over loads, p99 at full load) beside the paper's 1.7x / 3x / 3.4x (fat-tree) and 1.15x / 1.4x (2:1),
-then the same ratios under the assumptions the paper does not pin down (routing, placement, the fat-tree's cost
-ratio, compute precision, the mix, the BERT configuration), each marked where within 25 % of the paper. The default run
-is timed (target: 60 s on 2 cores).
+then the same ratios under the assumptions the paper does not pin down (routing, placement, the fat-tree's
+cost ratio, compute precision, the mix, the BERT configuration), each marked where within 25 % of the paper.
+The default run is timed (target: 60 s on 2 cores).
 
 Second part, placement on a busy fabric (services.fabric.placement): one seeded sequence of job arrivals and
 departures (jobs of 8, 12 and 16 hosts, circulant topologies of degree 4) on a 64-host, d = 4 patch-panel fabric,

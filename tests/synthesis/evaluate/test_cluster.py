@@ -92,14 +92,16 @@ def test_max_min_by_hand():
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True), min_size=1, max_size=12),
-       st.lists(st.floats(0.5, 10.0), min_size=6, max_size=6))
-def test_max_min_is_feasible_and_every_flow_has_a_full_bottleneck(flows, caps):
+       st.lists(st.floats(0.5, 10.0), min_size=6, max_size=6), st.booleans(), st.randoms(use_true_random=False))
+def test_max_min_is_feasible_and_every_flow_has_a_full_bottleneck(flows, caps, split, rnd):
     caps = np.asarray(caps)
     links = [np.asarray(f) for f in flows]
-    rates = max_min_rates(links, caps)
+    # split: each flow puts a share in (0, 1] of its rate on each of its links (a sprayed flow)
+    shares = [np.asarray([rnd.uniform(0.1, 1.0) for _ in f]) for f in flows] if split else None
+    rates = max_min_rates(links, caps, shares)
     load = np.zeros(6)
-    for f, r in zip(links, rates):
-        load[f] += r
+    for i, (f, r) in enumerate(zip(links, rates)):
+        load[f] += r * (shares[i] if split else 1.0)
     assert (load <= caps * (1 + 1e-9)).all()
     for f, r in zip(links, rates):
         # a bottleneck link: full, and no flow on it gets more than this one
