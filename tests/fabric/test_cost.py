@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.fabric.cost import cost_equivalent_ratio
+from services.fabric import planes_fabric
+from services.fabric.cost import cost_equivalent_ratio, fabric_cost, fat_tree_cost
 
 
 def test_cost_equivalent_ratio_of_topoopts_shared_cluster_by_hand():
@@ -18,3 +19,10 @@ def test_cost_equivalent_ratio_of_topoopts_shared_cluster_by_hand():
     topoopt = ports * (678 + 99) + 2 * ports * 100 + ports * 25 + 2 * 2 * ports * 150
     assert cost_equivalent_ratio(432, 8, 100) == pytest.approx(fat_tree / topoopt)
     assert 800 / cost_equivalent_ratio(432, 8, 100) == pytest.approx(412.5, abs=0.5)   # Gbps a host, same cost
+
+
+@pytest.mark.parametrize("hosts, degree, gbps", [(64, 4, 100.0), (32, 8, 25.0), (16, 2, 400.0)])
+def test_cost_equivalent_ratio_counts_what_fabric_cost_counts(hosts, degree, gbps):
+    topoopt = fabric_cost(planes_fabric(hosts, degree, lookahead=True), gbps).total_usd
+    assert cost_equivalent_ratio(hosts, degree, gbps) == pytest.approx(
+        fat_tree_cost(hosts, degree * gbps).total_usd / topoopt)
