@@ -45,9 +45,15 @@ def run(args) -> int:
         p = PROFILES[args.panel]
         reconf = Reconfiguration(p.reconfiguration_s, p.robot_batch_size, lookahead=args.lookahead)
     try:
+        ratio = args.fat_tree_cost_ratio
+        if ratio is None:                 # the cost-equivalent fat-tree at this cluster (TopoOpt 5.1, App. G)
+            from services.fabric.cost import cost_equivalent_ratio
+
+            ratio = cost_equivalent_ratio(args.servers, args.degree, args.bandwidth_gbps)
         spec = ClusterSpec(args.servers, args.degree, args.bandwidth_gbps, _mix(args.mix), args.servers_per_job,
                            args.gpus_per_server, args.alpha_us, args.device, args.iterations,
-                           args.fat_tree_cost_ratio, args.placement, args.seed, reconf)
+                           ratio, args.placement, args.seed, reconf, args.routing,
+                           args.precision)
         fabrics = [f.strip() for f in args.fabrics.split(",")]
         if args.arrivals == "poisson":
             trace = [simulate_trace(spec, f, args.rate_per_hour, args.trace_jobs) for f in fabrics]
@@ -61,7 +67,7 @@ def run(args) -> int:
         print(json.dumps({"results": [r.to_dict(with_jobs=args.per_job) for r in rows]}, indent=2))
         return 0
     print(f"{spec.servers} servers, d = {spec.degree}, B = {spec.bandwidth_gbps:g} Gbps per port, "
-          f"{spec.servers_per_job} servers per job, placement {spec.placement}")
+          f"{spec.servers_per_job} servers per job, placement {spec.placement}, routing {spec.routing}")
     print(f"{'jobs':>4} {'load':>5}  {'fabric':<15} {'host Gbps':>9} {'mean ms':>9} {'p99 ms':>9} {'JCT s':>9} "
           f"{'reconf s':>9}")
     for r in rows:
@@ -96,7 +102,7 @@ def register(sub) -> None:
     s.add_argument("--bandwidth-gbps", type=float, default=100.0,
                    help="one port's bandwidth B in Gbps (default 100; a server sends d x B)")
     s.add_argument("--alpha-us", type=float, default=1.0, help="per-step latency in microseconds (default 1)")
-    s.add_argument("--mix", default="dlrm=0.4,bert-large=0.3,candle=0.2,vgg16=0.1",
+    s.add_argument("--mix", default="dlrm=0.4,bert-topoopt=0.3,candle=0.2,vgg16=0.1",
                    help="catalogued models with weights, MODEL=W,... (default: TopoOpt section 5.6's mix)")
     s.add_argument("--servers-per-job", type=int, default=16, help="servers each job asks for (default 16)")
     s.add_argument("--gpus-per-server", type=int, default=4, help="GPUs per server (default 4, TopoOpt's A100 servers)")
@@ -110,11 +116,17 @@ def register(sub) -> None:
     s.add_argument("--fabrics", default="direct,fat-tree,fat-tree-2to1",
                    help="direct, fat-tree, fat-tree-2to1, fat-tree-4to1, rail-optimised (comma-separated)")
     s.add_argument("--iterations", type=int, default=1000, help="iterations per job, for its completion time")
-    s.add_argument("--fat-tree-cost-ratio", type=float, default=3.2,
-                   help="cost of a full-bisection fat-tree over TopoOpt's at equal bandwidth (TopoOpt section "
-                        "5.2: 3.2); the cost-equivalent fat-tree gives each server d x B / this")
+    s.add_argument("--fat-tree-cost-ratio", type=float, default=None,
+                   help="cost of a full-bisection fat-tree over TopoOpt's at equal bandwidth; the cost-equivalent "
+                        "fat-tree gives each server d x B / this (default: Table 2's prices at this cluster, "
+                        "TopoOpt App. G: 1.94 for 432 servers, d = 8, 100 Gbps; section 5.2's average is 3.2)")
     s.add_argument("--placement", choices=("packed", "random"), default="packed",
                    help="jobs on consecutive servers (packed) or on random servers (a fragmented cluster)")
+    s.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
+                   help="switched fabrics: each flow on one random shortest path (ECMP; TopoOpt's htsim TCP) or "
+                        "sprayed over all of them (NDP)")
+    s.add_argument("--precision", choices=("bf16", "tf32", "fp32"), default="bf16",
+                   help="the GPUs' dense peak the compute runs at (datasheet; default bf16)")
     s.add_argument("--seed", type=int, default=0, help="seed of ECMP hashing and random placement")
     s.add_argument("--panel", choices=("patch_panel", "ocs", "none"), default="patch_panel",
                    help="what reconfigures a direct job's links before it starts (device profiles)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .model import Fabric, FabricError
 
 __all__ = ["PRICE_TABLE", "PRICE_SOURCES", "FIBER_USD_PER_M", "FIBER_MEAN_M", "SWITCH_1X2_USD", "SWITCH_PORT_USD",
-           "CostEstimate", "fabric_cost", "fat_tree_cost", "price_row"]
+           "CostEstimate", "cost_equivalent_ratio", "fabric_cost", "fat_tree_cost", "price_row"]
 
 # TopoOpt Table 2: link Gbps -> (transceiver, NIC) in USD; patch panel / OCS ports come from the device profiles
 PRICE_TABLE: dict[int, tuple[float, float]] = {10: (20.0, 185.0), 25: (39.0, 185.0), 40: (39.0, 354.0),
@@ -176,3 +176,28 @@ def fat_tree_cost(hosts: int, host_gbps: float, *, fiber_m: float = FIBER_MEAN_M
     out.add("switch ports", switch_ports * lanes, SWITCH_PORT_USD[row], f"k = {k}" + (f"; {lane_note}" if lanes > 1 else ""))
     out.add("fibers", 2 * 3 * k ** 3 // 4 * lanes, FIBER_USD_PER_M * fiber_m, f"{fiber_m:g} m each")
     return out
+
+
+def cost_equivalent_ratio(hosts: int, degree: int, link_gbps: float, *, fiber_m: float = FIBER_MEAN_M) -> float:
+    """The cost of a full-bisection fat-tree whose hosts send degree x link_gbps over the cost of TopoOpt's
+    fabric for the same hosts (TopoOpt App. G: degree ports of link_gbps a host, each with a NIC port and a
+    transceiver, a patch-panel port on each of the 2d panels of the look-ahead design, a 1x2 switch, and two
+    fibers per port and plane: what `fabric_cost` counts on `planes_fabric(hosts, degree, lookahead=True)`,
+    counted here without building the document). TopoOpt's cost-equivalent fat-tree gives each host d x B' with
+    B' "selected such that Fat-tree's cost is similar to TopoOpt" (section 5.1); with cost linear in bandwidth
+    (lanes of 100 Gbps parts above 200 Gbps) that is d x B / this ratio.
+
+    >>> round(cost_equivalent_ratio(432, 8, 100), 2)           # TopoOpt section 5.6's cluster
+    1.94
+    """
+    from .devices import PROFILES
+
+    if not isinstance(degree, int) or isinstance(degree, bool) or not 1 <= degree <= 1 << 10:
+        raise FabricError(f"degree must be an integer in 1..{1 << 10}, got {degree!r}")
+    fat_tree = fat_tree_cost(hosts, degree * link_gbps, fiber_m=fiber_m).total_usd
+    row, lanes = price_row(link_gbps)
+    xcvr, nic = PRICE_TABLE[row]
+    ports = hosts * degree
+    topoopt = (ports * lanes * (nic + xcvr) + 2 * ports * PROFILES["patch_panel"].cost_per_port_usd
+               + ports * SWITCH_1X2_USD + 2 * 2 * ports * fiber_m * FIBER_USD_PER_M)
+    return fat_tree / topoopt

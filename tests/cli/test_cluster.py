@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from services.cli import main
+from services.fabric.cost import cost_equivalent_ratio
 
 
 def test_cluster_simulate_json(capsys):
@@ -18,6 +21,10 @@ def test_cluster_simulate_json(capsys):
     for r in rows:
         assert r["p99_iteration_s"] >= r["mean_iteration_s"] > 0
         assert r["utilisation"] == r["jobs"] * 8 / 64
+    # the cost-equivalent fat-tree by default: Table 2's prices at this cluster (TopoOpt 5.1, App. G)
+    ratio = cost_equivalent_ratio(64, 4, 100.0)
+    assert all(r["host_bandwidth_gbps"] == pytest.approx(400 / ratio) for r in rows if r["fabric"] == "fat-tree")
+    assert {r["host_bandwidth_gbps"] for r in rows if r["fabric"] == "fat-tree-2to1"} == {400.0}
     direct = [r for r in rows if r["fabric"] == "direct"]
     assert direct[0]["per_model_iteration_s"]["vgg16"] == direct[1]["per_model_iteration_s"]["vgg16"]
 

@@ -88,7 +88,8 @@ def plan_out(p, base: str) -> PlanOut:
                    baselines_time_us=r.get("baselines_time_us"),
                    fabric=fabric, compiled=compiled, compile_failed=compile_failed(r.get("compiled")),
                    revision=revision, training=r.get("training"), alltoall=alltoall,
-                   training_hybrid=r.get("training_hybrid"), links=links)
+                   training_hybrid=r.get("training_hybrid"), topology_strategy=r.get("topology_strategy"),
+                   links=links)
 
 
 @router.post("", status_code=202, response_model=PlanAccepted,
@@ -111,11 +112,12 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
     makes its own plan). A fabric-bound plan is checked against its fabric first: no such fabric is a 404, a degree
     above its ports per host, unknown hosts or more nodes than it has hosts a 422, hosts held by other plans
     a 409 (field `fabric_id`, `degree`, `hosts` or `nodes`)."""
-    if workloads.is_training(body):   # the typed request (PlanSpec), carried by every stage from the store
-        try:                          # what depends on N (a catalogued model's experts and batch), before accepting
+    try:                              # the typed request (PlanSpec), carried by every stage from the store:
+        if workloads.is_training(body):   # what depends on N (a catalogued model's experts and batch)
             workloads.check_training(body)
-        except workloads.WorkloadInputError as exc:
-            raise unprocessable(["body", *exc.loc], exc.msg) from None
+        workloads.check_topology(body)    # and what the topology strategy needs, refused before accepting
+    except workloads.WorkloadInputError as exc:
+        raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
         plan, created = repo.create_plan(s, body.dump(), idempotency_key,
                                          jobs.owner_name(principal.role, principal.key_id))

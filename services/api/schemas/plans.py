@@ -18,7 +18,8 @@ from .training import HybridTrainingOut, TrainingOut
 
 __all__ = ["AllToAllOut", "AllToAllTimes", "CatalogModelName", "DeviceName", "LinkColumn", "LinkLoadsOut",
            "MAX_PLAN_LAYERS", "MAX_PLAN_NODES", "Parallelism", "PlanAccepted", "PlanEventOut", "PlanOut",
-           "PlanRequest", "ScheduleSummary", "SizeRangeOut", "TrainingWorkload", "Workload"]
+           "PlanRequest", "ScheduleSummary", "SizeRangeOut", "TopoOptStrategyOut", "TopologyStrategyOut",
+           "TrainingWorkload", "Workload"]
 
 
 class PlanRequest(PlanSpec):
@@ -97,6 +98,35 @@ class PlanEventOut(BaseModel):
     duration_s: float | None = Field(default=None, description="the stage's duration (on the closing event)")
 
 
+class TopoOptStrategyOut(BaseModel):
+    """One parallelisation strategy TopoOpt weighed (section 4's alternation), priced on TopoOpt's own model."""
+
+    name: str = Field(description="model-parallel (the request's) or data-parallel")
+    allreduce_rings: int
+    mp_matchings: int
+    topoopt_model_iteration_s: float
+
+
+class TopologyStrategyOut(BaseModel):
+    """The plan's topology by TopoOpt's co-optimisation (NSDI'23 section 4, Algorithm 1) beside the finder's best."""
+
+    strategy: Literal["topoopt"]
+    parallelisation: str = Field(description="the strategy the served topology was built for: the request's "
+                                 "(model-parallel layers stay model-parallel)")
+    expr: str = Field(description="the served topology (its arcs)")
+    allreduce_rings: int = Field(description="ports per host on AllReduce rings (TotientPerms)")
+    generators: list[int] = Field(description="the rings' offsets p (x -> x + p)")
+    mp_matchings: int = Field(description="ports per host on model-parallel matchings")
+    bandwidth_tax: float = Field(description="MP bytes carried over bytes asked (host forwarding, TopoOpt 5.4)")
+    longest_route: int = Field(description="hops of the longest forwarded MP route")
+    iteration_s: float = Field(description="the iteration on the served (verified) schedules of this topology")
+    topoopt_model_iteration_s: float = Field(description="the iteration on TopoOpt's own model: AllReduce on its "
+                                             "rings, MP traffic host-forwarded over shortest paths")
+    strategies: list[TopoOptStrategyOut]
+    finder_best: str = Field(description="the finder's fastest frontier entry for the job")
+    finder_best_iteration_s: float
+
+
 class PlanOut(BaseModel):
     id: str
     job_id: str
@@ -126,6 +156,8 @@ class PlanOut(BaseModel):
                                                       "baseline with its fastest strategy")
     alltoall: AllToAllOut | None = Field(default=None, description="the all-to-all schedule, when the workload "
                                          "has an all-to-all (alltoall_bytes, or MoE layers)")
+    topology_strategy: TopologyStrategyOut | None = Field(default=None, description="how the topology was chosen, "
+                                                          "when the request's topology strategy is topoopt")
     fabric: dict | None = Field(default=None, description="fabric binding: hosts, panels and the config "
                                                           "versions the plan needs, fabric_ready, released, the "
                                                           "plane (active or lookahead) and side it is on, "

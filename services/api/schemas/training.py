@@ -16,8 +16,10 @@ __all__ = ["HybridEntryOut", "HybridTrainingOut", "IterationOut", "TrainingEntry
 class TrainingEntryOut(BaseModel):
     """One topology's simulated iteration with its best DDP bucket (services.synthesis.evaluate.iteration)."""
 
-    kind: Literal["frontier", "baseline"]
-    name: str = Field(description="the expression (frontier) or the baseline's name")
+    kind: Literal["frontier", "baseline", "topoopt"] = Field(description="a frontier entry, a baseline, or "
+                                                             "TopoOpt's co-optimised topology (the request's "
+                                                             "topology strategy topoopt)")
+    name: str = Field(description="the expression (frontier), the baseline's name, or topoopt")
     expr: str
     iteration_s: float
     compute_s: float
@@ -98,7 +100,8 @@ class TrainingOut(BaseModel):
     alltoall_cost: Literal["mcf", "schedule"]
     entries: list[TrainingEntryOut] = Field(description="frontier entries, then the baselines that exist for "
                                             "(N, d)")
-    best: str | None = Field(description="the frontier entry with the smallest iteration time (the chosen one)")
+    best: str | None = Field(description="the chosen topology: the frontier entry with the smallest iteration "
+                             "time, or TopoOpt's (topology strategy topoopt)")
     best_iteration_s: float | None
     lower_bound_s: float = Field(description="no N-node degree-d topology runs the iteration faster: compute "
                                  "plus the all-to-alls at the Moore throughput bound, or those plus one allreduce "

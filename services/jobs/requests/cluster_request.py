@@ -23,7 +23,7 @@ class ClusterSimulationRequest(BaseModel):
     degree: int = Field(8, ge=1, le=64)
     bandwidth_gbps: float = Field(100.0, gt=0, le=1e5, description="one port's bandwidth (a server sends d x B)")
     alpha_us: float = Field(1.0, gt=0, le=1e6)
-    mix: dict[str, float] = Field(default_factory=lambda: {"dlrm": 0.4, "bert-large": 0.3, "candle": 0.2,
+    mix: dict[str, float] = Field(default_factory=lambda: {"dlrm": 0.4, "bert-topoopt": 0.3, "candle": 0.2,
                                                            "vgg16": 0.1}, min_length=1, max_length=16)
     servers_per_job: int = Field(16, ge=2, le=8192)
     gpus_per_server: int = Field(4, ge=1, le=64)
@@ -31,11 +31,18 @@ class ClusterSimulationRequest(BaseModel):
     fabrics: list[Literal["direct", "fat-tree", "fat-tree-2to1", "fat-tree-4to1", "rail-optimised"]] = Field(
         default_factory=lambda: ["direct", "fat-tree", "fat-tree-2to1"], min_length=1, max_length=5)
     iterations: int = Field(1000, ge=1, le=10 ** 9)
-    fat_tree_cost_ratio: float = Field(3.2, gt=0, le=100)
+    fat_tree_cost_ratio: float | None = Field(None, gt=0, le=100, description="a full-bisection fat-tree's cost "
+                                              "over TopoOpt's at equal bandwidth (default: Table 2's prices at "
+                                              "this cluster, TopoOpt App. G; section 5.2's average is 3.2)")
     placement: Literal["packed", "random"] = "packed"
     seed: int = Field(0, ge=0, le=2 ** 31)
     panel: Literal["patch_panel", "ocs", "none"] = "patch_panel"
     lookahead: bool = False
+    routing: Literal["ecmp", "spray"] = Field("ecmp", description="switched fabrics: each flow on one random "
+                                              "shortest path (ECMP; TopoOpt's htsim TCP), or sprayed over all "
+                                              "of them (NDP)")
+    precision: Literal["bf16", "tf32", "fp32"] = Field("bf16", description="the GPUs' dense peak the compute "
+                                                       "runs at (datasheet)")
 
 
 def _spec(request: dict):
@@ -47,9 +54,14 @@ def _spec(request: dict):
     if body.panel != "none":
         p = PROFILES[body.panel]
         reconf = Reconfiguration(p.reconfiguration_s, p.robot_batch_size, lookahead=body.lookahead)
+    ratio = body.fat_tree_cost_ratio
+    if ratio is None:                      # the cost-equivalent fat-tree at this cluster (TopoOpt 5.1, App. G)
+        from services.fabric.cost import cost_equivalent_ratio
+
+        ratio = cost_equivalent_ratio(body.servers, body.degree, body.bandwidth_gbps)
     return ClusterSpec(body.servers, body.degree, body.bandwidth_gbps, tuple(body.mix.items()), body.servers_per_job,
-                       body.gpus_per_server, body.alpha_us, "a100", body.iterations, body.fat_tree_cost_ratio,
-                       body.placement, body.seed, reconf), body
+                       body.gpus_per_server, body.alpha_us, "a100", body.iterations, ratio,
+                       body.placement, body.seed, reconf, body.routing, body.precision), body
 
 
 def prepare(body: ClusterSimulationRequest) -> tuple[str, dict]:

@@ -23,7 +23,7 @@ from services.jobs.requests.bounds import (MAX_ALPHA_US, MAX_GBPS, MAX_WEIGHT, M
                                            HostId, Input, RuntimeName, Weight)
 
 __all__ = ["CatalogModelName", "DeviceName", "MAX_PLAN_LAYERS", "MAX_PLAN_NODES", "Parallelism", "PlanSpec",
-           "TrainingWorkload", "Workload"]
+           "TopologyChoice", "TrainingWorkload", "Workload"]
 
 CatalogModelName = Literal[tuple(dict.fromkeys([*catalog_names(), *LLM_CATALOG]))]
 DeviceName = Literal[tuple(dict.fromkeys([*DEVICES, *GPU_PROFILES]))]
@@ -158,6 +158,21 @@ class Workload(Input):
                 for sz, wt in zip(self.sizes_bytes or [], weights)]
 
 
+class TopologyChoice(Input):
+    """How the plan's topology is chosen. `finder` (the default): the frontier entry with the smallest workload
+    time (the core paper's section 5.4, or the training job's iteration, section 8.3). `topoopt`: TopoOpt's
+    co-optimised topology (Wang et al., NSDI'23, section 4 and Algorithm 1: the degree split between AllReduce
+    rings and model-parallel matchings by the job's traffic, host-forwarded MP routes, App. I), for a training
+    job with model-parallel traffic (DLRM's embedding tables, MoE experts); its schedules are built and
+    model-checked like a frontier entry's, and the plan reports its iteration beside the finder's best."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"strategy": "topoopt"}]})
+
+    strategy: Literal["finder", "topoopt"] = Field(default="finder", description="finder (the frontier's fastest "
+                                                   "entry) or topoopt (TopoOpt's TopologyFinder, for a training "
+                                                   "workload with model-parallel layers; not hybrid)")
+
+
 class PlanSpec(Input):
     """A plan's request, typed: built once from the body at the route (the API's PlanRequest is this model),
     stored as JSON (`dump`), and loaded back once by each stage (`load`), which passes the object on. Its
@@ -188,6 +203,9 @@ class PlanSpec(Input):
     lookahead: bool = Field(default=False, description="provision the job on the look-ahead plane of its hosts "
                             "(TopoOpt App. C: they may still run another job); POST /v1/plans/{id}/activate flips "
                             "their 1x2 switches once they are free. Needs a fabric with look-ahead planes")
+    topology: TopologyChoice | None = Field(default=None, description="how the topology is chosen (default: the "
+                                            "finder's fastest frontier entry; {\"strategy\": \"topoopt\"}: TopoOpt's "
+                                            "co-optimised topology for a job with model-parallel traffic)")
 
     @model_validator(mode="after")
     def _hosts(self):
@@ -224,3 +242,8 @@ class PlanSpec(Input):
     @property
     def training(self) -> TrainingWorkload | None:
         return self.workload.training
+
+    @property
+    def topology_strategy(self) -> str:
+        """How the topology is chosen: "finder" (the default) or "topoopt" (TopologyChoice)."""
+        return self.topology.strategy if self.topology is not None else "finder"

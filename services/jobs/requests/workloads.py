@@ -15,8 +15,8 @@ from services.synthesis.search.finder import WorkloadItem
 from .hybrid_workloads import check_hybrid, hybrid_alltoall_sizes, hybrid_message_sizes, is_hybrid
 from .plan_spec import PlanSpec, TrainingWorkload
 
-__all__ = ["MAX_ALLTOALL_SIZES", "TRAINING_MAX_NODES", "WorkloadInputError", "alltoall_sizes", "check_training",
-           "has_alltoall", "is_training", "message_sizes", "training_model", "workload_items"]
+__all__ = ["MAX_ALLTOALL_SIZES", "TRAINING_MAX_NODES", "WorkloadInputError", "alltoall_sizes", "check_topology",
+           "check_training", "has_alltoall", "is_training", "message_sizes", "training_model", "workload_items"]
 
 TRAINING_MAX_NODES = 1024       # the paper's largest; N = 1024 evaluates in about 30 s of CPU and 1.1 GB
 MAX_ALLTOALL_SIZES = 16         # distinct all-to-all sizes a plan reports times for
@@ -89,6 +89,34 @@ def check_training(spec: PlanSpec) -> ModelSpec:
                                      f"the simulator shards the experts over all {nodes} nodes (an all-to-all of "
                                      f"every node), got {expert}")
     return model
+
+
+def check_topology(spec: PlanSpec) -> None:
+    """What the request's topology strategy needs (PlanSpec.topology). TopoOpt's co-optimisation (NSDI'23
+    section 4, Algorithm 1) splits each host's degree between AllReduce rings and matchings sized by the job's
+    model-parallel traffic: it needs a training workload of the per-layer model (one GPU a host: the hybrid
+    model searches its own strategies) whose model has model-parallel layers (moe_tokens_bytes: DLRM's
+    embedding tables, MoE experts), and directed links (its rings are TotientPerms permutations x -> x + p,
+    one direction each). WorkloadInputError names the field."""
+    if spec.topology_strategy != "topoopt":
+        return
+    loc = ("topology", "strategy")
+    if not is_training(spec):
+        raise WorkloadInputError(loc, "TopoOpt's co-optimised topology needs a training workload with "
+                                      "model-parallel traffic (workload.training); a sizes workload has no "
+                                      "model-parallel demand to size its matchings by")
+    if is_hybrid(spec):
+        raise WorkloadInputError(loc, "TopoOpt's co-optimised topology is for the per-layer model (gpus_per_host "
+                                      "1, no strategy, global_batch or transformer); the hybrid-parallel model "
+                                      "chooses topology and strategy together on the frontier")
+    if spec.bidirectional_only:
+        raise WorkloadInputError(("bidirectional_only",), "TopoOpt's AllReduce rings are directed permutations "
+                                                          "x -> x + p (TotientPerms): they need directed links")
+    model = training_model(spec)
+    if not any(layer.is_moe for layer in model.layers):
+        raise WorkloadInputError(loc, f"{model.name} has no model-parallel layer (moe_tokens_bytes: DLRM's "
+                                      "embedding tables, MoE experts): TopoOpt's topology would be AllReduce "
+                                      "rings only; the finder's frontier serves a data-parallel job")
 
 
 def message_sizes(spec: PlanSpec) -> list[int]:

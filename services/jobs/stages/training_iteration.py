@@ -17,8 +17,9 @@ __all__ = ["chosen_entry", "iteration_at", "iteration_with_alltoall"]
 
 
 def chosen_entry(training: dict) -> dict:
-    """The plan's chosen frontier entry in its `training` block."""
-    return next(e for e in training["entries"] if e["kind"] == "frontier" and e["expr"] == training["best"])
+    """The plan's chosen entry in its `training` block: a frontier entry, or TopoOpt's topology (kind
+    `topoopt`, when the request's topology strategy asked for it)."""
+    return next(e for e in training["entries"] if e["kind"] in ("frontier", "topoopt") and e["expr"] == training["best"])
 
 
 def iteration_at(spec: PlanSpec, name: str, allreduce: CollectiveCost, alltoall_schedule: CollectiveCost | None = None,

@@ -25,8 +25,13 @@ Fabrics:
   - `rail-optimised`: d B per host, every host on one switch per rail (no ToR uplinks to share: the
     non-blocking rail switch, Wang et al. 2023), so jobs do not contend, as on the ideal switch.
   Jobs are placed on servers in order (`placement="packed"`: job j on servers j*n .. j*n+n-1, ToRs shared at
-  the edges) or at random (`"random"`, seeded: a fragmented cluster). Each flow is routed by ECMP (seeded): a
-  uniformly chosen ToR uplink and, leaving the pod, a uniformly chosen core uplink. All jobs run the same phase
+  the edges) or at random (`"random"`, seeded: a fragmented cluster). Routing (`routing`): `"ecmp"` (the
+  default) puts each flow on one shortest path chosen at random (seeded): a uniformly chosen ToR uplink and,
+  leaving the pod, a uniformly chosen core uplink, so flows can collide; TopoOpt's packet simulator runs the
+  fat-tree with htsim's TCP, one path per connection (section 5.1, htsim [7]; the Fig. 16 scripts of the
+  paper's artifact, github.com/hipersys-team/TopoOpt simulation/scripts/fig16, run htsim_tcp_fattree_multijob).
+  `"spray"` splits each flow evenly over every shortest path, packet by packet (NDP's load balancing): the
+  fabric's best case. All jobs run the same phase
   at once (the congested case TopoOpt's shared-cluster experiment exposes): the rates of every job's allreduce
   flows are the max-min fair share of every link when all jobs allreduce together, and likewise their
   all-to-all flows when all all-to-all jobs exchange together (progressive filling: Bertsekas and Gallager,
@@ -37,6 +42,12 @@ Fabrics:
 A job's iteration is the layer model of `iteration.simulate_iteration` (DDP buckets, all-to-alls in the
 compute stream) on these costs, with the job's best bucket; its completion time is its wait for the panels
 plus `iterations` iterations.
+
+Compute: each server's GPUs at their dense peak for `precision` (`PEAK_FLOPS`: bf16 by default) times the
+device's efficiency. TopoOpt's simulator takes its operators' times from FlexFlow's measurements instead
+(section 5.1), in FlexFlow's fp32; the paper's artifact measured them on V100s (its Fig. 16 measurement
+scripts ask SLURM for gpu:volta) although the simulated servers are A100s, so its jobs compute far longer
+than ours and are less communication-bound (docs/cluster.md).
 
 Output per (load, fabric): mean and p99 iteration time over the jobs (p99 by linear interpolation, numpy's
 default), mean job completion time, utilisation (servers held by jobs / S), reconfiguration time spent (the sum
@@ -59,16 +70,21 @@ from services.synthesis.evaluate.topoopt import co_optimise, strategies_for
 from services.synthesis.evaluate.training_job import DEVICES, DeviceProfile, ModelSpec
 from services.synthesis.schedule.cost import LinkModel
 
-__all__ = ["CLUSTER_FABRICS", "ClusterResult", "ClusterSpec", "JobOutcome", "MAX_CLUSTER_SERVERS", "Reconfiguration",
-           "SwitchedJob", "TOPOOPT_BATCH_PER_GPU", "TraceResult", "fat_tree_arity", "jobs_from_mix",
+__all__ = ["CLUSTER_FABRICS", "ClusterResult", "ClusterSpec", "JobOutcome", "MAX_CLUSTER_SERVERS", "PEAK_FLOPS",
+           "ROUTINGS", "Reconfiguration", "SwitchedJob", "TOPOOPT_BATCH_PER_GPU", "TraceResult", "fat_tree_arity", "jobs_from_mix",
            "max_min_rates", "simulate_cluster", "simulate_trace", "switched_iterations"]
 
 MAX_CLUSTER_SERVERS = 8192
 MAX_JOBS = 1024
+ROUTINGS = ("ecmp", "spray")
+# dense peak FLOP/s per precision (NVIDIA A100 SXM4 and H100 SXM5 datasheets: BF16 tensor, TF32 tensor, FP32
+# without tensor cores); a server's compute is its GPUs' peak at the job's precision times the device's efficiency
+PEAK_FLOPS = {"a100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+              "h100": {"bf16": 989e12, "tf32": 494.5e12, "fp32": 67e12}}
 CLUSTER_FABRICS = ("direct", "fat-tree", "fat-tree-2to1", "fat-tree-4to1", "rail-optimised")
 _OVERSUB = {"fat-tree": 1, "fat-tree-2to1": 2, "fat-tree-4to1": 4}
 # TopoOpt List 1 (App. D), the section 5.6 column: batch per GPU
-TOPOOPT_BATCH_PER_GPU = {"dlrm": 256, "bert-large": 16, "candle": 256, "vgg16": 64}
+TOPOOPT_BATCH_PER_GPU = {"dlrm": 256, "bert-large": 16, "bert-topoopt": 16, "candle": 256, "vgg16": 64}
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,8 @@ class ClusterSpec:
     placement: str = "packed"
     seed: int = 0
     reconfiguration: Reconfiguration | None = None
+    routing: str = "ecmp"
+    precision: str = "bf16"
 
     def __post_init__(self):
         _positive_int("servers", self.servers, MAX_CLUSTER_SERVERS)
@@ -127,6 +145,10 @@ class ClusterSpec:
             raise ValueError(f"placement must be 'packed' or 'random', got {self.placement!r}")
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; known: {', '.join(DEVICES)}")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}")
+        if self.precision not in PEAK_FLOPS[self.device]:
+            raise ValueError(f"precision must be one of {', '.join(PEAK_FLOPS[self.device])}, got {self.precision!r}")
 
     @property
     def port_Bps(self) -> float:
@@ -210,13 +232,19 @@ def fat_tree_arity(servers: int) -> int:
     return k
 
 
-def max_min_rates(flow_links: list[np.ndarray], capacity: np.ndarray) -> np.ndarray:
+def max_min_rates(flow_links: list[np.ndarray], capacity: np.ndarray,
+                  flow_shares: list[np.ndarray] | None = None) -> np.ndarray:
     """Max-min fair rates of flows over links (progressive filling): every unfrozen flow's rate grows at the
-    same pace; a link that fills freezes the flows through it. O(links x flows) at most.
+    same pace; a link that fills freezes the flows through it. O(links x flows) at most. `flow_shares[f][i]`:
+    the fraction of flow f's rate on its i-th link (default 1: the flow on one path; a flow sprayed over
+    several paths puts a fraction on each).
 
     >>> caps = np.array([10.0, 4.0])                  # flows 0, 1 share link 0; flow 1 also crosses link 1
     >>> max_min_rates([np.array([0]), np.array([0, 1]), np.array([1])], caps).tolist()
     [8.0, 2.0, 2.0]
+    >>> max_min_rates([np.array([0, 1]), np.array([1])], np.array([1.0, 1.0]),   # flow 0 sprayed half-half
+    ...               [np.array([0.5, 0.5]), np.array([1.0])]).tolist()
+    [0.6666666666666666, 0.6666666666666666]
     """
     nf = len(flow_links)
     rates = np.zeros(nf)
@@ -225,11 +253,13 @@ def max_min_rates(flow_links: list[np.ndarray], capacity: np.ndarray) -> np.ndar
     lengths = np.array([len(f) for f in flow_links])
     rows = np.repeat(np.arange(nf), lengths)
     cols = np.concatenate(flow_links) if nf else np.zeros(0, dtype=np.int64)
+    weights = np.concatenate(flow_shares).astype(np.float64) if flow_shares is not None else np.ones(len(cols))
     remaining = capacity.astype(np.float64).copy()
     active = lengths > 0
     rates[~active] = np.inf
     while active.any():
-        load = np.bincount(cols[active[rows]], minlength=len(capacity))
+        on = active[rows]
+        load = np.bincount(cols[on], weights=weights[on], minlength=len(capacity))
         used = load > 0
         share = np.full(len(capacity), np.inf)
         share[used] = remaining[used] / load[used]
@@ -267,7 +297,28 @@ class _FatTree:
         capacity = np.full(self.n_links, host_Bps)
         self.capacity = capacity
 
+    def sprayed(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """A flow sprayed packet by packet over every shortest path (NDP's per-packet multipath, the load
+        balancing of htsim's fat-trees): an equal share on each ToR uplink and, leaving the pod, on each core
+        link above them (the mirror links down)."""
+        tor_a, tor_b = a // self.tor_hosts, b // self.tor_hosts
+        links, shares = [self.base["hu"] + a, self.base["hd"] + b], [1.0, 1.0]
+        if tor_a != tor_b:
+            ups = np.arange(self.tor_up)
+            links += [*(self.base["tu"] + tor_a * self.tor_up + ups), *(self.base["td"] + tor_b * self.tor_up + ups)]
+            shares += [1.0 / self.tor_up] * (2 * self.tor_up)
+            pod_a, pod_b = tor_a // self.half, tor_b // self.half
+            if pod_a != pod_b:
+                aggs = np.unique(ups % self.half)
+                per = np.bincount(ups % self.half, minlength=self.half)[aggs] / (self.tor_up * self.half)
+                cores = np.arange(self.half)
+                for base, pod in (("au", pod_a), ("ad", pod_b)):
+                    links += [*((self.base[base] + (pod * self.half + aggs[:, None]) * self.half + cores).ravel())]
+                    shares += [*np.repeat(per, self.half)]
+        return np.asarray(links, dtype=np.int64), np.asarray(shares)
+
     def path(self, a: int, b: int) -> np.ndarray:
+        """A flow on one path, hashed by ECMP: a uniformly chosen ToR uplink and, leaving the pod, core link."""
         tor_a, tor_b = a // self.tor_hosts, b // self.tor_hosts
         links = [self.base["hu"] + a, self.base["hd"] + b]
         if tor_a != tor_b:
@@ -287,8 +338,11 @@ def _model(name: str, spec: ClusterSpec) -> ModelSpec:
     per_gpu = TOPOOPT_BATCH_PER_GPU.get(name)
     batch = per_gpu * spec.gpus_per_server if per_gpu else None
     base = DEVICES[spec.device]
-    device = DeviceProfile(name=f"{spec.gpus_per_server}x{base.name}", peak_flops=base.peak_flops * spec.gpus_per_server,
-                           efficiency=base.efficiency, source=f"{spec.gpus_per_server} x ({base.source})")
+    peak = PEAK_FLOPS[spec.device][spec.precision]
+    device = DeviceProfile(name=f"{spec.gpus_per_server}x{base.name}-{spec.precision}",
+                           peak_flops=peak * spec.gpus_per_server, efficiency=base.efficiency,
+                           source=f"{spec.gpus_per_server} x ({base.source}; {spec.precision} peak {peak / 1e12:g} "
+                                  "TFLOP/s)")
     if CATALOG[name].global_batch:
         return catalog_model(name, spec.servers_per_job, device=device)
     return catalog_model(name, spec.servers_per_job, device=device, batch=batch)
@@ -334,14 +388,22 @@ def switched_iterations(spec: ClusterSpec, fabric: str, models: list[str], place
     tree = _FatTree(spec.servers, _OVERSUB[fabric], host_Bps, rng) if fabric in _OVERSUB else None
     capacity = tree.capacity if tree else np.full(2 * spec.servers, host_Bps)
 
+    spray = spec.routing == "spray"
+
     def phase(pairs_of) -> list[np.ndarray]:
         """Each job's flows' max-min rates when every job runs this phase's collective at once."""
-        flows, owner = [], []
+        flows, shares, owner = [], [], []
         for j, hosts in enumerate(placement):
             for a, b in pairs_of(j, hosts):
-                flows.append(tree.path(int(a), int(b)) if tree else np.array([int(a), spec.servers + int(b)]))
+                if tree is not None and spray:
+                    links, share = tree.sprayed(int(a), int(b))
+                else:
+                    links = tree.path(int(a), int(b)) if tree else np.array([int(a), spec.servers + int(b)])
+                    share = np.ones(len(links))
+                flows.append(links)
+                shares.append(share)
                 owner.append(j)
-        rates, owner_a = max_min_rates(flows, capacity), np.asarray(owner, dtype=np.int64)
+        rates, owner_a = max_min_rates(flows, capacity, shares), np.asarray(owner, dtype=np.int64)
         return [rates[owner_a == j] for j in range(len(placement))]
 
     specs = [_model(name, spec) for name in models]

@@ -20,6 +20,10 @@ Sources (shapes; published parameter count):
 - bert-large: Devlin et al. (NAACL 2019): 24 layers, hidden 1024, 16 heads, FFN 4096, vocabulary 30522,
   512 positions, with the pre-training heads; 336M (Shoeybi et al., Megatron-LM 2019, Table 4; Devlin et
   al. round it to 340M). Sequence length 128.
+- bert-topoopt: the BERT of TopoOpt's shared-cluster experiment (NSDI'23, List 1, the section 5.6 column): 6
+  transformer blocks, hidden 768, 6 heads, sequence length 256, "embed. size" 512 (read as BERT's 512
+  positions), batch 16 per GPU (64 per node of 4 GPUs); FFN 4 x hidden and BERT's vocabulary and heads as
+  bert-large. TopoOpt gives shapes, not a parameter count: the count here is the one the shapes give.
 - gpt2-small / gpt2-medium / gpt2-large: Radford et al. (2019) and OpenAI's released checkpoints: 12/24/36
   layers, hidden 768/1024/1280, context 1024, vocabulary 50257, tied embedding; 124,439,808 / 354,823,168
   / 774,030,080 parameters (the Hugging Face gpt2, gpt2-medium and gpt2-large checkpoints of OpenAI's
@@ -132,7 +136,12 @@ def _vgg16() -> list[_Row]:
 # ----- transformers -----------------------------------------------------------------------------------------
 
 def _bert_large(seq: int = 128) -> list[_Row]:
-    h, f, vocab, layers = 1024, 4096, 30522, 24
+    return _bert(24, 1024, seq)
+
+
+def _bert(layers: int, h: int, seq: int, vocab: int = 30522) -> list[_Row]:
+    """BERT (Devlin et al.): `layers` encoder blocks of hidden h, FFN 4h, 512 positions, the pre-training heads."""
+    f = 4 * h
     rows = [_Row("embeddings", (vocab + 512 + 2) * h + 2 * h, 0.0)]
     block = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
     for i in range(layers):
@@ -208,6 +217,7 @@ CATALOG: dict[str, CatalogModel] = {m.name: m for m in [
     CatalogModel("resnet50", 25_557_032, 64, False, _resnet50),
     CatalogModel("vgg16", 138_357_544, 64, False, _vgg16),
     CatalogModel("bert-large", 336_000_000, 64, False, _bert_large),
+    CatalogModel("bert-topoopt", sum(r.params for r in _bert(6, 768, 256)), 64, False, lambda: _bert(6, 768, 256)),
     CatalogModel("gpt2-small", 124_439_808, 8, False, lambda: _gpt(12, 768, 1024)),
     CatalogModel("gpt2-medium", 354_823_168, 4, False, lambda: _gpt(24, 1024, 1024)),
     CatalogModel("gpt2-large", 774_030_080, 1, False, lambda: _gpt(36, 1280, 1024)),

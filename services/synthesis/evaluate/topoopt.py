@@ -3,7 +3,9 @@ TopologyFinder (Algorithm 1) with TotientPerms / SelectPermutations (Algorithms 
 (Algorithm 4, App. E.3), the MP utility (App. E.4, Eq. 1-2) and host-based forwarding (App. I).
 
 TopologyFinder(n, d, AllReduce bytes, MP demand T):
-1. split the degree by traffic: d_A = max(1, ceil(d * AR / (AR + MP))) ports to AllReduce, the rest to MP;
+1. split the degree by traffic (Algorithm 1, line 2): d_A = max(1, ceil(d * AR / (AR + MP))) ports to AllReduce,
+   the rest to MP, AR and MP the sums of the two traffic matrices over all hosts: a ring allreduce of M gradient
+   bytes has every host send 2 (n-1)/n M to its successor, AR = 2 (n-1) M; MP = the sum of the MP demand;
 2. the AllReduce sub-topology: SelectPermutations picks d_A TotientPerms rings x -> x + p (a directed
    circulant, every ring Hamiltonian: TopoOpt Theorem 2);
 3. the MP sub-topology: d - d_A rounds of a maximum-weight perfect matching (Edmonds' blossom, networkx; greedy
@@ -184,7 +186,8 @@ def _matching(w: np.ndarray) -> list[tuple[int, int]]:
 
 
 def topology_finder(n: int, d: int, allreduce_bytes: float, mp_demand: np.ndarray) -> TopoOptDesign:
-    """TopologyFinder (module docstring) for n hosts of degree d; `mp_demand[i, j]`: MP bytes i sends j."""
+    """TopologyFinder (module docstring) for n hosts of degree d; `allreduce_bytes`: the gradient bytes M each
+    host allreduces per iteration; `mp_demand[i, j]`: MP bytes i sends j per iteration."""
     if not isinstance(n, int) or not 2 <= n <= MAX_TOPOOPT_NODES:
         raise ValueError(f"topology_finder: n must be an integer in 2..{MAX_TOPOOPT_NODES}, got {n!r}")
     if not isinstance(d, int) or not 1 <= d <= 64:
@@ -193,8 +196,9 @@ def topology_finder(n: int, d: int, allreduce_bytes: float, mp_demand: np.ndarra
     if demand.shape != (n, n) or (demand < 0).any() or not np.isfinite(demand).all():
         raise ValueError(f"topology_finder: the MP demand must be a non-negative {n} x {n} matrix")
     mp = float(demand.sum() - np.trace(demand))
-    total = allreduce_bytes + mp
-    d_a = d if total <= 0 else max(1, min(d, math.ceil(d * allreduce_bytes / total)))
+    ar = 2.0 * (n - 1) * allreduce_bytes              # the AllReduce traffic matrix's sum (module docstring)
+    total = ar + mp
+    d_a = d if total <= 0 else max(1, min(d, math.ceil(d * ar / total)))
     cands = totient_candidates(n)
     extra_rings = 0
     unsat = demand.copy()

@@ -2,6 +2,7 @@
 contending on one ToR uplink, two jobs on disjoint racks, the mix, and the direct fabric's isolation."""
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from services.synthesis.evaluate.cluster import (ClusterSpec, Reconfiguration, fat_tree_arity, jobs_from_mix,
                                                  max_min_rates, simulate_cluster, simulate_trace,
-                                                 switched_iterations)
+                                                 switched_iterations, _model)
 from services.synthesis.evaluate.iteration import CollectiveCost, TopologyCosts, best_bucket
 from services.synthesis.evaluate.model_catalog import catalog_model
 from services.synthesis.evaluate.training_job import DeviceProfile
@@ -49,6 +50,40 @@ def test_jobs_on_disjoint_racks_do_not_contend():
             assert j.iteration_s == pytest.approx(_isolated_iteration(SMALL, 1.0))
 
 
+def test_sprayed_flows_share_every_uplink_and_hashed_ones_can_collide():
+    host = SMALL.degree * SMALL.port_Bps
+    within_pod = [np.array([0, 2]), np.array([1, 3])]        # ToR 0 = {0, 1} and ToR 1 = {2, 3}: both cross
+    across_pods = [np.array([0, 4]), np.array([1, 5])]       # pod 0 to pod 1: ToR and core uplinks
+    for placement in (within_pod, across_pods):
+        for seed in range(4):
+            spec = replace(SMALL, seed=seed, routing="spray")
+            # full bisection: two flows leave a ToR of two uplinks, half of each flow on each: no contention
+            for j in switched_iterations(spec, "fat-tree", ["vgg16", "vgg16"], placement, host):
+                assert j.allreduce_slowdown == pytest.approx(1.0)
+            # 2:1: one uplink left, both flows on it, sprayed or hashed
+            for routing in ("spray", "ecmp"):
+                for j in switched_iterations(replace(spec, routing=routing), "fat-tree-2to1", ["vgg16", "vgg16"],
+                                             placement, host):
+                    assert j.allreduce_slowdown == pytest.approx(2.0)
+    # ECMP hashes each flow onto one uplink: some seeds put both on one (half rate), some on two
+    hashed = {round(max(j.allreduce_slowdown for j in switched_iterations(
+        replace(SMALL, seed=seed, routing="ecmp"), "fat-tree", ["vgg16", "vgg16"], within_pod, host)), 9)
+        for seed in range(12)}
+    assert hashed == {1.0, 2.0}
+
+
+def test_precision_scales_the_compute_by_the_datasheet_peaks():
+    spec = ClusterSpec(32, 4, 100.0, (("candle", 1.0),))
+    times = {p: sum(map(np.sum, _model("candle", replace(spec, precision=p)).compute_times()))
+             for p in ("bf16", "tf32", "fp32")}
+    assert times["tf32"] == pytest.approx(2 * times["bf16"])                    # A100: 156 against 312 TFLOP/s
+    assert times["fp32"] == pytest.approx(312 / 19.5 * times["bf16"])
+    with pytest.raises(ValueError, match="precision"):
+        replace(spec, precision="fp8")
+    with pytest.raises(ValueError, match="routing"):
+        replace(spec, routing="valiant")
+
+
 def test_max_min_by_hand():
     # three flows on one link of 9, one of them also on a link of 1: 1, then 4 and 4
     rates = max_min_rates([np.array([0]), np.array([0, 1]), np.array([0])], np.array([9.0, 1.0]))
@@ -57,14 +92,16 @@ def test_max_min_by_hand():
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True), min_size=1, max_size=12),
-       st.lists(st.floats(0.5, 10.0), min_size=6, max_size=6))
-def test_max_min_is_feasible_and_every_flow_has_a_full_bottleneck(flows, caps):
+       st.lists(st.floats(0.5, 10.0), min_size=6, max_size=6), st.booleans(), st.randoms(use_true_random=False))
+def test_max_min_is_feasible_and_every_flow_has_a_full_bottleneck(flows, caps, split, rnd):
     caps = np.asarray(caps)
     links = [np.asarray(f) for f in flows]
-    rates = max_min_rates(links, caps)
+    # split: each flow puts a share in (0, 1] of its rate on each of its links (a sprayed flow)
+    shares = [np.asarray([rnd.uniform(0.1, 1.0) for _ in f]) for f in flows] if split else None
+    rates = max_min_rates(links, caps, shares)
     load = np.zeros(6)
-    for f, r in zip(links, rates):
-        load[f] += r
+    for i, (f, r) in enumerate(zip(links, rates)):
+        load[f] += r * (shares[i] if split else 1.0)
     assert (load <= caps * (1 + 1e-9)).all()
     for f, r in zip(links, rates):
         # a bottleneck link: full, and no flow on it gets more than this one

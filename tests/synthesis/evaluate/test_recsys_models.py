@@ -1,4 +1,5 @@
-"""DLRM and CANDLE in the model catalog (TopoOpt List 1, section 5.6 configurations)."""
+"""DLRM, CANDLE and BERT in the model catalog as the shared-cluster experiment of TopoOpt configures them
+(List 1, section 5.6 column)."""
 from __future__ import annotations
 
 from services.synthesis.evaluate.model_catalog import CATALOG, catalog_model
@@ -22,3 +23,16 @@ def test_candle_is_data_parallel_fully_connected():
     assert not any(l.is_moe for l in m.layers) and len(m.layers) == 24
     assert m.gradient_bytes == 4 * 24 * (4096 * 4096 + 4096)
     assert m.layers[0].forward_flops == 256 * 2.0 * 4096 * 4096
+
+
+def test_bert_topoopt_is_list_1s_six_block_bert():
+    m = catalog_model("bert-topoopt", 16)
+    h, seq = 768, 256
+    blocks = [l for l in m.layers if l.name.startswith("encoder.")]
+    assert len(blocks) == 6
+    block = 4 * (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h) + 4 * h     # attention, FFN 4h, two norms
+    assert all(l.params_bytes == 4 * block for l in blocks)
+    # 64 sequences of 256 tokens per node (16 per GPU, 4 GPUs): 2 FLOPs a multiply-accumulate
+    assert blocks[0].forward_flops == 64 * seq * (2.0 * (4 * h * h + 2 * h * 4 * h) + 4.0 * seq * h)
+    assert CATALOG["bert-topoopt"].parameters() == CATALOG["bert-topoopt"].published_parameters
+    assert m.gradient_bytes < catalog_model("bert-large", 16).gradient_bytes / 4

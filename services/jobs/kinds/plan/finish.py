@@ -55,6 +55,7 @@ def stage_finish(state: dict, plan_id: str) -> dict:
         "training": state.get("training"),
         "training_hybrid": state.get("training_hybrid"),
         "alltoall": state.get("alltoall"),
+        "topology_strategy": state.get("topology_strategy"),
     }
     with session_scope(get_settings().sqlalchemy_url) as s:
         if not repo.finish(s, plan_id, result, attempt=current_attempt()):

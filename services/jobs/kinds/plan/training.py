@@ -1,7 +1,8 @@
 """A training plan's selection (DESIGN 4.10; paper section 8.3, App. A.4): the job's iteration simulated on every
 frontier entry of (N, d) and on the baselines that exist for (N, d) (services.synthesis.evaluate.training,
 the library `fabricplan train` uses), each with its best DDP bucket, and the frontier entry with the smallest
-iteration time chosen. It runs in the worker's select stage, under the task's time and memory limits.
+iteration time chosen (or, when the request asks for it, TopoOpt's co-optimised topology: plan.topoopt). It runs
+in the worker's select stage, under the task's time and memory limits.
 
 The plan's `training` block is `TrainingEvaluation.to_dict()` with the model's facts, the frontier entries
 labelled `frontier` and the baselines `baseline`; the frontier entries' and baselines' `workload_time_us` are
@@ -20,6 +21,7 @@ from services.jobs.requests import workloads
 from services.jobs.requests.hybrid_workloads import is_hybrid
 from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.kinds.plan.hybrid import stage_select_hybrid
+from services.jobs.kinds.plan.topoopt import select_topoopt
 
 __all__ = ["allreduce_price", "baselines_time_us", "stage_select", "training_result"]
 
@@ -72,7 +74,10 @@ def stage_select(state: dict, plan_id: str, spec: PlanSpec, advance) -> dict:
     selected = next(e for e, sim in zip(frontier, simulated) if sim["expr"] == training["best"])
     advance(plan_id, "select", 0.3, f"selected {selected['expr']}: iteration "
                                     f"{training['best_iteration_s'] * 1e3:.3f} ms")
-    return {**state, "frontier": frontier, "selected": selected, "training": training}
+    state = {**state, "frontier": frontier, "selected": selected, "training": training}
+    if spec.topology_strategy == "topoopt":     # TopoOpt's co-optimised topology instead (plan.topoopt)
+        return select_topoopt(state, plan_id, spec, model, training, advance)
+    return state
 
 
 def baselines_time_us(training: dict) -> dict[str, float]:
