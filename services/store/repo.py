@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from typing import Callable
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -36,15 +37,29 @@ def scoped_key(scope: str | None, idempotency_key: str | None) -> str | None:
     return hashlib.sha256(f"{scope}\n{idempotency_key}".encode()).hexdigest()
 
 
-def create_plan(s: Session, body: dict, idempotency_key: str | None, scope: str | None = None) -> tuple[Plan, bool]:
+def create_plan(s: Session, body: dict, idempotency_key: str | None, scope: str | None = None,
+                normalise: Callable[[dict], dict] | None = None) -> tuple[Plan, bool]:
     """(plan, created). Same key (of the same `scope`: scoped_key) and body -> the existing plan; same key,
-    other body -> Conflict."""
+    other body -> Conflict. `normalise(stored request)`: the stored request as today's schema writes it (a
+    field added since with its default), so a replay of a plan accepted before an upgrade is still the same
+    request; a stored request the schema no longer accepts is a different one."""
     h = request_hash(body)
+
+    def same(existing: Plan) -> bool:
+        if existing.request_hash == h:
+            return True
+        if normalise is None:
+            return False
+        try:
+            return request_hash(normalise(existing.request)) == h
+        except ValueError:                 # pydantic's ValidationError is a ValueError
+            return False
+
     shown, idempotency_key = idempotency_key, scoped_key(scope, idempotency_key)
     if idempotency_key:
         existing = s.scalar(select(Plan).where(Plan.idempotency_key == idempotency_key))
         if existing is not None:
-            if existing.request_hash != h:
+            if not same(existing):
                 raise Conflict(f"Idempotency-Key {shown!r} was used for a different request")
             return existing, False
     plan = Plan(job_id=body["job_id"], idempotency_key=idempotency_key, request_hash=h, request=body,
@@ -56,7 +71,7 @@ def create_plan(s: Session, body: dict, idempotency_key: str | None, scope: str 
     except IntegrityError:                 # a concurrent request with the same key won the race
         s.rollback()
         existing = s.scalar(select(Plan).where(Plan.idempotency_key == idempotency_key))
-        if existing is None or existing.request_hash != h:
+        if existing is None or not same(existing):
             raise Conflict(f"Idempotency-Key {shown!r} was used for a different request") from None
         return existing, False
     return plan, True

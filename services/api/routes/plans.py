@@ -120,7 +120,8 @@ def create_plan(body: PlanRequest, request: Request, response: Response, s: Sess
         raise unprocessable(["body", *exc.loc], exc.msg) from None
     try:
         plan, created = repo.create_plan(s, body.dump(), idempotency_key,
-                                         jobs.owner_name(principal.role, principal.key_id))
+                                         jobs.owner_name(principal.role, principal.key_id),
+                                         normalise=lambda stored: PlanRequest.load(stored).dump())
     except repo.Conflict as exc:
         raise HTTPException(409, str(exc)) from None
     if created and body.fabric_id:
