@@ -28,10 +28,7 @@ def value(found: dict, name: str, **labels) -> float | None:
     return found.get((name, tuple(sorted(labels.items()))))
 
 
-def test_job_queue_worker_and_panel_metrics(client, monkeypatch):
-    from services.api import metrics
-
-    monkeypatch.setattr(metrics, "CACHE_S", 0.5)      # the database-derived metrics' cache: 5 s in service
+def test_job_queue_worker_and_panel_metrics(client):
     pid = client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"]
     assert wait_done(client, pid)["status"] == "done"
     r = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "msccl", "runtime": "rccl"})
@@ -41,14 +38,13 @@ def test_job_queue_worker_and_panel_metrics(client, monkeypatch):
         time.sleep(0.1)
         r = client.get(f"/v1/plans/{pid}/schedules/allreduce", params={"format": "msccl", "runtime": "rccl"})
     assert r.status_code == 200
-    time.sleep(metrics.CACHE_S + 0.1)       # the database-derived metrics are cached for CACHE_S
     found = samples(client.get("/metrics").text)
     for kind in ("plan", "evaluation", "revision", "compile"):
         assert value(found, "fabricplan_queue_depth", kind=kind) is not None, kind
     assert value(found, "fabricplan_job_duration_seconds_count", kind="plan", status="done") >= 1
     assert value(found, "fabricplan_job_duration_seconds_bucket", kind="plan", status="done", le="+Inf") >= 1
     stages = {dict(k[1])["stage"] for k in found if k[0] == "fabricplan_plan_stage_duration_seconds_count"}
-    assert {"queued", "frontier"} <= stages or len(stages) >= 3, stages
+    assert {"frontier", "schedule", "compile"} <= stages, stages
     assert value(found, "fabricplan_compile_duration_seconds_count", runtime="rccl", status="done") >= 1
     assert value(found, "fabricplan_workers_alive") == 1          # the embedded worker of this app
 
@@ -63,7 +59,6 @@ def test_job_queue_worker_and_panel_metrics(client, monkeypatch):
     arc = client.get(f"/v1/plans/{pid}/topology").json()["arcs"][0]
     assert client.post(f"/v1/plans/{pid}/failures", json={"links": [{"arc": f"{arc[0]}>{arc[1]}"}]}
                        ).status_code in (200, 202)
-    time.sleep(metrics.CACHE_S + 0.1)
     found = samples(client.get("/metrics").text)
     assert value(found, "fabricplan_revisions_total", kind="failure", cause="scheduler") >= 1
 
@@ -101,10 +96,11 @@ def test_grafana_dashboard_charts_exported_metrics():
     import re
 
     from services.api import metrics
+    from services.store import job_metrics
 
     dash = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     names = {re.sub(r"_(bucket|count|sum|total)$", "", n) for e in exprs for n in re.findall(r"fabricplan_\w+", e)}
-    source = Path(metrics.__file__).read_text()
+    source = Path(metrics.__file__).read_text() + Path(job_metrics.__file__).read_text()
     missing = [n for n in names if f'"{n}"' not in source and f'"{n}_total"' not in source]
     assert names and not missing, missing
