@@ -190,7 +190,7 @@ def test_a_scrape_costs_the_same_whatever_the_history(settings):
 def test_two_processes_give_one_consistent_count(tmp_path, settings):
     """`serve --workers 2`: each scrape (a new connection, so either process may answer) reports every
     request counted so far by both processes, so the counters only grow; its families are a single
-    process's."""
+    process's; a plan's end, observed by the process whose worker ran it, is in every scrape."""
     single = bare_client(settings)
     single.get("/healthz")
     single_families = families(single.get("/metrics").text)
@@ -221,6 +221,17 @@ def test_two_processes_give_one_consistent_count(tmp_path, settings):
         assert families(text) == single_families, families(text) ^ single_families
         assert "fabricplan_job_duration_seconds" in single_families
         assert not [k for k in samples(text) if k[0].endswith("_created")]     # no `<family>_created` series
+
+        with httpx.Client(base_url=base, timeout=30) as c:
+            pid = c.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"]
+            assert wait_done(c, pid)["status"] == "done"
+        done = {"name": "fabricplan_job_duration_seconds_count", "kind": "plan", "status": "done"}
+        deadline = time.monotonic() + HANG_S
+        while value(samples(httpx.get(f"{base}/metrics", timeout=30).text), **done) != 1 \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for _ in range(6):                                   # new connections: either process answers
+            assert value(samples(httpx.get(f"{base}/metrics", timeout=30).text), **done) == 1
 
 
 def test_grafana_dashboard_charts_exported_metrics():
