@@ -1,5 +1,6 @@
 """Metrics observed when work ends: job durations (plans, evaluations, revisions, compiles), plan stage
-durations, XML compile durations and revisions by cause (DESIGN.md 4.17; docs/operations.md, Metrics).
+durations, XML compile durations and revisions by cause (DESIGN.md section 4, service flow step 8, `/metrics`;
+docs/operations.md, Metrics).
 
 A job that finishes, a stage that closes (services.store.stage_events), a compile that is recorded or a
 revision that is created calls `observe(s, family, labels, value)` inside its transaction. The observation is
