@@ -6,7 +6,8 @@ locks. At most `worker_concurrency` jobs run at once. In a job process the memor
 cap (workers.limits) and each task arms the soft time limit; the process reports each task's start, and the
 parent kills the job's process group `grace` after the soft limit if it did not stop by itself. A job process
 that dies or is killed fails its job with the reason; notifications of committed changes (a new panel config,
-an evaluation's result) travel to the gateway over the process's pipe.
+an evaluation's result) and the metrics observed when work ends (services.store.job_metrics) travel to the
+gateway over the process's pipe.
 
 The worker says which jobs it holds (`held`: queued here, running, or ended with a failure not yet recorded).
 The worker supervises its job processes, so a job it holds is never lost for a late heartbeat (services.store.
@@ -166,6 +167,10 @@ class EmbeddedWorker:
                     job.deadline = time.monotonic() + limit + grace_s(limit)
                 elif msg[0] == "change":
                     self.on_change(msg[1], msg[2])
+                elif msg[0] == "metric":            # observed in this process's metrics
+                    from services.store import job_metrics
+
+                    job_metrics.deliver(job_metrics.Observation(msg[1], tuple(msg[2]), msg[3]))
                 elif msg[0] == "failed":
                     job.killed_for = msg[1]
                 elif msg[0] == "database":
@@ -258,7 +263,7 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
     """A job process: the parent's settings, the limits, then the job's tasks run eagerly."""
     os.setpgrp()
     from services import config
-    from services.store import notify
+    from services.store import job_metrics, notify
 
     from . import limits
     from .app import celery_app, configure
@@ -271,6 +276,7 @@ def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Co
         with lock:
             conn.send(msg)
     notify.set_sink(lambda channel, key: send("change", channel, key))
+    job_metrics.set_sink(lambda obs: send("metric", obs.family, obs.labels, obs.value))
     if origin is not None:              # its changes reach its API process through the pipe, not the feed
         notify.set_origin(origin)
     limits.embed(lambda name: send("task", name), settings.task_time_limit_s)

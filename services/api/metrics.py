@@ -1,15 +1,22 @@
 """Prometheus metrics of the service (GET /metrics; docs/grafana-dashboard.json charts them).
 
-Two sources, so that every process of `fabricplan serve --workers N` answers a scrape with the same numbers:
-- counted in the API processes (request latency, plans accepted, panel reports by status): prometheus_client's multiprocess mode when PROMETHEUS_MULTIPROC_DIR is set (the serve command sets
-  it up for several processes, services.cli), so a scrape sums every process's files instead of reading the
-  one process it landed on (which Prometheus would see as counter resets);
-- read from the database at each scrape (`DatabaseCollector`), the source of truth shared by all processes
-  and by the workers of the scaled deployment: queue depth by job kind, job and
-  plan-stage durations, compile durations, revisions by cause, and the workers alive (embedded: the API
-  processes whose worker beat its row within a few sweeps, services.store.jobs.workers_alive, so a killed
-  process stops counting; scaled: the Celery workers that answer a ping). Durations are cumulative histograms over the finished jobs the database holds (they grow as jobs
-  finish and never reset), computed from the rows' timestamps and the compile's own `seconds`.
+A scrape costs the same whatever the history the database holds:
+- counters and histograms are observed when their event happens, never rebuilt from the history: in the API
+  processes request latency, plans accepted and panel reports by status (`Metrics`); where work ends, the job,
+  plan-stage and compile durations and the revisions by cause (services.store.job_metrics: an embedded job
+  process hands its observations to its API process; the scaled deployment's Celery workers serve their own,
+  services.cli.worker). With several processes (`fabricplan serve --workers N`) they are prometheus_client's
+  multiprocess files (PROMETHEUS_MULTIPROC_DIR, set up by the serve command), so a scrape sums every process's
+  files whichever process answers it (a process's own numbers alone would look like counter resets);
+- state is read from the database at the scrape in a constant number of queries (`DatabaseCollector`):
+  plans by status, unfinished jobs and the queue by kind, and the workers alive (embedded: the API processes
+  whose worker beat its row within a few sweeps, services.store.jobs.workers_alive, so a killed process stops
+  counting; scaled: the Celery workers that answer a ping).
+
+Both modes give the same families: every labelled counter and histogram whose label values are known starts
+with its series at 0, no `_created` series (multiprocess mode has none), and a family with no series yet is
+left out of both. `render` answers OpenMetrics when the scraper asks for it (Accept:
+application/openmetrics-text), else Prometheus text format 0.0.4.
 """
 from __future__ import annotations
 
@@ -17,21 +24,24 @@ import logging
 import os
 import threading
 import time
-from collections import defaultdict
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
-__all__ = ["Metrics", "DatabaseCollector", "scrape_registry", "multiprocess_dir", "mark_process_dead",
-           "DURATION_BUCKETS"]
+from services.store import job_metrics
+
+__all__ = ["Metrics", "DatabaseCollector", "scrape_registry", "render", "multiprocess_dir", "mark_process_dead",
+           "PANEL_STATUSES"]
 
 log = logging.getLogger("fabricplan.metrics")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, float("inf"))
-CACHE_S = 5.0                   # database-derived metrics are recomputed at most this often per process
+PANEL_STATUSES = ("applied", "degraded", "failed")
+PING_CACHE_S = 5.0              # the Celery workers' ping (up to PING_TIMEOUT_S) is asked at most this often
 PING_TIMEOUT_S = 1.0
+
+disable_created_metrics()
 
 
 def multiprocess_dir() -> str | None:
@@ -39,50 +49,42 @@ def multiprocess_dir() -> str | None:
 
 
 class Metrics:
-    """The metrics the API processes count (one instance per app; multiprocess-safe when the env is set)."""
+    """The metrics the API processes count (one instance per app; multiprocess-safe when the env is set). The
+    families observed where work ends are created here too, so every API process has their series at 0."""
 
     def __init__(self, embedded_worker: bool = False):
         self.registry = CollectorRegistry()
         self.requests = Histogram("fabricplan_http_request_seconds", "HTTP request latency",
                                   ["method", "route", "status"], registry=self.registry)
         self.plans_created = Counter("fabricplan_plans_created_total", "plans accepted", registry=self.registry)
-        self.plans_by_status = Gauge("fabricplan_plans", "plans by status", ["status"], registry=self.registry,
-                                     multiprocess_mode="mostrecent")
-        self.jobs = Gauge("fabricplan_jobs", "unfinished jobs (plan, evaluation, compile, revision) by status",
-                          ["kind", "status"], registry=self.registry, multiprocess_mode="mostrecent")
         self.panel_reports = Counter("fabricplan_panel_reports_total", "panel state reports accepted, by status",
                                      ["status"], registry=self.registry)
-        self.embedded_workers = None     # counted by DatabaseCollector from the workers' rows (both deployments)
-
-
-    def set_plans_by_status(self, counts: dict[str, int]) -> None:
-        """The fabricplan_plans gauge (plans by status), refreshed whenever the counts are read."""
-        for status, n in counts.items():
-            self.plans_by_status.labels(status).set(n)
-
-
-    def set_jobs(self, counts: dict[str, dict[str, int]]) -> None:
-        """The fabricplan_jobs gauge (unfinished jobs by kind and status: queued, running)."""
-        for kind, per in counts.items():
-            for status, n in per.items():
-                self.jobs.labels(kind, status).set(n)
+        for status in PANEL_STATUSES:
+            self.panel_reports.labels(status)
+        self.job_metrics = job_metrics.local()
 
 
 def scrape_registry(metrics: Metrics, database: "DatabaseCollector | None") -> CollectorRegistry:
-    """What a scrape reads: every process's files in multiprocess mode, else this process's registry; plus
-    the database's metrics."""
+    """What a scrape reads: every process's files in multiprocess mode, else this process's registries; plus
+    the database's state."""
+    registry = CollectorRegistry()
     mp = multiprocess_dir()
     if mp:
         from prometheus_client import multiprocess
 
-        registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=mp)
     else:
-        registry = CollectorRegistry()
-        registry.register(_Forward(metrics.registry))
+        registry.register(_Forward(metrics.registry, metrics.job_metrics.registry))
     if database is not None:
         registry.register(database)
     return registry
+
+
+def render(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+    """(body, content type): OpenMetrics when `accept` asks for application/openmetrics-text, else the
+    Prometheus text format."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type
 
 
 def mark_process_dead(pid: int | None = None) -> None:
@@ -95,88 +97,61 @@ def mark_process_dead(pid: int | None = None) -> None:
 
 
 class _Forward(Collector):
-    def __init__(self, registry: CollectorRegistry):
-        self.registry = registry
+    """This process's registries, without the families that have no series yet (multiprocess mode has no file
+    entry for them)."""
+
+    def __init__(self, *registries: CollectorRegistry):
+        self.registries = registries
 
     def collect(self):
-        yield from self.registry.collect()
+        for registry in self.registries:
+            yield from (family for family in registry.collect() if family.samples)
 
 
 class DatabaseCollector(Collector):
-    """Metrics counted by the database at scrape time (cached CACHE_S): see the module docstring."""
+    """State counted by the database at each scrape, in a constant number of queries (plans by status: one;
+    unfinished jobs by kind and status: one a kind; workers alive: one, or a Celery ping)."""
 
     def __init__(self, url: str, broker_url: str | None = None, alive_within_s: float = 10.0):
         self.url, self.broker_url, self.alive_within_s = url, broker_url, alive_within_s
         self.lock = threading.Lock()
-        self.cached: tuple[float, list] | None = None
-        self.workers: tuple[float, int | None] | None = None
+        self.pinged: tuple[float, int | None] | None = None
 
     def describe(self):
         return []
 
     def collect(self):
-        with self.lock:
-            if self.cached is None or time.monotonic() - self.cached[0] > CACHE_S:
-                try:
-                    self.cached = (time.monotonic(), list(self._families()))
-                except Exception as exc:  # the database is down: /readyz says so; serve the other metrics
-                    log.warning("database metrics unavailable: %s: %s", type(exc).__name__, exc)
-                    return
-            families = self.cached[1]
+        try:
+            families = list(self._families())
+        except Exception as exc:  # the database is down: /readyz says so; serve the other metrics
+            log.warning("database metrics unavailable: %s: %s", type(exc).__name__, exc)
+            return
         yield from families
 
     def _families(self):
-        from sqlalchemy import func, select
-
+        from services.store import jobs, repo
         from services.store.db import session_scope
-        from services.store.jobs import KINDS, workers_alive
-        from services.store.models import CompileJob, PlanEvent, PlanRevision
 
-        queue = GaugeMetricFamily("fabricplan_queue_depth", "jobs queued and not started, by kind", labels=["kind"])
-        durations = _Histograms("fabricplan_job_duration_seconds", "finished jobs: created to finished (queue wait "
-                                "included), by kind and status", ["kind", "status"])
-        stages = _Histograms("fabricplan_plan_stage_duration_seconds", "time plans spent in each stage (from their "
-                             "status events)", ["stage"])
-        compiles = _Histograms("fabricplan_compile_duration_seconds", "XML compiles (fit search, lowering, check), "
-                               "by runtime and outcome", ["runtime", "status"])
-        revisions = CounterMetricFamily("fabricplan_revisions", "plan revisions by kind and cause (scheduler or "
-                                        "panel reports of failed links, repairs)", labels=["kind", "cause"])
         with session_scope(self.url) as s:
-            for kind, model in KINDS.items():
-                counts = dict(s.execute(select(model.status, func.count()).group_by(model.status)).all())
-                queue.add_metric([kind], counts.get("queued", 0))
-                for status, created, updated in s.execute(
-                        select(model.status, model.created_at, model.updated_at)
-                        .where(model.status.in_(("done", "failed")))):
-                    durations.observe([kind, status], (updated - created).total_seconds())
-            prev = (None, None, None)           # (plan, at, stage) of the previous event
-            # the plan's own status events: not the events closing a stage (services.store.stage_events: they
-            # share their instant with the next stage's start, which would count every stage twice) nor a
-            # revision's stages (`rev<n>:<stage>`: a label per revision number)
-            for plan_id, at, stage in s.execute(select(PlanEvent.plan_id, PlanEvent.at, PlanEvent.stage)
-                                                .where(PlanEvent.ended_at.is_(None),
-                                                       PlanEvent.stage.not_like("rev%:%"))
-                                                .order_by(PlanEvent.plan_id, PlanEvent.id)):
-                if prev[0] == plan_id:          # the previous stage lasted until this event
-                    stages.observe([prev[2]], (at - prev[1]).total_seconds())
-                prev = (plan_id, at, stage)
-            for status, spec, meta in s.execute(select(CompileJob.status, CompileJob.spec, CompileJob.meta)
-                                                .where(CompileJob.status.in_(("done", "failed")))):
-                meta = meta or {}
-                if isinstance(meta.get("seconds"), (int, float)):
-                    runtime = meta.get("runtime") or (spec or {}).get("runtime") or "unknown"
-                    compiles.observe([str(runtime), status], float(meta["seconds"]))
-            by_cause: dict[tuple[str, str], int] = defaultdict(int)
-            for kind, cause in s.execute(select(PlanRevision.kind, PlanRevision.cause)):
-                by_cause[(kind, str((cause or {}).get("source", "unknown")))] += 1
-            for (kind, cause), n in sorted(by_cause.items()):
-                revisions.add_metric([kind, cause], n)
-        yield from (queue, durations.family(), stages.family(), compiles.family(), revisions)
+            plans = repo.plans_by_status(s)
+            unfinished = jobs.counts(s)
+            alive = None if self.broker_url else jobs.workers_alive(s, self.alive_within_s, "embedded")
         if self.broker_url:
             alive = self._celery_workers()
-        else:   # embedded: the API processes whose worker beat its row lately (a killed one stops counting)
-            with session_scope(self.url) as s:
-                alive = workers_alive(s, self.alive_within_s, "embedded")
+        g = GaugeMetricFamily("fabricplan_plans", "plans by status", labels=["status"])
+        for status, n in plans.items():
+            g.add_metric([status], n)
+        yield g
+        g = GaugeMetricFamily("fabricplan_jobs", "unfinished jobs (plan, evaluation, compile, revision) by status",
+                              labels=["kind", "status"])
+        for kind, per in unfinished.items():
+            for status, n in per.items():
+                g.add_metric([kind, status], n)
+        yield g
+        g = GaugeMetricFamily("fabricplan_queue_depth", "jobs queued and not started, by kind", labels=["kind"])
+        for kind, per in unfinished.items():
+            g.add_metric([kind], per.get("queued", 0))
+        yield g
         if alive is not None:
             g = GaugeMetricFamily("fabricplan_workers_alive", "workers running jobs (embedded: one per API process; "
                                   "scaled: Celery workers answering a ping)")
@@ -184,32 +159,16 @@ class DatabaseCollector(Collector):
             yield g
 
     def _celery_workers(self) -> int | None:
-        """Scaled deployment: the Celery workers that answer a ping (None in embedded mode or when the
-        broker does not answer)."""
-        if not self.broker_url:
-            return None
-        try:
-            from workers.app import celery_app
+        """Scaled deployment: the Celery workers that answer a ping (None when the broker does not answer),
+        asked at most every PING_CACHE_S."""
+        with self.lock:
+            if self.pinged is not None and time.monotonic() - self.pinged[0] < PING_CACHE_S:
+                return self.pinged[1]
+            try:
+                from workers.app import celery_app
 
-            return len(celery_app.control.ping(timeout=PING_TIMEOUT_S) or [])
-        except Exception:
-            return None
-
-
-class _Histograms:
-    """Cumulative histograms (one per label set) built from observed values, as a metric family."""
-
-    def __init__(self, name: str, doc: str, labels: list[str]):
-        self.name, self.doc, self.labels = name, doc, labels
-        self.values: dict[tuple, list[float]] = defaultdict(list)
-
-    def observe(self, labels: list[str], value: float) -> None:
-        self.values[tuple(labels)].append(max(0.0, value))
-
-    def family(self) -> HistogramMetricFamily:
-        fam = HistogramMetricFamily(self.name, self.doc, labels=self.labels)
-        for labels, values in sorted(self.values.items()):
-            buckets = [(floatToGoString(b), sum(1 for v in values if v <= b)) for b in DURATION_BUCKETS]
-            fam.add_metric(list(labels), buckets, sum(values))
-        return fam
-
+                alive: int | None = len(celery_app.control.ping(timeout=PING_TIMEOUT_S) or [])
+            except Exception:
+                alive = None
+            self.pinged = (time.monotonic(), alive)
+            return alive

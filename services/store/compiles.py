@@ -10,6 +10,7 @@ import hashlib
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from . import job_metrics
 from .db import insert_new
 from .models import CompileJob, utcnow
 
@@ -53,10 +54,21 @@ def start(s: Session, job: CompileJob) -> None:
 
 def finish(s: Session, job: CompileJob, digest: str, meta: dict) -> None:
     job.status, job.stage, job.digest, job.meta, job.reason, job.updated_at = "done", "done", digest, meta, None, utcnow()
+    _ended(s, job)
 
 
 def fail(s: Session, job: CompileJob, reason: str, meta: dict | None = None) -> None:
     job.status, job.reason, job.meta, job.updated_at = "failed", reason, meta, utcnow()
+    _ended(s, job)
+
+
+def _ended(s: Session, job: CompileJob) -> None:
+    """The job's duration and, when the compile timed itself (`seconds` in its meta), the compile's."""
+    job_metrics.job_ended(s, "compile", job.status, job.created_at, job.updated_at)
+    meta = job.meta or {}
+    if isinstance(meta.get("seconds"), (int, float)):
+        runtime = meta.get("runtime") or (job.spec or {}).get("runtime") or "unknown"
+        job_metrics.observe(s, "fabricplan_compile_duration_seconds", (str(runtime), job.status), meta["seconds"])
 
 
 def finished_count(s: Session, plan_id: str, prefix: str = "") -> int:

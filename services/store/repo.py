@@ -11,7 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from . import stage_events
+from . import job_metrics, stage_events
 from .db import insert_new
 from .models import ApiKey, Artifact, Frontier, Plan, PlanArtifact, PlanBinding, PlanEvent, utcnow
 
@@ -149,6 +149,7 @@ def finish(s: Session, plan_id: str, result: dict, attempt: int | None = None) -
     if res.rowcount:
         stage_events.close_stage(s, plan_id, previous, status="done", progress=1.0, now=now)
         s.add(PlanEvent(plan_id=plan_id, status="done", stage="done", progress=1.0, message="plan complete", at=now))
+        job_metrics.job_ended(s, "plan", "done", s.scalar(select(Plan.created_at).where(Plan.id == plan_id)), now)
     return bool(res.rowcount)
 
 
@@ -164,6 +165,7 @@ def fail(s: Session, plan_id: str, reason: str, stage: str | None = None, attemp
         return False
     closed = stage_events.close_stage(s, plan_id, stage or plan.stage, status="failed", progress=plan.progress,
                                       now=now, message=reason)
+    job_metrics.job_ended(s, "plan", "failed", plan.created_at, now)
     if closed is None:      # the event closing the stage it failed in carries the reason
         s.add(PlanEvent(plan_id=plan_id, status="failed", stage=stage or plan.stage, progress=plan.progress,
                         message=reason))

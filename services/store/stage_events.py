@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from . import job_metrics
 from .models import PlanEvent, utcnow
 
 __all__ = ["aware", "stage_start", "close_stage", "record"]
@@ -45,6 +46,8 @@ def close_stage(s: Session, plan_id: str, stage: str | None, *, status: str, pro
                    ended_at=now, duration_s=duration,
                    message=message or f"{stage.split(':')[-1]} took {duration:.2f} s")
     s.add(ev)
+    if ":" not in stage:        # a plan's own stage (a revision's are `rev{n}:{stage}`)
+        job_metrics.observe(s, "fabricplan_plan_stage_duration_seconds", (stage,), duration)
     return ev
 
 

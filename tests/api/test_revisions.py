@@ -13,6 +13,7 @@ from services.synthesis.topology.catalog import build
 
 from tests.conftest import MINIMAL, unique_job, wait_done, wait_url
 from tests.api.test_hardening import assert_shape
+from tests.api.test_metrics import samples, scraped_until, value
 
 OCS = {"id": "o1", "layout": "shared", "hosts": 16, "ports_per_host": 5, "kind": "ocs"}      # a spare port each
 
@@ -149,6 +150,7 @@ def test_panel_degraded_report_and_ocs_repair_restore_the_topology(client):
                         ({"status": "degraded", "failed": [{}]}, "failed.0")):
         assert_shape(client.put("/v1/panels/panel0/state", json={"applied_version": v, **body}), 422, field or None)
     assert client.get(f"{base}/revisions").headers["x-total-count"] == "1"
+    counted = samples(client.get("/metrics").text)
     r = client.put("/v1/panels/panel0/state", json={"applied_version": v, "status": "degraded", "failed": [bad],
                                                      "message": "no light on the fiber"})
     assert r.status_code == 200, r.text
@@ -195,6 +197,14 @@ def test_panel_degraded_report_and_ocs_repair_restore_the_topology(client):
     assert now["revision"]["current"] == 2 and now["fabric"]["fabric_ready"] is True
     assert now["fabric"]["panels"] == {"panel0": v + 1}
     assert [x["kind"] for x in client.get(f"{base}/revisions").json()] == ["original", "failure", "restored"]
+    # each revision counted once, by its cause, when it was recorded
+    before = {kc: value(counted, "fabricplan_revisions_total", kind=kc[0], cause=kc[1])
+              for kc in (("failure", "panel"), ("restored", "repair"), ("failure", "scheduler"))}
+    want = {**before, ("failure", "panel"): before[("failure", "panel")] + 1,
+            ("restored", "repair"): before[("restored", "repair")] + 1}
+    found = scraped_until(client, lambda f: all(value(f, "fabricplan_revisions_total", kind=k, cause=c) == n
+                                                for (k, c), n in want.items()))
+    assert {kc: value(found, "fabricplan_revisions_total", kind=kc[0], cause=kc[1]) for kc in want} == want
 
 
 def test_repair_without_spare_ports_keeps_the_degraded_revision(client):

@@ -61,13 +61,13 @@ def scaled(request, monkeypatch, tmp_path):
     clear_redis(f"{REDIS_URL}/{n}")
 
 
-def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None) -> subprocess.Popen:
-    """`fabricplan worker`; with `held`, tests.held_worker's: the first schedule stage run by any worker
+def start_worker(env: dict, tmp_path: Path, name: str, held: Path | None = None, *args: str) -> subprocess.Popen:
+    """`fabricplan worker [args]`; with `held`, tests.held_worker's: the first schedule stage run by any worker
     given this marker path stops there (the marker then holds its pool process's pid) until killed."""
     log = open(tmp_path / f"{name}.log", "w")
     module, extra = ("services.cli", {}) if held is None else ("tests.held_worker", {"HELD_WORKER_MARKER": str(held)})
     proc = subprocess.Popen([sys.executable, "-m", module, "worker", "--concurrency", "1",
-                             "--hostname", f"{name}@%h", "--log-level", "warning"],
+                             "--hostname", f"{name}@%h", "--log-level", "warning", *args],
                             cwd=ROOT, env={**env, **extra}, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     return proc
@@ -149,6 +149,45 @@ def test_worker_process_completes_a_plan(api, tmp_path):
         assert rev["schedules"]["allreduce"]["verified"] and client.get(f"/v1/plans/{p['id']}").json()[
             "revision"]["current"] == 1
         check_set_xml(client, rev, build(rev["expr"]))          # the fork pool in a Celery pool process
+    finally:
+        stop(worker)
+
+
+def test_the_worker_serves_what_its_processes_observe(api, tmp_path):
+    """`fabricplan worker --metrics-port`: the plan's duration, its stages' and its compiles', observed by the
+    worker's pool process and the compile processes it forks, on the worker's port; the files of the compile
+    processes that ended folded at the scrape."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.served import free_port
+
+    client, st, env = api
+    port = free_port()
+    worker = start_worker(env, tmp_path, "wm", None, "--metrics-port", str(port))
+
+    def scrape() -> dict:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        except httpx.TransportError:                 # not listening yet
+            return {}
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+    plan = ("fabricplan_job_duration_seconds_count", (("kind", "plan"), ("status", "done")))
+    try:
+        p = wait_done(client, client.post("/v1/plans", json={**MINIMAL, "job_id": unique_job()}).json()["id"])
+        assert p["status"] == "done", (p["reason"], (tmp_path / "wm.log").read_text()[-3000:])
+        deadline = time.monotonic() + HANG_S
+        while (found := scrape()).get(plan) != 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert found.get(plan) == 1, (tmp_path / "wm.log").read_text()[-3000:]
+        assert found[("fabricplan_plan_stage_duration_seconds_count", (("stage", "frontier"),))] == 1
+        compiled = sum(v for (name, labels), v in found.items()
+                       if name == "fabricplan_compile_duration_seconds_count" and ("status", "done") in labels)
+        assert compiled >= 1, found
+        files = sorted(f.name for f in (tmp_path / "prometheus-worker").glob("*.db"))
+        assert len(files) <= 6, files        # the main and the pool process's, and the archives
     finally:
         stop(worker)
 

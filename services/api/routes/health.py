@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy.exc import SQLAlchemyError
 
-from services.store import jobs, repo
-from services.store.db import ping, session_scope
+from services.store.db import ping
 
 from ..auth import READ
 from ..responses import AUTH
@@ -48,21 +46,20 @@ def readyz(request: Request, response: Response):
 
 
 @router.get("/metrics", response_class=Response, dependencies=[Depends(READ)], responses={**AUTH, 200: {
-    "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
+    "description": "Prometheus text format, or OpenMetrics when the Accept header asks for "
+                   "application/openmetrics-text",
+    "content": {"text/plain": {"schema": {"type": "string"}},
+                "application/openmetrics-text": {"schema": {"type": "string"}}}}})
 def metrics(request: Request):
-    """Prometheus metrics (services.api.metrics): the API processes' counters (summed over every process of
-    `serve --workers N`) and what the database counts at the scrape (queues, job and compile durations,
-    revisions, workers). With FABRICPLAN_API_KEYS_REQUIRED it needs a scheduler or viewer key, like every
-    other read (Prometheus: `authorization: {credentials: <viewer key>}` in the scrape config)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    """Prometheus metrics (services.api.metrics): counters and histograms observed when their event happens
+    (requests, plans accepted, panel reports, job, stage and compile durations, revisions; summed over every
+    process of `serve --workers N`) and the state the database counts at the scrape in a constant number of
+    queries (plans by status, unfinished jobs, queue depth, workers alive). OpenMetrics with `Accept:
+    application/openmetrics-text`, else the Prometheus text format. With FABRICPLAN_API_KEYS_REQUIRED it needs
+    a scheduler or viewer key, like every other read (Prometheus: `authorization: {credentials: <viewer key>}`
+    in the scrape config)."""
+    from ..metrics import render, scrape_registry
 
-    from ..metrics import scrape_registry
-
-    try:
-        with session_scope(request.app.state.settings.sqlalchemy_url) as s:
-            request.app.state.metrics.set_plans_by_status(repo.plans_by_status(s))
-            request.app.state.metrics.set_jobs(jobs.counts(s))
-    except SQLAlchemyError:             # the database is down: /readyz says so; serve the other metrics
-        pass
     registry = scrape_registry(request.app.state.metrics, request.app.state.db_metrics)
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    body, content_type = render(registry, request.headers.get("accept"))
+    return Response(body, headers={"Content-Type": content_type})

@@ -24,9 +24,7 @@ def stats(request: Request, s: Session = Depends(get_session)):
     their latest config version (a panel with no cross-connects to hold, holding none, is not behind). Counted
     by the database."""
     counts = repo.plans_by_status(s)
-    request.app.state.metrics.set_plans_by_status(counts)
     queued = jobs.counts(s)
-    request.app.state.metrics.set_jobs(queued)
     latest = (select(PanelConfig.panel_id, func.max(PanelConfig.version).label("version"))
               .group_by(PanelConfig.panel_id).subquery())
     # a panel whose latest version has no cross-connects, and whose agent holds none (or never reported), has

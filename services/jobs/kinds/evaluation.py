@@ -17,7 +17,7 @@ from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.catalog import build
 
 from services.config import get_settings
-from services.store import notify
+from services.store import job_metrics, notify
 from services.store.db import session_scope
 from services.store.models import Evaluation, utcnow
 from services.jobs.stages.artifacts import topology_facts, topology_json
@@ -65,6 +65,7 @@ def _store(url: str, evaluation_id: str, result: dict) -> dict:
         claim(s, evaluation_id, "evaluation")
         ev = s.get(Evaluation, evaluation_id)
         ev.status, ev.stage, ev.result, ev.reason, ev.updated_at = "done", "done", result, None, utcnow()
+        job_metrics.job_ended(s, "evaluation", "done", ev.created_at, ev.updated_at)
         notify.changed(s, "evaluation", evaluation_id)
     return {"done": True}
 

@@ -41,7 +41,7 @@ from services.synthesis.schedule.cost import LinkModel
 from services.synthesis.topology.catalog import build
 
 from services.config import get_settings
-from services.store import fabrics, notify, repo, stage_events
+from services.store import fabrics, job_metrics, notify, repo, stage_events
 from services.store.db import session_scope
 from services.store.models import PanelRow, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
 from services.jobs.stages import compile_stage, size_sets
@@ -288,6 +288,7 @@ def stage_finish(state: dict, revision_id: str) -> dict:
         stage_events.close_stage(s, plan.id, f"rev{rev.number}:{rev.stage}", status=plan.status, progress=1.0)
         rev.status, rev.stage, rev.progress, rev.result, rev.reason = "done", "done", 1.0, result, None
         rev.updated_at = rev.heartbeat_at = utcnow()
+        job_metrics.job_ended(s, "revision", "done", rev.created_at, rev.updated_at)
         slow = result["failure_cost"]["workload_us"]["slowdown"]
         s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
                         message=f"revision {rev.number} done: {state['topology']['expr']}"

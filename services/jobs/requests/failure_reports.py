@@ -24,7 +24,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from services.store import notify, repo
+from services.store import job_metrics, notify, repo
 from services.store.db import write_lock
 from services.store.models import PanelConfig, Plan, PlanBinding, PlanEvent, PlanRevision, PortFault, Repair, utcnow
 from services.jobs.requests.plan_spec import PlanSpec
@@ -202,6 +202,7 @@ def report_failures(s, plan: Plan, links: list[dict] | list[tuple], *, source: s
                             f"({source}{' ' + panel if panel else ''})"))
     s.flush()
     notify.changed(s, "plan", plan.id)
+    job_metrics.observe(s, "fabricplan_revisions", ("failure", source), 1)
     return rev, True
 
 
@@ -275,6 +276,7 @@ def repairs_applied(s, fabric_id: str) -> list[PlanRevision]:
                            result=_restored_result(s, plan))
         s.add(rev)
         rep.restored_number = number
+        job_metrics.observe(s, "fabricplan_revisions", ("restored", "repair"), 1)
         s.add(PlanEvent(plan_id=plan.id, status=plan.status, stage="revision", progress=plan.progress,
                         message=f"revision {number}: repair of revision {rep.revision_number} applied on every "
                                 "panel; back on the full topology"))

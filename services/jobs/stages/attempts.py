@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from services.config import get_settings
-from services.store import compiles, fabrics, jobs, notify, repo, stage_events
+from services.store import compiles, fabrics, job_metrics, jobs, notify, repo, stage_events
 from services.store.db import session_scope
 from services.store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
 from services.jobs.stages.stage_weights import plan_progress
@@ -120,11 +120,13 @@ def _compile_failed(s, job: CompileJob, reason: str) -> None:
 
 def _evaluation_failed(s, ev: Evaluation, reason: str) -> None:
     ev.status, ev.reason, ev.updated_at = "failed", reason, utcnow()
+    job_metrics.job_ended(s, "evaluation", "failed", ev.created_at, ev.updated_at)
     notify.changed(s, "evaluation", ev.id)
 
 
 def _revision_failed(s, rev: PlanRevision, reason: str) -> None:
     rev.status, rev.reason, rev.updated_at = "failed", reason, utcnow()
+    job_metrics.job_ended(s, "revision", "failed", rev.created_at, rev.updated_at)
     plan = s.get(Plan, rev.plan_id)
     stage_events.close_stage(s, plan.id, f"rev{rev.number}:{rev.stage}", status=plan.status, progress=plan.progress,
                              message=f"revision {rev.number}: {rev.stage} failed")
