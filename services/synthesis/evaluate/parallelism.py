@@ -24,11 +24,15 @@ and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = experts / (t
   the sum of their bytes), then the scale-up allgather. Expert gradients go the same way over edp ranks.
 - EP: 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward and backward; 6 with full
   recomputation) of D = 2 (s/tp) b h top_k bytes per GPU; the share for GPUs on other hosts goes between hosts
-  (G D (ep - ep_local)/ep per host), the rest over the scale-up domain, both at once.
+  (G D (ep - ep_local)/ep per host; with node-limited routing once per remote host, `moe.remote_copies`), the
+  rest over the scale-up domain, both at once. Experts are placed by `moe.expert_layout` (expert-data
+  parallelism when ep < dp, folding over the TP ranks when ep > dp).
 
 Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp peak efficiency),
 backward 2 t_f, full recomputation + t_f, selective + the attention scores' FLOPs):
-    t_mb = t_f + t_b + t_r + t_TP + t_PP + t_EP          (TP, PP and EP communication is blocking)
+    t_mb = t_f + t_b + t_r + t_TP + t_PP + t_EP          (TP and PP communication is blocking)
+t_EP = MoE layers x the all-to-alls the compute waits for (`moe.exposed_alltoall`: all of them without
+overlap, what exceeds one layer's forward + backward compute with the micro-batch overlap)
     pipeline = m t_mb + (pp - 1)/v t_mb                    (bubble: Narayanan et al. SC'21 section 2.2)
 DP: the gradient reduce-scatter/allreduce overlaps the last micro-batch's backward (Megatron's
 --overlap-grad-reduce) and the parameter allgather of ZeRO 1-2 the first forward (--overlap-param-gather);
@@ -46,6 +50,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
+from services.synthesis.evaluate.moe import MOE_DISPATCH, MOE_OVERLAP, expert_layout, exposed_alltoall, remote_copies, valid_expert_degree
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
@@ -88,6 +93,8 @@ class Strategy:
     micro_batch: int = 1
     interleave: int = 1
     recompute: str = "none"
+    moe_overlap: str = "none"          # `moe.MOE_OVERLAP`
+    moe_dispatch: str = "alltoall"     # `moe.MOE_DISPATCH`
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -172,12 +179,10 @@ class StrategyResult:
 def _layout(job: Job, s: Strategy) -> dict:
     g = job.gpus_per_host
     dp_local = min(s.dp, g // s.tp)
-    ep_local = min(s.ep, dp_local)
-    edp = s.dp // s.ep
-    edp_local = max(1, dp_local // s.ep)
-    return {"dp_local": dp_local, "h_dp": max(1, s.dp * s.tp // g), "ep_local": ep_local,
-            "h_ep": max(1, s.ep // dp_local), "edp": edp, "edp_local": edp_local,
-            "h_edp": max(1, edp // edp_local), "stages_per_host": max(1, g // (s.tp * s.dp)),
+    ex = expert_layout(s.tp, s.dp, s.ep, g)
+    return {"dp_local": dp_local, "h_dp": max(1, s.dp * s.tp // g), "ep_local": ex.ep_local,
+            "h_ep": ex.h_ep, "edp": ex.edp, "edp_local": ex.edp_local, "etp": ex.etp,
+            "h_edp": ex.h_edp, "stages_per_host": max(1, g // (s.tp * s.dp)),
             "m": job.global_batch // (s.dp * s.micro_batch), "stage_layers": -(-job.model.layers // s.pp),
             "stage_moe": -(-job.model.moe_layers // s.pp)}
 
@@ -204,6 +209,10 @@ def check(job: Job, s: Strategy) -> None:
         raise Infeasible(f"recompute must be one of {', '.join(RECOMPUTE)}")
     if s.zero not in (0, 1, 2, 3):
         raise Infeasible("zero must be 0, 1, 2 or 3")
+    if s.moe_overlap not in MOE_OVERLAP:
+        raise Infeasible(f"moe_overlap must be one of {', '.join(MOE_OVERLAP)}")
+    if s.moe_dispatch not in MOE_DISPATCH:
+        raise Infeasible(f"moe_dispatch must be one of {', '.join(MOE_DISPATCH)}")
     if job.global_batch % (s.dp * s.micro_batch):
         raise Infeasible(f"global batch {job.global_batch} is not a multiple of dp x micro_batch = "
                          f"{s.dp * s.micro_batch}", "batch")
@@ -213,12 +222,18 @@ def check(job: Job, s: Strategy) -> None:
     if m.experts is None:
         if s.ep != 1:
             raise Infeasible(f"ep={s.ep} needs a mixture-of-experts model")
+        if s.moe_overlap != "none" or s.moe_dispatch != "alltoall":
+            raise Infeasible("moe_overlap and moe_dispatch need a mixture-of-experts model")
     else:
-        if m.experts % s.ep or s.dp % s.ep:
-            raise Infeasible(f"ep={s.ep} must divide the {m.experts} experts and dp={s.dp}")
+        why = valid_expert_degree(m.experts, s.tp, s.dp, s.ep)
+        if why:
+            raise Infeasible(why)
         dp_local = min(s.dp, dp_host)
-        if s.ep % dp_local and dp_local % s.ep:
+        if s.ep <= s.dp and s.ep % dp_local and dp_local % s.ep:
             raise Infeasible(f"ep={s.ep} neither fills nor divides the {dp_local} DP ranks of a host")
+        if s.moe_overlap == "microbatch" and mb < 2:
+            raise Infeasible("moe_overlap=microbatch overlaps one micro-batch's all-to-alls with another's compute: "
+                             f"it needs at least 2 micro-batches, not {mb}", "batch")
     mem = memory(job, s)
     if mem.total > job.device.hbm_bytes:
         raise Infeasible(f"needs {mem.total / 1e9:.1f} GB per GPU (weights {mem.weights / 1e9:.1f}, gradients "
@@ -232,7 +247,7 @@ def memory(job: Job, s: Strategy) -> Memory:
     m = job.model
     lay = _layout(job, s)
     psi_d = m.dense_params / (s.tp * s.pp)
-    psi_e = m.expert_params / (s.tp * s.pp * s.ep)
+    psi_e = m.expert_params / (lay["etp"] * s.pp * s.ep)
     shard_d, shard_e = s.dp, lay["edp"]
 
     def part(nbytes: float, stage: int) -> float:
@@ -264,7 +279,7 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     tp = lay["m"] * lay["stage_layers"] * n_tp * 2 * (s.tp - 1) / s.tp * a if s.tp > 1 else 0.0
     pp = lay["m"] * 2 * s.interleave * a / s.tp if s.pp > 1 else 0.0
     dp = 0.0
-    for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp), (m.expert_params / (s.tp * s.pp * s.ep), lay["edp"])):
+    for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp), (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp"])):
         if n > 1:
             rs, ag = _dp_volume(s, psi, lay["m"])
             dp += (rs + ag) * (n - 1) / n
@@ -272,6 +287,10 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     if m.experts is not None and s.ep > 1:
         d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
         ep = lay["m"] * lay["stage_moe"] * (6 if s.recompute == "full" else 4) * d * (s.ep - 1) / s.ep
+        if s.moe_dispatch == "deepep" and lay["h_ep"] > 1:     # once per remote host, then NVLink forwarding
+            inter = remote_copies(m.k, m.experts, lay["h_ep"], m.node_limit, "deepep") / m.k
+            intra = (lay["ep_local"] - 1) / lay["ep_local"]
+            ep *= (inter + intra) / ((s.ep - 1) / s.ep)
     return Traffic(tp, pp, dp, ep)
 
 
@@ -304,6 +323,23 @@ def evaluate(job: Job, s: Strategy, fabric: Fabric, *, checked: bool = False) ->
                           achieved / job.device.peak(job.precision))
 
 
+def _alltoall(job: Job, s: Strategy, fabric: Fabric, lay: dict) -> float:
+    """One dispatch (or combine) of one micro-batch on the busiest stage: D = 2 (s/tp) b h top_k bytes per GPU;
+    the share for other hosts between hosts (G D (ep - ep_local)/ep per host, or the node-limited copies of
+    `moe.remote_copies` with the "deepep" dispatcher), the rest over NVLink, both at once."""
+    m, dev, g = job.model, job.device, job.gpus_per_host
+    d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
+    local, hosts = lay["ep_local"], lay["h_ep"]
+    if s.moe_dispatch == "deepep" and hosts > 1:
+        between = g * d / m.k * remote_copies(m.k, m.experts, hosts, m.node_limit, "deepep")
+        nv = d * (local - 1) / local
+    else:
+        between = g * d * (s.ep - local) / s.ep
+        nv = d * (local - 1) / s.ep
+    intra = dev.nvlink_alpha_s + nv / dev.nvlink_Bps if local > 1 else 0.0
+    return max(intra, fabric.alltoall_s(hosts, between, g, dev.nvlink_Bps))
+
+
 def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     """The iteration's parts for a checked strategy (`evaluate` without memory and traffic: what the search
     compares)."""
@@ -330,16 +366,15 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         t_pp = 2 * s.interleave * cross
     t_ep = 0.0
     if m.experts is not None and s.ep > 1:
-        d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
-        intra = dev.nvlink_alpha_s + d * (lay["ep_local"] - 1) / s.ep / dev.nvlink_Bps if lay["ep_local"] > 1 else 0.0
-        inter = fabric.alltoall_s(lay["h_ep"], g * d * (s.ep - lay["ep_local"]) / s.ep, g, dev.nvlink_Bps)
-        t_ep = lay["stage_moe"] * n_coll * max(intra, inter)
+        t_ep = lay["stage_moe"] * exposed_alltoall(n_coll * _alltoall(job, s, fabric, lay),
+                                                   (t_f + t_b + t_r) / lay["stage_layers"], s.moe_overlap)
     t_mb = t_f + t_b + t_r + t_tp + t_pp + t_ep
     bubble = (s.pp - 1) / s.interleave * t_mb
     # data parallelism: dense gradients over dp, expert gradients over edp
     rs = ag = 0.0
     for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dp_local"], lay["h_dp"], s.dp),
-                                 (m.expert_params / (s.tp * s.pp * s.ep), lay["edp_local"], lay["h_edp"], lay["edp"])):
+                                 (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp_local"], lay["h_edp"],
+                                  lay["edp"])):
         if n > 1 and psi > 0:
             rs += _hier(job, fabric, local, hosts, GRAD_BYTES * psi, "rs")
             ag += _hier(job, fabric, local, hosts, PARAM_BYTES * psi, "ag")
@@ -359,9 +394,12 @@ def _divisors(n: int) -> list[int]:
 
 
 def parse_parallelism(text: str) -> dict:
-    """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]` -> fixed keys."""
+    """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full][,overlap=none|microbatch]
+    [,dispatch=alltoall|deepep]` -> fixed keys."""
     keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "zero": "zero", "mb": "micro_batch",
-            "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave", "recompute": "recompute"}
+            "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave", "recompute": "recompute",
+            "overlap": "moe_overlap", "moe_overlap": "moe_overlap", "dispatch": "moe_dispatch",
+            "moe_dispatch": "moe_dispatch"}
     out: dict = {}
     for part in text.split(","):
         if "=" not in part:
@@ -375,6 +413,12 @@ def parse_parallelism(text: str) -> dict:
             if v not in RECOMPUTE:
                 raise ValueError(f"--parallelism: recompute must be one of {', '.join(RECOMPUTE)}")
             out["recompute"] = v
+            continue
+        if keys[k] in ("moe_overlap", "moe_dispatch"):
+            allowed = MOE_OVERLAP if keys[k] == "moe_overlap" else MOE_DISPATCH
+            if v not in allowed:
+                raise ValueError(f"--parallelism: {k} must be one of {', '.join(allowed)}")
+            out[keys[k]] = v
             continue
         if not v.isdigit() or not 0 <= int(v) <= 1 << 20:
             raise ValueError(f"--parallelism: {k} must be a non-negative integer, got {v!r}")
@@ -398,13 +442,18 @@ def strategies(job: Job, fixed: dict | None = None):
             if "dp" in fixed and fixed["dp"] != dp:
                 continue
             eps = [fixed["ep"]] if "ep" in fixed else (
-                [1] if m.experts is None else [e for e in _divisors(dp) if m.experts % e == 0])
+                [1] if m.experts is None else [e for e in _divisors(tp * dp) if m.experts % e == 0
+                                               and valid_expert_degree(m.experts, tp, dp, e) is None])
+            overlaps = [fixed["moe_overlap"]] if "moe_overlap" in fixed else (
+                ["none"] if m.experts is None else list(MOE_OVERLAP))
+            dispatches = [fixed["moe_dispatch"]] if "moe_dispatch" in fixed else (
+                ["alltoall"] if m.experts is None else list(MOE_DISPATCH))
             vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
-            for ep, zero, b, v, rc in itertools.product(
+            for ep, zero, b, v, rc, ov, dis in itertools.product(
                     eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
                     [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
-                    [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE):
-                yield Strategy(tp, pp, dp, ep, zero, b, v, rc)
+                    [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE, overlaps, dispatches):
+                yield Strategy(tp, pp, dp, ep, zero, b, v, rc, ov, dis)
 
 
 def feasible(job: Job, fixed: dict | None = None) -> tuple[list[Strategy], dict, int, str]:
@@ -430,7 +479,7 @@ def leanest(fixed: dict | None = None) -> dict:
     existence check). With a fixed interleave > 1 the micro-batch stays free (the rule m % pp == 0 is not
     monotone in it)."""
     fixed = dict(fixed or {})
-    probe = {"zero": 3, "interleave": 1, "recompute": "full"}
+    probe = {"zero": 3, "interleave": 1, "recompute": "full", "moe_overlap": "none", "moe_dispatch": "alltoall"}
     if fixed.get("interleave", 1) == 1:
         probe["micro_batch"] = 1
     return {**probe, **fixed}

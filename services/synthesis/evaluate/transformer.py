@@ -9,7 +9,8 @@ Counting (per layer, weights only; biases and norms are 2 h, negligible but coun
 - feed-forward: 2 h f (GELU) or 3 h f (`gated`: SwiGLU, as Llama, Mixtral, DeepSeek);
 - a mixture-of-experts layer (every `moe_every`-th layer from `dense_layers` on) has `experts` routed experts
   of `expert_ffn_hidden` (default `ffn_hidden`), `shared_experts` always-active ones, and a router h x E;
-  each token goes to `top_k` routed experts;
+  each token goes to `top_k` routed experts, on at most `node_limit` hosts when given (node-limited routing,
+  `moe.remote_copies`);
 - embedding V h, plus an output layer V h unless `tied_embeddings`.
 FLOPs (Narayanan et al. SC'21 section 5.1, the Megatron-LM convention): 2 per multiply-accumulate of every
 matrix product a token goes through (active parameters only: top_k routed + shared experts), plus the
@@ -35,8 +36,9 @@ Catalog sources (hyperparameters; published parameter counts; batch):
   Sequence 4096, batch 1024 sequences (4M tokens): not published, chosen like Llama's.
 - deepseek-v3: DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", section 4.2 (61 layers, h 7168, the first 3
   dense with FFN 18432, then 256 routed experts of 2048 and 1 shared, top-8; MLA with 128 heads, q_lora 1536,
-  kv_lora 512, head dims 128 + 64 rope, v 128; vocabulary 129280, untied); 671B total, 37B activated; sequence
-  4096, batch 15360 sequences. The multi-token-prediction module (14B) is left out as in the 671B count.
+  kv_lora 512, head dims 128 + 64 rope, v 128; vocabulary 129280, untied; node-limited routing, M = 4 nodes
+  per token, section 2.1.2); 671B total, 37B activated; sequence 4096, batch 15360 sequences. The
+  multi-token-prediction module (14B) is left out as in the 671B count.
 """
 from __future__ import annotations
 
@@ -70,6 +72,9 @@ class Transformer(BaseModel):
     gated: bool = Field(default=False, description="SwiGLU feed-forward (3 matrices) instead of GELU (2)")
     tied_embeddings: bool = False
     attention_params: int | None = Field(default=None, ge=1, le=1 << 40, description="per layer, overrides GQA")
+    node_limit: int | None = Field(default=None, ge=1, le=1 << 14,
+                                   description="node-limited routing: each token's routed experts on at most this "
+                                               "many hosts (DeepSeek-V3: 4)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "Transformer":
@@ -81,6 +86,8 @@ class Transformer(BaseModel):
             raise ValueError("top_k needs experts")
         if self.experts is not None and (self.top_k or 1) > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+        if self.node_limit is not None and self.experts is None:
+            raise ValueError("node_limit needs experts")
         return self
 
     # ----- shapes -----
@@ -187,7 +194,7 @@ LLM_CATALOG: dict[str, LlmEntry] = {e.name: e for e in [
     LlmEntry("deepseek-v3", 671_000_000_000, 15360,
              Transformer(hidden=7168, layers=61, heads=128, seq_len=4096, vocab=129280, ffn_hidden=18432,
                          expert_ffn_hidden=2048, experts=256, top_k=8, shared_experts=1, dense_layers=3,
-                         gated=True, attention_params=_mla_params(7168, 128, 1536, 512, 128, 64, 128))),
+                         gated=True, node_limit=4, attention_params=_mla_params(7168, 128, 1536, 512, 128, 64, 128))),
 ]}
 
 

@@ -1,0 +1,143 @@
+"""Mixture-of-experts parallelism for the hybrid-parallel model (docs/training.md, "Mixture of experts"): where the
+experts live (expert parallelism, expert-data parallelism, folding over the tensor-parallel ranks), how many copies
+of a token cross the network per all-to-all (with node-limited routing) and how much of the all-to-all time the
+compute hides (overlap). Pure arithmetic; `parallelism` prices the collectives.
+
+Placement (Megatron-LM rank order: TP innermost, then DP, then PP; Megatron-Core's MoE parallel folding,
+Liu et al. 2025, "MoE Parallel Folding", arXiv:2504.14960, section 3: the expert layers re-factor a stage's tp x dp
+ranks as etp x ep x edp, etp innermost):
+- ep <= dp (ep | dp): expert tensor parallelism etp = tp (the experts are split like the dense layers), an EP group
+  is ep consecutive DP ranks of one TP rank, each expert replicated over edp = dp/ep ranks (expert-data
+  parallelism, DeepSpeed-MoE: Rajbhandari et al. ICML'22 section 4.1; GShard/Switch replicate nothing);
+- ep > dp (folding, ep | tp dp, tp dp / ep divides tp): etp = tp dp / ep (1 when ep = tp dp, Megatron-Core's
+  "ETP 1"), an EP group is ep ranks of the stage at stride etp, edp = 1.
+
+All-to-all volume (dispatch or combine): a GPU holds s b / tp tokens (sequence parallelism) of 2 h bytes each.
+The dispatcher (`MOE_DISPATCH`):
+- "alltoall" (GShard, Switch, Megatron-Core's all-to-all dispatcher: one NCCL all-to-all): every one of a token's
+  top_k copies travels on its own: k (h_ep - 1)/h_ep copies leave the host when the experts are spread uniformly
+  over the h_ep hosts of the group (and the routing is balanced, the load-balancing losses' goal); routing limits
+  do not change it.
+- "deepep" (DeepSeek-V3 technical report, 2024, section 3.2.2, and its DeepEP kernels, Megatron-Core's flex
+  dispatcher: a token crosses InfiniBand once per target node, to the GPU of the same in-node index, and is
+  forwarded over NVLink to its experts there): the copies that leave the host are the distinct remote hosts of the
+  token's experts. With node-limited routing (section 2.1.2: each token's experts on at most M = 4 nodes) M' =
+  min(M, h_ep) hosts are chosen, otherwise M' = h_ep; with the k experts uniform among the e = E/h_ep experts of
+  each chosen host, a chosen host receives nothing with probability C((M'-1) e, k) / C(M' e, k), and is the
+  token's own with probability 1/h_ep, so the expected remote hosts are
+  M' (1 - C((M'-1) e, k)/C(M' e, k)) (h_ep - 1)/h_ep <= min(M, k). The NVLink forwarding moves the copies of
+  every arriving token to its experts: (ep_local - 1)/ep_local of the k copies per GPU.
+
+Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
+- "none": the all-to-alls block the compute stream (GShard, Lepikhin et al. 2021; Switch Transformer, Fedus et
+  al. JMLR 2022; DeepSpeed-MoE; Megatron-Core without --overlap-moe-expert-parallel-comm).
+- "microbatch": a micro-batch's dispatch and combine run while another micro-batch computes (DeepSeek-V3 report
+  section 3.2.1, DualPipe: a forward and a backward chunk paired, "both all-to-all and PP communication can be
+  fully hidden"; Megatron-Core v0.14 --overlap-moe-expert-parallel-comm, "batch-level overlapping to hide EP-A2A
+  communication", 1F1B merging one micro-batch's forward with another's backward). Per MoE layer the exposed time
+  is max(A, C + min(A, C) c/(1 - c)) - C: A the layer's all-to-alls of one micro-batch (forward and backward), C
+  the compute of one layer's forward and backward (with recomputation) of the other micro-batch, the stage's
+  average per layer, and c the share of the GPU's streaming multiprocessors the communication kernels hold while
+  they run (DeepSeek-V3 section 3.2.2: 20 of the H800's 132 SMs; DeepEP's default is the same 20), so the
+  compute they overlap runs on 1 - c of the SMs. It needs two micro-batches (m >= 2). Not modeled: the micro-
+  batches of the pipeline's warm-up and cool-down, which have no partner (a share (pp - 1)/m of them).
+Tutel's adaptive pipelining (Hwang et al. MLSys'23, section 3.3) and FasterMoE (He et al. PPoPP'22) overlap the
+all-to-all with the same layer's expert GEMMs only; the micro-batch overlap hides at least as much (a whole
+layer's compute), and is what the published large runs use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+__all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "expert_layout", "exposed_alltoall", "remote_copies",
+           "valid_expert_degree"]
+
+MOE_OVERLAP = ("none", "microbatch")
+MOE_DISPATCH = ("alltoall", "deepep")
+COMM_SM_SHARE = 20 / 132           # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs communicate
+
+
+@dataclass(frozen=True)
+class ExpertLayout:
+    """Where the experts of one stage live (module docstring): expert tensor-parallel degree, expert-data
+    degree, the EP group's GPUs per host and hosts, the expert-data group's GPUs per host and hosts."""
+
+    etp: int
+    edp: int
+    ep_local: int
+    h_ep: int
+    edp_local: int
+    h_edp: int
+
+
+def valid_expert_degree(experts: int, tp: int, dp: int, ep: int) -> str | None:
+    """Why `ep` cannot place `experts` over a stage of tp x dp ranks, or None when it can."""
+    if ep < 1 or experts % ep:
+        return f"ep={ep} must divide the {experts} experts and dp={dp}" + (
+            f" (or, folding over TP, tp x dp = {tp * dp})" if tp > 1 else "")
+    if ep <= dp:
+        if dp % ep:
+            return f"ep={ep} must divide the {experts} experts and dp={dp}"
+        return None
+    if (tp * dp) % ep or tp % ((tp * dp) // ep):
+        return (f"ep={ep} above dp={dp} folds over the tensor-parallel ranks (Megatron-Core MoE parallel folding) "
+                f"and must divide tp x dp = {tp * dp} with tp x dp / ep dividing tp={tp}")
+    return None
+
+
+def expert_layout(tp: int, dp: int, ep: int, gpus_per_host: int) -> ExpertLayout:
+    """The layout of a valid (`valid_expert_degree`) expert degree on hosts of `gpus_per_host` GPUs."""
+    g = gpus_per_host
+    if ep <= dp:
+        dp_local = min(dp, g // tp)
+        ep_local = min(ep, dp_local)
+        edp = dp // ep
+        edp_local = max(1, dp_local // ep)
+        return ExpertLayout(tp, edp, ep_local, max(1, ep // dp_local), edp_local, max(1, edp // edp_local))
+    etp = tp * dp // ep
+    ep_local = min(ep, max(1, g // etp))
+    return ExpertLayout(etp, 1, ep_local, max(1, ep // ep_local), 1, 1)
+
+
+def remote_copies(top_k: int, experts: int, group_hosts: int, node_limit: int | None, dispatch: str) -> float:
+    """Expected copies of one token that leave its host in one dispatch (or combine) over an EP group spanning
+    `group_hosts` hosts (module docstring): k (h-1)/h with the "alltoall" dispatcher; with "deepep", the
+    expected distinct remote hosts among the at most `node_limit` (or all h) the token's experts are on.
+
+    >>> remote_copies(2, 4, 2, 1, "alltoall"), remote_copies(2, 4, 2, 1, "deepep")
+    (1.0, 0.5)
+    >>> round(remote_copies(2, 4, 2, None, "deepep"), 6)
+    0.833333
+    """
+    h = group_hosts
+    if h <= 1:
+        return 0.0
+    if dispatch == "alltoall":
+        return top_k * (h - 1) / h
+    if dispatch != "deepep":
+        raise ValueError(f"moe dispatch must be one of {', '.join(MOE_DISPATCH)}, got {dispatch!r}")
+    per_host = experts // h
+    m = h if node_limit is None else min(node_limit, h)
+    k = min(top_k, m * per_host)
+    missed = comb((m - 1) * per_host, k) / comb(m * per_host, k)
+    return m * (1 - missed) * (h - 1) / h
+
+
+def exposed_alltoall(alltoall_s: float, compute_s: float, overlap: str, sm_share: float = COMM_SM_SHARE) -> float:
+    """The time one MoE layer's all-to-alls of one micro-batch (`alltoall_s`, forward and backward) add to the
+    compute stream: all of it without overlap; with the micro-batch overlap what exceeds `compute_s` (the other
+    micro-batch's forward and backward of one layer), the overlapped compute slowed to 1 - `sm_share` of the SMs
+    (module docstring).
+
+    >>> exposed_alltoall(3.0, 5.0, "none"), exposed_alltoall(3.0, 5.0, "microbatch", 0.0)
+    (3.0, 0.0)
+    >>> exposed_alltoall(7.0, 5.0, "microbatch", 0.0), exposed_alltoall(3.0, 5.0, "microbatch", 0.25)
+    (2.0, 1.0)
+    """
+    if overlap == "none":
+        return alltoall_s
+    if overlap == "microbatch":
+        slowed = compute_s + min(alltoall_s, compute_s) * sm_share / (1 - sm_share)
+        return max(alltoall_s, slowed) - compute_s
+    raise ValueError(f"moe overlap must be one of {', '.join(MOE_OVERLAP)}, got {overlap!r}")
