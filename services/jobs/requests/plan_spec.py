@@ -34,13 +34,17 @@ MAX_PLAN_LAYERS = 10_000            # layers of an inline model: the simulation 
 
 class Parallelism(Input):
     """How the job is parallelised. The simulator models the paper's setting (section 8.3): every node holds a
-    data-parallel replica and allreduces its gradients, and MoE layers shard their experts over all nodes
-    (an all-to-all of every node); other degrees are refused rather than simulated wrongly."""
+    data-parallel replica and allreduces its gradients, and MoE layers shard their experts over expert-parallel
+    groups (all nodes by default; a divisor of the nodes makes the groups replicas of each other, expert-data
+    parallelism); other degrees are refused rather than simulated wrongly."""
 
     data: int | None = Field(default=None, strict=True, ge=1, le=MAX_PLAN_NODES, description="data-parallel "
                              "degree: the plan's nodes")
     expert: int | None = Field(default=None, strict=True, ge=1, le=MAX_PLAN_NODES, description="expert-parallel "
-                               "degree of the MoE layers: the plan's nodes (models with MoE layers only)")
+                               "degree of the MoE layers: a divisor of the plan's nodes (default: all of them, or "
+                               "for a catalogued model with fewer experts than nodes gcd(nodes, experts)); the "
+                               "groups replicate the experts and allreduce their gradients (models with MoE "
+                               "layers only)")
 
 
 class TrainingWorkload(Input):

@@ -168,7 +168,10 @@ def test_catalog_instances():
     assert c.gradient_bytes == 2 * sum(r.params for r in CATALOG["switch-c-2048"].rows())  # experts excluded
     assert catalog_model("resnet50", 8).layers[0].forward_flops == pytest.approx(64 * 2 * 49 * 3 * 64 * 112 ** 2)
     assert catalog_model("gpt2-small", 4, batch=2).name.startswith("gpt2-small (2 per node)")
-    for bad in (dict(name="nosuch", nodes=4), dict(name="switch-base-128", nodes=256),
+    for bad in (dict(name="nosuch", nodes=4), dict(name="switch-base-128", nodes=256, expert_parallel=256),
+                dict(name="switch-base-128", nodes=256, expert_parallel=48),
+                dict(name="switch-base-128", nodes=96, expert_parallel=48),
+                dict(name="vgg16", nodes=4, expert_parallel=2),
                 dict(name="gpt3-175b", nodes=2048), dict(name="vgg16", nodes=4, device="tpu"),
                 dict(name="vgg16", nodes=0), dict(name="vgg16", nodes=4, batch=0)):
         with pytest.raises(ValueError):
