@@ -39,8 +39,12 @@ Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
   the compute of one layer's forward and backward (with recomputation) of the other micro-batch, the stage's
   average per layer, and c the share of the GPU's streaming multiprocessors the communication kernels hold while
   they run (DeepSeek-V3 section 3.2.2: 20 of the H800's 132 SMs; DeepEP's default is the same 20), so the
-  compute they overlap runs on 1 - c of the SMs. It needs two micro-batches (m >= 2). Not modeled: the micro-
-  batches of the pipeline's warm-up and cool-down, which have no partner (a share (pp - 1)/m of them).
+  compute they overlap runs on 1 - c of the SMs. It needs two micro-batches (m >= 2). The chunks of the
+  pipeline's warm-up and cool-down have no partner and expose their all-to-alls whole (`unpaired_share`: in
+  1F1B the first stage runs pp - 1 forwards before its first backward and as many backwards after its last
+  forward, so a share max(1, pp - 1)/m of the chunks is alone; interleaved with v chunks, Megatron-LM's
+  schedule warms up with 2 (pp - 1) + (v - 1) pp forwards, Narayanan et al. SC'21 section 2.2, a share
+  (2 (pp - 1) + (v - 1) pp) / (m v)).
 Tutel's adaptive pipelining (Hwang et al. MLSys'23, section 3.3) and FasterMoE (He et al. PPoPP'22) overlap the
 all-to-all with the same layer's expert GEMMs only; the micro-batch overlap hides at least as much (a whole
 layer's compute), and is what the published large runs use.
@@ -50,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import comb
 
-__all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "expert_layout", "exposed_alltoall", "remote_copies",
+__all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "expert_layout", "unpaired_share", "exposed_alltoall", "remote_copies",
            "valid_expert_degree"]
 
 MOE_OVERLAP = ("none", "microbatch")
@@ -122,6 +126,18 @@ def remote_copies(top_k: int, experts: int, group_hosts: int, node_limit: int | 
     k = min(top_k, m * per_host)
     missed = comb((m - 1) * per_host, k) / comb(m * per_host, k)
     return m * (1 - missed) * (h - 1) / h
+
+
+def unpaired_share(pp: int, interleave: int, microbatches: int) -> float:
+    """The share of a stage's forward and backward chunks with no partner to overlap with (module docstring).
+
+    >>> unpaired_share(1, 1, 8), unpaired_share(4, 1, 8), unpaired_share(8, 4, 128)
+    (0.125, 0.375, 0.07421875)
+    """
+    if interleave > 1:
+        warmup = 2 * (pp - 1) + (interleave - 1) * pp
+        return min(1.0, warmup / (microbatches * interleave))
+    return min(1.0, max(1, pp - 1) / microbatches)
 
 
 def exposed_alltoall(alltoall_s: float, compute_s: float, overlap: str, sm_share: float = COMM_SM_SHARE) -> float:

@@ -32,7 +32,8 @@ Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLO
 backward 2 t_f, full recomputation + t_f, selective + the attention scores' FLOPs):
     t_mb = t_f + t_b + t_r + t_TP + t_PP + t_EP          (TP and PP communication is blocking)
 t_EP = MoE layers x the all-to-alls the compute waits for (`moe.exposed_alltoall`: all of them without
-overlap, what exceeds one layer's forward + backward compute with the micro-batch overlap)
+overlap, what exceeds one layer's forward + backward compute with the micro-batch overlap, except on the
+`moe.unpaired_share` of chunks of the pipeline's warm-up and cool-down)
     pipeline = m t_mb + (pp - 1)/v t_mb                    (bubble: Narayanan et al. SC'21 section 2.2)
 DP: the gradient reduce-scatter/allreduce overlaps the last micro-batch's backward (Megatron's
 --overlap-grad-reduce) and the parameter allgather of ZeRO 1-2 the first forward (--overlap-param-gather);
@@ -50,7 +51,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
-from services.synthesis.evaluate.moe import MOE_DISPATCH, MOE_OVERLAP, expert_layout, exposed_alltoall, remote_copies, valid_expert_degree
+from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, expert_layout, exposed_alltoall,
+                                             remote_copies, unpaired_share, valid_expert_degree)
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
@@ -366,8 +368,12 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         t_pp = 2 * s.interleave * cross
     t_ep = 0.0
     if m.experts is not None and s.ep > 1:
-        t_ep = lay["stage_moe"] * exposed_alltoall(n_coll * _alltoall(job, s, fabric, lay),
-                                                   (t_f + t_b + t_r) / lay["stage_layers"], s.moe_overlap)
+        a2a = n_coll * _alltoall(job, s, fabric, lay)
+        hidden = exposed_alltoall(a2a, (t_f + t_b + t_r) / lay["stage_layers"], s.moe_overlap)
+        if s.moe_overlap != "none":          # the warm-up and cool-down chunks have no partner
+            u = unpaired_share(s.pp, s.interleave, mb)
+            hidden = u * a2a + (1 - u) * hidden
+        t_ep = lay["stage_moe"] * hidden
     t_mb = t_f + t_b + t_r + t_tp + t_pp + t_ep
     bubble = (s.pp - 1) / s.interleave * t_mb
     # data parallelism: dense gradients over dp, expert gradients over edp
