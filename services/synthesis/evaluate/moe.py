@@ -31,7 +31,7 @@ The dispatcher (`MOE_DISPATCH`):
 Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
 - "none": the all-to-alls block the compute stream (GShard, Lepikhin et al. 2021; Switch Transformer, Fedus et
   al. JMLR 2022; DeepSpeed-MoE; Megatron-Core without --overlap-moe-expert-parallel-comm).
-- "microbatch": a micro-batch's dispatch and combine run while another micro-batch computes (DeepSeek-V3 report
+- "microbatch" and "dualpipe": a micro-batch's dispatch and combine run while another micro-batch computes (DeepSeek-V3 report
   section 3.2.1, DualPipe: a forward and a backward chunk paired, "both all-to-all and PP communication can be
   fully hidden"; Megatron-Core v0.14 --overlap-moe-expert-parallel-comm, "batch-level overlapping to hide EP-A2A
   communication", 1F1B merging one micro-batch's forward with another's backward). Per MoE layer the exposed time
@@ -45,6 +45,11 @@ Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
   forward, so a share max(1, pp - 1)/m of the chunks is alone; interleaved with v chunks, Megatron-LM's
   schedule warms up with 2 (pp - 1) + (v - 1) pp forwards, Narayanan et al. SC'21 section 2.2, a share
   (2 (pp - 1) + (v - 1) pp) / (m v)).
+- "dualpipe" is DeepSeek-V3's own schedule (report section 3.2.1, Table 2): the same overlap, in a bidirectional
+  pipeline whose bubble is (pp/2 - 1)(F&B + B - 3W) instead of 1F1B's (pp - 1)(F + B), F&B the paired forward
+  and backward chunk (our t_mb, the overlapped micro-batch), B the backward with its recomputation and W the
+  weight-gradient half of the backward (`dualpipe_bubble`); it keeps two copies of the parameters and pp + 1
+  micro-batches' activations, and needs an even pp, no interleaving and an even number of micro-batches.
 Tutel's adaptive pipelining (Hwang et al. MLSys'23, section 3.3) and FasterMoE (He et al. PPoPP'22) overlap the
 all-to-all with the same layer's expert GEMMs only; the micro-batch overlap hides at least as much (a whole
 layer's compute), and is what the published large runs use.
@@ -54,10 +59,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import comb
 
-__all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "expert_layout", "unpaired_share", "exposed_alltoall", "remote_copies",
+__all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "dualpipe_bubble", "dualpipe_refusal",
+           "expert_layout", "unpaired_share", "exposed_alltoall", "remote_copies",
            "valid_expert_degree"]
 
-MOE_OVERLAP = ("none", "microbatch")
+MOE_OVERLAP = ("none", "microbatch", "dualpipe")
 MOE_DISPATCH = ("alltoall", "deepep")
 COMM_SM_SHARE = 20 / 132           # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs communicate
 
@@ -128,6 +134,27 @@ def remote_copies(top_k: int, experts: int, group_hosts: int, node_limit: int | 
     return m * (1 - missed) * (h - 1) / h
 
 
+def dualpipe_bubble(pp: int, t_mb: float, t_b: float, t_r: float) -> float:
+    """DualPipe's bubble (pp/2 - 1)(F&B + B - 3W) with F&B = `t_mb`, B = `t_b` + `t_r` and W = `t_b`/2 (module
+    docstring; DeepSeek-V3 report Table 2).
+
+    >>> dualpipe_bubble(16, 3.0, 2.0, 0.0)          # 7 x (3 + 2 - 3)
+    14.0
+    """
+    return max(0.0, (pp / 2 - 1) * (t_mb + t_b + t_r - 1.5 * t_b))
+
+
+def dualpipe_refusal(pp: int, interleave: int, microbatches: int) -> str | None:
+    """Why DualPipe cannot run this pipeline, or None (module docstring)."""
+    if pp < 2 or pp % 2:
+        return f"DualPipe needs an even number of pipeline stages, not pp={pp}"
+    if interleave != 1:
+        return "DualPipe is its own bidirectional schedule: no interleaving"
+    if microbatches % 2:
+        return f"DualPipe needs an even number of micro-batches, not {microbatches}"
+    return None
+
+
 def unpaired_share(pp: int, interleave: int, microbatches: int) -> float:
     """The share of a stage's forward and backward chunks with no partner to overlap with (module docstring).
 
@@ -153,7 +180,7 @@ def exposed_alltoall(alltoall_s: float, compute_s: float, overlap: str, sm_share
     """
     if overlap == "none":
         return alltoall_s
-    if overlap == "microbatch":
+    if overlap in ("microbatch", "dualpipe"):
         slowed = compute_s + min(alltoall_s, compute_s) * sm_share / (1 - sm_share)
         return max(alltoall_s, slowed) - compute_s
     raise ValueError(f"moe overlap must be one of {', '.join(MOE_OVERLAP)}, got {overlap!r}")

@@ -51,8 +51,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
-from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, expert_layout, exposed_alltoall,
-                                             remote_copies, unpaired_share, valid_expert_degree)
+from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, dualpipe_bubble, dualpipe_refusal,
+                                             expert_layout, exposed_alltoall, remote_copies, unpaired_share,
+                                             valid_expert_degree)
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
@@ -233,9 +234,11 @@ def check(job: Job, s: Strategy) -> None:
         dp_local = min(s.dp, dp_host)
         if s.ep <= s.dp and s.ep % dp_local and dp_local % s.ep:
             raise Infeasible(f"ep={s.ep} neither fills nor divides the {dp_local} DP ranks of a host")
-        if s.moe_overlap == "microbatch" and mb < 2:
-            raise Infeasible("moe_overlap=microbatch overlaps one micro-batch's all-to-alls with another's compute: "
-                             f"it needs at least 2 micro-batches, not {mb}", "batch")
+        if s.moe_overlap != "none" and mb < 2:
+            raise Infeasible(f"moe_overlap={s.moe_overlap} overlaps one micro-batch's all-to-alls with another's "
+                             f"compute: it needs at least 2 micro-batches, not {mb}", "batch")
+        if s.moe_overlap == "dualpipe" and (why := dualpipe_refusal(s.pp, s.interleave, mb)):
+            raise Infeasible(why, "batch" if "micro-batches" in why else "shape")
     mem = memory(job, s)
     if mem.total > job.device.hbm_bytes:
         raise Infeasible(f"needs {mem.total / 1e9:.1f} GB per GPU (weights {mem.weights / 1e9:.1f}, gradients "
@@ -255,12 +258,13 @@ def memory(job: Job, s: Strategy) -> Memory:
     def part(nbytes: float, stage: int) -> float:
         return nbytes * psi_d / (shard_d if s.zero >= stage else 1) + nbytes * psi_e / (shard_e if s.zero >= stage else 1)
 
-    in_flight = min(lay["m"], s.pp)
+    in_flight = min(lay["m"], s.pp + (1 if s.moe_overlap == "dualpipe" else 0))
     act = m.activation_bytes_per_layer(s.micro_batch, s.tp, s.recompute) * lay["stage_layers"] * in_flight
     if s.interleave > 1:
         act *= 1 + (s.pp - 1) / (s.pp * s.interleave)
     act += 4.0 * m.seq_len * s.micro_batch * m.vocab / s.tp
-    return Memory(part(PARAM_BYTES, 3), part(GRAD_BYTES, 2), part(OPTIMIZER_BYTES, 1), act)
+    copies = 2 if s.moe_overlap == "dualpipe" else 1          # DualPipe keeps two copies of the parameters
+    return Memory(copies * part(PARAM_BYTES, 3), part(GRAD_BYTES, 2), part(OPTIMIZER_BYTES, 1), act)
 
 
 def _dp_volume(s: Strategy, psi: float, m: int) -> tuple[float, float]:
@@ -376,6 +380,8 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         t_ep = lay["stage_moe"] * hidden
     t_mb = t_f + t_b + t_r + t_tp + t_pp + t_ep
     bubble = (s.pp - 1) / s.interleave * t_mb
+    if s.moe_overlap == "dualpipe":
+        bubble = dualpipe_bubble(s.pp, t_mb, t_b, t_r)
     # data parallelism: dense gradients over dp, expert gradients over edp
     rs = ag = 0.0
     for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dp_local"], lay["h_dp"], s.dp),
