@@ -1,5 +1,6 @@
 """Simulated large-scale MoE training, the paper's Fig. 9 setting (section 8.3, App. A.4), and the
-hybrid-parallel model's predictions beside Megatron-LM's published measurements (Narayanan et al. SC'21, Table 1).
+hybrid-parallel model's predictions beside Megatron-LM's published measurements (Narayanan et al. SC'21, Table 1)
+and published mixture-of-experts runs with expert parallelism (`bench/moe_runs.py`, `MOE_RUNS`).
 
     python -m bench.training
 
@@ -208,7 +209,20 @@ def cluster_timing(hosts: int = 128, nics: int = 8, model: str = "gpt3-175b") ->
     print(ev.why)
 
 
+# ----- MoE runs with expert parallelism: a block of their own (bench/moe_runs.py, MOE_RUNS), printed after the
+# dense published runs; none is used for calibration --------------------------------------------------------------
+
+def moe_validation() -> None:
+    from bench.moe_runs import moe_validation as table
+
+    errors = table()
+    ranked = sorted(abs(e) for e in errors)
+    print(f"MoE rows not used for calibration: {len(errors)}, median absolute error {ranked[len(ranked) // 2]:.1%}, "
+          f"largest {ranked[-1]:.1%} (target: each at most 25 %)")
+
+
 if __name__ == "__main__":
     main()
     megatron_validation()
+    moe_validation()
     cluster_timing()

@@ -21,9 +21,9 @@ The dispatcher (`MOE_DISPATCH`):
 - "deepep" (DeepSeek-V3 technical report, 2024, section 3.2.2, and its DeepEP kernels, Megatron-Core's flex
   dispatcher: a token crosses InfiniBand once per target node, to the GPU of the same in-node index, and is
   forwarded over NVLink to its experts there): the copies that leave the host are the distinct remote hosts of the
-  token's experts. With node-limited routing (section 2.1.2: each token's experts on at most M = 4 nodes) M' =
-  min(M, h_ep) hosts are chosen, otherwise M' = h_ep; with the k experts uniform among the e = E/h_ep experts of
-  each chosen host, a chosen host receives nothing with probability C((M'-1) e, k) / C(M' e, k), and is the
+  token's experts. With node-limited routing (sections 2.1.2 and 4.2: each token's experts on at most M = 4
+  nodes) M' = min(M, h_ep) hosts are chosen, otherwise M' = h_ep; with the k experts uniform among the
+  e = E/h_ep experts of each chosen host, a chosen host receives nothing with probability C((M'-1) e, k) / C(M' e, k), and is the
   token's own with probability 1/h_ep, so the expected remote hosts are
   M' (1 - C((M'-1) e, k)/C(M' e, k)) (h_ep - 1)/h_ep <= min(M, k). The NVLink forwarding moves the copies of
   every arriving token to its experts: (ep_local - 1)/ep_local of the k copies per GPU.
@@ -38,7 +38,7 @@ Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
   is max(A, C + min(A, C) c/(1 - c)) - C: A the layer's all-to-alls of one micro-batch (forward and backward), C
   the compute of one layer's forward and backward (with recomputation) of the other micro-batch, the stage's
   average per layer, and c the share of the GPU's streaming multiprocessors the communication kernels hold while
-  they run (DeepSeek-V3 section 3.2.2: 20 of the H800's 132 SMs; DeepEP's default is the same 20), so the
+  they run (DeepSeek-V3 section 3.2.2: 20 SMs suffice for InfiniBand and NVLink, of the H800's 132), so the
   compute they overlap runs on 1 - c of the SMs. It needs two micro-batches (m >= 2). The chunks of the
   pipeline's warm-up and cool-down have no partner and expose their all-to-alls whole (`unpaired_share`: in
   1F1B the first stage runs pp - 1 forwards before its first backward and as many backwards after its last

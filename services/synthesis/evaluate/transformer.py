@@ -39,7 +39,7 @@ Catalog sources (hyperparameters; published parameter counts; batch):
 - deepseek-v3: DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", section 4.2 (61 layers, h 7168, the first 3
   dense with FFN 18432, then 256 routed experts of 2048 and 1 shared, top-8; MLA with 128 heads, q_lora 1536,
   kv_lora 512, head dims 128 + 64 rope, v 128, so `head_dim` 160 for the score FLOPs; vocabulary 129280, untied; node-limited routing, M = 4 nodes
-  per token, section 2.1.2); 671B total, 37B activated; sequence 4096, batch 15360 sequences. The
+  per token, sections 2.1.2 and 4.2); 671B total, 37B activated; sequence 4096, batch 15360 sequences. The
   multi-token-prediction module (14B) is left out as in the 671B count.
 """
 from __future__ import annotations
