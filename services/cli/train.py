@@ -108,8 +108,9 @@ def register(sub) -> None:
                     help="GPUs per host joined by a scale-up domain (default 1: the paper's one accelerator per node)")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration (hybrid parallelism)")
     p.add_argument("--parallelism", default=None,
-                    help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..]: "
-                         "given keys are fixed, the others searched")
+                    help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..]"
+                         "[,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep]: given keys are fixed, "
+                         "the others searched")
     p.add_argument("--batch", type=int, default=None, help="samples per node (catalogued models)")
     p.add_argument("--alltoall-cost", choices=["mcf", "schedule"], default="mcf",
                     help="all-to-all time from the MCF throughput (default) or a verified all-to-all schedule")

@@ -118,7 +118,8 @@ def _why(best: HybridEntry | None, entries: list[HybridEntry]) -> str:
             f"{e.fabric.name}: {e.refused}" for e in entries if e.refused)[:2000]
     s, b = best.result.strategy, best.result.breakdown
     parts = [(f"{best.fabric.expr} with tp={s.tp}, pp={s.pp}, dp={s.dp}, ep={s.ep}, zero={s.zero}, "
-              f"micro-batch {s.micro_batch}, interleave {s.interleave}, recompute {s.recompute}: "
+              f"micro-batch {s.micro_batch}, interleave {s.interleave}, recompute {s.recompute}"
+              + (f", MoE overlap {s.moe_overlap}, dispatch {s.moe_dispatch}" if best.result.traffic.ep else "") + ": "
               f"{best.iteration_s:.4g} s per iteration, the fastest of {len(entries)} topologies each with its "
               f"fastest strategy ({best.result.searched} strategies tried per topology)")]
     exposed = {"bubble": b.bubble, "TP": b.tp, "PP": b.pp, "DP": b.dp, "EP": b.ep}
