@@ -83,8 +83,8 @@ class TrainingWorkload(Input):
     global_batch: int | None = Field(default=None, strict=True, ge=1, le=1 << 24, description="sequences per "
                                      "iteration (hybrid; default the catalogued model's)")
     strategy: str | None = Field(default=None, min_length=1, max_length=200, description="'auto' (default: "
-                                 "searched) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..] "
-                                 "(given keys fixed, the rest searched); hybrid")
+                                 "searched) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..]"
+                                 "[,overlap=..][,dispatch=..] (given keys fixed, the rest searched); hybrid")
     transformer_spec: TransformerModelFile | None = Field(default=None, description="an inline transformer by "
                                                           "its hyperparameters, the file form of `fabricplan "
                                                           "train --model FILE` {name, transformer, global_batch?}")
