@@ -65,11 +65,11 @@ def _device(name: str):
     return gpu_profile(name)
 
 
-_QWEN3_ZOO = ("NVIDIA Megatron-MoE-ModelZoo (github.com/yanring/Megatron-MoE-ModelZoo), best_practice/Qwen3/"
-              "readme.md, 'Performance Results', cross-node EP strategy: Qwen3-235B-A22B, DeepEP dispatcher, "
-              "256 H100 (NVLink 4, InfiniBand 8 x 50 GB/s a node), BF16, sequence 4096, TP 2, CP 1, EP 32, "
-              "ETP 1, EDP 1, PP 8, VPP 4, DP 16, micro-batch 1, global batch 2048, recomputation of norms and "
-              "activations")
+_ZOO = ("NVIDIA Megatron-MoE-ModelZoo (github.com/yanring/Megatron-MoE-ModelZoo), best_practice/Qwen3/readme.md, "
+        "'Performance Results' (256 H100, NVLink 4, InfiniBand 8 x 50 GB/s a node; Qwen3-235B-A22B, BF16, sequence "
+        "4096, global batch 2048, DeepEP dispatcher, the distributed optimizer taken as ZeRO-1)")
+_QWEN3_ZOO = (_ZOO + ", cross-node EP strategy: TP 2, CP 1, EP 32, ETP 1, EDP 1, PP 8, VPP 4, DP 16, micro-batch 1, "
+              "recomputation of norms and activations")
 
 MOE_RUNS: list[MoeRun] = [
     MoeRun("deepseek-v3 (2048 H800)",
@@ -98,6 +98,27 @@ MOE_RUNS: list[MoeRun] = [
            {"tp": 2, "pp": 8, "ep": 32, "zero": 1, "micro_batch": 1, "interleave": 4, "recompute": "selective",
             "moe_overlap": "microbatch", "moe_dispatch": "deepep"},
            2048 * 4096 / 17.6 / 256, "2048 x 4096 tokens / 17.6 s / 256 GPUs"),
+    MoeRun("qwen3-235b (256 H100, EP 8, FSDP)",
+           _ZOO + ", intra-node EP strategy, first row: TP 2, EP 8, ETP 1, EDP 32, PP 1, DP 128, FSDP on (ZeRO-3 "
+           "here), micro-batch 4, full recomputation: 17.6 s per step (276 TFLOP/s a GPU)",
+           "qwen3-235b-a22b", "h100", 32, 2048,
+           {"tp": 2, "pp": 1, "ep": 8, "etp": 1, "zero": 3, "micro_batch": 4, "recompute": "full",
+            "moe_overlap": "none", "moe_dispatch": "deepep"},
+           2048 * 4096 / 17.6 / 256, "2048 x 4096 tokens / 17.6 s / 256 GPUs"),
+    MoeRun("qwen3-235b (256 H100, EP 8, TP 4)",
+           _ZOO + ", intra-node EP strategy, third row: TP 4, EP 8, ETP 1, EDP 4, PP 8, VPP 4, DP 8, micro-batch 1, "
+           "no recomputation (taken as our 'selective', whose memory is what flash attention keeps): 29.0 s per "
+           "step (167 TFLOP/s a GPU). Its second row (all-to-all dispatcher, PP 32 x VPP 3 = 96 chunks of 94 "
+           "layers with first and last stages of fewer layers) is outside the model: pp x vp must not exceed "
+           "the layers",
+           "qwen3-235b-a22b", "h100", 32, 2048,
+           {"tp": 4, "pp": 8, "ep": 8, "etp": 1, "zero": 1, "micro_batch": 1, "interleave": 4,
+            "recompute": "selective", "moe_overlap": "none", "moe_dispatch": "deepep"},
+           2048 * 4096 / 29.0 / 256, "2048 x 4096 tokens / 29.0 s / 256 GPUs",
+           target_miss="compute efficiency at TP 4: the run reaches 167 model TFLOP/s a GPU (17 % of the BF16 "
+                       "peak); hidden 4096 split four ways makes small GEMMs and four TP collectives a layer, "
+                       "where the model applies one efficiency (0.5) to every shape and prices the TP "
+                       "allreduces at the ring's bandwidth; the all-to-all stays inside a host here"),
 ]
 
 
@@ -161,9 +182,11 @@ def moe_validation() -> list[float]:
           f"FP8 dense peak) change one thing of the row's configuration ({time.perf_counter() - t0:.1f} s)")
     for run in MOE_RUNS:
         if run.target_miss:
+            print(f"{run.name} misses the target on {run.target_miss}.")
+        if run.target_miss.startswith("memory"):
             alt = without_memory_check(run)
-            print(f"{run.name} misses the target on {run.target_miss}. With selective recomputation and no HBM "
-                  f"check: {alt:.0f} tokens/s per GPU ({alt / run.published_tokens_per_gpu_s - 1:+.1%}).")
+            print(f"  With selective recomputation and no HBM check: {alt:.0f} tokens/s per GPU "
+                  f"({alt / run.published_tokens_per_gpu_s - 1:+.1%}).")
     return errors
 
 

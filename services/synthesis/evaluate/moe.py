@@ -5,12 +5,13 @@ compute hides (overlap). Pure arithmetic; `parallelism` prices the collectives.
 
 Placement (Megatron-LM rank order: TP innermost, then DP, then PP; Megatron-Core's MoE parallel folding,
 Liu et al. 2025, "MoE Parallel Folding", arXiv:2504.14960, section 3: the expert layers re-factor a stage's tp x dp
-ranks as etp x ep x edp, etp innermost):
-- ep <= dp (ep | dp): expert tensor parallelism etp = tp (the experts are split like the dense layers), an EP group
-  is ep consecutive DP ranks of one TP rank, each expert replicated over edp = dp/ep ranks (expert-data
-  parallelism, DeepSpeed-MoE: Rajbhandari et al. ICML'22 section 4.1; GShard/Switch replicate nothing);
-- ep > dp (folding, ep | tp dp, tp dp / ep divides tp): etp = tp dp / ep (1 when ep = tp dp, Megatron-Core's
-  "ETP 1"), an EP group is ep ranks of the stage at stride etp, edp = 1.
+ranks as etp x ep x edp, etp innermost): the expert tensor-parallel degree etp divides tp, etp ep divides tp dp,
+and each expert is replicated over edp = tp dp / (etp ep) ranks (expert-data parallelism, DeepSpeed-MoE:
+Rajbhandari et al. ICML'22 section 4.1; GShard and Switch replicate nothing). An EP group is ep ranks at stride
+etp inside a block of etp ep consecutive ranks of the stage, an expert-data group the ranks at stride etp ep; a
+host holds G consecutive ranks, so a group of a block above G spans etp ep / G hosts with G/etp of its GPUs on
+each. Unless given, etp is tp when ep divides dp (the experts split like the dense layers: an EP group is ep DP
+ranks of one TP rank) and tp dp / ep above dp (folding; 1 when ep = tp dp, Megatron-Core's "ETP 1").
 
 All-to-all volume (dispatch or combine): a GPU holds s b / tp tokens (sequence parallelism) of 2 h bytes each.
 The dispatcher (`MOE_DISPATCH`):
@@ -60,7 +61,7 @@ from dataclasses import dataclass
 from math import comb
 
 __all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "dualpipe_bubble", "dualpipe_refusal",
-           "expert_layout", "unpaired_share", "exposed_alltoall", "remote_copies",
+           "expert_layout", "expert_tp", "unpaired_share", "exposed_alltoall", "remote_copies",
            "valid_expert_degree"]
 
 MOE_OVERLAP = ("none", "microbatch", "dualpipe")
@@ -81,33 +82,46 @@ class ExpertLayout:
     h_edp: int
 
 
-def valid_expert_degree(experts: int, tp: int, dp: int, ep: int) -> str | None:
-    """Why `ep` cannot place `experts` over a stage of tp x dp ranks, or None when it can."""
+def expert_tp(tp: int, dp: int, ep: int, etp: int = 0) -> int:
+    """The expert tensor-parallel degree: `etp` when given (> 0), else tp when ep divides dp and tp dp / ep
+    above it (module docstring; 0 when tp dp / ep is not a whole number)."""
+    if etp > 0:
+        return etp
+    if ep <= dp and dp % ep == 0:
+        return tp
+    return (tp * dp) // ep if (tp * dp) % ep == 0 else 0
+
+
+def valid_expert_degree(experts: int, tp: int, dp: int, ep: int, etp: int = 0) -> str | None:
+    """Why `ep` (and `etp`, 0: automatic) cannot place `experts` over a stage of tp x dp ranks, or None."""
     if ep < 1 or experts % ep:
         return f"ep={ep} must divide the {experts} experts and dp={dp}" + (
             f" (or, folding over TP, tp x dp = {tp * dp})" if tp > 1 else "")
-    if ep <= dp:
-        if dp % ep:
+    e = expert_tp(tp, dp, ep, etp)
+    if e < 1 or tp % e or (tp * dp) % (e * ep):
+        if etp:
+            return f"etp={etp} must divide tp={tp}, and etp x ep = {etp * ep} must divide tp x dp = {tp * dp}"
+        if ep <= dp:
             return f"ep={ep} must divide the {experts} experts and dp={dp}"
-        return None
-    if (tp * dp) % ep or tp % ((tp * dp) // ep):
         return (f"ep={ep} above dp={dp} folds over the tensor-parallel ranks (Megatron-Core MoE parallel folding) "
                 f"and must divide tp x dp = {tp * dp} with tp x dp / ep dividing tp={tp}")
     return None
 
 
-def expert_layout(tp: int, dp: int, ep: int, gpus_per_host: int) -> ExpertLayout:
-    """The layout of a valid (`valid_expert_degree`) expert degree on hosts of `gpus_per_host` GPUs."""
+def expert_layout(tp: int, dp: int, ep: int, gpus_per_host: int, etp: int = 0) -> ExpertLayout:
+    """The layout of a valid (`valid_expert_degree`) expert degree on hosts of `gpus_per_host` GPUs.
+
+    >>> expert_layout(4, 8, 8, 8, etp=1)        # Qwen3-235B's TP 4, EP 8, ETP 1: each EP group in one host
+    ExpertLayout(etp=1, edp=4, ep_local=8, h_ep=1, edp_local=1, h_edp=4)
+    """
     g = gpus_per_host
-    if ep <= dp:
-        dp_local = min(dp, g // tp)
-        ep_local = min(ep, dp_local)
-        edp = dp // ep
-        edp_local = max(1, dp_local // ep)
-        return ExpertLayout(tp, edp, ep_local, max(1, ep // dp_local), edp_local, max(1, edp // edp_local))
-    etp = tp * dp // ep
-    ep_local = min(ep, max(1, g // etp))
-    return ExpertLayout(etp, 1, ep_local, max(1, ep // ep_local), 1, 1)
+    e = expert_tp(tp, dp, ep, etp)
+    block = e * ep
+    edp = tp * dp // block
+    if block <= g:
+        edp_local = min(edp, g // block)
+        return ExpertLayout(e, edp, ep, 1, edp_local, max(1, edp // edp_local))
+    return ExpertLayout(e, edp, g // e, block // g, 1, edp)
 
 
 def remote_copies(top_k: int, experts: int, group_hosts: int, node_limit: int | None, dispatch: str) -> float:

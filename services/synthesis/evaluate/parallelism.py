@@ -52,8 +52,8 @@ from dataclasses import asdict, dataclass, field, replace
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
 from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, dualpipe_bubble, dualpipe_refusal,
-                                             expert_layout, exposed_alltoall, remote_copies, unpaired_share,
-                                             valid_expert_degree)
+                                             expert_layout, expert_tp, exposed_alltoall, remote_copies,
+                                             unpaired_share, valid_expert_degree)
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
@@ -98,6 +98,7 @@ class Strategy:
     recompute: str = "none"
     moe_overlap: str = "none"          # `moe.MOE_OVERLAP`
     moe_dispatch: str = "alltoall"     # `moe.MOE_DISPATCH`
+    etp: int = 0                       # expert tensor parallelism (`moe.expert_tp`; 0: automatic)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -182,7 +183,7 @@ class StrategyResult:
 def _layout(job: Job, s: Strategy) -> dict:
     g = job.gpus_per_host
     dp_local = min(s.dp, g // s.tp)
-    ex = expert_layout(s.tp, s.dp, s.ep, g)
+    ex = expert_layout(s.tp, s.dp, s.ep, g, s.etp)
     return {"dp_local": dp_local, "h_dp": max(1, s.dp * s.tp // g), "ep_local": ex.ep_local,
             "h_ep": ex.h_ep, "edp": ex.edp, "edp_local": ex.edp_local, "etp": ex.etp,
             "h_edp": ex.h_edp, "stages_per_host": max(1, g // (s.tp * s.dp)),
@@ -225,15 +226,16 @@ def check(job: Job, s: Strategy) -> None:
     if m.experts is None:
         if s.ep != 1:
             raise Infeasible(f"ep={s.ep} needs a mixture-of-experts model")
-        if s.moe_overlap != "none" or s.moe_dispatch != "alltoall":
-            raise Infeasible("moe_overlap and moe_dispatch need a mixture-of-experts model")
+        if s.moe_overlap != "none" or s.moe_dispatch != "alltoall" or s.etp:
+            raise Infeasible("moe_overlap, moe_dispatch and etp need a mixture-of-experts model")
     else:
-        why = valid_expert_degree(m.experts, s.tp, s.dp, s.ep)
+        why = valid_expert_degree(m.experts, s.tp, s.dp, s.ep, s.etp)
         if why:
             raise Infeasible(why)
-        dp_local = min(s.dp, dp_host)
-        if s.ep <= s.dp and s.ep % dp_local and dp_local % s.ep:
-            raise Infeasible(f"ep={s.ep} neither fills nor divides the {dp_local} DP ranks of a host")
+        block = expert_tp(s.tp, s.dp, s.ep, s.etp) * s.ep
+        if s.tp * s.dp >= g and block % g and g % block:
+            raise Infeasible(f"ep={s.ep} neither fills nor divides the {g // expert_tp(s.tp, s.dp, s.ep, s.etp)} "
+                             "expert ranks of a host")
         if s.moe_overlap != "none" and mb < 2:
             raise Infeasible(f"moe_overlap={s.moe_overlap} overlaps one micro-batch's all-to-alls with another's "
                              f"compute: it needs at least 2 micro-batches, not {mb}", "batch")
@@ -407,11 +409,11 @@ def _divisors(n: int) -> list[int]:
 
 def parse_parallelism(text: str) -> dict:
     """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full][,overlap=none|microbatch|dualpipe]
-    [,dispatch=alltoall|deepep]` -> fixed keys."""
+    [,dispatch=alltoall|deepep][,etp=..]` -> fixed keys."""
     keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "zero": "zero", "mb": "micro_batch",
             "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave", "recompute": "recompute",
             "overlap": "moe_overlap", "moe_overlap": "moe_overlap", "dispatch": "moe_dispatch",
-            "moe_dispatch": "moe_dispatch"}
+            "moe_dispatch": "moe_dispatch", "etp": "etp"}
     out: dict = {}
     for part in text.split(","):
         if "=" not in part:
@@ -454,8 +456,8 @@ def strategies(job: Job, fixed: dict | None = None):
             if "dp" in fixed and fixed["dp"] != dp:
                 continue
             eps = [fixed["ep"]] if "ep" in fixed else (
-                [1] if m.experts is None else [e for e in _divisors(tp * dp) if m.experts % e == 0
-                                               and valid_expert_degree(m.experts, tp, dp, e) is None])
+                [1] if m.experts is None else [e for e in _divisors(tp * dp) if m.experts % e == 0 and
+                                               valid_expert_degree(m.experts, tp, dp, e, fixed.get("etp", 0)) is None])
             overlaps = [fixed["moe_overlap"]] if "moe_overlap" in fixed else (
                 ["none"] if m.experts is None else list(MOE_OVERLAP))
             dispatches = [fixed["moe_dispatch"]] if "moe_dispatch" in fixed else (
@@ -465,7 +467,8 @@ def strategies(job: Job, fixed: dict | None = None):
                     eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
                     [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
                     [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE, overlaps, dispatches):
-                yield Strategy(tp, pp, dp, ep, zero, b, v, rc, ov, dis)
+                etp = fixed.get("etp", 0) if m.experts is None else expert_tp(tp, dp, ep, fixed.get("etp", 0))
+                yield Strategy(tp, pp, dp, ep, zero, b, v, rc, ov, dis, etp)
 
 
 def feasible(job: Job, fixed: dict | None = None) -> tuple[list[Strategy], dict, int, str]:

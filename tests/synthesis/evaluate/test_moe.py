@@ -120,17 +120,25 @@ def test_expert_folding_over_tensor_parallel_ranks():
     assert valid_expert_degree(128, 2, 16, 32) is None and valid_expert_degree(128, 2, 16, 8) is None
     assert "must divide the 128 experts" in valid_expert_degree(128, 2, 16, 48)
     assert "folds over the tensor-parallel ranks" in valid_expert_degree(256, 2, 16, 64)
+    # expert tensor parallelism given: Qwen3-235B's TP 4, EP 8, ETP 1 on 32 ranks a stage: EDP 4, EP inside a host
+    assert expert_layout(4, 8, 8, 8, etp=1) == ExpertLayout(etp=1, edp=4, ep_local=8, h_ep=1, edp_local=1, h_edp=4)
+    assert "etp=3 must divide tp=4" in valid_expert_degree(128, 4, 8, 8, etp=3)
+    assert "etp x ep = 32" in valid_expert_degree(128, 2, 8, 16, etp=2)
     moe8 = MOE.model_copy(update={"experts": 8})
     j = Job(moe8, "moe8", 16, FAST_NV, 2, 4)
     s = Strategy(2, 1, 4, ep=8)
     check(j, s)
     # the experts are not split over TP: each GPU holds 8 / ep = 1 whole expert
     assert memory(j, s).weights == pytest.approx(2 * (moe8.dense_params / 2 + moe8.expert_params / 8))
+    # etp 1 below dp: whole experts, half of them a GPU (ep 2), replicated over edp = tp dp / ep = 4 ranks
+    s1 = Strategy(2, 1, 4, ep=2, etp=1)
+    check(j, s1)
+    assert memory(j, s1).weights == pytest.approx(2 * (moe8.dense_params / 2 + moe8.expert_params / 2))
 
 
 def test_parse_moe_keys():
-    assert parse_parallelism("ep=8,overlap=microbatch,dispatch=deepep") == {
-        "ep": 8, "moe_overlap": "microbatch", "moe_dispatch": "deepep"}
+    assert parse_parallelism("ep=8,overlap=microbatch,dispatch=deepep,etp=1") == {
+        "ep": 8, "moe_overlap": "microbatch", "moe_dispatch": "deepep", "etp": 1}
     for bad, msg in [("overlap=always", "overlap must be one of"), ("dispatch=nccl", "dispatch must be one of")]:
         with pytest.raises(ValueError, match=msg):
             parse_parallelism(bad)
