@@ -24,17 +24,17 @@ The dispatcher (`MOE_DISPATCH`):
   forwarded over NVLink to its experts there): the copies that leave the host are the distinct remote hosts of the
   token's experts. With node-limited routing (sections 2.1.2 and 4.2: each token's experts on at most M = 4
   nodes) M' = min(M, h_ep) hosts are chosen, otherwise M' = h_ep; with the k experts uniform among the
-  e = E/h_ep experts of each chosen host, a chosen host receives nothing with probability C((M'-1) e, k) / C(M' e, k), and is the
-  token's own with probability 1/h_ep, so the expected remote hosts are
+  e = E/h_ep experts of each chosen host, a chosen host receives nothing with probability
+  C((M'-1) e, k) / C(M' e, k), and is the token's own with probability 1/h_ep, so the expected remote hosts are
   M' (1 - C((M'-1) e, k)/C(M' e, k)) (h_ep - 1)/h_ep <= min(M, k). The NVLink forwarding moves the copies of
   every arriving token to its experts: (ep_local - 1)/ep_local of the k copies per GPU.
 
 Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
 - "none": the all-to-alls block the compute stream (GShard, Lepikhin et al. 2021; Switch Transformer, Fedus et
   al. JMLR 2022; DeepSpeed-MoE; Megatron-Core without --overlap-moe-expert-parallel-comm).
-- "microbatch" and "dualpipe": a micro-batch's dispatch and combine run while another micro-batch computes (DeepSeek-V3 report
-  section 3.2.1, DualPipe: a forward and a backward chunk paired, "both all-to-all and PP communication can be
-  fully hidden"; Megatron-Core v0.14 --overlap-moe-expert-parallel-comm, "batch-level overlapping to hide EP-A2A
+- "microbatch" and "dualpipe": a micro-batch's dispatch and combine run while another micro-batch computes
+  (DeepSeek-V3 report section 3.2.1, DualPipe: a forward and a backward chunk paired, "both all-to-all and PP
+  communication can be fully hidden"; Megatron-Core v0.14 --overlap-moe-expert-parallel-comm, "batch-level overlapping to hide EP-A2A
   communication", 1F1B merging one micro-batch's forward with another's backward). Per MoE layer the exposed time
   is max(A, C + min(A, C) c/(1 - c)) - C: A the layer's all-to-alls of one micro-batch (forward and backward), C
   the compute of one layer's forward and backward (with recomputation) of the other micro-batch, the stage's

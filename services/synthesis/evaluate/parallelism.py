@@ -408,8 +408,8 @@ def _divisors(n: int) -> list[int]:
 
 
 def parse_parallelism(text: str) -> dict:
-    """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full][,overlap=none|microbatch|dualpipe]
-    [,dispatch=alltoall|deepep][,etp=..]` -> fixed keys."""
+    """`tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]
+    [,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]` -> fixed keys."""
     keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "zero": "zero", "mb": "micro_batch",
             "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave", "recompute": "recompute",
             "overlap": "moe_overlap", "moe_overlap": "moe_overlap", "dispatch": "moe_dispatch",
