@@ -236,6 +236,8 @@ def check(job: Job, s: Strategy) -> None:
         if s.tp * s.dp >= g and block % g and g % block:
             raise Infeasible(f"ep={s.ep} neither fills nor divides the {g // expert_tp(s.tp, s.dp, s.ep, s.etp)} "
                              "expert ranks of a host")
+        if s.ep == 1 and (s.moe_overlap != "none" or s.moe_dispatch != "alltoall"):
+            raise Infeasible("moe_overlap and moe_dispatch shape the expert-parallel all-to-all: they need ep > 1")
         if s.moe_overlap != "none" and mb < 2:
             raise Infeasible(f"moe_overlap={s.moe_overlap} overlaps one micro-batch's all-to-alls with another's "
                              f"compute: it needs at least 2 micro-batches, not {mb}", "batch")
@@ -467,6 +469,8 @@ def strategies(job: Job, fixed: dict | None = None):
                     eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
                     [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
                     [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE, overlaps, dispatches):
+                if ep == 1 and (ov, dis) != ("none", "alltoall"):
+                    continue                     # no all-to-all to overlap or dispatch
                 etp = fixed.get("etp", 0) if m.experts is None else expert_tp(tp, dp, ep, fixed.get("etp", 0))
                 yield Strategy(tp, pp, dp, ep, zero, b, v, rc, ov, dis, etp)
 

@@ -81,6 +81,7 @@ def test_dualpipe_bubble_and_memory():
     assert memory(j, dual).weights == pytest.approx(2 * memory(j, one).weights)
     assert memory(j, dual).activations > memory(j, one).activations
     for s, message in ((Strategy(1, 1, 8, ep=4, moe_overlap="dualpipe"), "even number of pipeline stages"),
+                       (Strategy(1, 2, 4, ep=1, moe_overlap="dualpipe"), "need ep > 1"),
                        (Strategy(1, 2, 4, ep=4, interleave=2, moe_overlap="dualpipe"), "no interleaving"),
                        (Strategy(1, 2, 4, ep=4, micro_batch=4, moe_overlap="dualpipe"), "at least 2 micro-batches")):
         with pytest.raises(Infeasible, match=message):
