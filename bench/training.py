@@ -2,7 +2,8 @@
 hybrid-parallel model's predictions beside published training runs (`services.synthesis.evaluate.published_runs`:
 Narayanan et al. SC'21 Tables 1-2, Korthikanti et al. 2022, Dubey et al. 2024 Table 4): the constants re-solved
 from the calibration rows, then every row predicted, split into calibration rows and held-out rows, with a
-summary line (median and largest absolute error of the held-out rows against the targets 10 % / 25 %).
+summary line (median and largest absolute error of the held-out rows against the targets 10 % / 25 %),
+and published mixture-of-experts runs with expert parallelism (`bench/moe_runs.py`, `MOE_RUNS`).
 
     python -m bench.training
 
@@ -161,10 +162,23 @@ def cluster_timing(hosts: int = 128, nics: int = 8, model: str = "gpt3-175b") ->
     print(ev.why)
 
 
+# ----- MoE runs with expert parallelism: a block of their own (bench/moe_runs.py, MOE_RUNS), printed after the
+# dense published runs; none is used for calibration --------------------------------------------------------------
+
+def moe_validation() -> None:
+    from bench.moe_runs import moe_validation as table
+
+    errors = table()
+    ranked = sorted(abs(e) for e in errors)
+    print(f"MoE rows not used for calibration: {len(errors)}, median absolute error {ranked[len(ranked) // 2]:.1%}, "
+          f"largest {ranked[-1]:.1%} (target: each at most 25 %)")
+
+
 if __name__ == "__main__":
     import sys
 
     if "--validation" not in sys.argv[1:]:
         main()
     published_validation()
+    moe_validation()
     cluster_timing()

@@ -109,7 +109,7 @@ def register(sub) -> None:
     p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration (hybrid parallelism)")
     p.add_argument("--parallelism", default=None,
                     help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..]"
-                         "[,recompute=..]: "
+                         "[,recompute=..][,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]: "
                          "given keys are fixed, the others searched")
     p.add_argument("--batch", type=int, default=None, help="samples per node (catalogued models)")
     p.add_argument("--alltoall-cost", choices=["mcf", "schedule"], default="mcf",

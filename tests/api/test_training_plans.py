@@ -155,7 +155,7 @@ BAD = [  # (workload or a body patch, the field named)
     ({"training": {"model": "gpt2-small", "alltoall_cost": "guess"}}, "workload.training.alltoall_cost"),
     ({"training": {"model": "gpt2-small", "parallelism": {"data": 8}}}, "workload.training.parallelism.data"),
     ({"training": {"model": "gpt2-small", "parallelism": {"expert": 16}}}, "workload.training.parallelism.expert"),
-    ({"training": {"model_spec": MOE_SPEC, "parallelism": {"expert": 4}}}, "workload.training.parallelism.expert"),
+    ({"training": {"model_spec": MOE_SPEC, "parallelism": {"expert": 5}}}, "workload.training.parallelism.expert"),
     ({"training": {"model": "gpt2-small"}, "sizes_bytes": [1024]}, "workload"),
     ({}, "workload"),
     ({"training": {"model_spec": {"name": "long", "layers": [{"name": "l", "params_bytes": 1, "forward_s": 0,
@@ -175,7 +175,10 @@ def test_bad_training_bodies_get_422_with_the_field(client, workload, field):
 
 @pytest.mark.parametrize("patch, field", [
     ({"nodes": 2048, "workload": {"training": {"model": "gpt2-small"}}}, "nodes"),
-    ({"nodes": 256, "workload": {"training": {"model": "switch-base-128"}}}, "workload.training.model"),
+    ({"nodes": 256, "workload": {"training": {"model": "switch-base-128", "parallelism": {"expert": 256}}}},
+     "workload.training.parallelism.expert"),
+    ({"workload": {"training": {"model_spec": {**MOE_SPEC, "expert_parallel": 3}}}},
+     "workload.training.model_spec.expert_parallel"),
     ({"nodes": 16, "workload": {"training": {"model": "gpt3-175b", "batch": 0}}}, "workload.training.batch"),
 ])
 def test_training_checks_that_depend_on_the_nodes(client, patch, field):

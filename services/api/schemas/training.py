@@ -56,7 +56,7 @@ class HybridEntryOut(BaseModel):
                                                   "iteration time / GPUs (as Megatron-LM reports it)")
     mfu: float | None = None
     parallelism: dict | None = Field(default=None, description="tp, pp, dp, ep, zero, micro_batch, interleave, "
-                                     "recompute, cp, sp")
+                                     "recompute, cp, sp, moe_overlap, moe_dispatch, etp")
     breakdown: dict | None = Field(default=None, description="compute_s, bubble_s, exposed_tp_s, exposed_pp_s, "
                                    "exposed_dp_s, exposed_ep_s, exposed_cp_s")
     memory_per_gpu_bytes: dict | None = None

@@ -34,13 +34,17 @@ MAX_PLAN_LAYERS = 10_000            # layers of an inline model: the simulation 
 
 class Parallelism(Input):
     """How the job is parallelised. The simulator models the paper's setting (section 8.3): every node holds a
-    data-parallel replica and allreduces its gradients, and MoE layers shard their experts over all nodes
-    (an all-to-all of every node); other degrees are refused rather than simulated wrongly."""
+    data-parallel replica and allreduces its gradients, and MoE layers shard their experts over expert-parallel
+    groups (all nodes by default; a divisor of the nodes makes the groups replicas of each other, expert-data
+    parallelism); other degrees are refused rather than simulated wrongly."""
 
     data: int | None = Field(default=None, strict=True, ge=1, le=MAX_PLAN_NODES, description="data-parallel "
                              "degree: the plan's nodes")
     expert: int | None = Field(default=None, strict=True, ge=1, le=MAX_PLAN_NODES, description="expert-parallel "
-                               "degree of the MoE layers: the plan's nodes (models with MoE layers only)")
+                               "degree of the MoE layers: a divisor of the plan's nodes (default: all of them, or "
+                               "for a catalogued model with fewer experts than nodes gcd(nodes, experts)); the "
+                               "groups replicate the experts and allreduce their gradients (models with MoE "
+                               "layers only)")
 
 
 class TrainingWorkload(Input):
@@ -79,8 +83,8 @@ class TrainingWorkload(Input):
     global_batch: int | None = Field(default=None, strict=True, ge=1, le=1 << 24, description="sequences per "
                                      "iteration (hybrid; default the catalogued model's)")
     strategy: str | None = Field(default=None, min_length=1, max_length=200, description="'auto' (default: "
-                                 "searched) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..] "
-                                 "(given keys fixed, the rest searched); hybrid")
+                                 "searched) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..]"
+                                 "[,overlap=..][,dispatch=..] (given keys fixed, the rest searched); hybrid")
     transformer_spec: TransformerModelFile | None = Field(default=None, description="an inline transformer by "
                                                           "its hyperparameters, the file form of `fabricplan "
                                                           "train --model FILE` {name, transformer, global_batch?}")

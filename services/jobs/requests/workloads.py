@@ -44,16 +44,21 @@ def training_model(spec: PlanSpec) -> ModelSpec:
     capacities replaced by the request's when given). ValueError (WorkloadInputError) names the field."""
     t = _training(spec)
     buckets = t.buckets_bytes
+    expert = t.parallelism.expert if t.parallelism is not None else None
     if t.model:
         try:
             return catalog_model(t.model, spec.nodes, device=t.device or "a100", batch=t.batch,
-                                 buckets_bytes=buckets or DEFAULT_BUCKETS_BYTES)
+                                 buckets_bytes=buckets or DEFAULT_BUCKETS_BYTES, expert_parallel=expert)
         except ValueError as exc:
-            field = "batch" if t.batch is not None and "batch" in str(exc) else "model"
-            raise WorkloadInputError(("workload", "training", field), str(exc)) from None
+            field = ("batch" if t.batch is not None and "batch" in str(exc) else
+                     ("parallelism", "expert") if "expert_parallel" in str(exc) else "model")
+            raise WorkloadInputError(("workload", "training", *((field,) if isinstance(field, str) else field)),
+                                     str(exc)) from None
     model = t.model_spec.model_dump(mode="json")
     if buckets:
         model["buckets_bytes"] = buckets
+    if expert is not None:
+        model["expert_parallel"] = None if expert == spec.nodes else expert
     try:
         return parse_model_spec(model)
     except ModelSpecError as exc:
@@ -63,8 +68,8 @@ def training_model(spec: PlanSpec) -> ModelSpec:
 def check_training(spec: PlanSpec) -> ModelSpec:
     """Everything about a training workload that depends on the rest of the request (the API checks it before
     accepting the plan, so the worker never meets it): N within `TRAINING_MAX_NODES`, the parallelism the
-    simulator models (data and expert parallelism over all N nodes, the paper's section 8.3 setting), and
-    the catalogued model for N nodes (expert layers need N <= experts; a global batch at least one sample a
+    simulator models (data parallelism over all N nodes, the paper's section 8.3 setting, expert parallelism
+    over groups that tile them), and the catalogued model for N nodes (a global batch at least one sample a
     node). Returns the model; WorkloadInputError names the field."""
     nodes = spec.nodes
     if nodes > TRAINING_MAX_NODES:
@@ -72,10 +77,17 @@ def check_training(spec: PlanSpec) -> ModelSpec:
                                  f"verified schedules: at most {TRAINING_MAX_NODES} nodes, got {nodes}")
     if is_hybrid(spec):                       # multi-GPU hosts, hybrid parallelism (hybrid_workloads)
         return check_hybrid(spec, WorkloadInputError)
-    model = training_model(spec)
     par = _training(spec).parallelism
     data, expert = (par.data, par.expert) if par is not None else (None, None)
+    if expert is not None and nodes % expert:
+        raise WorkloadInputError(("workload", "training", "parallelism", "expert"),
+                                 f"expert-parallel groups of {expert} nodes must tile the {nodes} nodes")
+    model = training_model(spec)
     moe = any(layer.is_moe for layer in model.layers)
+    try:
+        model.expert_group(nodes)
+    except ValueError as exc:
+        raise WorkloadInputError(("workload", "training", "model_spec", "expert_parallel"), str(exc)) from None
     if data is not None and data != nodes:
         raise WorkloadInputError(("workload", "training", "parallelism", "data"),
                                  f"the simulator models data parallelism over all {nodes} nodes (each holds a "
@@ -84,10 +96,6 @@ def check_training(spec: PlanSpec) -> ModelSpec:
         if not moe:
             raise WorkloadInputError(("workload", "training", "parallelism", "expert"),
                                      f"{model.name} has no MoE layer (moe_tokens_bytes) to shard over experts")
-        if expert != nodes:
-            raise WorkloadInputError(("workload", "training", "parallelism", "expert"),
-                                     f"the simulator shards the experts over all {nodes} nodes (an all-to-all of "
-                                     f"every node), got {expert}")
     return model
 
 

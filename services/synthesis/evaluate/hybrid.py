@@ -120,7 +120,8 @@ def _why(best: HybridEntry | None, entries: list[HybridEntry]) -> str:
     s, b = best.result.strategy, best.result.breakdown
     parts = [(f"{best.fabric.expr} with tp={s.tp}{'' if s.cp == 1 else f', cp={s.cp}'}, pp={s.pp}, dp={s.dp}, "
               f"ep={s.ep}, zero={s.zero}, "
-              f"micro-batch {s.micro_batch}, interleave {s.interleave}, recompute {s.recompute}: "
+              f"micro-batch {s.micro_batch}, interleave {s.interleave}, recompute {s.recompute}"
+              + (f", MoE overlap {s.moe_overlap}, dispatch {s.moe_dispatch}" if best.result.traffic.ep else "") + ": "
               f"{best.iteration_s:.4g} s per iteration, the fastest of {len(entries)} topologies each with its "
               f"fastest strategy ({best.result.searched} strategies tried per topology)")]
     exposed = {"bubble": b.bubble, "TP": b.tp, "CP": b.cp, "PP": b.pp, "DP": b.dp, "EP": b.ep}

@@ -7,7 +7,9 @@ Model of one iteration (as the paper's simulator describes it):
   and runs alone (all-to-alls and allreduces share the network, never overlap);
 - a layer's gradient (`params_bytes`) joins the current bucket when its backward ends; a bucket whose bytes
   reach the capacity is full and launches an allreduce of all its bytes, and so does the last layer's
-  bucket, however full; compute does not wait for allreduces;
+  bucket, however full; compute does not wait for allreduces; with expert-data parallelism (`expert_parallel`
+  ep < N) a layer's expert gradients (1/ep of `expert_params_bytes` per node) join the bucket too and its
+  allreduce adds their allreduce over the N/ep replicas;
 - an MoE layer issues an all-to-all of `moe_tokens_bytes` when compute reaches it and another when its
   compute ends, in forward and in backward (route tokens to the experts and back), and compute waits for
   each to finish (it may first wait behind allreduces already in the stream); in backward the layer's
@@ -16,7 +18,11 @@ Model of one iteration (as the paper's simulator describes it):
 Costs: an allreduce of S bytes takes steps * alpha + tau * S/B with (steps, tau) measured from the
 topology's verified allreduce schedule (reduce-scatter and allgather costed separately: not always twice the
 allgather); an all-to-all of D bytes per node takes steps * alpha + tau * D/B of a verified all-to-all
-schedule when one is given, else the MCF time (D/N) / (f B/d) (paper section 7, no alpha term).
+schedule when one is given, else the MCF time (D/N) / (f B/d) (paper section 7, no alpha term). Inside
+expert-parallel groups of ep < N nodes (all groups at once) a node's D (ep-1)/ep bytes for the others leave at
+the uniform all-to-all's rate, (N-1) f B/d (the MCF time scaled by ((ep-1)/ep) / ((N-1)/N), as `fabrics`
+prices groups; a schedule's tau the same), and the replicas' allreduce of S bytes runs the N-node schedule's
+steps with its bandwidth term scaled the same way to r = N/ep nodes: steps alpha + tau ((r-1)/r)/((N-1)/N) S/B.
 
 Reported: iteration, compute and all-to-all time (the sum of the all-to-alls' durations: compute waits
 for each of them), the exposed allreduce time (iteration - compute - all-to-all: the time compute waits
@@ -70,12 +76,29 @@ class TopologyCosts:
     def allreduce_s(self, link: LinkModel, size_bytes: float) -> float:
         return self.allreduce.time_s(link, size_bytes)
 
-    def alltoall_s(self, link: LinkModel, bytes_per_node: float) -> float:
+    def _group_share(self, group: int | None) -> float:
+        """((g-1)/g) / ((N-1)/N): the bandwidth term of a group of g nodes relative to all N (module docstring)."""
+        n = self.nodes
+        if group is None or group >= n:
+            return 1.0
+        return ((group - 1) / group) / ((n - 1) / n)
+
+    def alltoall_s(self, link: LinkModel, bytes_per_node: float, group: int | None = None) -> float:
+        share = self._group_share(group)
+        if group is not None and group <= 1:
+            return 0.0
         if self.alltoall_schedule is not None:
-            return self.alltoall_schedule.time_s(link, bytes_per_node)
+            c = self.alltoall_schedule
+            return link.time(c.steps, c.tau, bytes_per_node * share)
         if not self.alltoall_throughput or self.alltoall_throughput <= 0:
             raise ValueError(f"{self.name}: an all-to-all needs the topology's all-to-all throughput or schedule")
-        return (bytes_per_node / self.nodes) / (self.alltoall_throughput * link.node_bandwidth_Bps / self.degree)
+        return share * (bytes_per_node / self.nodes) / (self.alltoall_throughput * link.node_bandwidth_Bps / self.degree)
+
+    def replica_allreduce_s(self, link: LinkModel, size_bytes: float, replicas: int) -> float:
+        """The concurrent allreduces of `size_bytes` per node over groups of `replicas` nodes (module docstring)."""
+        if replicas <= 1 or size_bytes <= 0:
+            return 0.0
+        return link.time(self.allreduce.steps, self.allreduce.tau, size_bytes * self._group_share(replicas))
 
 
 @dataclass(frozen=True)
@@ -109,21 +132,24 @@ def simulate_iteration(model: ModelSpec, costs: TopologyCosts, link: LinkModel, 
     if not isinstance(bucket_bytes, int) or isinstance(bucket_bytes, bool) or bucket_bytes < 1:
         raise ValueError(f"bucket capacity must be a positive number of bytes, got {bucket_bytes!r}")
     fwd, bwd = (t.tolist() for t in model.compute_times())
+    ep = model.expert_group(costs.nodes)
+    group = None if ep == costs.nodes else ep
+    replicas = costs.nodes // ep
     clock = stream = 0.0
     a2a_total = ar_total = 0.0
     n_ar = n_a2a = 0
 
     def alltoall(layer) -> None:
         nonlocal clock, stream, a2a_total, n_a2a
-        duration = costs.alltoall_s(link, layer.moe_tokens_bytes)
+        duration = costs.alltoall_s(link, layer.moe_tokens_bytes, group)
         stream = max(clock, stream) + duration
         clock = stream                      # compute waits for it
         a2a_total += duration
         n_a2a += 1
 
-    def allreduce(size: int) -> None:
+    def allreduce(size: int, expert: float) -> None:
         nonlocal stream, ar_total, n_ar
-        duration = costs.allreduce_s(link, size)
+        duration = (costs.allreduce_s(link, size) if size else 0.0) + costs.replica_allreduce_s(link, expert, replicas)
         stream = max(clock, stream) + duration
         ar_total += duration
         n_ar += 1
@@ -134,7 +160,7 @@ def simulate_iteration(model: ModelSpec, costs: TopologyCosts, link: LinkModel, 
         clock += fwd[i]
         if layer.is_moe:
             alltoall(layer)
-    bucket = 0
+    bucket, expert = 0, 0.0
     for i in range(len(model.layers) - 1, -1, -1):
         layer = model.layers[i]
         if layer.is_moe:
@@ -143,11 +169,13 @@ def simulate_iteration(model: ModelSpec, costs: TopologyCosts, link: LinkModel, 
         if layer.is_moe:
             alltoall(layer)
         bucket += layer.params_bytes
-        if bucket >= bucket_bytes:
-            allreduce(bucket)
-            bucket = 0
-    if bucket:
-        allreduce(bucket)
+        if replicas > 1:
+            expert += layer.expert_params_bytes / ep
+        if bucket + expert >= bucket_bytes:
+            allreduce(bucket, expert)
+            bucket, expert = 0, 0.0
+    if bucket or expert:
+        allreduce(bucket, expert)
     compute = sum(fwd) + sum(bwd)
     iteration = max(clock, stream)
     return IterationReport(iteration, compute, max(0.0, iteration - compute - a2a_total), a2a_total, ar_total,
@@ -169,11 +197,18 @@ def iteration_lower_bound(model: ModelSpec, nodes: int, degree: int, link: LinkM
     """max(compute + A*, A* + R*) (module docstring): no N-node degree-d topology with reduce-scatter +
     allgather allreduces runs the iteration faster."""
     fwd, bwd = model.compute_times()
-    f_star = moore_throughput_bound(nodes, degree)
-    a_star = 4 * sum((l.moe_tokens_bytes / nodes) / (f_star * link.node_bandwidth_Bps / degree)
-                     for l in model.layers if l.is_moe)
+    ep = model.expert_group(nodes)
+    if ep == nodes:
+        f_star = moore_throughput_bound(nodes, degree)
+        a_star = 4 * sum((l.moe_tokens_bytes / nodes) / (f_star * link.node_bandwidth_Bps / degree)
+                         for l in model.layers if l.is_moe)
+    else:      # groups: every node injects D (ep-1)/ep bytes through its links of B in total
+        a_star = 4 * sum(l.moe_tokens_bytes * (ep - 1) / ep / link.node_bandwidth_Bps for l in model.layers if l.is_moe)
     p = model.gradient_bytes
     r_star = 2 * link.time(moore_steps(nodes, degree), Fraction(nodes - 1, nodes), p) if p else 0.0
+    r = nodes // ep
+    if r > 1:     # the replicas' reduce-scatter and allgather each send (r-1)/r of a node's expert share
+        r_star += 2 * (r - 1) / r * sum(l.expert_params_bytes for l in model.layers) / ep / link.node_bandwidth_Bps
     return _bound(float(fwd.sum() + bwd.sum()), a_star, r_star)
 
 
@@ -182,6 +217,10 @@ def topology_lower_bound(model: ModelSpec, costs: TopologyCosts, link: LinkModel
     bucketing sends every byte and pays the allreduce's steps at least once). How close an iteration comes to
     it shows what bucketing and overlap leave on the table."""
     fwd, bwd = model.compute_times()
-    a2a = 4 * sum(costs.alltoall_s(link, l.moe_tokens_bytes) for l in model.layers if l.is_moe)
+    ep = model.expert_group(costs.nodes)
+    group = None if ep == costs.nodes else ep
+    a2a = 4 * sum(costs.alltoall_s(link, l.moe_tokens_bytes, group) for l in model.layers if l.is_moe)
     p = model.gradient_bytes
-    return _bound(float(fwd.sum() + bwd.sum()), a2a, costs.allreduce_s(link, p) if p else 0.0)
+    expert = sum(l.expert_params_bytes for l in model.layers) / ep
+    ar = (costs.allreduce_s(link, p) if p else 0.0) + costs.replica_allreduce_s(link, expert, costs.nodes // ep)
+    return _bound(float(fwd.sum() + bwd.sum()), a2a, ar)

@@ -43,7 +43,12 @@ Sources (shapes; published parameter count):
   (google/switch-base-128: 3 fp32 shards of 9.9 + 10 + 9.96 GB; google/switch-large-128: 6 bf16 shards of
   9.93 + 9.99 + 10 + 9.99 + 9.99 + 2.84 GB; sizes as displayed, 3 significant digits; Table 9 rounds them
   to 7B and 26B). Experts are sharded over the nodes (expert parallelism over all of them, as in the
-  paper's simulation), so N may not exceed the number of experts; non-expert layers are data-parallel.
+  paper's simulation) when N does not exceed the number of experts E; above it the nodes form groups of
+  gcd(N, E) nodes each holding every expert once (E / gcd experts a node), the groups replicas of each other
+  (expert-data parallelism, as DeepSpeed-MoE, Rajbhandari et al. ICML'22 section 4.1, and the hybrid model),
+  the all-to-all inside each group and the expert gradients allreduced over the N / gcd replicas;
+  `expert_parallel` chooses another group size (a divisor of N and of E, or N itself when N <= E). Non-expert
+  layers are data-parallel over all N nodes.
 - dlrm / candle: the configurations of TopoOpt's shared-cluster experiment (Wang et al., "TopoOpt:
   Co-optimizing Network Topology and Parallelization Strategy for Distributed Training Jobs", NSDI'23, List 1,
   the section 5.6 column): DLRM (Naumov et al. 2019) with 16 embedding tables of 10^7 rows x 256, 8 dense
@@ -60,11 +65,12 @@ Sources (shapes; published parameter count):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 from typing import Callable
 
 from services.synthesis.evaluate.training_job import DEFAULT_BUCKETS_BYTES, DEVICES, DeviceProfile, Layer, ModelSpec
 
-__all__ = ["CATALOG", "CatalogModel", "catalog_model", "catalog_names", "ACTIVATION_BYTES"]
+__all__ = ["CATALOG", "CatalogModel", "catalog_model", "catalog_names", "ACTIVATION_BYTES", "expert_group"]
 
 ACTIVATION_BYTES = 2
 
@@ -239,16 +245,40 @@ def catalog_names() -> list[str]:
     return list(CATALOG)
 
 
+def expert_group(experts: int, nodes: int, expert_parallel: int | None = None) -> int:
+    """The expert-parallel group size of a model with `experts` experts per layer on `nodes` nodes (module
+    docstring): `expert_parallel` when given and valid, else all nodes up to E, gcd(N, E) above; ValueError
+    when the given one cannot place the experts.
+
+    >>> expert_group(128, 64), expert_group(128, 256), expert_group(128, 200)
+    (64, 128, 8)
+    """
+    if expert_parallel is None:
+        return nodes if nodes <= experts else gcd(nodes, experts)
+    ep = expert_parallel
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep < 1 or nodes % ep:
+        raise ValueError(f"expert_parallel must be a divisor of the {nodes} nodes, got {ep!r}")
+    if ep > experts:
+        raise ValueError(f"expert_parallel={ep}: a group of {ep} nodes needs at least one of the {experts} "
+                         "experts per node")
+    if ep < nodes and experts % ep:
+        raise ValueError(f"expert_parallel={ep} must divide the {experts} experts (every group holds each once)")
+    return ep
+
+
 def catalog_model(name: str, nodes: int, *, device: str | DeviceProfile = "a100", batch: int | None = None,
-                  buckets_bytes=DEFAULT_BUCKETS_BYTES) -> ModelSpec:
+                  buckets_bytes=DEFAULT_BUCKETS_BYTES, expert_parallel: int | None = None) -> ModelSpec:
     """The catalogued model `name` as trained on `nodes` data-parallel nodes (module docstring).
 
     batch: samples per node (default: the catalogued per-node batch, or the global batch / nodes for models
     trained with a fixed global batch). Compute is given in FLOPs with `device` ("a100", "h100" or a profile).
+    expert_parallel: the expert-parallel group size (`expert_group`).
 
     >>> spec = catalog_model("switch-c-2048", 1024)
     >>> sum(l.is_moe for l in spec.layers), spec.layers[2].moe_tokens_bytes   # 2 sequences of 512 tokens
     (30, 4259840)
+    >>> catalog_model("switch-base-128", 256).expert_parallel               # 2 replicas of 128 experts
+    128
     """
     key = name.lower()
     if key not in CATALOG:
@@ -256,9 +286,11 @@ def catalog_model(name: str, nodes: int, *, device: str | DeviceProfile = "a100"
     m = CATALOG[key]
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
-    if m.experts is not None and nodes > m.experts:
-        raise ValueError(f"{m.name} has {m.experts} experts per expert layer: expert parallelism over all nodes "
-                         f"allows at most {m.experts} nodes, got {nodes}")
+    ep = None
+    if m.experts is not None:
+        ep = expert_group(m.experts, nodes, expert_parallel)
+    elif expert_parallel is not None:
+        raise ValueError(f"{m.name} has no expert layers: expert_parallel does not apply")
     if batch is None:
         batch = m.batch // nodes if m.global_batch else m.batch
         if batch < 1:
@@ -273,4 +305,4 @@ def catalog_model(name: str, nodes: int, *, device: str | DeviceProfile = "a100"
                     moe_tokens_bytes=round(r.moe_elements * batch * ACTIVATION_BYTES) if r.moe_elements else None)
               for r in m.rows()]
     return ModelSpec(name=f"{m.name} ({batch} per node)", layers=layers, buckets_bytes=list(buckets_bytes),
-                     device=device)
+                     device=device, expert_parallel=ep if ep is not None and ep < nodes else None)

@@ -34,13 +34,18 @@ dense and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = expert
   Expert gradients go the same way over edp ranks.
 - EP: 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward and backward; 6 with full
   recomputation) of D = 2 (s/tp) b h top_k bytes per GPU; the share for GPUs on other hosts goes between hosts
-  (G D (ep - ep_local)/ep per host), the rest over the scale-up domain, both at once.
+  (G D (ep - ep_local)/ep per host; with node-limited routing once per remote host, `moe.remote_copies`), the
+  rest over the scale-up domain, both at once. Experts are placed by `moe.expert_layout` (expert-data
+  parallelism when ep < dp, folding over the TP ranks when ep > dp).
 
 Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp cp peak e(h)) with
 e(h) the device's efficiency at the model's hidden size (`devices`), backward 2 t_f, full recomputation
 + t_f, selective + the attention scores' FLOPs; attention scores at half their FLOPs when the job's
 attention kernel skips the causal mask's empty half, FlashAttention-2, Dao 2023 section 3.1):
     t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP      (blocking)
+t_EP = MoE layers x the all-to-alls the compute waits for (`moe.exposed_alltoall`: all of them without
+overlap, what exceeds one layer's forward + backward compute with the micro-batch overlap, except on the
+`moe.unpaired_share` of chunks of the pipeline's warm-up and cool-down)
     pipeline = m t_mb + (pp - 1)/v t_mb                    (bubble: Narayanan et al. SC'21 section 2.2)
 DP per layer, as issued (ZeRO section 5; DeepSpeed and PyTorch FSDP prefetch the next layer's parameters,
 Zhao et al. VLDB'23, backward and forward prefetching): each layer's collective is issued one layer ahead
@@ -70,6 +75,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
+from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, dualpipe_bubble, dualpipe_refusal,
+                                             expert_layout, expert_tp, exposed_alltoall, remote_copies,
+                                             unpaired_share, valid_expert_degree)
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
@@ -126,6 +134,9 @@ class Strategy:
     recompute: str = "none"
     cp: int = 1
     sp: bool = True
+    moe_overlap: str = "none"          # `moe.MOE_OVERLAP`
+    moe_dispatch: str = "alltoall"     # `moe.MOE_DISPATCH`
+    etp: int = 0                       # expert tensor parallelism (`moe.expert_tp`; 0: automatic)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -214,15 +225,13 @@ def _layout(job: Job, s: Strategy) -> dict:
     g = job.gpus_per_host
     cp_local = min(s.cp, g // s.tp)
     dp_local = min(s.dp, max(1, g // (s.tp * s.cp)))
-    ep_local = min(s.ep, dp_local)
-    edp = s.dp // s.ep
-    edp_local = max(1, dp_local // s.ep)
     h_dp = max(1, s.dp // dp_local)
     h_cp = max(1, s.cp // cp_local)
-    return {"dp_local": dp_local, "h_dp": h_dp, "ep_local": ep_local, "cp_local": cp_local, "h_cp": h_cp,
+    ex = expert_layout(s.tp, s.dp, s.ep, g, s.etp)     # cp = 1 whenever ep > 1 (`check`)
+    return {"dp_local": dp_local, "h_dp": h_dp, "ep_local": ex.ep_local, "cp_local": cp_local, "h_cp": h_cp,
             "dpcp_local": dp_local * cp_local, "h_dpcp": h_dp * h_cp,
-            "h_ep": max(1, s.ep // dp_local), "edp": edp, "edp_local": edp_local,
-            "h_edp": max(1, edp // edp_local), "stages_per_host": max(1, g // (s.tp * s.dp * s.cp)),
+            "h_ep": ex.h_ep, "edp": ex.edp, "edp_local": ex.edp_local, "etp": ex.etp,
+            "h_edp": ex.h_edp, "stages_per_host": max(1, g // (s.tp * s.dp * s.cp)),
             "m": job.global_batch // (s.dp * s.micro_batch), "stage_layers": -(-job.model.layers // s.pp),
             "stage_moe": -(-job.model.moe_layers // s.pp)}
 
@@ -257,6 +266,12 @@ def check(job: Job, s: Strategy) -> None:
         raise Infeasible("zero must be 0, 1, 2 or 3")
     if job.attention not in ATTENTION:
         raise Infeasible(f"attention must be one of {', '.join(ATTENTION)}")
+    if s.moe_overlap not in MOE_OVERLAP:
+        raise Infeasible(f"moe_overlap must be one of {', '.join(MOE_OVERLAP)}")
+    if s.moe_dispatch not in MOE_DISPATCH:
+        raise Infeasible(f"moe_dispatch must be one of {', '.join(MOE_DISPATCH)}")
+    if s.cp > 1 and s.ep > 1:
+        raise Infeasible("context parallelism with expert parallelism is not modelled: cp must be 1 when ep > 1")
     if job.global_batch % (s.dp * s.micro_batch):
         raise Infeasible(f"global batch {job.global_batch} is not a multiple of dp x micro_batch = "
                          f"{s.dp * s.micro_batch}", "batch")
@@ -266,12 +281,23 @@ def check(job: Job, s: Strategy) -> None:
     if m.experts is None:
         if s.ep != 1:
             raise Infeasible(f"ep={s.ep} needs a mixture-of-experts model")
+        if s.moe_overlap != "none" or s.moe_dispatch != "alltoall" or s.etp:
+            raise Infeasible("moe_overlap, moe_dispatch and etp need a mixture-of-experts model")
     else:
-        if m.experts % s.ep or s.dp % s.ep:
-            raise Infeasible(f"ep={s.ep} must divide the {m.experts} experts and dp={s.dp}")
-        dp_local = min(s.dp, dp_host)
-        if s.ep % dp_local and dp_local % s.ep:
-            raise Infeasible(f"ep={s.ep} neither fills nor divides the {dp_local} DP ranks of a host")
+        why = valid_expert_degree(m.experts, s.tp, s.dp, s.ep, s.etp)
+        if why:
+            raise Infeasible(why)
+        block = expert_tp(s.tp, s.dp, s.ep, s.etp) * s.ep
+        if s.tp * s.dp >= g and block % g and g % block:
+            raise Infeasible(f"ep={s.ep} neither fills nor divides the {g // expert_tp(s.tp, s.dp, s.ep, s.etp)} "
+                             "expert ranks of a host")
+        if s.ep == 1 and (s.moe_overlap != "none" or s.moe_dispatch != "alltoall"):
+            raise Infeasible("moe_overlap and moe_dispatch shape the expert-parallel all-to-all: they need ep > 1")
+        if s.moe_overlap != "none" and mb < 2:
+            raise Infeasible(f"moe_overlap={s.moe_overlap} overlaps one micro-batch's all-to-alls with another's "
+                             f"compute: it needs at least 2 micro-batches, not {mb}", "batch")
+        if s.moe_overlap == "dualpipe" and (why := dualpipe_refusal(s.pp, s.interleave, mb)):
+            raise Infeasible(why, "batch" if "micro-batches" in why else "shape")
     mem = memory(job, s)
     if mem.total > job.device.hbm_bytes:
         raise Infeasible(f"needs {mem.total / 1e9:.1f} GB per GPU (weights {mem.weights / 1e9:.1f}, gradients "
@@ -286,19 +312,21 @@ def memory(job: Job, s: Strategy) -> Memory:
     m = job.model
     lay = _layout(job, s)
     psi_d = m.dense_params / (s.tp * s.pp)
-    psi_e = m.expert_params / (s.tp * s.pp * s.ep)
+    psi_e = m.expert_params / (lay["etp"] * s.pp * s.ep)
     shard_d, shard_e = s.dp * s.cp, lay["edp"] * s.cp
 
     def part(nbytes: float, stage: int) -> float:
         return nbytes * psi_d / (shard_d if s.zero >= stage else 1) + nbytes * psi_e / (shard_e if s.zero >= stage else 1)
 
     per_layer = m.activation_bytes_per_layer(s.micro_batch, s.tp, s.recompute, s.sp and s.tp > 1, s.cp)
-    first = per_layer * lay["stage_layers"] * min(lay["m"], s.pp)
+    in_flight = min(lay["m"], s.pp + (1 if s.moe_overlap == "dualpipe" else 0))
+    first = per_layer * lay["stage_layers"] * in_flight
     if s.interleave > 1:
         first *= 1 + (s.pp - 1) / (s.pp * s.interleave)
     logits = 4.0 * m.seq_len * s.micro_batch * m.vocab / (s.tp * s.cp)
     act = first + logits if s.pp == 1 else max(first, per_layer * lay["stage_layers"] + logits)
-    return Memory(part(PARAM_BYTES, 3), part(GRAD_BYTES, 2), part(OPTIMIZER_BYTES, 1), act)
+    copies = 2 if s.moe_overlap == "dualpipe" else 1          # DualPipe keeps two copies of the parameters
+    return Memory(copies * part(PARAM_BYTES, 3), part(GRAD_BYTES, 2), part(OPTIMIZER_BYTES, 1), act)
 
 
 def _dp_volume(s: Strategy, psi: float, m: int) -> tuple[float, float]:
@@ -320,7 +348,7 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     pp = lay["m"] * 2 * s.interleave * a / s.tp if s.pp > 1 else 0.0
     dp = 0.0
     for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp * s.cp),
-                   (m.expert_params / (s.tp * s.pp * s.ep), lay["edp"] * s.cp)):
+                   (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp"] * s.cp)):
         if n > 1:
             rs, ag = _dp_volume(s, psi, lay["m"])
             dp += (rs + ag) * (n - 1) / n
@@ -328,6 +356,10 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     if m.experts is not None and s.ep > 1:
         d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
         ep = lay["m"] * lay["stage_moe"] * (6 if s.recompute == "full" else 4) * d * (s.ep - 1) / s.ep
+        if s.moe_dispatch == "deepep" and lay["h_ep"] > 1:     # once per remote host, then NVLink forwarding
+            inter = remote_copies(m.k, m.experts, lay["h_ep"], m.node_limit, "deepep") / m.k
+            intra = (lay["ep_local"] - 1) / lay["ep_local"]
+            ep *= (inter + intra) / ((s.ep - 1) / s.ep)
     cp = lay["m"] * lay["stage_layers"] * 3 * _kv_bytes(m, s) * (s.cp - 1) / s.cp if s.cp > 1 else 0.0
     return Traffic(tp, pp, dp, ep, cp)
 
@@ -392,6 +424,23 @@ def evaluate(job: Job, s: Strategy, fabric: Fabric, *, checked: bool = False) ->
                           achieved / job.device.peak(job.precision))
 
 
+def _alltoall(job: Job, s: Strategy, fabric: Fabric, lay: dict) -> float:
+    """One dispatch (or combine) of one micro-batch on the busiest stage: D = 2 (s/tp) b h top_k bytes per GPU;
+    the share for other hosts between hosts (G D (ep - ep_local)/ep per host, or the node-limited copies of
+    `moe.remote_copies` with the "deepep" dispatcher), the rest over NVLink, both at once."""
+    m, dev, g = job.model, job.device, job.gpus_per_host
+    d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
+    local, hosts = lay["ep_local"], lay["h_ep"]
+    if s.moe_dispatch == "deepep" and hosts > 1:
+        between = g * d / m.k * remote_copies(m.k, m.experts, hosts, m.node_limit, "deepep")
+        nv = d * (local - 1) / local
+    else:
+        between = g * d * (s.ep - local) / s.ep
+        nv = d * (local - 1) / s.ep
+    intra = dev.nvlink_alpha_s + nv / dev.nvlink_Bps if local > 1 else 0.0
+    return max(intra, fabric.alltoall_s(hosts, between, g, dev.nvlink_Bps))
+
+
 def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     """The iteration's parts for a checked strategy (`evaluate` without memory and traffic: what the search
     compares)."""
@@ -400,7 +449,8 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     mb, n_l = lay["m"], lay["stage_layers"]
     tokens = m.seq_len * s.micro_batch
     frac = n_l / m.layers
-    scores = 4.0 * m.seq_len * m.hidden * m.layers          # attention-score FLOPs per token (all layers)
+    width = m.heads * (m.head_dim or m.hidden // m.heads)
+    scores = 4.0 * m.seq_len * width * m.layers            # attention-score FLOPs per token (all layers)
     executed = m.forward_flops_per_token() - (scores / 2 if job.attention == "causal" else 0.0)
     attn_exec = scores / 2 if job.attention == "causal" else scores
 
@@ -424,10 +474,12 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         t_pp = 2 * s.interleave * cross
     t_ep = 0.0
     if m.experts is not None and s.ep > 1:
-        d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
-        intra = dev.nvlink_alpha_s + d * (lay["ep_local"] - 1) / s.ep / dev.nvlink_Bps if lay["ep_local"] > 1 else 0.0
-        inter = fabric.alltoall_s(lay["h_ep"], g * d * (s.ep - lay["ep_local"]) / s.ep, g, dev.nvlink_Bps)
-        t_ep = lay["stage_moe"] * n_coll * max(intra, inter)
+        a2a = n_coll * _alltoall(job, s, fabric, lay)
+        hidden = exposed_alltoall(a2a, (t_f + t_b + t_r) / lay["stage_layers"], s.moe_overlap)
+        if s.moe_overlap != "none":          # the warm-up and cool-down chunks have no partner
+            u = unpaired_share(s.pp, s.interleave, mb)
+            hidden = u * a2a + (1 - u) * hidden
+        t_ep = lay["stage_moe"] * hidden
     # context parallelism: K,V allgather forward, allgather + gradient reduce-scatter backward, per layer,
     # under the layer's attention compute
     t_cp = 0.0
@@ -441,7 +493,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     tp_f, tp_b = tp_layer * 2 / n_coll, tp_layer * (n_coll - 2) / n_coll
     rs_nv = rs_net = ag_nv = ag_net = 0.0
     for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dpcp_local"], lay["h_dpcp"], s.dp * s.cp),
-                                 (m.expert_params / (s.tp * s.pp * s.ep), lay["edp_local"] * lay["cp_local"],
+                                 (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp_local"] * lay["cp_local"],
                                   lay["h_edp"] * lay["h_cp"], lay["edp"] * s.cp)):
         if n > 1 and psi > 0:
             x, y = _hier(job, fabric, local, hosts, GRAD_BYTES * psi / n_l, "rs")
@@ -464,6 +516,8 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         once = _pass_exposure(n_l, c_b, tp_b, rs_nv + ag_nv, rs_net + ag_net)
     t_mb = t_f + t_b + t_r + t_tp + t_cp + t_pp + t_ep + per_mb
     bubble = (s.pp - 1) / s.interleave * t_mb
+    if s.moe_overlap == "dualpipe":
+        bubble = dualpipe_bubble(s.pp, t_mb, t_b, t_r)
     return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, mb * per_mb + once, mb * t_ep, mb * t_cp)
 
 
@@ -474,11 +528,12 @@ def _divisors(n: int) -> list[int]:
 
 
 def parse_parallelism(text: str) -> dict:
-    """`tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]` ->
-    fixed keys."""
+    """`tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]
+    [,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]` -> fixed keys."""
     keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "cp": "cp", "sp": "sp", "zero": "zero",
             "mb": "micro_batch", "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave",
-            "recompute": "recompute"}
+            "recompute": "recompute", "overlap": "moe_overlap", "moe_overlap": "moe_overlap",
+            "dispatch": "moe_dispatch", "moe_dispatch": "moe_dispatch", "etp": "etp"}
     out: dict = {}
     for part in text.split(","):
         if "=" not in part:
@@ -497,6 +552,12 @@ def parse_parallelism(text: str) -> dict:
             if v not in ("0", "1"):
                 raise ValueError("--parallelism: sp must be 0 or 1")
             out["sp"] = v == "1"
+            continue
+        if keys[k] in ("moe_overlap", "moe_dispatch"):
+            allowed = MOE_OVERLAP if keys[k] == "moe_overlap" else MOE_DISPATCH
+            if v not in allowed:
+                raise ValueError(f"--parallelism: {k} must be one of {', '.join(allowed)}")
+            out[keys[k]] = v
             continue
         if not v.isdigit() or not 0 <= int(v) <= 1 << 20:
             raise ValueError(f"--parallelism: {k} must be a non-negative integer, got {v!r}")
@@ -517,7 +578,8 @@ def strategies(job: Job, fixed: dict | None = None):
             if pp < 1 or job.gpus % (tp * pp):
                 continue
             cps = [fixed["cp"]] if "cp" in fixed else [
-                c for c in CONTEXT_PARALLEL if c == 1 or (m.seq_len >= CP_MIN_SEQ and (job.gpus // (tp * pp)) % c == 0)]
+                c for c in CONTEXT_PARALLEL if c == 1 or (m.experts is None and m.seq_len >= CP_MIN_SEQ
+                                                         and (job.gpus // (tp * pp)) % c == 0)]
             for cp in cps:
                 if cp < 1 or job.gpus % (tp * pp * cp):
                     continue
@@ -525,14 +587,23 @@ def strategies(job: Job, fixed: dict | None = None):
                 if "dp" in fixed and fixed["dp"] != dp:
                     continue
                 eps = [fixed["ep"]] if "ep" in fixed else (
-                    [1] if m.experts is None else [e for e in _divisors(dp) if m.experts % e == 0])
+                    [1] if m.experts is None else [e for e in _divisors(tp * dp) if m.experts % e == 0 and
+                                                   valid_expert_degree(m.experts, tp, dp, e, fixed.get("etp", 0)) is None])
+                overlaps = [fixed["moe_overlap"]] if "moe_overlap" in fixed else (
+                    ["none"] if m.experts is None else list(MOE_OVERLAP))
+                dispatches = [fixed["moe_dispatch"]] if "moe_dispatch" in fixed else (
+                    ["alltoall"] if m.experts is None else list(MOE_DISPATCH))
                 vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
                 sp = fixed.get("sp", tp > 1)
-                for ep, zero, b, v, rc in itertools.product(
+                for ep, zero, b, v, rc, ov, dis in itertools.product(
                         eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
                         [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
-                        [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE):
-                    yield Strategy(tp, pp, dp, ep, zero, b, v, rc, cp, sp)
+                        [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE, overlaps, dispatches):
+                    if ep == 1 and (ov, dis) != ("none", "alltoall"):
+                        continue                     # no all-to-all to overlap or dispatch
+                    etp = fixed.get("etp", 0) if m.experts is None else expert_tp(tp, dp, ep, fixed.get("etp", 0))
+                    yield Strategy(tp, pp, dp, ep, zero, b, v, rc, cp=cp, sp=sp, moe_overlap=ov, moe_dispatch=dis,
+                                   etp=etp)
 
 
 def feasible(job: Job, fixed: dict | None = None) -> tuple[list[Strategy], dict, int, str]:
@@ -558,7 +629,7 @@ def leanest(fixed: dict | None = None) -> dict:
     existence check). With a fixed interleave > 1 the micro-batch stays free (the rule m % pp == 0 is not
     monotone in it)."""
     fixed = dict(fixed or {})
-    probe = {"zero": 3, "interleave": 1, "recompute": "full"}
+    probe = {"zero": 3, "interleave": 1, "recompute": "full", "moe_overlap": "none", "moe_dispatch": "alltoall"}
     if fixed.get("interleave", 1) == 1:
         probe["micro_batch"] = 1
     return {**probe, **fixed}

@@ -159,6 +159,7 @@ def evaluate_training(model: ModelSpec, nodes: int, degree: int, link: LinkModel
     for t in topologies or ():
         if (t.nodes, t.degree) != (nodes, degree):
             raise ValueError(f"{t.expr} has {t.nodes} nodes of degree {t.degree}, not {nodes} and {degree}")
+    model.expert_group(nodes)                 # ValueError when the expert-parallel groups do not tile the nodes
     moe = alltoall if any(l.is_moe for l in model.layers) else None
     kind = "topology" if topologies is not None else "frontier"
     if topologies is None:

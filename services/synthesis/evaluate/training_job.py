@@ -4,9 +4,13 @@ A model is its layers in forward order. Each layer has the bytes of its data-par
 over all nodes), its forward and backward compute time on one node (seconds, or FLOPs and a device profile:
 time = FLOPs / (peak FLOP/s * efficiency)), and, for an expert-parallel mixture-of-experts layer, the bytes
 of its tokens each node sends to the experts (`moe_tokens_bytes`: an all-to-all of that size runs before
-and after the layer, in forward and in backward). Expert parameters live on their node and are never
-allreduced; `expert_params_bytes` records them for the model's size only. DDP bucket capacities to try
-default to 1 MB, 10 MB, 100 MB and 1 GB (MB = 2^20 bytes, as in the paper's tables).
+and after the layer, in forward and in backward). `expert_parallel` is the number of nodes the experts are
+sharded over (an expert-parallel group; default all N, the paper's setting, where expert parameters live on
+their node and are never allreduced); with fewer, N must be a multiple of it, the groups hold replicas of
+every expert (expert-data parallelism, DeepSpeed-MoE: Rajbhandari et al. ICML'22 section 4.1), the all-to-all
+runs inside each group and a node's share of `expert_params_bytes` (1/expert_parallel of it) is allreduced
+over the N/expert_parallel replicas. DDP bucket capacities to try default to 1 MB, 10 MB, 100 MB and 1 GB
+(MB = 2^20 bytes, as in the paper's tables).
 
 The file form (JSON) is exactly this schema, e.g.::
 
@@ -99,6 +103,8 @@ class ModelSpec(BaseModel):
     layers: list[Layer] = Field(min_length=1, max_length=MAX_LAYERS)
     buckets_bytes: list[int] = Field(default=list(DEFAULT_BUCKETS_BYTES), min_length=1, max_length=MAX_BUCKETS)
     device: str | DeviceProfile | None = None
+    expert_parallel: int | None = Field(default=None, ge=1, le=1 << 20,
+                                        description="nodes per expert-parallel group (a divisor of N; default N)")
 
     @field_validator("buckets_bytes")
     @classmethod
@@ -136,6 +142,15 @@ class ModelSpec(BaseModel):
     @property
     def gradient_bytes(self) -> int:
         return sum(l.params_bytes for l in self.layers)
+
+    def expert_group(self, nodes: int) -> int:
+        """The expert-parallel group size on `nodes` nodes (`expert_parallel`, default all of them); ValueError
+        when it does not tile the nodes."""
+        ep = self.expert_parallel or nodes
+        if ep > nodes or nodes % ep:
+            raise ValueError(f"expert_parallel={ep} must divide the {nodes} nodes (groups of {ep} nodes, each "
+                             "holding every expert once)")
+        return ep
 
     @property
     def parameter_bytes(self) -> int:

@@ -5,11 +5,14 @@ A model file may give `{"name": ..., "transformer": {"hidden", "layers", "heads"
 
 Counting (per layer, weights only; biases and norms are 2 h, negligible but counted):
 - attention: Q and O are h x (heads * head_dim), K and V are h x (kv_heads * head_dim), head_dim = h / heads
-  (grouped-query attention when kv_heads < heads); `attention_params` overrides it (DeepSeek-V3's MLA);
+  unless given (grouped-query attention when kv_heads < heads); `attention_params` overrides the weights
+  (DeepSeek-V3's MLA, whose `head_dim` is the mean of its query-key and value head dims, (192 + 128)/2 = 160,
+  so that the score FLOPs 2 s heads (d_qk + d_v) are 4 s heads head_dim);
 - feed-forward: 2 h f (GELU) or 3 h f (`gated`: SwiGLU, as Llama, Mixtral, DeepSeek);
 - a mixture-of-experts layer (every `moe_every`-th layer from `dense_layers` on) has `experts` routed experts
   of `expert_ffn_hidden` (default `ffn_hidden`), `shared_experts` always-active ones, and a router h x E;
-  each token goes to `top_k` routed experts;
+  each token goes to `top_k` routed experts, on at most `node_limit` hosts when given (node-limited routing,
+  `moe.remote_copies`);
 - embedding V h, plus an output layer V h unless `tied_embeddings`.
 FLOPs (Narayanan et al. SC'21 section 5.1, the Megatron-LM convention): 2 per multiply-accumulate of every
 matrix product a token goes through (active parameters only: top_k routed + shared experts), plus the
@@ -47,8 +50,9 @@ Catalog sources (hyperparameters; published parameter counts; batch):
   Sequence 4096, batch 1024 sequences (4M tokens): not published, chosen like Llama's.
 - deepseek-v3: DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", section 4.2 (61 layers, h 7168, the first 3
   dense with FFN 18432, then 256 routed experts of 2048 and 1 shared, top-8; MLA with 128 heads, q_lora 1536,
-  kv_lora 512, head dims 128 + 64 rope, v 128; vocabulary 129280, untied); 671B total, 37B activated; sequence
-  4096, batch 15360 sequences. The multi-token-prediction module (14B) is left out as in the 671B count.
+  kv_lora 512, head dims 128 + 64 rope, v 128, so `head_dim` 160 for the score FLOPs; vocabulary 129280, untied; node-limited routing, M = 4 nodes
+  per token, sections 2.1.2 and 4.2); 671B total, 37B activated; sequence 4096, batch 15360 sequences. The
+  multi-token-prediction module (14B) is left out as in the 671B count.
 """
 from __future__ import annotations
 
@@ -83,6 +87,10 @@ class Transformer(BaseModel):
     tied_embeddings: bool = False
     attention_params: int | None = Field(default=None, ge=1, le=1 << 40, description="per layer, overrides GQA")
     dropout: bool = Field(default=True, description="trained with dropout (its masks are kept for backward)")
+    head_dim: int | None = Field(default=None, ge=1, le=1 << 12, description="per attention head (default h / heads)")
+    node_limit: int | None = Field(default=None, ge=1, le=1 << 14,
+                                   description="node-limited routing: each token's routed experts on at most this "
+                                               "many hosts (DeepSeek-V3: 4)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "Transformer":
@@ -94,6 +102,8 @@ class Transformer(BaseModel):
             raise ValueError("top_k needs experts")
         if self.experts is not None and (self.top_k or 1) > self.experts:
             raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+        if self.node_limit is not None and self.experts is None:
+            raise ValueError("node_limit needs experts")
         return self
 
     # ----- shapes -----
@@ -115,7 +125,7 @@ class Transformer(BaseModel):
     def _attn(self) -> int:
         if self.attention_params is not None:
             return self.attention_params
-        dh = self.hidden // self.heads
+        dh = self.head_dim or self.hidden // self.heads
         return 2 * self.hidden * self.heads * dh + 2 * self.hidden * (self.kv_heads or self.heads) * dh
 
     def _mlp(self, f: int) -> int:
@@ -147,7 +157,8 @@ class Transformer(BaseModel):
         ef = self.expert_ffn_hidden or self.ffn
         matmul = self.layers * self._attn() + (self.layers - moe) * self._mlp(self.ffn)
         matmul += moe * ((self.k + self.shared_experts) * self._mlp(ef) + h * (self.experts or 0))
-        return 2.0 * matmul + self.layers * 4.0 * self.seq_len * h + 2.0 * h * self.vocab
+        width = self.heads * (self.head_dim or h // self.heads)
+        return 2.0 * matmul + self.layers * 4.0 * self.seq_len * width + 2.0 * h * self.vocab
 
     def forward_flops_per_token(self) -> float:
         """Model FLOPs of one token's forward pass (module docstring)."""
@@ -203,7 +214,7 @@ LLM_CATALOG: dict[str, LlmEntry] = {e.name: e for e in [
     LlmEntry("deepseek-v3", 671_000_000_000, 15360,
              Transformer(hidden=7168, layers=61, heads=128, seq_len=4096, vocab=129280, ffn_hidden=18432,
                          expert_ffn_hidden=2048, experts=256, top_k=8, shared_experts=1, dense_layers=3,
-                         gated=True, attention_params=_mla_params(7168, 128, 1536, 512, 128, 64, 128))),
+                         gated=True, node_limit=4, head_dim=160, attention_params=_mla_params(7168, 128, 1536, 512, 128, 64, 128))),
 ]}
 
 

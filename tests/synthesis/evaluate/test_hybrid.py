@@ -180,8 +180,11 @@ def test_catalog_parameter_counts():
         assert e.model.parameters == pytest.approx(e.published_parameters, rel=0.01), e.name
     ds = LLM_CATALOG["deepseek-v3"].model
     assert ds.experts == 256 and ds.k == 8 and ds.moe_layers == 58
-    # active parameters (37B published): the forward FLOPs per token without attention scores and logits
-    active = (ds.forward_flops_per_token() - 61 * 4.0 * ds.seq_len * ds.hidden - 2.0 * ds.hidden * ds.vocab) / 2
+    # active parameters (37B published): the forward FLOPs per token without attention scores and logits (MLA
+    # scores: 2 s heads (d_qk + d_v) = 2 s 128 (192 + 128) per layer)
+    assert ds.head_dim == 160
+    scores = 61 * 2.0 * ds.seq_len * 128 * (192 + 128)
+    active = (ds.forward_flops_per_token() - scores - 2.0 * ds.hidden * ds.vocab) / 2
     assert active == pytest.approx(37e9, rel=0.05)
     # GPT-3: Narayanan et al.'s 72 B s l h^2 (1 + s/6h + V/12lh) per sequence (the h terms of norms aside)
     g = LLM_CATALOG["gpt3-175b"].model

@@ -168,8 +168,54 @@ def test_catalog_instances():
     assert c.gradient_bytes == 2 * sum(r.params for r in CATALOG["switch-c-2048"].rows())  # experts excluded
     assert catalog_model("resnet50", 8).layers[0].forward_flops == pytest.approx(64 * 2 * 49 * 3 * 64 * 112 ** 2)
     assert catalog_model("gpt2-small", 4, batch=2).name.startswith("gpt2-small (2 per node)")
-    for bad in (dict(name="nosuch", nodes=4), dict(name="switch-base-128", nodes=256),
+    for bad in (dict(name="nosuch", nodes=4), dict(name="switch-base-128", nodes=256, expert_parallel=256),
+                dict(name="switch-base-128", nodes=256, expert_parallel=48),
+                dict(name="switch-base-128", nodes=96, expert_parallel=48),
+                dict(name="vgg16", nodes=4, expert_parallel=2),
                 dict(name="gpt3-175b", nodes=2048), dict(name="vgg16", nodes=4, device="tpu"),
                 dict(name="vgg16", nodes=0), dict(name="vgg16", nodes=4, batch=0)):
         with pytest.raises(ValueError):
             catalog_model(**bad)
+
+
+def test_expert_data_parallelism_by_hand():
+    # one MoE layer on N = 4 nodes in expert-parallel groups of 2: the groups replicate the experts
+    layer = {"name": "moe", "params_bytes": 0, "forward_s": 1.0, "backward_s": 2.0, "moe_tokens_bytes": 300,
+             "expert_params_bytes": 400}
+    link = LinkModel(alpha_s=0.5, node_bandwidth_Bps=100.0)
+    costs = TopologyCosts("t", 4, 2, CollectiveCost(1, Fraction(1)), alltoall_throughput=0.5)
+    alone = parse_model_spec({"name": "all", "layers": [layer]})
+    r = simulate_iteration(alone, costs, link, 100)
+    # all 4 nodes: each all-to-all (300/4) / (0.5 * 100/2) = 3 s, 4 of them; expert gradients never allreduced
+    assert (r.iteration_s, r.alltoall_s, r.allreduces) == (pytest.approx(15.0), pytest.approx(12.0), 0)
+    grouped = parse_model_spec({"name": "groups", "layers": [layer], "expert_parallel": 2})
+    r = simulate_iteration(grouped, costs, link, 100)
+    # groups of 2: the bytes for the other nodes, 1/2 of 300 instead of 3/4, at the same rate: 3 * (1/2)/(3/4)
+    assert r.alltoall_s == pytest.approx(4 * 2.0)
+    # each node's 400 / 2 expert bytes allreduced over the 2 replicas: 1 step, tau 1 scaled by (1/2)/(3/4)
+    assert r.allreduces == 1 and r.allreduce_s == pytest.approx(0.5 + 200 * (2 / 3) / 100)
+    assert r.iteration_s == pytest.approx(3.0 + 8.0 + r.allreduce_s)      # after the last all-to-all
+    # the bounds see the groups too, and never exceed the simulated iteration
+    assert topology_lower_bound(grouped, costs, link) <= r.iteration_s
+    assert iteration_lower_bound(grouped, 4, 2, link) <= topology_lower_bound(grouped, costs, link)
+    for bad in (3, 8):
+        with pytest.raises(ValueError, match="must divide the 4 nodes"):
+            simulate_iteration(grouped.model_copy(update={"expert_parallel": bad}), costs, link, 100)
+
+
+def test_more_nodes_than_experts_run_expert_data_parallel():
+    # switch-base-128 on 256 nodes was refused ("expert parallelism over all nodes allows at most 128 nodes"):
+    # now two groups of 128 nodes, each expert on 2 of them
+    spec = catalog_model("switch-base-128", 256)
+    assert spec.expert_parallel == 128 and spec.expert_group(256) == 128
+    assert catalog_model("switch-base-128", 200).expert_parallel == 8          # gcd(200, 128)
+    assert catalog_model("switch-base-128", 64).expert_parallel is None        # all 64 nodes
+    assert catalog_model("switch-base-128", 256, expert_parallel=64).expert_parallel == 64
+    moe = [l for l in spec.layers if l.is_moe]
+    costs = TopologyCosts("t", 256, 4, CollectiveCost(8, Fraction(255, 128)), alltoall_throughput=0.004)
+    link = LinkModel.from_units(10, 100)
+    r = simulate_iteration(spec, costs, link, 1 << 20)
+    assert r.alltoalls == 4 * len(moe)
+    assert r.alltoall_s == pytest.approx(4 * sum(costs.alltoall_s(link, l.moe_tokens_bytes, 128) for l in moe))
+    one = costs.alltoall_s(link, moe[0].moe_tokens_bytes, 128)
+    assert one == pytest.approx(costs.alltoall_s(link, moe[0].moe_tokens_bytes) * (127 / 128) / (255 / 256))

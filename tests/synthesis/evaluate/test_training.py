@@ -111,13 +111,16 @@ def test_cli_train_json(capsys, tmp_path):
     (["--model", "resnet50", "--alpha-us", "-1"], "alpha"),
     (["--model", "BAD_FILE"], "layers.0.backward_s"),
     (["--model", "NOT_JSON"], "not a readable JSON"),
+    (["--model", "GROUPS_OF_3"], "expert_parallel=3 must divide the 16 nodes"),
 ])
 def test_cli_train_bad_input(capsys, tmp_path, argv, message):
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": "m", "layers": [{"name": "a", "params_bytes": 1, "forward_s": 1, "backward_s": -1}]}')
     junk = tmp_path / "junk.json"
     junk.write_text("{")
-    argv = [{"BAD_FILE": str(bad), "NOT_JSON": str(junk)}.get(a, a) for a in argv]
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({**MOE, "expert_parallel": 3}))
+    argv = [{"BAD_FILE": str(bad), "NOT_JSON": str(junk), "GROUPS_OF_3": str(groups)}.get(a, a) for a in argv]
     base = ["train", "16", "4", "--alpha-us", "10", "--bandwidth-gbps", "100"]
     code, _, err = run(capsys, *base, *argv)
     assert code == 2 and message in err
@@ -142,3 +145,15 @@ def test_cli_schedule_alltoall(capsys, tmp_path):
 def test_cli_alltoall_where_it_does_not_apply(capsys, argv):
     code, _, err = run(capsys, *argv)
     assert code == 2 and err.startswith("fabricplan: error:")
+
+
+def test_cli_train_more_nodes_than_experts(capsys):
+    # `train 256 4 --model switch-base-128` was refused ("expert parallelism over all nodes allows at most 128
+    # nodes"); it runs expert-data parallelism: two groups of 128 nodes, each expert on 2 nodes
+    code, out, err = run(capsys, "train", "256", "4", "--model", "switch-base-128", "--alpha-us", "10",
+                         "--bandwidth-gbps", "100", "--topology", "torus(16, 16)", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["nodes"] == 256 and data["best"] == "torus(16, 16)"
+    entry = next(e for e in data["entries"] if e["expr"] == "torus(16, 16)")
+    assert entry["alltoall_s"] > 0 and entry["iteration_s"] >= data["lower_bound_s"]
