@@ -5,7 +5,7 @@
 // (#/plans/<id>/frontier).
 import { get } from "../api.js";
 import { COLLECTIVES, SIZES, entryTime_s, linkModel } from "../cost.js";
-import { el, fmtBytes, fmtNumber, fmtUs, intParam, PLOT_STYLE, table, yesNo } from "../util.js";
+import { el, fmtBytes, fmtNumber, fmtUs, intParam, PLOT_STYLE, table, textWidth, yesNo } from "../util.js";
 
 export const NAME = "frontier";
 /** What #/frontier shows without parameters. */
@@ -33,25 +33,71 @@ function form(q) {
   return f;
 }
 
-/** Chart 1: one dot per entry (class frontier-entry), the selected one ringed, the bounds as dashed rules. */
+const FRAME = { width: 620, height: 380, marginTop: 20, marginLeft: 60, marginRight: 30, marginBottom: 45 };
+const LABEL_HEIGHT_PX = 16;            // a line of chart text (13 px) with its descenders
+const ENTRY_R = 5;
+const SELECTED_R = 11;
+
+/** Of the candidate places of a label ([{x, y, anchor: "start"|"end", dx, dy}], x and y in pixels), the first
+ * whose box keeps clear of every point (pixels: [cx, cy, r]); when none does, the one that covers the fewest. */
+export function placeLabel(text, candidates, points) {
+  const w = textWidth(text);
+  const box = (c) => {
+    const x0 = c.anchor === "end" ? c.x + c.dx - w : c.x + c.dx;
+    const yc = c.y + c.dy;
+    return [x0, yc - LABEL_HEIGHT_PX / 2, x0 + w, yc + LABEL_HEIGHT_PX / 2];
+  };
+  const hits = (c) => {
+    const [x0, y0, x1, y1] = box(c);
+    return points.filter(([cx, cy, r]) => cx + r > x0 && cx - r < x1 && cy + r > y0 && cy - r < y1).length;
+  };
+  let best = candidates[0];
+  let fewest = Infinity;
+  for (const c of candidates) {
+    const n = hits(c);
+    if (n === 0) return c;
+    if (n < fewest) [best, fewest] = [c, n];
+  }
+  return best;
+}
+
+/** Chart 1: one dot per entry (class frontier-entry), the selected one ringed, the bounds as dashed rules
+ * labelled where no entry is drawn (`placeLabel`). */
 export function stepsTauChart(entries, bound, selected) {
   const pick = entries.filter((e) => e.expr === selected);
   const xs = entries.map((e) => e.steps).concat([bound.steps]);
   const ys = entries.map((e) => e.tau).concat([bound.tau]);
+  const xDomain = [Math.min(...xs) - 1, Math.max(...xs) + 1];
+  const yDomain = [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03];
+  const sx = Plot.scale({ x: { domain: xDomain, range: [FRAME.marginLeft, FRAME.width - FRAME.marginRight] } });
+  const sy = Plot.scale({ y: { domain: yDomain, range: [FRAME.height - FRAME.marginBottom, FRAME.marginTop] } });
+  const points = entries.map((e) => [sx.apply(e.steps), sy.apply(e.tau), ENTRY_R + 1])
+    .concat(pick.map((e) => [sx.apply(e.steps), sy.apply(e.tau), SELECTED_R + 2]));
+  const label = (text, spots) => {
+    const at = placeLabel(text, spots.map(([x, y, anchor, dx, dy]) => ({ x: sx.apply(x), y: sy.apply(y), anchor, dx, dy, data: [x, y] })), points);
+    return Plot.text([bound], { x: () => at.data[0], y: () => at.data[1], text: () => text, textAnchor: at.anchor, dx: at.dx, dy: at.dy,
+      fill: "#c62828", className: "frontier-bound-label" });
+  };
+  const [left, right] = [xDomain[0] + 0.1, xDomain[1] - 0.1];
+  const [low, high] = [yDomain[0] + 0.01 * (yDomain[1] - yDomain[0]), Math.max(...ys) * 1.02];
+  const bw = `BW bound: tau = ${bound.tau_exact}`;
+  const moore = `Moore bound: ${bound.steps} steps`;
   return Plot.plot({
-    style: PLOT_STYLE, width: 620, height: 380, marginLeft: 60, marginRight: 30, marginBottom: 45,
-    x: { label: "steps = T_L / alpha →", domain: [Math.min(...xs) - 1, Math.max(...xs) + 1], grid: true,
+    style: PLOT_STYLE, ...FRAME,
+    x: { label: "steps = T_L / alpha →", domain: xDomain, grid: true,
       ticks: d3.range(Math.min(...xs) - 1, Math.max(...xs) + 2), tickFormat: "d" },
-    y: { label: "↑ tau = T_B / (M/B)", domain: [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03], grid: true },
+    y: { label: "↑ tau = T_B / (M/B)", domain: yDomain, grid: true },
     marks: [
       Plot.ruleX([bound.steps], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
       Plot.ruleY([bound.tau], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
-      Plot.text([bound], { x: "steps", y: () => Math.max(...ys) * 1.02, text: () => `Moore bound: ${bound.steps} steps`, textAnchor: "start", dx: 4, fill: "#c62828" }),
-      Plot.text([bound], { x: () => Math.max(...xs) + 0.9, y: "tau", text: () => `BW bound: tau = ${bound.tau_exact}`, textAnchor: "end", dy: -6, fill: "#c62828" }),
+      label(moore, [[bound.steps, high, "start", 4, 0], [bound.steps, high, "end", -4, 0], [bound.steps, low, "start", 4, -8],
+        [bound.steps, low, "end", -4, -8]]),
+      label(bw, [[right, bound.tau, "end", 0, -10], [right, bound.tau, "end", 0, 10], [left, bound.tau, "start", 0, -10],
+        [left, bound.tau, "start", 0, 10], [(left + right) / 2, bound.tau, "start", 0, -10], [(left + right) / 2, bound.tau, "start", 0, 10]]),
       Plot.line(entries, { x: "steps", y: "tau", stroke: "#9aa7b5", curve: "step-after" }),
-      Plot.dot(pick, { x: "steps", y: "tau", r: 11, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
+      Plot.dot(pick, { x: "steps", y: "tau", r: SELECTED_R, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
       Plot.dot(entries, {
-        x: "steps", y: "tau", r: 5, fill: "#1f4e79", stroke: "#1f4e79",
+        x: "steps", y: "tau", r: ENTRY_R, fill: "#1f4e79", stroke: "#1f4e79",
         className: "frontier-entry", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}`,
       }),
       Plot.tip(entries, Plot.pointer({ x: "steps", y: "tau", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}` })),
