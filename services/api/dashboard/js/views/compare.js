@@ -187,6 +187,8 @@ function frontierChart(plans) {
   const entries = plans.flatMap((p, i) => (p.frontier || []).map((e) => ({ ...e, plan: i, label: shortId(p.id) })));
   const chosen = plans.flatMap((p, i) => (p.frontier || []).filter((e) => e.expr === (p.planned_expr ?? p.topology?.expr)).map((e) => ({ ...e, plan: i })));
   const shift = (i) => (i - (plans.length - 1) / 2) * FRONTIER_SHIFT_PX;
+  const steps = entries.map((e) => e.steps);
+  const ticks = steps.length ? d3.range(Math.min(...steps), Math.max(...steps) + 1) : [];    // steps are integers
   const marks = plans.flatMap((p, i) => {
     const mine = entries.filter((e) => e.plan === i);
     const style = { dx: shift(i), dy: shift(i), ariaDescription: `plan ${i}` };
@@ -201,7 +203,7 @@ function frontierChart(plans) {
   });
   return Plot.plot({
     style: PLOT_STYLE, width: 640, height: 360, marginLeft: 70, marginBottom: 45,
-    x: { label: "steps = T_L / alpha →", grid: true, tickFormat: "d", inset: FRONTIER_INSET_PX },
+    x: { label: "steps = T_L / alpha →", grid: true, ticks, tickFormat: "d", inset: FRONTIER_INSET_PX },
     y: { label: "↑ tau = T_B / (M/B)", grid: true, inset: FRONTIER_INSET_PX },
     marks,
   });
