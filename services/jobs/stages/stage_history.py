@@ -31,6 +31,7 @@ SAMPLES = 20
 _KEPT = 512
 _cache: OrderedDict[str, dict[str, float] | None] = OrderedDict()
 _lock = Lock()
+_alltoall: dict[str, bool] = {}
 
 
 def _finished_of_kind(s: Session, kind: str) -> list[tuple[str, PlanSpec, bool]]:
@@ -40,7 +41,11 @@ def _finished_of_kind(s: Session, kind: str) -> list[tuple[str, PlanSpec, bool]]
     for pid, request in rows:
         try:
             spec = PlanSpec.load(request)
-            alltoall = has_alltoall(spec)
+            alltoall = _alltoall.get(pid)
+            if alltoall is None:           # a request never changes: read once per process
+                alltoall = _alltoall[pid] = has_alltoall(spec)
+                if len(_alltoall) > 4 * SCANNED:
+                    _alltoall.pop(next(iter(_alltoall)))
         except (ValidationError, ValueError):
             continue                       # a request from an older schema: not a sample
         if plan_kind(spec, alltoall) == kind:
