@@ -945,7 +945,7 @@ def _intersects(a, b) -> bool:
 @pytest.mark.parametrize("nodes,degree", [(64, 4), (16, 4), (64, 2), (100, 2), (256, 4)])
 def test_bound_labels_clear_every_point(page, site, nodes, degree):
     """On the steps-tau chart neither bound's label covers an entry's dot or the selected ring (boxes measured
-    in the page); the entries are the API's frontier."""
+    in the page), and every dot and ring is inside the plot frame; the entries are the API's frontier."""
     pg, _ = page
     api = site["http"].get("/v1/frontiers", params={"nodes": nodes, "degree": degree}).json()
     show(pg, site, f"/frontier?nodes={nodes}&degree={degree}")
@@ -960,3 +960,7 @@ def test_bound_labels_clear_every_point(page, site, nodes, degree):
     for *box, text in labels:
         hit = [p for p in points if _intersects(box, p)]
         assert not hit, f"{text!r} at {box} covers points {hit}"
+    frame = _frame(pg, "#frontier-chart")
+    lo, hi = sorted(frame["ydomain"])
+    assert all(lo <= e["tau"] <= hi for e in api["entries"])
+    assert all(_inside(p, frame) for p in points), (points, frame)      # dots and the ring inside the axes

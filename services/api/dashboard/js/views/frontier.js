@@ -37,6 +37,8 @@ const FRAME = { width: 620, height: 380, marginTop: 20, marginLeft: 60, marginRi
 const LABEL_HEIGHT_PX = 16;            // a line of chart text (13 px) with its descenders
 const ENTRY_R = 5;
 const SELECTED_R = 11;
+/** Pixels kept free inside the frame around the data: the selected entry's ring (radius 11, stroke 3) stays in. */
+const INSET_PX = 14;
 
 /** Of the candidate places of a label ([{x, y, anchor: "start"|"end", dx, dy}], x and y in pixels), the first
  * whose box keeps clear of every point (pixels: [cx, cy, r]); when none does, the one that covers the fewest. */
@@ -69,8 +71,8 @@ export function stepsTauChart(entries, bound, selected) {
   const ys = entries.map((e) => e.tau).concat([bound.tau]);
   const xDomain = [Math.min(...xs) - 1, Math.max(...xs) + 1];
   const yDomain = [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03];
-  const sx = Plot.scale({ x: { domain: xDomain, range: [FRAME.marginLeft, FRAME.width - FRAME.marginRight] } });
-  const sy = Plot.scale({ y: { domain: yDomain, range: [FRAME.height - FRAME.marginBottom, FRAME.marginTop] } });
+  const sx = Plot.scale({ x: { domain: xDomain, range: [FRAME.marginLeft + INSET_PX, FRAME.width - FRAME.marginRight - INSET_PX] } });
+  const sy = Plot.scale({ y: { domain: yDomain, range: [FRAME.height - FRAME.marginBottom - INSET_PX, FRAME.marginTop + INSET_PX] } });
   const points = entries.map((e) => [sx.apply(e.steps), sy.apply(e.tau), ENTRY_R + 1])
     .concat(pick.map((e) => [sx.apply(e.steps), sy.apply(e.tau), SELECTED_R + 2]));
   const label = (text, spots) => {
@@ -84,9 +86,9 @@ export function stepsTauChart(entries, bound, selected) {
   const moore = `Moore bound: ${bound.steps} steps`;
   return Plot.plot({
     style: PLOT_STYLE, ...FRAME,
-    x: { label: "steps = T_L / alpha →", domain: xDomain, grid: true,
+    x: { label: "steps = T_L / alpha →", domain: xDomain, grid: true, inset: INSET_PX,
       ticks: d3.range(Math.min(...xs) - 1, Math.max(...xs) + 2), tickFormat: "d" },
-    y: { label: "↑ tau = T_B / (M/B)", domain: yDomain, grid: true },
+    y: { label: "↑ tau = T_B / (M/B)", domain: yDomain, grid: true, inset: INSET_PX },
     marks: [
       Plot.ruleX([bound.steps], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
       Plot.ruleY([bound.tau], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
