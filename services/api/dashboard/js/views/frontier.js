@@ -41,27 +41,31 @@ const SELECTED_R = 11;
 const INSET_PX = 14;
 
 /** Of the candidate places of a label ([{x, y, anchor: "start"|"end", dx, dy}], x and y in pixels), the first
- * whose box keeps clear of every point (pixels: [cx, cy, r]); when none does, the one that covers the fewest. */
-export function placeLabel(text, candidates, points) {
+ * whose box keeps clear of every obstacle ([{box: [x0, y0, x1, y1], weight}], pixels: a point weighs more than a
+ * rule); when none does, the first that covers the least weight. */
+export function placeLabel(text, candidates, obstacles) {
   const w = textWidth(text);
   const box = (c) => {
     const x0 = c.anchor === "end" ? c.x + c.dx - w : c.x + c.dx;
     const yc = c.y + c.dy;
     return [x0, yc - LABEL_HEIGHT_PX / 2, x0 + w, yc + LABEL_HEIGHT_PX / 2];
   };
-  const hits = (c) => {
+  const covered = (c) => {
     const [x0, y0, x1, y1] = box(c);
-    return points.filter(([cx, cy, r]) => cx + r > x0 && cx - r < x1 && cy + r > y0 && cy - r < y1).length;
+    return obstacles.reduce((sum, { box: [a0, b0, a1, b1], weight }) =>
+      sum + (a1 > x0 && a0 < x1 && b1 > y0 && b0 < y1 ? weight : 0), 0);
   };
   let best = candidates[0];
-  let fewest = Infinity;
+  let least = Infinity;
   for (const c of candidates) {
-    const n = hits(c);
+    const n = covered(c);
     if (n === 0) return c;
-    if (n < fewest) [best, fewest] = [c, n];
+    if (n < least) [best, least] = [c, n];
   }
   return best;
 }
+
+const POINT_WEIGHT = 10;      // covering a point is worse than crossing a line (the other bound's rule, the frontier)
 
 /** Chart 1: one dot per entry (class frontier-entry), the selected one ringed, the bounds as dashed rules
  * labelled where no entry is drawn (`placeLabel`). */
@@ -74,14 +78,27 @@ export function stepsTauChart(entries, bound, selected) {
   const sx = Plot.scale({ x: { domain: xDomain, range: [FRAME.marginLeft + INSET_PX, FRAME.width - FRAME.marginRight - INSET_PX] } });
   const sy = Plot.scale({ y: { domain: yDomain, range: [FRAME.height - FRAME.marginBottom - INSET_PX, FRAME.marginTop + INSET_PX] } });
   const points = entries.map((e) => [sx.apply(e.steps), sy.apply(e.tau), ENTRY_R + 1])
-    .concat(pick.map((e) => [sx.apply(e.steps), sy.apply(e.tau), SELECTED_R + 2]));
-  const label = (text, spots) => {
-    const at = placeLabel(text, spots.map(([x, y, anchor, dx, dy]) => ({ x: sx.apply(x), y: sy.apply(y), anchor, dx, dy, data: [x, y] })), points);
+    .concat(pick.map((e) => [sx.apply(e.steps), sy.apply(e.tau), SELECTED_R + 2]))
+    .map(([cx, cy, r]) => ({ box: [cx - r, cy - r, cx + r, cy + r], weight: POINT_WEIGHT }));
+  const [x0, x1] = sx.range;
+  const [y1, y0] = sy.range;
+  const mooreRule = { box: [sx.apply(bound.steps) - 1, y0, sx.apply(bound.steps) + 1, y1], weight: 1 };
+  const bwRule = { box: [x0, sy.apply(bound.tau) - 1, x1, sy.apply(bound.tau) + 1], weight: 1 };
+  // the frontier's step line: each entry's horizontal run to the next entry's steps, then the drop to its tau
+  const sorted = [...entries].sort((a, b) => a.steps - b.steps);
+  const line = sorted.slice(1).flatMap((e, i) => {
+    const [xa, xb, ya, yb] = [sx.apply(sorted[i].steps), sx.apply(e.steps), sy.apply(sorted[i].tau), sy.apply(e.tau)];
+    return [{ box: [xa, ya - 1, xb, ya + 1], weight: 1 }, { box: [xb - 1, Math.min(ya, yb), xb + 1, Math.max(ya, yb)], weight: 1 }];
+  });
+  const label = (text, spots, rule) => {
+    const at = placeLabel(text, spots.map(([x, y, anchor, dx, dy]) => ({ x: sx.apply(x), y: sy.apply(y), anchor, dx, dy, data: [x, y] })),
+      points.concat([rule], line));
     return Plot.text([bound], { x: () => at.data[0], y: () => at.data[1], text: () => text, textAnchor: at.anchor, dx: at.dx, dy: at.dy,
       fill: "#c62828", className: "frontier-bound-label" });
   };
   const [left, right] = [xDomain[0] + 0.1, xDomain[1] - 0.1];
   const [low, high] = [yDomain[0] + 0.01 * (yDomain[1] - yDomain[0]), Math.max(...ys) * 1.02];
+  const mid = (yDomain[0] + yDomain[1]) / 2;
   const bw = `BW bound: tau = ${bound.tau_exact}`;
   const moore = `Moore bound: ${bound.steps} steps`;
   return Plot.plot({
@@ -92,10 +109,10 @@ export function stepsTauChart(entries, bound, selected) {
     marks: [
       Plot.ruleX([bound.steps], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
       Plot.ruleY([bound.tau], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
-      label(moore, [[bound.steps, high, "start", 4, 0], [bound.steps, high, "end", -4, 0], [bound.steps, low, "start", 4, -8],
-        [bound.steps, low, "end", -4, -8]]),
-      label(bw, [[right, bound.tau, "end", 0, -10], [right, bound.tau, "end", 0, 10], [left, bound.tau, "start", 0, -10],
-        [left, bound.tau, "start", 0, 10], [(left + right) / 2, bound.tau, "start", 0, -10], [(left + right) / 2, bound.tau, "start", 0, 10]]),
+      label(moore, [high, mid, low].flatMap((y) => [[bound.steps, y, "start", 4, y === low ? -8 : 0],
+        [bound.steps, y, "end", -4, y === low ? -8 : 0]]), bwRule),
+      label(bw, [-11, 11, -19, 19].flatMap((dy) => [[right, bound.tau, "end", 0, dy], [left, bound.tau, "start", 0, dy],
+        [(left + right) / 2, bound.tau, "start", 0, dy]]), mooreRule),
       Plot.line(entries, { x: "steps", y: "tau", stroke: "#9aa7b5", curve: "step-after" }),
       Plot.dot(pick, { x: "steps", y: "tau", r: SELECTED_R, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
       Plot.dot(entries, {
