@@ -63,10 +63,14 @@ TAGS = [
     {"name": "topologies", "description": "Evaluate a topology expression or edge list; the Pareto frontier."},
     {"name": "fabric", "description": "Fabrics, placements, and the panel agents' contract (config long poll, "
                                       "state reports)."},
+    {"name": "cluster", "description": "Shared-cluster simulations: a job mix on direct-connect against switched "
+                                       "fabrics (TopoOpt section 5.6), run in a worker."},
     {"name": "health", "description": "Liveness, readiness, statistics and Prometheus metrics."},
 ]
-# pyproject.toml declares no open-source license: the document says so rather than inventing one
-LICENSE = {"name": "Proprietary"}
+# pyproject.toml declares no license (no `license` field, no LICENSE file): the document says exactly that rather
+# than inventing one; an SPDX LicenseRef- identifier is the SPDX form for a licence not on its list
+LICENSE = {"name": "No license declared (pyproject.toml names none): all rights reserved",
+           "identifier": "LicenseRef-fabricplan-no-license-declared"}
 SERVERS = [{"url": "/", "description": "the service that served this document"}]
 
 HEADER_SCHEMAS = {
@@ -144,6 +148,8 @@ def _customise(doc: dict) -> dict:
                 media = op["requestBody"]["content"]["application/json"]
                 media["schema"] = {"oneOf": refs, "title": "Body"}
                 op["requestBody"]["required"] = True
+    _unknown_query(doc)
+    _tuple_items(doc)
     _add_model(schemas, Problem)
     for unused in ("HTTPValidationError", "ValidationError"):      # FastAPI's own 422 shape: never served
         schemas.pop(unused, None)
@@ -151,6 +157,34 @@ def _customise(doc: dict) -> dict:
     if "securitySchemes" in doc["components"]:
         doc["security"] = SECURITY
     return doc
+
+
+UNKNOWN_QUERY = {"description": "an unknown query parameter (services.api.query_guard): the problem names it",
+                 "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+
+
+def _unknown_query(doc: dict) -> None:
+    """Every operation answers 422 to a query parameter it does not take (an app-wide dependency): declared
+    where FastAPI did not (operations without parameters of their own)."""
+    for ops in doc.get("paths", {}).values():
+        for op in ops.values():
+            op.setdefault("responses", {}).setdefault("422", dict(UNKNOWN_QUERY))
+
+
+def _tuple_items(node) -> None:
+    """A fixed-length tuple's schema (prefixItems with minItems = maxItems) also gets `items`, the schema its
+    members share (or their anyOf): the same arrays validate, and linters and generators that read only `items`
+    (spectral's array-items) see the members' type."""
+    if isinstance(node, dict):
+        prefix = node.get("prefixItems")
+        if node.get("type") == "array" and isinstance(prefix, list) and prefix and "items" not in node:
+            distinct = [x for i, x in enumerate(prefix) if x not in prefix[:i]]
+            node["items"] = distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
+        for v in node.values():
+            _tuple_items(v)
+    elif isinstance(node, list):
+        for v in node:
+            _tuple_items(v)
 
 
 def _headers(op: dict) -> None:

@@ -829,3 +829,138 @@ def test_topology_view_polls_an_evaluation_still_running(page, site):
     assert pg.locator("#topology-drawing circle.node").count() == got["nodes"] == 9
     assert pg.locator("#topology-drawing path.arc").count() == len(got["arcs"]) == 18
     assert pg.locator("#topology-waiting").count() == 0
+
+
+# ----- chart geometry: measured in the page ------------------------------------------------------------------
+_BOX = "e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }"
+
+
+def _tick_labels(pg, chart: str) -> list[dict]:
+    """The y tick labels of the chart in `chart`: their text, full label, tooltip and box, and the svg's box."""
+    return pg.locator(f"{chart} svg:has(g[aria-label='y-axis tick'])").evaluate("""svg => {
+        const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+        return [...svg.querySelectorAll('g[aria-label="y-axis tick label"] text')].map((t) => ({
+            text: [...t.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join(''),
+            label: t.getAttribute('data-label'), title: t.querySelector('title')?.textContent ?? null,
+            box: box(t), svg: box(svg) }));
+    }""")
+
+
+def _check_labels(labels: list[dict], want: list[str]) -> None:
+    """Every label inside its svg, whole or a prefix with an ellipsis, its full text in the tooltip."""
+    assert len(labels) == len(want)
+    for x, full in zip(labels, want):
+        left, _, right, _ = x["box"]
+        assert left >= x["svg"][0] - 0.5 and right <= x["svg"][2] + 0.5, x
+        assert x["text"] == full or (x["text"].endswith("…") and full.startswith(x["text"][:-1])), (x, full)
+    assert [x["label"] for x in labels] == want and [x["title"] for x in labels] == want
+
+
+def test_bar_chart_labels_are_inside_the_chart(page, site):
+    """Long band labels (a revision's `remove(...)` topology, training entries, the compared plans) are drawn
+    inside the svg: whole when the margin measured for them allows, else cut with an ellipsis, and always
+    with the full label as a tooltip. The labels are the API's names."""
+    pg, _ = page
+    http = site["http"]
+    pid = site["revised"]["id"]
+    rev2 = http.get(f"/v1/plans/{pid}/revisions/2").json()
+    show(pg, site, f"/plans/{pid}")
+    plan = site["revised"]
+    want = [f"fabricplan: {plan['topology']['expr']}", f"revision 2: {rev2['topology']['expr']}",
+            *plan["baselines_time_us"]]
+    assert len(want[1]) > 40                          # remove(circulant(...), a>b, c>d): long enough to cut
+    _check_labels(_tick_labels(pg, "#baseline-chart"), want)
+    moe = site["moe"]
+    show(pg, site, f"/plans/{moe['id']}")
+    t = moe["training"]
+    names = [f"{e['name']} ({e['expr']})" if e["kind"] == "baseline" else
+             (f"{e['expr']} (chosen)" if e["expr"] == t["best"] else e["expr"]) for e in t["entries"]]
+    _check_labels(_tick_labels(pg, "#training-chart"), names)
+    ids = [site["bound"]["id"], pid]
+    show(pg, site, f"/compare?plans={','.join(ids)}")
+    exprs = [site["bound"]["topology"]["expr"], rev2["topology"]["expr"]]
+    _check_labels(_tick_labels(pg, "#compare-workload-chart"), [f"{i[:8]} {e}" for i, e in zip(ids, exprs)])
+
+
+def _frame(pg, chart: str) -> dict:
+    """The plot frame of a chart, from its axes: left where the y ticks end, bottom where the x ticks start."""
+    return pg.locator(f"{chart} svg:has(g[aria-label='y-axis tick'])").evaluate("""svg => {
+        const boxes = (sel) => [...svg.querySelectorAll(sel)].map((e) => e.getBoundingClientRect());
+        const s = svg.getBoundingClientRect();
+        return { left: Math.max(...boxes('g[aria-label="y-axis tick"] path').map((r) => r.right)),
+                 bottom: Math.min(...boxes('g[aria-label="x-axis tick"] path').map((r) => r.top)),
+                 top: s.top, right: s.right, ydomain: svg.scale('y').domain };
+    }""")
+
+
+def _ring_boxes(pg, selector: str) -> list[list[float]]:
+    """Circles' boxes with their stroke (getBoundingClientRect leaves the stroke out)."""
+    return pg.locator(selector).evaluate_all("""cs => cs.map((c) => {
+        const r = c.getBoundingClientRect(); const w = parseFloat(getComputedStyle(c).strokeWidth || '0') / 2;
+        return [r.left - w, r.top - w, r.right + w, r.bottom + w]; })""")
+
+
+def _inside(box, frame) -> bool:
+    left, top, right, bottom = box
+    return left >= frame["left"] - 0.5 and right <= frame["right"] + 0.5 and top >= frame["top"] - 0.5 \
+        and bottom <= frame["bottom"] + 0.5
+
+
+def test_compare_frontiers_overlap_visibly_inside_the_frame(page, site):
+    """Two plans with the same frontier (N = 16, d = 4): each plan's line has points where it is the topmost
+    element (neither hides the other), the lines differ in dash pattern, every entry's tau is in the y domain,
+    and every chosen ring is drawn inside the plot frame."""
+    pg, _ = page
+    bound, revised = site["bound"], site["revised"]
+    assert [(e["steps"], e["tau"]) for e in bound["frontier"]] == [(e["steps"], e["tau"]) for e in revised["frontier"]]
+    show(pg, site, f"/compare?plans={bound['id']},{revised['id']}")
+    chart = "#compare-frontier-chart"
+    visible = pg.locator(f"{chart} svg:has(g[aria-label='y-axis tick'])").evaluate("""svg => [0, 1].map((i) => {
+        const path = svg.querySelectorAll('g[aria-label=line] path')[i];
+        if (!path) return null;
+        svg.scrollIntoView({ block: 'center' });         // elementFromPoint sees the viewport only
+        const m = path.getScreenCTM(); const len = path.getTotalLength(); let top = 0; const n = 60;
+        for (let k = 0; k < n; k++) {
+            const p = path.getPointAtLength(len * (k + 0.5) / n);
+            const q = new DOMPoint(p.x, p.y).matrixTransform(m);
+            if (document.elementFromPoint(q.x, q.y) === path) top++;
+        }
+        return { top, n, dash: getComputedStyle(path).strokeDasharray };
+    })""")
+    assert None not in visible, "each plan has its own frontier line"
+    for v in visible:
+        assert v["top"] >= v["n"] // 4, visible              # at least a quarter of each line is on top
+    assert visible[0]["dash"] != visible[1]["dash"]
+    frame = _frame(pg, chart)
+    lo, hi = sorted(frame["ydomain"])
+    assert all(lo <= e["tau"] <= hi for p in (bound, revised) for e in p["frontier"])
+    rings = _ring_boxes(pg, f"{chart} g.compare-chosen circle")
+    assert len(rings) == 2 and all(_inside(r, frame) for r in rings), (rings, frame)
+
+
+def _intersects(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.parametrize("nodes,degree", [(64, 4), (16, 4), (64, 2), (100, 2), (256, 4)])
+def test_bound_labels_clear_every_point(page, site, nodes, degree):
+    """On the steps-tau chart neither bound's label covers an entry's dot or the selected ring (boxes measured
+    in the page), and every dot and ring is inside the plot frame; the entries are the API's frontier."""
+    pg, _ = page
+    api = site["http"].get("/v1/frontiers", params={"nodes": nodes, "degree": degree}).json()
+    show(pg, site, f"/frontier?nodes={nodes}&degree={degree}")
+    chart = pg.locator("#frontier-chart")
+    assert chart.locator("g.frontier-entry circle").count() == len(api["entries"])
+    labels = chart.locator("g[aria-label=text] text").evaluate_all(
+        "ts => ts.filter((t) => /bound/.test(t.textContent)).map((t) => { const r = t.getBoundingClientRect(); "
+        "return [r.left, r.top, r.right, r.bottom, t.textContent]; })")
+    assert sorted(x[4].split(":")[0] for x in labels) == ["BW bound", "Moore bound"]
+    points = _ring_boxes(pg, "#frontier-chart g.frontier-entry circle") + \
+        _ring_boxes(pg, "#frontier-chart g.frontier-selected circle")
+    for *box, text in labels:
+        hit = [p for p in points if _intersects(box, p)]
+        assert not hit, f"{text!r} at {box} covers points {hit}"
+    frame = _frame(pg, "#frontier-chart")
+    lo, hi = sorted(frame["ydomain"])
+    assert all(lo <= e["tau"] <= hi for e in api["entries"])
+    assert all(_inside(p, frame) for p in points), (points, frame)      # dots and the ring inside the axes

@@ -233,6 +233,9 @@ def _load_plan_body(url: str, plan_id: str, base: str) -> tuple[bytes, bool]:
 @router.get("/{plan_id}/events", response_model=list[PlanEventOut], responses={**NOT_FOUND, **AUTH},
             dependencies=[Depends(READ)])
 def plan_events(plan_id: str, s: Session = Depends(get_session)):
+    """The plan's events, oldest first: its status, stage, progress and message at each change; a stage's start
+    event carries `started_at`, the event closing it `started_at`, `ended_at` and `duration_s` (a revision's
+    stages are named `rev{n}:{stage}`)."""
     return [PlanEventOut(at=utc(e.at), status=e.status, stage=e.stage, progress=e.progress, message=e.message,
                          started_at=utc(e.started_at) if e.started_at else None,
                          ended_at=utc(e.ended_at) if e.ended_at else None, duration_s=e.duration_s)

@@ -12,10 +12,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from sqlalchemy.orm import object_session
+
 from services.config import get_settings
 from services.store import compiles, fabrics, job_metrics, jobs, notify, repo, stage_events
 from services.store.db import session_scope
 from services.store.models import CompileJob, Evaluation, Plan, PlanEvent, PlanRevision, utcnow
+from services.jobs.stages.stage_history import plan_correction
 from services.jobs.stages.stage_weights import plan_progress
 from services.jobs.requests.plan_spec import PlanSpec
 from services.jobs.requests.workloads import has_alltoall
@@ -70,11 +73,13 @@ def plan_spec(plan_id: str) -> PlanSpec:
 
 
 def weighted(plan: Plan | None, stage: str, progress: float) -> float:
-    """The plan's progress at the point `progress` of its stage's band (services.jobs.stages.stage_weights)."""
+    """The plan's progress at the point `progress` of its stage's band (services.jobs.stages.stage_weights),
+    its stages weighed by the durations recorded for finished plans of its kind (stage_history)."""
     if plan is None:
         return progress
     spec = PlanSpec.load(plan.request)
-    return plan_progress(spec, has_alltoall(spec), stage, progress)
+    correction = plan_correction(object_session(plan), plan)
+    return plan_progress(spec, has_alltoall(spec), stage, progress, correction)
 
 
 def advance(plan_id: str, stage: str, progress: float, message: str | None = None) -> None:

@@ -28,14 +28,26 @@ The stage modules report progress in their own bands (LEGACY_BANDS: the fraction
 pass to `advance`); `plan_progress` and `revision_progress` map a point of a band onto the weighted scale, so the
 bar no longer sits at 95 % while the compile stage, most of the time at large N, runs.
 
+Plans of different kinds spend their time differently (a training plan simulates an iteration on every frontier
+entry in its select stage; an MoE plan solves an all-to-all LP; an N = 16 plan is mostly fixed costs), so the
+model above is only the prior. Once plans of a kind (`plan_kind`) have finished, the stage durations their events
+recorded correct it: for each stage, the median over the recent finished plans of the kind of measured / modelled
+seconds (`corrections`; services.jobs.stages.stage_history reads them from the store) multiplies the modelled
+cost of the running plan. With one finished plan of the same size, a plan's bands are that plan's recorded
+duration shares exactly; with none, the model (and DEFAULT_CORRECTIONS for the kinds it does not describe).
+
 The ETA while running is the elapsed running time times (1 - p) / p for the weighted progress p (`eta_s`).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from statistics import median
+
+from services.jobs.requests.hybrid_workloads import is_hybrid
 from services.jobs.requests.plan_spec import PlanSpec
 
 __all__ = ["FIXED_S", "QUADRATIC_S", "EXPONENT", "REVISION_QUADRATIC_S", "LEGACY_BANDS", "plan_stages", "revision_stages", "files_of",
-           "plan_progress", "revision_progress", "eta_s"]
+           "DEFAULT_CORRECTIONS", "plan_kind", "corrections", "plan_progress", "revision_progress", "eta_s"]
 
 FIXED_S = {"frontier": 0.04, "select": 0.01, "fabric": 0.3, "repair": 0.3, "schedule": 0.02, "verify": 0.01,
            "store": 0.05, "alltoall": 0.2, "compile": 0.04, "finish": 0.02}
@@ -57,6 +69,21 @@ LEGACY_BANDS = {"frontier": (0.0, 0.2), "select": (0.2, 0.3), "fabric": (0.3, 0.
                 "repair": (0.0, 0.15), "finish": (1.0, 1.0)}
 """The fraction each stage module passes to `advance`, from where the stage starts to where it ends."""
 
+DEFAULT_CORRECTIONS = {"training": {"select": 20.0}, "hybrid": {"select": 40.0}}
+"""Corrections a kind starts from before any plan of it has finished: a training plan's select stage simulates
+an iteration on each frontier entry and baseline (0.23 s at N = 16 for six topologies, against the model's
+0.01 s of a plain selection: 20x; a hybrid plan also searches the parallel strategies)."""
+
+
+def plan_kind(spec: PlanSpec, has_alltoall: bool) -> str:
+    """The kind whose recorded stage durations weigh a plan's stages: its workload form (collective sizes,
+    training, hybrid-parallel training), whether it plans an all-to-all, whether it binds to a fabric."""
+    workload = "collective"
+    if spec.training is not None:
+        workload = "hybrid" if is_hybrid(spec) else "training"
+    return workload + ("+alltoall" if has_alltoall else "") + ("+fabric" if spec.fabric_id else "")
+
+
 def files_of(spec: PlanSpec, has_alltoall: bool) -> int:
     """How many XML files the compile stage writes: runtimes x (allgather, reduce-scatter, allreduce[, all-to-all])."""
     return len(spec.runtime_list) * (4 if has_alltoall else 3)
@@ -67,12 +94,33 @@ def _cost(stage: str, nodes: int, files: int, quadratic: dict = QUADRATIC_S) -> 
     return c * files if stage == "compile" else c
 
 
-def plan_stages(spec: PlanSpec, has_alltoall: bool) -> list[tuple[str, float]]:
-    """A plan's stages in order with their expected costs (seconds)."""
+def _model_stages(spec: PlanSpec, has_alltoall: bool) -> list[tuple[str, float]]:
     names = ["frontier", "select"] + (["fabric"] if spec.fabric_id else []) + ["schedule", "verify", "store"]
     names += (["alltoall"] if has_alltoall else []) + ["compile", "finish"]
     n, f = spec.nodes, files_of(spec, has_alltoall)
     return [(s, _cost(s, n, f)) for s in names]
+
+
+def plan_stages(spec: PlanSpec, has_alltoall: bool,
+                correction: Mapping[str, float] | None = None) -> list[tuple[str, float]]:
+    """A plan's stages in order with their expected costs (seconds): the model's, times the kind's
+    `correction` per stage (`corrections` of its finished plans; DEFAULT_CORRECTIONS when None)."""
+    if correction is None:
+        correction = DEFAULT_CORRECTIONS.get(plan_kind(spec, has_alltoall).split("+")[0], {})
+    return [(s, c * correction.get(s, 1.0)) for s, c in _model_stages(spec, has_alltoall)]
+
+
+def corrections(finished: Iterable[tuple[PlanSpec, bool, Mapping[str, float]]]) -> dict[str, float]:
+    """Per stage, the median over finished plans (spec, has_alltoall, {stage: recorded seconds}) of recorded /
+    modelled seconds; stages no plan recorded keep the kind's default. All the plans should be of one kind."""
+    ratios: dict[str, list[float]] = {}
+    default: dict[str, float] = {}
+    for spec, alltoall, durations in finished:
+        default = DEFAULT_CORRECTIONS.get(plan_kind(spec, alltoall).split("+")[0], {})
+        for stage, modelled in _model_stages(spec, alltoall):
+            if stage in durations and modelled > 0:
+                ratios.setdefault(stage, []).append(max(0.0, durations[stage]) / modelled)
+    return {**default, **{stage: median(r) for stage, r in ratios.items()}}
 
 
 def revision_stages(spec: PlanSpec, has_alltoall: bool = False) -> list[tuple[str, float]]:
@@ -98,9 +146,11 @@ def _local(bands: dict, stage: str, legacy: float) -> float:
     return 0.0 if hi <= lo else (legacy - lo) / (hi - lo)
 
 
-def plan_progress(spec: PlanSpec, has_alltoall: bool, stage: str, legacy: float) -> float:
-    """The weighted progress of a plan at the point `legacy` of its stage's band (LEGACY_BANDS)."""
-    return _weighted(plan_stages(spec, has_alltoall), stage, _local(LEGACY_BANDS, stage, legacy))
+def plan_progress(spec: PlanSpec, has_alltoall: bool, stage: str, legacy: float,
+                  correction: Mapping[str, float] | None = None) -> float:
+    """The weighted progress of a plan at the point `legacy` of its stage's band (LEGACY_BANDS), its stages
+    weighed by `plan_stages(spec, has_alltoall, correction)`."""
+    return _weighted(plan_stages(spec, has_alltoall, correction), stage, _local(LEGACY_BANDS, stage, legacy))
 
 
 def revision_progress(spec: PlanSpec, stage: str, local: float, has_alltoall: bool = False) -> float:

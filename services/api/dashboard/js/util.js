@@ -135,3 +135,56 @@ export function spinner(text, attrs = {}) {
 export function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** The font Plot draws chart text in (its own system-ui, sans-serif at PLOT_STYLE's size). */
+export const CHART_FONT = `${PLOT_STYLE.fontSize} system-ui, sans-serif`;
+
+let measurer = null;
+
+/** The width in pixels of `text` drawn in `font` (a canvas measures it; nothing is laid out). */
+export function textWidth(text, font = CHART_FONT) {
+  measurer = measurer || document.createElement("canvas").getContext("2d");
+  measurer.font = font;
+  return measurer.measureText(String(text)).width;
+}
+
+/** What a y tick label needs left of it inside the svg: Plot's tick (6 px) and padding (3 px), and 8 px
+ * so a label measured on a canvas still fits where the svg draws it. */
+const TICK_ROOM = 17;
+
+/** `label`, or its longest prefix with an ellipsis that fits in `room` pixels. */
+export function ellipsis(label, room, font = CHART_FONT) {
+  const text = String(label);
+  if (textWidth(text, font) <= room) return text;
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (textWidth(text.slice(0, mid) + "…", font) <= room) lo = mid;
+    else hi = mid - 1;
+  }
+  return text.slice(0, lo) + "…";
+}
+
+/** The band labels of a horizontal bar chart, readable: the left margin as wide as the widest label measures,
+ * up to `maxMargin` pixels; a label wider than that ends in an ellipsis (its full text is the tick's tooltip:
+ * `titleTicks`). {marginLeft, tickFormat} for Plot's options and y scale. */
+export function bandLabels(labels, maxMargin) {
+  const widest = Math.max(0, ...labels.map((l) => textWidth(l)));
+  const marginLeft = Math.ceil(Math.min(widest + TICK_ROOM, maxMargin));
+  const short = new Map(labels.map((l) => [l, ellipsis(l, marginLeft - TICK_ROOM)]));
+  return { marginLeft, tickFormat: (l) => short.get(l) ?? l };
+}
+
+/** Each y tick label of `chart` (Plot's svg or figure) gets its band's full text as a tooltip (<title>) and in
+ * data-label; `labels` in the y domain's order. */
+export function titleTicks(chart, labels) {
+  chart.querySelectorAll('g[aria-label="y-axis tick label"] text').forEach((t, i) => {
+    if (labels[i] === undefined) return;
+    const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    title.textContent = labels[i];
+    t.append(title);
+    t.setAttribute("data-label", labels[i]);
+  });
+  return chart;
+}

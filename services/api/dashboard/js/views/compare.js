@@ -4,7 +4,7 @@
 // verified schedule's steps and tau), the workload times, and every plan's frontier in the steps-tau plane.
 import { get } from "../api.js";
 import { COLLECTIVES, SIZES, linkModel, time_s } from "../cost.js";
-import { el, fmtBytes, fmtNumber, fmtUs, PLOT_STYLE, shortId, table, timeUnit, yesNo } from "../util.js";
+import { bandLabels, el, fmtBytes, fmtNumber, fmtUs, PLOT_STYLE, shortId, table, timeUnit, titleTicks, yesNo } from "../util.js";
 
 export const NAME = "compare";
 export const MIN_PLANS = 2;
@@ -158,34 +158,69 @@ function workloadChart(plans) {
     .filter((r) => r.time != null);
   if (!rows.length) return el("p", { class: "muted" }, "No workload times.");
   const unit = timeUnit(Math.max(...rows.map((r) => r.time)));
-  return Plot.plot({
-    style: PLOT_STYLE, width: 640, height: 70 + 34 * rows.length, marginLeft: 250, marginRight: 90, marginBottom: 45,
+  const labels = rows.map((r) => r.label);
+  const ticks = bandLabels(labels, 300);
+  return titleTicks(Plot.plot({
+    style: PLOT_STYLE, width: 640, height: 70 + 34 * rows.length, marginLeft: ticks.marginLeft, marginRight: 90, marginBottom: 45,
     x: { label: `workload time (${unit.unit}) →`, grid: true },
-    y: { label: null, domain: rows.map((r) => r.label) },
+    y: { label: null, domain: labels, tickFormat: ticks.tickFormat },
     color: { domain: plans.map((p, i) => i), range: PALETTE },
     marks: [
       Plot.barX(rows, { x: (r) => r.time * unit.per_us, y: "label", fill: "plan", className: "compare-bar", title: (r) => `${r.label}: ${fmtUs(r.time)}` }),
       Plot.text(rows, { x: (r) => r.time * unit.per_us, y: "label", text: (r) => unit.fmt(r.time), dx: 4, textAnchor: "start" }),
       Plot.ruleX([0]),
     ],
-  });
+  }), labels);
 }
+
+/** Each plan's line style and marker in the frontier chart: plans with the same frontier draw the same points,
+ * so besides its colour each has its own dash pattern and marker symbol and is shifted FRONTIER_SHIFT_PX from
+ * the previous one (every line stays visible where they coincide). */
+export const FRONTIER_DASHES = ["none", "8,4", "2,3", "10,3,2,3"];
+export const FRONTIER_SYMBOLS = ["circle", "square", "triangle", "diamond"];
+const FRONTIER_SHIFT_PX = 3;
+/** Pixels kept free inside the chart's frame around the data: the chosen entry's ring (radius 10, stroke 3)
+ * and the shifts stay inside the axes. */
+const FRONTIER_INSET_PX = 18;
 
 function frontierChart(plans) {
   const entries = plans.flatMap((p, i) => (p.frontier || []).map((e) => ({ ...e, plan: i, label: shortId(p.id) })));
   const chosen = plans.flatMap((p, i) => (p.frontier || []).filter((e) => e.expr === (p.planned_expr ?? p.topology?.expr)).map((e) => ({ ...e, plan: i })));
+  const shift = (i) => (i - (plans.length - 1) / 2) * FRONTIER_SHIFT_PX;
+  const steps = entries.map((e) => e.steps);
+  const ticks = steps.length ? d3.range(Math.min(...steps), Math.max(...steps) + 1) : [];    // steps are integers
+  const marks = plans.flatMap((p, i) => {
+    const mine = entries.filter((e) => e.plan === i);
+    const style = { dx: shift(i), dy: shift(i), ariaDescription: `plan ${i}` };
+    return [
+      Plot.line(mine, { x: "steps", y: "tau", stroke: PALETTE[i], strokeWidth: 2, strokeDasharray: FRONTIER_DASHES[i],
+        curve: "step-after", className: "compare-frontier-line", ...style }),
+      Plot.dot(chosen.filter((e) => e.plan === i), { x: "steps", y: "tau", r: 10, stroke: PALETTE[i], strokeWidth: 3,
+        className: "compare-chosen", ...style }),
+      Plot.dot(mine, { x: "steps", y: "tau", fill: PALETTE[i], r: 4, symbol: FRONTIER_SYMBOLS[i], className: "compare-frontier",
+        title: (e) => `${e.label}: ${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}`, ...style }),
+    ];
+  });
   return Plot.plot({
     style: PLOT_STYLE, width: 640, height: 360, marginLeft: 70, marginBottom: 45,
-    x: { label: "steps = T_L / alpha →", grid: true, tickFormat: "d" },
-    y: { label: "↑ tau = T_B / (M/B)", grid: true },
-    color: { domain: plans.map((p, i) => i), range: PALETTE },
-    marks: [
-      Plot.line(entries, { x: "steps", y: "tau", z: "plan", stroke: "plan", strokeOpacity: 0.5, curve: "step-after" }),
-      Plot.dot(chosen, { x: "steps", y: "tau", r: 10, stroke: "plan", strokeWidth: 3, className: "compare-chosen" }),
-      Plot.dot(entries, { x: "steps", y: "tau", fill: "plan", r: 4, className: "compare-frontier",
-        title: (e) => `${e.label}: ${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}` }),
-    ],
+    x: { label: "steps = T_L / alpha →", grid: true, ticks, tickFormat: "d", inset: FRONTIER_INSET_PX },
+    y: { label: "↑ tau = T_B / (M/B)", grid: true, inset: FRONTIER_INSET_PX },
+    marks,
   });
+}
+
+/** The frontier chart's key: each plan's colour, dash pattern and marker beside its id. */
+function frontierLegend(plans) {
+  const ns = "http://www.w3.org/2000/svg";
+  return el("p", { class: "legend-note", id: "compare-frontier-legend" }, plans.map((p, i) => {
+    const dash = FRONTIER_DASHES[i] === "none" ? null : FRONTIER_DASHES[i];
+    const shape = { circle: d3.symbolCircle, square: d3.symbolSquare, triangle: d3.symbolTriangle, diamond: d3.symbolDiamond };
+    const symbol = d3.symbol(shape[FRONTIER_SYMBOLS[i]], 50)();
+    return [el("svg", { xmlns: ns, width: 44, height: 14, "aria-hidden": "true" },
+      el("line", { xmlns: ns, x1: 2, x2: 42, y1: 7, y2: 7, stroke: PALETTE[i], "stroke-width": 2, "stroke-dasharray": dash }),
+      el("path", { xmlns: ns, d: symbol, transform: "translate(22,7)", fill: PALETTE[i] })),
+    " ", el("code", {}, shortId(p.id)), "   "];
+  }));
 }
 
 export async function render(root, { query }) {
@@ -213,5 +248,6 @@ export async function render(root, { query }) {
         el("div", { class: "chart", id: "compare-workload-chart" }, workloadChart(plans)),
         el("h2", {}, "Frontiers (steps against tau)"),
         el("p", { class: "legend-note" }, "Each plan's Pareto frontier; ringed: its choice when it was planned."),
+        frontierLegend(plans),
         el("div", { class: "chart", id: "compare-frontier-chart" }, frontierChart(plans))))));
 }

@@ -5,7 +5,7 @@
 // (#/plans/<id>/frontier).
 import { get } from "../api.js";
 import { COLLECTIVES, SIZES, entryTime_s, linkModel } from "../cost.js";
-import { el, fmtBytes, fmtNumber, fmtUs, intParam, PLOT_STYLE, table, yesNo } from "../util.js";
+import { el, fmtBytes, fmtNumber, fmtUs, intParam, PLOT_STYLE, table, textWidth, yesNo } from "../util.js";
 
 export const NAME = "frontier";
 /** What #/frontier shows without parameters. */
@@ -33,25 +33,90 @@ function form(q) {
   return f;
 }
 
-/** Chart 1: one dot per entry (class frontier-entry), the selected one ringed, the bounds as dashed rules. */
+const FRAME = { width: 620, height: 380, marginTop: 20, marginLeft: 60, marginRight: 30, marginBottom: 45 };
+const LABEL_HEIGHT_PX = 16;            // a line of chart text (13 px) with its descenders
+const ENTRY_R = 5;
+const SELECTED_R = 11;
+/** Pixels kept free inside the frame around the data: the selected entry's ring (radius 11, stroke 3) stays in. */
+const INSET_PX = 14;
+
+/** Of the candidate places of a label ([{x, y, anchor: "start"|"end", dx, dy}], x and y in pixels), the first
+ * whose box keeps clear of every obstacle ([{box: [x0, y0, x1, y1], weight}], pixels: a point weighs more than a
+ * rule); when none does, the first that covers the least weight. */
+export function placeLabel(text, candidates, obstacles) {
+  const w = textWidth(text);
+  const box = (c) => {
+    const x0 = c.anchor === "end" ? c.x + c.dx - w : c.x + c.dx;
+    const yc = c.y + c.dy;
+    return [x0, yc - LABEL_HEIGHT_PX / 2, x0 + w, yc + LABEL_HEIGHT_PX / 2];
+  };
+  const covered = (c) => {
+    const [x0, y0, x1, y1] = box(c);
+    return obstacles.reduce((sum, { box: [a0, b0, a1, b1], weight }) =>
+      sum + (a1 > x0 && a0 < x1 && b1 > y0 && b0 < y1 ? weight : 0), 0);
+  };
+  let best = candidates[0];
+  let least = Infinity;
+  for (const c of candidates) {
+    const n = covered(c);
+    if (n === 0) return c;
+    if (n < least) [best, least] = [c, n];
+  }
+  return best;
+}
+
+const POINT_WEIGHT = 10;      // covering a point is worse than crossing a line (the other bound's rule, the frontier)
+
+/** Chart 1: one dot per entry (class frontier-entry), the selected one ringed, the bounds as dashed rules
+ * labelled where no entry is drawn (`placeLabel`). */
 export function stepsTauChart(entries, bound, selected) {
   const pick = entries.filter((e) => e.expr === selected);
   const xs = entries.map((e) => e.steps).concat([bound.steps]);
   const ys = entries.map((e) => e.tau).concat([bound.tau]);
+  const xDomain = [Math.min(...xs) - 1, Math.max(...xs) + 1];
+  const yDomain = [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03];
+  const sx = Plot.scale({ x: { domain: xDomain, range: [FRAME.marginLeft + INSET_PX, FRAME.width - FRAME.marginRight - INSET_PX] } });
+  const sy = Plot.scale({ y: { domain: yDomain, range: [FRAME.height - FRAME.marginBottom - INSET_PX, FRAME.marginTop + INSET_PX] } });
+  const points = entries.map((e) => [sx.apply(e.steps), sy.apply(e.tau), ENTRY_R + 1])
+    .concat(pick.map((e) => [sx.apply(e.steps), sy.apply(e.tau), SELECTED_R + 2]))
+    .map(([cx, cy, r]) => ({ box: [cx - r, cy - r, cx + r, cy + r], weight: POINT_WEIGHT }));
+  const [x0, x1] = sx.range;
+  const [y1, y0] = sy.range;
+  const mooreRule = { box: [sx.apply(bound.steps) - 1, y0, sx.apply(bound.steps) + 1, y1], weight: 1 };
+  const bwRule = { box: [x0, sy.apply(bound.tau) - 1, x1, sy.apply(bound.tau) + 1], weight: 1 };
+  // the frontier's step line: each entry's horizontal run to the next entry's steps, then the drop to its tau
+  const sorted = [...entries].sort((a, b) => a.steps - b.steps);
+  const line = sorted.slice(1).flatMap((e, i) => {
+    const [xa, xb, ya, yb] = [sx.apply(sorted[i].steps), sx.apply(e.steps), sy.apply(sorted[i].tau), sy.apply(e.tau)];
+    return [{ box: [xa, ya - 1, xb, ya + 1], weight: 1 }, { box: [xb - 1, Math.min(ya, yb), xb + 1, Math.max(ya, yb)], weight: 1 }];
+  });
+  const label = (text, spots, rule) => {
+    const at = placeLabel(text, spots.map(([x, y, anchor, dx, dy]) => ({ x: sx.apply(x), y: sy.apply(y), anchor, dx, dy, data: [x, y] })),
+      points.concat([rule], line));
+    return Plot.text([bound], { x: () => at.data[0], y: () => at.data[1], text: () => text, textAnchor: at.anchor, dx: at.dx, dy: at.dy,
+      fill: "#c62828", className: "frontier-bound-label" });
+  };
+  const [left, right] = [xDomain[0] + 0.1, xDomain[1] - 0.1];
+  const [low, high] = [yDomain[0] + 0.01 * (yDomain[1] - yDomain[0]), Math.max(...ys) * 1.02];
+  const mid = (yDomain[0] + yDomain[1]) / 2;
+  const bw = `BW bound: tau = ${bound.tau_exact}`;
+  const moore = `Moore bound: ${bound.steps} steps`;
   return Plot.plot({
-    style: PLOT_STYLE, width: 620, height: 380, marginLeft: 60, marginRight: 30, marginBottom: 45,
-    x: { label: "steps = T_L / alpha →", domain: [Math.min(...xs) - 1, Math.max(...xs) + 1], grid: true,
+    style: PLOT_STYLE, ...FRAME,
+    x: { label: "steps = T_L / alpha →", domain: xDomain, grid: true, inset: INSET_PX,
       ticks: d3.range(Math.min(...xs) - 1, Math.max(...xs) + 2), tickFormat: "d" },
-    y: { label: "↑ tau = T_B / (M/B)", domain: [Math.min(...ys) * 0.97, Math.max(...ys) * 1.03], grid: true },
+    y: { label: "↑ tau = T_B / (M/B)", domain: yDomain, grid: true, inset: INSET_PX },
     marks: [
       Plot.ruleX([bound.steps], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
       Plot.ruleY([bound.tau], { stroke: "#c62828", strokeDasharray: "4,3", className: "frontier-bound" }),
-      Plot.text([bound], { x: "steps", y: () => Math.max(...ys) * 1.02, text: () => `Moore bound: ${bound.steps} steps`, textAnchor: "start", dx: 4, fill: "#c62828" }),
-      Plot.text([bound], { x: () => Math.max(...xs) + 0.9, y: "tau", text: () => `BW bound: tau = ${bound.tau_exact}`, textAnchor: "end", dy: -6, fill: "#c62828" }),
+      label(moore, [high, mid, low].flatMap((y) => [[bound.steps, y, "start", 4, y === low ? -8 : 0],
+        [bound.steps, y, "end", -4, y === low ? -8 : 0]]), bwRule),
+      label(bw, [-11, 11, -19, 19].flatMap((dy) => [[right, bound.tau, "end", 0, dy], [left, bound.tau, "start", 0, dy],
+        [(left + right) / 2, bound.tau, "start", 0, dy]]), mooreRule),
       Plot.line(entries, { x: "steps", y: "tau", stroke: "#9aa7b5", curve: "step-after" }),
-      Plot.dot(pick, { x: "steps", y: "tau", r: 11, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
+      Plot.dot(pick, { x: "steps", y: "tau", r: SELECTED_R, stroke: "#f4a261", strokeWidth: 3, className: "frontier-selected" }),
       Plot.dot(entries, {
-        x: "steps", y: "tau", r: 5, fill: "#1f4e79", stroke: "#1f4e79",
+        x: "steps", y: "tau", r: ENTRY_R, fill: "#1f4e79", stroke: "#1f4e79",
         className: "frontier-entry", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}`,
       }),
       Plot.tip(entries, Plot.pointer({ x: "steps", y: "tau", title: (e) => `${e.expr}\nsteps ${e.steps}, tau ${e.tau_exact}` })),

@@ -8,8 +8,8 @@ import { get, list } from "../api.js";
 import { downloadLink, runtimeLinks } from "../artifacts.js";
 import { COLLECTIVES } from "../cost.js";
 import { timelineCard } from "../timeline.js";
-import { age, badge, el, facts, fill, fmtBytes, fmtNumber, fmtSeconds, fmtUs, intParam, PLOT_STYLE, progressBar, table,
-  timeUnit, yesNo } from "../util.js";
+import { age, badge, bandLabels, el, facts, fill, fmtBytes, fmtNumber, fmtSeconds, fmtUs, intParam, PLOT_STYLE, progressBar,
+  table, timeUnit, titleTicks, yesNo } from "../util.js";
 
 export const NAME = "plan";
 const REFRESH_MS = 2000;
@@ -130,10 +130,13 @@ function baselines(p, v) {
     ...Object.entries(p.baselines_time_us || {}).map(([name, time]) => ({ name, time, kind: "baseline" }))]
     .filter((r) => r && r.time != null);
   const unit = timeUnit(Math.max(...rows.map((r) => r.time)));
-  const chart = Plot.plot({
-    style: PLOT_STYLE, marginLeft: 260, marginRight: 90, marginBottom: 45, width: 680, height: 70 + 30 * rows.length,
+  const names = rows.map((r) => r.name);
+  const ticks = bandLabels(names, 340);
+  const chart = titleTicks(Plot.plot({
+    style: PLOT_STYLE, marginLeft: ticks.marginLeft, marginRight: 90, marginBottom: 45, width: 340 + ticks.marginLeft + 90,
+    height: 70 + 30 * rows.length,
     x: { label: `${p.training || p.training_hybrid ? "iteration" : "workload"} time (${unit.unit}) →`, grid: true },
-    y: { label: null, domain: rows.map((r) => r.name) },
+    y: { label: null, domain: names, tickFormat: ticks.tickFormat },
     color: { domain: ["ours", "revision", "baseline"], range: ["#f4a261", "#c62828", "#1f4e79"] },
     marks: [
       Plot.barX(rows, { x: (r) => r.time * unit.per_us, y: "name", fill: "kind", className: "baseline-bar",
@@ -141,7 +144,7 @@ function baselines(p, v) {
       Plot.text(rows, { x: (r) => r.time * unit.per_us, y: "name", text: (r) => unit.fmt(r.time), dx: 4, textAnchor: "start" }),
       Plot.ruleX([0]),
     ],
-  });
+  }), names);
   return el("div", { class: "card" }, el("h2", {}, "Against today's topologies"),
     el("p", { class: "legend-note" }, "The workload on the chosen topology and on the baselines (same N, d, alpha, B)"
       + (v.number ? `; in red, revision ${v.number} after its failed links.` : ".")),
@@ -161,10 +164,12 @@ function training(p) {
   const unit = timeUnit(1e6 * Math.max(...t.entries.map((e) => e.iteration_s)));
   const scale = 1e6 * unit.per_us;                       // seconds -> the chart's unit
   const bars = t.entries.flatMap((e, i) => PARTS.map(([key, part]) => ({ label: labels[i], part, value: e[key] * scale, s: e[key] })));
-  const chart = Plot.plot({
-    style: PLOT_STYLE, marginLeft: 280, marginRight: 90, width: 800, height: 60 + 30 * t.entries.length,
+  const ticks = bandLabels(labels, 360);
+  const chart = titleTicks(Plot.plot({
+    style: PLOT_STYLE, marginLeft: ticks.marginLeft, marginRight: 90, width: Math.max(800, 420 + ticks.marginLeft + 90),
+    height: 60 + 30 * t.entries.length,
     x: { label: `iteration time (${unit.unit}) →`, grid: true },
-    y: { label: null, domain: labels },
+    y: { label: null, domain: labels, tickFormat: ticks.tickFormat },
     color: { legend: true, domain: PARTS.map(([, part]) => part), range: ["#1f4e79", "#f4a261", "#c62828"] },
     marks: [
       Plot.barX(bars, { x: "value", y: "label", fill: "part", className: "iteration-bar",
@@ -172,7 +177,7 @@ function training(p) {
       Plot.text(t.entries, { x: (e) => e.iteration_s * scale, y: (e, i) => labels[i], text: (e) => unit.fmt(e.iteration_s * 1e6), dx: 4, textAnchor: "start" }),
       Plot.ruleX([t.lower_bound_s * scale], { stroke: "#1d2430", strokeDasharray: "4 3" }),
     ],
-  });
+  }), labels);
   const rows = t.entries.map((e, i) => ({ e, label: labels[i] }));
   return el("div", { class: "card", id: "plan-training" }, el("h2", {}, `Training iteration: ${t.model}`),
     el("p", { class: "legend-note" }, `${t.layers} layers (${t.moe_layers} MoE), ${fmtBytes(t.gradient_bytes)} of gradients; `
@@ -203,17 +208,19 @@ function trainingHybrid(p) {
   const unit = timeUnit(1e6 * Math.max(...ran.map((e) => e.iteration_s)));
   const scale = 1e6 * unit.per_us;
   const bars = ran.flatMap((e, i) => HYBRID_PARTS.map(([key, part]) => ({ label: labels[i], part, value: e.breakdown[key] * scale, s: e.breakdown[key] })));
-  const chart = Plot.plot({
-    style: PLOT_STYLE, marginLeft: 280, marginRight: 90, width: 800, height: 60 + 30 * ran.length,
+  const ticks = bandLabels(labels, 360);
+  const chart = titleTicks(Plot.plot({
+    style: PLOT_STYLE, marginLeft: ticks.marginLeft, marginRight: 90, width: Math.max(800, 420 + ticks.marginLeft + 90),
+    height: 60 + 30 * ran.length,
     x: { label: `iteration time (${unit.unit}) →`, grid: true },
-    y: { label: null, domain: labels },
+    y: { label: null, domain: labels, tickFormat: ticks.tickFormat },
     color: { legend: true, domain: HYBRID_PARTS.map(([, part]) => part) },
     marks: [
       Plot.barX(bars, { x: "value", y: "label", fill: "part", className: "iteration-bar",
         title: (b) => `${b.label}: ${b.part} ${fmtUs(b.s * 1e6)}` }),
       Plot.text(ran, { x: (e) => e.iteration_s * scale, y: (e, i) => labels[i], text: (e) => unit.fmt(e.iteration_s * 1e6), dx: 4, textAnchor: "start" }),
     ],
-  });
+  }), labels);
   const rows = t.entries.map((e) => ({ e, label: entryLabel(e, t.best), s: e.parallelism || {} }));
   return el("div", { class: "card", id: "plan-training-hybrid" }, el("h2", {}, `Training iteration: ${t.model}`),
     el("p", { class: "legend-note" }, `${t.hosts} hosts x ${t.gpus_per_host} ${t.device} (${t.gpus} GPUs), global batch `
