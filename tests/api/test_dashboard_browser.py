@@ -349,20 +349,37 @@ def test_training_plan_shows_every_entry_and_its_alltoall_schedule(page, site):
 
 def test_hybrid_training_plan_shows_strategy_and_breakdown(page, site):
     """A hybrid-parallel training plan (8 GPUs a host): one stacked bar per entry and part (compute, bubble,
-    exposed TP / PP / DP / EP), a table row per entry with its strategy, the chosen one marked."""
+    exposed TP / PP / DP / EP / CP), a table row per entry with its strategy, the chosen one marked."""
     pg, _ = page
     p = _plan(site["http"], nodes=8, degree=3, alpha_us=5, bandwidth_gbps=600, workload={"training": {
         "gpus_per_host": 8, "transformer_spec": {"name": "tiny", "global_batch": 64, "transformer": {
             "hidden": 1024, "layers": 8, "heads": 16, "seq_len": 512, "vocab": 32000}}}})
     t = p["training_hybrid"]
     show(pg, site, f"/plans/{p['id']}")
-    assert pg.locator("#training-hybrid-chart g.iteration-bar rect").count() == 6 * len(t["entries"])
+    assert pg.locator("#training-hybrid-chart g.iteration-bar rect").count() == 7 * len(t["entries"])
     assert pg.locator("#plan-training-hybrid tbody tr").count() == len(t["entries"])
     chosen = pg.locator(f"#plan-training-hybrid tr[data-kind=frontier][data-expr='{t['best']}']")
     s = next(e for e in t["entries"] if e["expr"] == t["best"] and e["kind"] == "frontier")["parallelism"]
     assert "(chosen)" in chosen.inner_text() and f"{s['tp']} / {s['pp']} / {s['dp']} / {s['ep']}" in chosen.inner_text()
     assert "GPUs per host" in pg.locator("#view").inner_text()
 
+
+def test_topoopt_plan_shows_its_rings_matchings_and_the_finders_best(page, site):
+    """A plan on TopoOpt's co-optimised topology: the card gives the API's rings, matchings, iterations (the
+    verified schedules', TopoOpt's model's, the finder's best) and one row per strategy TopoOpt weighed."""
+    from tests.api.test_topoopt_plans import MP_SPEC
+
+    pg, _ = page
+    p = _plan(site["http"], nodes=16, degree=4, alpha_us=10, bandwidth_gbps=100,
+              workload={"training": {"model_spec": MP_SPEC}}, topology={"strategy": "topoopt"})
+    ts = p["topology_strategy"]
+    show(pg, site, f"/plans/{p['id']}")
+    card = _text_of(pg, "#plan-topology-strategy")
+    assert f"{ts['allreduce_rings']} on AllReduce rings" in card and f"{ts['mp_matchings']} on model-parallel" in card
+    assert ts["finder_best"] in card
+    rows = pg.locator("#plan-topology-strategy tbody tr")
+    assert sorted(rows.nth(i).get_attribute("data-strategy") for i in range(rows.count())) == sorted(
+        s["name"] for s in ts["strategies"])
 
 def test_panel_table_shows_the_api_versions_and_updates(page, site):
     pg, _ = page

@@ -197,8 +197,31 @@ function training(p) {
     ], rows, (r) => ({ "data-kind": r.e.kind, "data-expr": r.e.expr })));
 }
 
+/** A plan whose topology is TopoOpt's co-optimised one (NSDI'23 section 4, Algorithm 1): its rings and matchings,
+ * the iteration on its verified schedules beside TopoOpt's own model and the finder's best, and each
+ * parallelisation strategy TopoOpt weighed. */
+function topologyStrategy(p) {
+  const ts = p.topology_strategy;
+  return el("div", { class: "card", id: "plan-topology-strategy" }, el("h2", {}, "Topology by TopoOpt's co-optimisation"),
+    facts([
+      ["parallelisation", ts.parallelisation],
+      ["ports per host", `${ts.allreduce_rings} on AllReduce rings (offsets ${ts.generators.join(", ")}), ${ts.mp_matchings} on model-parallel matchings`],
+      ["bandwidth tax", `${fmtNumber(ts.bandwidth_tax)} (longest forwarded route ${ts.longest_route} hops)`],
+      ["iteration (verified schedules)", fmtUs(ts.iteration_s * 1e6)],
+      ["iteration (TopoOpt's model)", fmtUs(ts.topoopt_model_iteration_s * 1e6)],
+      ["finder's best", el("span", {}, el("code", {}, ts.finder_best), ` at ${fmtUs(ts.finder_best_iteration_s * 1e6)}`)],
+    ]),
+    table([
+      { label: "strategy", value: (s) => s.name },
+      { label: "AllReduce rings", class: "num", value: (s) => s.allreduce_rings },
+      { label: "MP matchings", class: "num", value: (s) => s.mp_matchings },
+      { label: "iteration (TopoOpt's model)", class: "num", value: (s) => fmtUs(s.topoopt_model_iteration_s * 1e6) },
+    ], ts.strategies, (s) => ({ "data-strategy": s.name })));
+}
+
 const HYBRID_PARTS = [["compute_s", "compute"], ["bubble_s", "pipeline bubble"], ["exposed_tp_s", "exposed TP"],
-  ["exposed_pp_s", "exposed PP"], ["exposed_dp_s", "exposed DP"], ["exposed_ep_s", "exposed EP"]];
+  ["exposed_pp_s", "exposed PP"], ["exposed_dp_s", "exposed DP"], ["exposed_ep_s", "exposed EP"],
+  ["exposed_cp_s", "exposed CP"]];
 
 /** A hybrid-parallel training job (multi-GPU hosts): every entry's strategy and iteration breakdown. */
 function trainingHybrid(p) {
@@ -207,7 +230,7 @@ function trainingHybrid(p) {
   const labels = ran.map((e) => entryLabel(e, t.best));
   const unit = timeUnit(1e6 * Math.max(...ran.map((e) => e.iteration_s)));
   const scale = 1e6 * unit.per_us;
-  const bars = ran.flatMap((e, i) => HYBRID_PARTS.map(([key, part]) => ({ label: labels[i], part, value: e.breakdown[key] * scale, s: e.breakdown[key] })));
+  const bars = ran.flatMap((e, i) => HYBRID_PARTS.map(([key, part]) => ({ label: labels[i], part, value: (e.breakdown[key] ?? 0) * scale, s: e.breakdown[key] ?? 0 })));
   const ticks = bandLabels(labels, 360);
   const chart = titleTicks(Plot.plot({
     style: PLOT_STYLE, marginLeft: ticks.marginLeft, marginRight: 90, width: Math.max(800, 420 + ticks.marginLeft + 90),
@@ -232,6 +255,8 @@ function trainingHybrid(p) {
       { label: "TFLOP/s per GPU", class: "num", value: (r) => r.e.achieved_tflops_per_gpu == null ? "" : fmtNumber(r.e.achieved_tflops_per_gpu) },
       { label: "MFU", class: "num", value: (r) => r.e.mfu == null ? "" : fmtNumber(r.e.mfu) },
       { label: "tp / pp / dp / ep", class: "num", value: (r) => r.e.parallelism ? `${r.s.tp} / ${r.s.pp} / ${r.s.dp} / ${r.s.ep}` : "" },
+      { label: "cp / sp", class: "num", value: (r) => r.e.parallelism ? `${r.s.cp ?? 1} / ${r.s.sp ? "on" : "off"}` : "" },
+      { label: "MoE overlap, dispatch", value: (r) => r.e.parallelism && r.s.ep > 1 ? `${r.s.moe_overlap}, ${r.s.moe_dispatch}` : "" },
       { label: "ZeRO", class: "num", value: (r) => r.s.zero ?? "" },
       { label: "micro-batch", class: "num", value: (r) => r.s.micro_batch ?? "" },
       { label: "interleave", class: "num", value: (r) => r.s.interleave ?? "" },
@@ -418,6 +443,7 @@ export async function render(root, { id, query }, ctx) {
       done && revDone ? failureCost(v) : null,
       done && revDone && v.number && (p.training || p.training_hybrid)
         ? el("p", { class: "muted" }, "The training iteration below is revision 0's: revisions re-plan allgather, reduce-scatter, allreduce and the all-to-all.") : null,
+      done && p.topology_strategy ? topologyStrategy(p) : null,
       done && p.training ? training(p) : null,
       done && p.training_hybrid ? trainingHybrid(p) : null,
       done && revDone && v.alltoall ? alltoall(p, v) : null,
