@@ -8,6 +8,7 @@ busy timeout, PostgreSQL's lock_timeout): then the statement fails with an Opera
 answers 503 with Retry-After and a worker retries."""
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -36,7 +37,7 @@ def forget_inherited_engines() -> None:
         _INHERITED.append(engine_for(url))
     _urls_seen.clear()
     engine_for.cache_clear()
-    session_factory.cache_clear()
+    _FACTORIES.clear()
 
 
 @lru_cache(maxsize=8)
@@ -61,9 +62,18 @@ def engine_for(url: str) -> Engine:
                                        "options": f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}"})
 
 
-@lru_cache(maxsize=8)
+_FACTORIES: "weakref.WeakKeyDictionary[Engine, sessionmaker[Session]]" = weakref.WeakKeyDictionary()
+
+
 def session_factory(url: str) -> sessionmaker[Session]:
-    return sessionmaker(bind=engine_for(url), expire_on_commit=False)
+    """Sessions on `engine_for(url)`'s engine, whichever it is now: a factory cached beside the engine cache
+    would keep binding an engine that cache had dropped (two pools for one URL, and statements on an engine
+    nobody else sees)."""
+    eng = engine_for(url)
+    factory = _FACTORIES.get(eng)
+    if factory is None:
+        factory = _FACTORIES[eng] = sessionmaker(bind=eng, expire_on_commit=False)
+    return factory
 
 
 @contextmanager

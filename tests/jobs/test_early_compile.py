@@ -5,6 +5,8 @@ Parametrised over the embedded SQLite backend and PostgreSQL (when available).""
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 
 from services.compiler.api import CompileOptions
@@ -60,9 +62,10 @@ def test_outcomes_come_back_and_nothing_is_recorded(settings):
     assert _gone(early.launcher)
 
 
-def test_cancel_kills_the_compiles_and_records_nothing(settings):
-    """`cancel` while the compiles run (each blocked until killed, so none can finish first on a fast machine):
-    the launcher and every compile process end, no file is handed back and no compile job names a file."""
+def _cancel_while_compiling(settings) -> None:
+    """Start blocked compiles (each sleeps until killed, so none can finish first on a fast machine), wait until
+    they run, `cancel`: the launcher and every compile process end, no file is handed back and no compile job
+    names one."""
     pid, _ = _plan(settings)
     scheds = _schedules("torus(4, 4)")
     early = early_compile.start(pid, ["executor", "oneccl"], scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
@@ -72,7 +75,10 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
         time.sleep(0.05)
     compiling = _children(early.launcher)
     assert compiling, "the launcher started no compile process"
-    early_compile.cancel(pid)
+    stopping = threading.Thread(target=early_compile.cancel, args=(pid,), daemon=True)
+    stopping.start()
+    stopping.join(HANG_S)
+    assert not stopping.is_alive(), "cancel did not return"
     assert _gone(early.launcher) and early_compile.take(pid) is None
     deadline = time.monotonic() + HANG_S
     while any(_running(p) for p in compiling) and time.monotonic() < deadline:
@@ -81,6 +87,20 @@ def test_cancel_kills_the_compiles_and_records_nothing(settings):
     assert all(o is None for o in early.outcomes().values())        # nothing compiled was handed back
     with session_scope(settings.sqlalchemy_url) as s:
         assert all(compiles.get(s, pid, u.collective, u.options.key()) is None for u in early.units)
+
+
+def test_cancel_kills_the_compiles_and_records_nothing(settings):
+    _cancel_while_compiling(settings)
+
+
+def test_a_launcher_deaf_to_its_sigterm_is_killed_with_its_compiles(settings, monkeypatch):
+    """The launcher does not end on its SIGTERM (here: it ignores it): after STOP_GRACE_S the stop kills its
+    process group, the compiles with it, and returns."""
+    real = signal.signal
+    monkeypatch.setattr(signal, "signal", lambda sig, handler: real(
+        sig, signal.SIG_IGN if sig == signal.SIGTERM else handler))
+    monkeypatch.setattr(early_compile, "STOP_GRACE_S", 0.5)
+    _cancel_while_compiling(settings)
 
 
 def test_a_schedule_failing_the_model_check_stops_its_early_compile(settings, monkeypatch):

@@ -85,13 +85,26 @@ class EarlyCompiles:
         return got
 
     def stop(self) -> None:
-        """Kill the launcher (its pool kills the compile processes) and wait for it."""
+        """Kill the launcher (its pool kills the compile processes) and wait for it. A launcher still there
+        STOP_GRACE_S after its SIGTERM is killed with its process group (it and every compile process it
+        forked: `_launcher` leads a group of its own), so a stop always ends them and never waits forever."""
         try:
             os.kill(self.launcher, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        if self.reader is not None:
+        if self.reader is None:
+            return
+        self.reader.join(STOP_GRACE_S)
+        if self.reader.is_alive():
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.launcher, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.reader.join()
+
+
+STOP_GRACE_S = 10.0
 
 
 _PR_SET_PDEATHSIG = 1                        # linux/prctl.h
@@ -161,6 +174,7 @@ def _launcher(receive: Connection, send: Connection, units, run_one, st, parent:
     killed); so does the death of the job process that forked it (`_die_with`)."""
     code = 1
     try:
+        os.setpgid(0, 0)                     # a group of its own: `EarlyCompiles.stop` can end it with its compiles
         receive.close()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
