@@ -12,7 +12,10 @@ latencies (`schedule.envelope.curve`), reported as `barrier_time_us_*`):
 - ``greedy/P@SIZE``: TACOS (event-driven link-chunk matching) on the links at 1 MiB and at 1 GiB, P blocks
   per shard (P in `greedy_chunks`) and its chunk layout chosen on its simulated time at that size;
 - ``trees/P``: the tree packing (`forest`) pipelined over P chunks, P = 1, 2, 4, ... while the schedule
-  stays within its transfer limit: every P is a different trade of steps against pipeline fill.
+  stays within its transfer limit: every P is a different trade of steps against pipeline fill;
+- ``trees/stream@SIZE``: the same trees run event-driven on the links at 1 MiB and at 1 GiB (`forest.stream`: each
+  arc forwards what has arrived the moment it is free, in batched messages), pieces, message cap and priority
+  chosen on its simulated time (= its dependency-driven time) at that size.
 
 Discrete BFB (App. E.2, BFB's chunks rounded to P per shard) is not a candidate: it has BFB's steps and a
 tau no smaller than LP (1)'s, so it is never faster than ``bfb`` at any size.
@@ -43,6 +46,7 @@ from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import max_chunks, pipelined_allgather
+from services.synthesis.forest.stream import fastest_stream
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.dependency import dependency_curve
 from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
@@ -52,7 +56,7 @@ from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS", "tree_chunk_options",
-           "fastest_trees"]
+           "tree_candidates", "fastest_trees"]
 
 SET_SCHEDULERS = ("bfb", "bfb-hetero", "bfb-fast", "greedy", "trees")
 MAX_TREE_CHUNKS = 512
@@ -176,8 +180,18 @@ def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_op
         except ScheduleTooLarge as exc:
             skipped["trees"] = str(exc)
         else:
-            for p in tree_chunk_options(pk):
-                out.append((f"trees/{p}", lambda p=p: pipelined_allgather(pk, p)))     # rebuilt when served
+            out.extend(tree_candidates(pk, costs))
+    return out
+
+
+def tree_candidates(packing, costs: LinkCosts) -> list[tuple[str, Make]]:
+    """(name, maker) of every tree schedule offered: ``trees/P`` pipelined (rebuilt when served) and
+    ``trees/stream@SIZE`` event-driven at 1 MiB and 1 GiB (built once)."""
+    out: list[tuple[str, Make]] = [(f"trees/{p}", lambda p=p: pipelined_allgather(packing, p))
+                                   for p in tree_chunk_options(packing)]
+    for size in HETERO_SIZES:
+        s = fastest_stream(packing, costs, size).schedule
+        out.append((f"trees/stream@{_size_name(size)}", lambda s=s: s))
     return out
 
 
@@ -192,15 +206,16 @@ def tree_chunk_options(packing) -> list[int]:
 
 
 def fastest_trees(packing, costs: LinkCosts, size_bytes: float) -> Schedule:
-    """The pipelined tree schedule a schedule set serves at `size_bytes` among the trees (the option of
-    `tree_chunk_options` with the lowest dependency-driven time on `costs` there, exactly as the set prices its
-    candidates; fewer chunks on a tie): `fabricplan schedule --links --size M` serves the same one."""
+    """The tree schedule a schedule set serves at `size_bytes` among the trees (the option of `tree_candidates`
+    with the lowest dependency-driven time on `costs` there, exactly as the set prices its candidates; the first,
+    fewer chunks, on a tie): `fabricplan schedule --links --size M` serves the same one."""
     best = None
-    for p in tree_chunk_options(packing):
-        s = pipelined_allgather(packing, p)
+    for _name, make in tree_candidates(packing, costs):
+        s = make()
         t = dependency_curve(s, costs)(Fraction(size_bytes))
         if best is None or t < best[0]:
             best = (t, s)
+    assert best is not None
     return best[1]
 
 
