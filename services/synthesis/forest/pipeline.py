@@ -24,7 +24,7 @@ import numpy as np
 from services.synthesis.forest.packing import Packing
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 
-__all__ = ["pipelined_allgather", "best_chunks", "max_chunks", "ramp_widths", "MAX_TREE_TRANSFERS"]
+__all__ = ["pipelined_allgather", "best_chunks", "max_chunks", "MAX_TREE_TRANSFERS"]
 
 MAX_TREE_TRANSFERS = 1 << 22
 """Rows of a pipelined schedule before merging (tree arcs x chunks): 4.2 M, as the greedy scheduler's."""
@@ -50,22 +50,8 @@ def best_chunks(packing: Packing, alpha_s: float, size_bytes: float) -> int:
     return min(min(lo, hi, key=cost), max_chunks(packing))
 
 
-def ramp_widths(plateau: int, ramp: int, ratio: float = 2.0) -> list[int]:
-    """Block widths growing geometrically over `ramp` blocks to a plateau of `plateau` equal blocks and shrinking
-    back: [1, r, r^2, ..., W x plateau, ..., r, 1] (rounded to integers, W = round(r^ramp)). The first blocks are
-    small so the trees fill fast, the last ones so the pipeline drains fast, and the plateau's few large blocks keep
-    the messages (one latency each) few (`pipelined_allgather`)."""
-    if plateau < 1 or ramp < 0 or ratio < 1:
-        raise ValueError("need plateau >= 1, ramp >= 0 and ratio >= 1")
-    up = [max(1, round(ratio ** i)) for i in range(ramp)]
-    top = max(1, round(ratio ** ramp))
-    return up + [top] * plateau + up[::-1]
-
-
-def pipelined_allgather(packing: Packing, chunks) -> Schedule:
-    """The allgather schedule of `packing` with `chunks` pipeline chunks per tree (see the module docstring), or
-    blocks of the given relative widths when `chunks` is a sequence of positive integers (block c then holds
-    widths[c] / sum(widths) of every tree's share: `ramp_widths`).
+def pipelined_allgather(packing: Packing, chunks: int) -> Schedule:
+    """The allgather schedule of `packing` with `chunks` pipeline chunks per tree (see the module docstring).
 
     >>> from services.synthesis.topology.catalog import build
     >>> from services.synthesis.forest.packing import pack_trees
@@ -74,19 +60,13 @@ def pipelined_allgather(packing: Packing, chunks) -> Schedule:
     >>> s.steps, s.transfers, s.grid
     (4, 24, 2)
     """
-    if isinstance(chunks, (list, tuple, np.ndarray)):
-        widths = np.asarray(chunks, dtype=np.int64)
-        if widths.ndim != 1 or widths.size < 1 or (widths < 1).any():
-            raise ValueError("block widths must be a nonempty sequence of positive integers")
-    elif isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
         raise ValueError(f"chunks must be a positive integer, got {chunks!r}")
-    else:
-        widths = np.ones(int(chunks), np.int64)
-    if widths.size > max_chunks(packing):
-        raise ValueError(f"{widths.size} chunks: at most {max_chunks(packing)} keep the schedule within "
+    if chunks > max_chunks(packing):
+        raise ValueError(f"{chunks} chunks: at most {max_chunks(packing)} keep the schedule within "
                          f"{MAX_TREE_TRANSFERS} transfers")
     g = packing.topology
-    n, p, P = g.nodes, packing.per_root, int(widths.size)
+    n, p, P = g.nodes, packing.per_root, int(chunks)
     offset = np.zeros(n, np.int64)
     arcs, depth, source, lo0, width = [], [], [], [], []
     for t in packing.trees:
@@ -111,12 +91,11 @@ def pipelined_allgather(packing: Packing, chunks) -> Schedule:
     wid = end - off
     c = np.arange(P, dtype=np.int64)
     step = (c[:, None] + dep[None, :]).ravel()
-    begin = np.concatenate([[0], np.cumsum(widths)[:-1]])
-    lo = (begin[:, None] * p + widths[:, None] * off[None, :]).ravel()
-    hi = lo + (widths[:, None] * wid[None, :]).ravel()
+    lo = (c[:, None] * p + off[None, :]).ravel()
+    hi = lo + np.tile(wid, P)
     arc, src = np.tile(arc, P), np.tile(src, P)
-    grid = int(widths.sum()) * p
-    common = math.gcd(p, int(np.gcd.reduce(off)), int(np.gcd.reduce(wid)), int(np.gcd.reduce(widths)))
+    grid = P * p
+    common = math.gcd(p, int(np.gcd.reduce(off)), int(np.gcd.reduce(wid)))     # divides every lo and hi
     steps = int(step.max())
     return Schedule.from_arrays(Collective.ALLGATHER, n, grid // common, step, [Op.COPY] * steps, g.expr,
                                 source=src, sender=g.tails[arc], receiver=g.heads[arc], lane=g.lanes[arc],
