@@ -48,7 +48,7 @@ from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import max_chunks, pipelined_allgather
 from services.synthesis.forest.stream import fastest_stream
 from services.synthesis.schedule.cost import measured_tau
-from services.synthesis.schedule.dependency import dependency_curve
+from services.synthesis.schedule.dependency import dependency_curve, dependency_time
 from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
@@ -212,7 +212,7 @@ def fastest_trees(packing, costs: LinkCosts, size_bytes: float) -> Schedule:
     best = None
     for _name, make in tree_candidates(packing, costs):
         s = make()
-        t = dependency_curve(s, costs)(Fraction(size_bytes))
+        t = dependency_time(s, costs, size_bytes)                   # one pricing (the curve's value there)
         if best is None or t < best[0]:
             best = (t, s)
     assert best is not None

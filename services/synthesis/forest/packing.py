@@ -372,3 +372,13 @@ def _check(n, tails, heads, cap, unstarted, inside, mu, u, w, limit):
     t[i], h[i], c[i] = n + k, w, INF
     i += 1
     return _max_flow(n + 1 + k, t[:i], h[:i], c[:i], n, w, limit)
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the max flows, the rerouted trees and Lovasz's arc checks on a tiny
+    input (pack_trees alone skips the construction wherever the rerouted trees reach x*)."""
+    from services.synthesis.topology.catalog import build
+
+    g = build("ring(4)")
+    pk = pack_trees(g, np.ones(g.arcs))
+    _construct(g, pk.capacity, pk.unit, pk.optimal, pk.critical_set, 0)

@@ -10,9 +10,11 @@ its next useful chunk the moment it is free), but along the trees' fixed routes:
 
 - each tree's share of its root's shard is cut into P pieces; a piece held by a node becomes ready on the arcs to
   that node's children in the tree;
-- a free arc takes, as one message (alpha_l + bytes / b_l), every piece ready on it, oldest first, up to `batch`
-  seconds of data (at least one piece): a bottleneck arc, whose pieces pile up while it sends, sends few large
-  messages (few latencies), an arc with slack forwards small ones at once (short fill);
+- a free arc takes, as one message (alpha_l + bytes / b_l), the pieces ready on it, those whose receiver has the
+  largest subtree in its tree first (they feed the most arcs), up to a cap of seconds of data (at least one
+  piece): a bottleneck arc, whose pieces pile up while it sends, sends few large messages (few latencies), an arc
+  with slack forwards small ones at once (short fill). The cap may also grow with the time since the start and
+  shrink towards the expected end, so the first and last messages are small;
 - a node holds a piece when the message carrying it arrives.
 
 The messages are emitted as a step schedule (the tuple IR, App. B): each message is one (arc, step) group, in the
@@ -41,8 +43,11 @@ MAX_STREAM_DELIVERIES = 1 << 22
 STREAM_BUDGET = 3 << 20
 """Deliveries simulated over all the options `fastest_stream` tries (3.1 M: the whole grid at 64 nodes, three
 options at N = 1024)."""
-BATCH_FRACTIONS = (1 / 64, 1 / 32, 1 / 128)
+BATCH_FRACTIONS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 128)
 """Message caps tried, as fractions of the packing's bandwidth term, most often best first."""
+GROWTHS = (np.inf, 0.25, 0.1)
+"""Cap growth tried: a message starting at time t may also be at most `grow` times min(t, T - t) long (T the
+bandwidth term), so messages start small, grow, and shrink again towards the end (inf: the cap alone)."""
 
 
 @dataclass
@@ -55,6 +60,7 @@ class StreamResult:
     batch_s: float
     messages: int
     priority: str
+    grow: float = np.inf
 
 
 @njit(cache=True, nogil=True)
@@ -127,7 +133,7 @@ def _qpop(qk, qi, lo, size):
 
 
 @njit(cache=True, nogil=True)
-def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, pieces, alpha, batch_s):
+def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, pieces, alpha, batch_s, grow, horizon):
     """Event-driven run of the trees (`parent[j, v]` arc into v in tree j, -1 at its root `root[j]`); a piece of
     tree j has piece_bytes[j] bytes, arc e takes inv_bw[e] seconds per byte; arc e's ready pieces wait in a heap
     in seg[e] .. seg[e + 1] (its deliveries), smallest (rank of the receiver, piece, arrival) first. Returns
@@ -209,11 +215,16 @@ def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, piec
         dur = 0.0
         step = last_step[e] + 1
         prev = -1
+        cap_s = batch_s
+        if grow < np.inf:
+            edge = max(min(t, horizon - t), 0.0)
+            if grow * edge < cap_s:
+                cap_s = grow * edge
         while qsize[e] > 0:
             i = qi[seg[e]]
             j, c = it_tree[i], it_piece[i]
             d = piece_bytes[j] * inv_bw[e]
-            if prev >= 0 and dur + d > batch_s:
+            if prev >= 0 and dur + d > cap_s:
                 break
             i, qsize[e] = _qpop(qk, qi, seg[e], qsize[e])
             dur += d
@@ -269,10 +280,11 @@ the most arcs), the longest path below it, or simply the lowest piece index (the
 
 
 def stream_allgather(packing: Packing, costs: LinkCosts, size_bytes: float, pieces: int,
-                     batch_s: float, priority: str = "subtree") -> StreamResult:
+                     batch_s: float, priority: str = "subtree", grow: float = np.inf) -> StreamResult:
     """The trees of `packing` run event-driven on `costs` at `size_bytes` (see the module docstring): `pieces` per
-    tree share, messages of at most `batch_s` seconds of data (at least one piece), `priority` one of PRIORITIES,
-    as a step schedule whose dependency-driven time is the returned makespan.
+    tree share, messages of at most `batch_s` seconds of data (and, with a finite `grow`, of at most grow x
+    min(t, T - t) for a message starting at t, T the packing's bandwidth term; always at least one piece),
+    `priority` one of PRIORITIES, as a step schedule whose dependency-driven time is the returned makespan.
 
     >>> from services.synthesis.topology.catalog import build
     >>> from services.synthesis.forest.packing import pack_trees
@@ -283,7 +295,7 @@ def stream_allgather(packing: Packing, costs: LinkCosts, size_bytes: float, piec
     >>> round(r.time_s * 1e6, 3) == round(dependency_time(r.schedule, costs, 1 << 20) * 1e6, 3)
     True
     """
-    return _Run(packing, costs).run(size_bytes, pieces, batch_s, priority, emit=True)
+    return _Run(packing, costs).run(size_bytes, pieces, batch_s, priority, emit=True, grow=grow)
 
 
 class _Run:
@@ -306,12 +318,13 @@ class _Run:
                       "piece": np.zeros_like(sub)}
         self.load = np.bincount(self.parent[self.parent >= 0], minlength=g.arcs).astype(np.int64)
 
-    def run(self, size_bytes: float, pieces: int, batch_s: float, priority: str, emit: bool) -> StreamResult:
+    def run(self, size_bytes: float, pieces: int, batch_s: float, priority: str, emit: bool,
+            grow: float = np.inf) -> StreamResult:
         g, p = self.g, self.packing.per_root
         if isinstance(pieces, bool) or not isinstance(pieces, (int, np.integer)) or pieces < 1:
             raise ValueError(f"pieces must be a positive integer, got {pieces!r}")
-        if not (size_bytes > 0 and np.isfinite(size_bytes)) or not batch_s >= 0:
-            raise ValueError("need a positive finite size and a non-negative batch")
+        if not (size_bytes > 0 and np.isfinite(size_bytes)) or not batch_s >= 0 or not grow >= 0:
+            raise ValueError("need a positive finite size, a non-negative batch and a non-negative growth")
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
         if self.parent.shape[0] * (g.nodes - 1) * pieces > MAX_STREAM_DELIVERIES:
@@ -320,8 +333,8 @@ class _Run:
         seg = np.concatenate([[0], np.cumsum(self.load * int(pieces))]).astype(np.int64)
         makespan, messages, tree, piece, node, msg, msg_arc, msg_step = _simulate(
             g.nodes, g.arcs, self.tails, self.parent, self.root, self.ranks[priority], seg, piece_bytes, self.inv_bw,
-            int(pieces), self.alpha, float(batch_s))
-        out = StreamResult(None, float(makespan), int(pieces), float(batch_s), int(messages), priority)
+            int(pieces), self.alpha, float(batch_s), float(grow), self.packing.bandwidth_seconds(size_bytes))
+        out = StreamResult(None, float(makespan), int(pieces), float(batch_s), int(messages), priority, float(grow))
         if not emit:
             return out
         offset = np.zeros(len(self.packing.trees), np.int64)           # tree j's place in its root's share
@@ -339,20 +352,19 @@ class _Run:
         return out
 
 
-def stream_grid(packing: Packing) -> list[tuple[str, int, float]]:
-    """(priority, pieces, batch fraction) options `fastest_stream` tries, most often best first, within
-    STREAM_BUDGET simulated deliveries: pieces 1, 4, 16 (as `stream_options` allows), both subtree priorities up to
-    256 nodes and the subtree one beyond."""
+def stream_grid(packing: Packing) -> list[tuple[str, int, float, float]]:
+    """(priority, pieces, batch fraction, growth) options `fastest_stream` tries, most promising first, within
+    STREAM_BUDGET simulated deliveries (at least one): pieces 1, 4, 16 (as `stream_options` allows), every cap
+    growth and fraction, receivers with the largest subtree first."""
     rows = len(packing.trees) * (packing.topology.nodes - 1)
-    allowed = [p for p in stream_options(packing) if p in (1, 4, 16)]
-    priorities = PRIORITIES[:2] if packing.topology.nodes <= 256 else PRIORITIES[:1]
-    out, spent = [], 0
-    for frac in BATCH_FRACTIONS:
-        for p in allowed:
-            for pr in priorities:
+    out: list[tuple[str, int, float, float]] = []
+    spent = 0
+    for p in (x for x in stream_options(packing) if x in (1, 4, 16)):
+        for grow in GROWTHS:
+            for frac in BATCH_FRACTIONS:
                 if spent + rows * p > STREAM_BUDGET and out:
                     return out
-                out.append((pr, p, frac))
+                out.append(("subtree", p, frac, grow))
                 spent += rows * p
     return out
 
@@ -363,12 +375,12 @@ def fastest_stream(packing: Packing, costs: LinkCosts, size_bytes: float) -> Str
     tb = packing.bandwidth_seconds(size_bytes)
     run = _Run(packing, costs)
     best = None
-    for pr, p, frac in stream_grid(packing):
-        r = run.run(size_bytes, p, frac * tb, pr, emit=False)
+    for pr, p, frac, grow in stream_grid(packing):
+        r = run.run(size_bytes, p, frac * tb, pr, emit=False, grow=grow)
         if best is None or r.time_s < best.time_s:
             best = r
     assert best is not None
-    return run.run(size_bytes, best.pieces, best.batch_s, best.priority, emit=True)
+    return run.run(size_bytes, best.pieces, best.batch_s, best.priority, emit=True, grow=best.grow)
 
 
 def warm() -> None:

@@ -18,13 +18,13 @@ from tests.synthesis.forest.test_forest import GBPS, hetero_digraphs
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hetero_digraphs(), st.integers(1, 4), st.sampled_from([0.0, 1e-4, 1e-2, 1.0]), st.sampled_from(PRIORITIES),
-       st.sampled_from([1 << 10, 1 << 20, 1 << 30]), st.integers(0, 2 ** 31))
-def test_stream_schedule_verifies_and_its_time_is_the_simulation(case, pieces, batch, priority, size, seed):
+       st.sampled_from([1 << 10, 1 << 20, 1 << 30]), st.sampled_from([np.inf, 0.25, 0.0]), st.integers(0, 2 ** 31))
+def test_stream_schedule_verifies_and_its_time_is_the_simulation(case, pieces, batch, priority, size, grow, seed):
     g, bw = case
     rng = np.random.default_rng(seed)
     costs = LinkCosts(g, rng.uniform(0, 2e-5, g.arcs), bw.astype(float) * GBPS)
     pk = pack_trees(g, costs.bandwidth_Bps)
-    r = stream_allgather(pk, costs, size, pieces, batch * pk.bandwidth_seconds(size), priority)
+    r = stream_allgather(pk, costs, size, pieces, batch * pk.bandwidth_seconds(size), priority, grow)
     assert verify(r.schedule, g).ok
     assert dependency_time(r.schedule, costs, size) == pytest.approx(r.time_s, rel=1e-9)
     assert r.time_s >= cut_bound_seconds(g, costs.bandwidth_Bps, size) * (1 - 1e-9)
