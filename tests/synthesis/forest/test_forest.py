@@ -241,3 +241,62 @@ def test_tree_packing_beyond_128_nodes_on_a_small_degree_graph():
         costs = LinkCosts(g, np.full(g.arcs, 10e-6), bw)
         s = pipelined_allgather(pk, 4)
         assert costs.time(s, 1 << 30) >= cut_bound_seconds(g, bw, 1 << 30)
+
+
+def lp_rate(g: Topology, cap: np.ndarray) -> float:
+    """x* by an LP independent of the max-flow code (scipy's HiGHS): maximise x subject to, for every sink v, a
+    flow of value N x from a super source s with an arc s -> u of capacity x to every node u and the arcs of g at
+    their capacities (by max-flow min-cut this is min_S c(delta_in S) >= x (N - |S|) for every S missing v, i.e.
+    Edmonds' condition)."""
+    from scipy.optimize import linprog
+
+    n = g.nodes
+    keep = g.tails != g.heads
+    tails, heads, c = g.tails[keep], g.heads[keep], cap[keep].astype(float)
+    m = tails.size
+    per = m + n                                      # per sink: arc flows, then source arcs s -> u
+    nv = 1 + n * per                                 # x first
+    a_eq, b_eq, a_ub, b_ub = [], [], [], []
+    for v in range(n):
+        base = 1 + v * per
+        for u in range(n):                           # conservation at u != v: in (arcs + source) = out
+            if u == v:
+                continue
+            row = np.zeros(nv)
+            row[base + np.flatnonzero(heads == u)] += 1
+            row[base + m + u] += 1
+            row[base + np.flatnonzero(tails == u)] -= 1
+            a_eq.append(row)
+            b_eq.append(0.0)
+        row = np.zeros(nv)                           # value into v (net) = N x
+        row[base + np.flatnonzero(heads == v)] += 1
+        row[base + np.flatnonzero(tails == v)] -= 1
+        row[base + m + v] += 1
+        row[0] = -n
+        a_eq.append(row)
+        b_eq.append(0.0)
+        for u in range(n):                           # source arcs at most x
+            row = np.zeros(nv)
+            row[base + m + u] = 1
+            row[0] = -1
+            a_ub.append(row)
+            b_ub.append(0.0)
+    bounds = [(0, None)] + [b for _ in range(n) for b in [(0, float(x)) for x in c] + [(0, None)] * n]
+    obj = np.zeros(nv)
+    obj[0] = -1
+    res = linprog(obj, A_ub=np.array(a_ub), b_ub=b_ub, A_eq=np.array(a_eq), b_eq=b_eq, bounds=bounds,
+                  method="highs")
+    assert res.status == 0
+    return -res.fun
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hetero_digraphs())
+def test_packing_rate_equals_an_independent_lp(case):
+    """pack_trees' rate and x* (Dinkelbach on our max flows) equal the LP's optimum on random capacitated digraphs;
+    the trees reach it (the rerouted trees where they do, else the exact construction)."""
+    g, bw = case
+    pk = pack_trees(g, bw.astype(float))
+    x_lp = lp_rate(g, pk.capacity)
+    assert float(pk.optimal) == pytest.approx(x_lp, rel=1e-7)
+    assert float(pk.rate) == pytest.approx(x_lp, rel=1e-7)
