@@ -29,14 +29,17 @@ Construction (both steps use only max flows, no LP):
    tree is split (the rest continues from the same partial tree later), so multiplicities stay integral
    and few distinct trees are made. A blocked arc's tight set blocks every arc entering it from U for good
    (slacks only shrink while a tree grows), so those are skipped without another flow. Arcs are tried
-   shallowest tail first, widest first, which keeps the trees shallow (the pipeline's depth, `pipeline`).
+   shallowest tail first, widest first; late trees still take what is left, so they run deep (height 23 on
+   an 8 x 8 torus of diameter 8: the pipeline's depth, `pipeline`).
 
 At scale (and first, at every size) the trees come from `reroute`: shortest-path trees rerouted one parent at a
 time towards x*, K = p trees of weight 1 per root while the schedule stays small (fewer beyond). Where they reach
 x* exactly they are served (an optimal packing, and shallower: height 8 against the construction's 23 on an 8 x 8
 torus, so the pipeline fills faster); otherwise the construction above runs up to MAX_PACKING_NODES nodes, and
 beyond it the rerouted trees are served at the rate they reach, with x* computed exactly beside it
-(`Packing.optimal`, `Packing.gap`): the stated bound of that fallback, instance by instance.
+(`Packing.optimal`, `Packing.gap`): the stated bound of that fallback, instance by instance. In general the
+X
+most x*; no constant factor is proven between them.
 
 Bandwidths are put on an integer grid first: exactly when they are small rational multiples of the
 largest (e.g. 25, 12.5 and 5 Gbps), otherwise rounded down to 2^-20 of the largest (the trees then use at
