@@ -38,8 +38,9 @@ x* exactly they are served (an optimal packing, and shallower: height 8 against 
 torus, so the pipeline fills faster); otherwise the construction above runs up to MAX_PACKING_NODES nodes, and
 beyond it the rerouted trees are served at the rate they reach, with x* computed exactly beside it
 (`Packing.optimal`, `Packing.gap`): the stated bound of that fallback, instance by instance. In general the
-X
-most x*; no constant factor is proven between them.
+rerouted rate is at least the balanced shortest-path trees' (`balanced`: the reroute starts from them, and a move
+never raises the larger load ratio of the two arcs it touches) and at most x*; no constant factor is proven
+between them.
 
 Bandwidths are put on an integer grid first: exactly when they are small rational multiples of the
 largest (e.g. 25, 12.5 and 5 Gbps), otherwise rounded down to 2^-20 of the largest (the trees then use at
