@@ -14,6 +14,10 @@ model-checked by `schedule_sets`; times are measured from the schedules: `time_u
 served (DESIGN section 2, `schedule.dependency`), `barrier_time_us` the same schedule's step-synchronous price
 (`LinkCosts.time`); BFB's columns are dependency-driven too.
 
+`--targets` also prints the tree packing (`forest.packing`: method, x* / x, height) and splits the served time
+along its longest path (`schedule.dependency.critical_path`): the latencies summed on it (one alpha per message)
+and its bytes over bandwidths (their excess over the cut bound is pipeline fill and imbalance).
+
 `--targets`: graphs not in the tests (64 nodes with six 5 Gbps arcs, the two-tier torus(8, 8) whose arcs between
 its 8-node rows are 5 Gbps, torus(16, 16) and torus(32, 32) with six slow arcs; other arcs 25 Gbps, alpha 10 us),
 allgather and reduce-scatter at 1 GiB and 1 MiB. Per row: the served schedule (`bfb.compare`, every scheduler,
@@ -135,8 +139,8 @@ TACOS_PUBLISHED = "1.0019-1.06"
 
 def run_target(label: str, expr: str, slow_fn, reference, schedulers) -> list[dict]:
     from services.synthesis.bfb.compare import build_candidates, choose
-    from services.synthesis.forest.packing import cut_bound_seconds
-    from services.synthesis.schedule.dependency import dependency_time
+    from services.synthesis.forest.packing import cut_bound_seconds, pack_trees
+    from services.synthesis.schedule.dependency import critical_path, dependency_time
     from services.synthesis.schedule.ir import Collective
     from services.synthesis.schedule.links import LinkCosts
     from services.synthesis.topology.catalog import build
@@ -148,6 +152,10 @@ def run_target(label: str, expr: str, slow_fn, reference, schedulers) -> list[di
     costs = LinkCosts(g, np.full(g.arcs, 10e-6), bw)
     gt = g.transpose()
     ref = build(reference) if reference else None
+    t0 = time.perf_counter()
+    pk = pack_trees(g, bw)
+    packing = {"method": pk.method, "rate_gap": float(pk.gap), "height": pk.height, "trees": len(pk.trees),
+               "seconds": round(time.perf_counter() - t0, 2)}
     rows = []
     for m in (1 << 30, 1 << 20):
         cands = build_candidates(g, costs, m, collectives=(Collective.ALLGATHER, Collective.REDUCESCATTER),
@@ -160,13 +168,16 @@ def run_target(label: str, expr: str, slow_fn, reference, schedulers) -> list[di
             bar = {x.scheduler: costs.time(x.schedule, m) for x in lst if x.schedule is not None}
             today = min((k for k in bar if k != "greedy"), key=lambda k: bar[k])
             best = served.chosen.scheduler
+            cp = critical_path(served.chosen.schedule, costs, m)
             tacos = next(x for x in lst if x.scheduler == "greedy")
             rows.append({"graph": f"{label} {expr}", "nodes": g.nodes, "collective": c.value, "size": m,
                          "served": best, "time_us": dep[best] * 1e6, "barrier_time_us": bar[best] * 1e6,
                          "cut_bound_us": bound * 1e6, "ratio": dep[best] / bound,
                          "build_s": served.chosen.seconds, "tacos_us": dep.get("greedy", float("nan")) * 1e6,
                          "tacos_ratio": dep.get("greedy", float("nan")) / bound, "tacos_build_s": tacos.seconds,
-                         "today": today, "today_us": dep[today] * 1e6, "tacos_published": TACOS_PUBLISHED})
+                         "today": today, "today_us": dep[today] * 1e6, "tacos_published": TACOS_PUBLISHED,
+                         "path_latency_us": cp.latency_s * 1e6, "path_bytes_us": cp.per_byte_s * m * 1e6,
+                         "packing": packing})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 

@@ -12,7 +12,10 @@ latencies (`schedule.envelope.curve`), reported as `barrier_time_us_*`):
 - ``greedy/P@SIZE``: TACOS (event-driven link-chunk matching) on the links at 1 MiB and at 1 GiB, P blocks
   per shard (P in `greedy_chunks`) and its chunk layout chosen on its simulated time at that size;
 - ``trees/P``: the tree packing (`forest`) pipelined over P chunks, P = 1, 2, 4, ... while the schedule
-  stays within its transfer limit: every P is a different trade of steps against pipeline fill.
+  stays within its transfer limit: every P is a different trade of steps against pipeline fill;
+- ``trees/stream@SIZE``: the same trees run event-driven on the links at 1 MiB and at 1 GiB (`forest.stream`: each
+  arc forwards what has arrived the moment it is free, in batched messages), pieces, message cap and priority
+  chosen on its simulated time (= its dependency-driven time) at that size.
 
 Discrete BFB (App. E.2, BFB's chunks rounded to P per shard) is not a candidate: it has BFB's steps and a
 tau no smaller than LP (1)'s, so it is never faster than ``bfb`` at any size.
@@ -43,8 +46,9 @@ from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
 from services.synthesis.forest.pipeline import max_chunks, pipelined_allgather
+from services.synthesis.forest.stream import fastest_stream
 from services.synthesis.schedule.cost import measured_tau
-from services.synthesis.schedule.dependency import dependency_curve
+from services.synthesis.schedule.dependency import dependency_curve, dependency_time
 from services.synthesis.schedule.envelope import Curve, curve, integer_ranges, lower_envelope
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
@@ -52,10 +56,11 @@ from services.synthesis.schedule.verify import verify
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["SizeRange", "ScheduleSet", "schedule_sets", "SET_SCHEDULERS", "MAX_TREE_CHUNKS", "tree_chunk_options",
-           "fastest_trees"]
+           "tree_candidates", "fastest_trees"]
 
 SET_SCHEDULERS = ("bfb", "bfb-hetero", "bfb-fast", "greedy", "trees")
 MAX_TREE_CHUNKS = 512
+MIN_PIPELINE_CHUNKS = 16
 HETERO_SIZES = (1 << 20, 1 << 30)
 
 
@@ -176,31 +181,48 @@ def _allgathers(g: Topology, costs: LinkCosts, schedulers, greedy_chunks, bfb_op
         except ScheduleTooLarge as exc:
             skipped["trees"] = str(exc)
         else:
-            for p in tree_chunk_options(pk):
-                out.append((f"trees/{p}", lambda p=p: pipelined_allgather(pk, p)))     # rebuilt when served
+            out.extend(tree_candidates(pk, costs))
+    return out
+
+
+def tree_candidates(packing, costs: LinkCosts) -> list[tuple[str, Make]]:
+    """(name, maker) of every tree schedule offered: ``trees/P`` pipelined (rebuilt when served) and
+    ``trees/stream@SIZE`` event-driven at 1 MiB and 1 GiB (built once)."""
+    out: list[tuple[str, Make]] = [(f"trees/{p}", lambda p=p: pipelined_allgather(packing, p))
+                                   for p in tree_chunk_options(packing)]
+    for size in HETERO_SIZES:
+        s = fastest_stream(packing, costs, size).schedule
+        out.append((f"trees/stream@{_size_name(size)}", lambda s=s: s))
     return out
 
 
 def tree_chunk_options(packing) -> list[int]:
     """The pipeline chunk counts the tree packing is offered at: P = 1, 2, 4, ... up to its transfer limit
-    and MAX_TREE_CHUNKS (each a different trade of steps against pipeline fill)."""
+    and MAX_TREE_CHUNKS (each a different trade of steps against pipeline fill). When the limit allows fewer than
+    MIN_PIPELINE_CHUNKS, only P = 1 (the fewest steps, for small sizes): the lockstep fill costs about
+    (H - 1) / (2 P) of the bandwidth term (`forest.pipeline`; 1.39x at P = 4 on a 32 x 32 torus), which the
+    event-driven run of the same trees (`forest.stream`) does not pay."""
+    top = min(max_chunks(packing), MAX_TREE_CHUNKS)
+    if top < MIN_PIPELINE_CHUNKS:
+        return [1]
     out, p = [], 1
-    while p <= min(max_chunks(packing), MAX_TREE_CHUNKS):
+    while p <= top:
         out.append(p)
         p *= 2
     return out
 
 
 def fastest_trees(packing, costs: LinkCosts, size_bytes: float) -> Schedule:
-    """The pipelined tree schedule a schedule set serves at `size_bytes` among the trees (the option of
-    `tree_chunk_options` with the lowest dependency-driven time on `costs` there, exactly as the set prices its
-    candidates; fewer chunks on a tie): `fabricplan schedule --links --size M` serves the same one."""
+    """The tree schedule a schedule set serves at `size_bytes` among the trees (the option of `tree_candidates`
+    with the lowest dependency-driven time on `costs` there, exactly as the set prices its candidates; the first,
+    fewer chunks, on a tie): `fabricplan schedule --links --size M` serves the same one."""
     best = None
-    for p in tree_chunk_options(packing):
-        s = pipelined_allgather(packing, p)
-        t = dependency_curve(s, costs)(Fraction(size_bytes))
+    for _name, make in tree_candidates(packing, costs):
+        s = make()
+        t = dependency_time(s, costs, size_bytes)                   # one pricing (the curve's value there)
         if best is None or t < best[0]:
             best = (t, s)
+    assert best is not None
     return best[1]
 
 

@@ -61,12 +61,12 @@ def _greedy() -> None:
 
 
 def _forest() -> None:
-    from services.synthesis.forest import balanced
-    from services.synthesis.forest.packing import pack_trees
-    from services.synthesis.topology.catalog import build
+    from services.synthesis.forest import balanced, packing, reroute, stream
 
-    pack_trees(build("ring(4)"), np.ones(4))                   # tree packing's max-flow and arc checks
-    balanced.warm()                                            # and its balanced trees beyond 128 nodes
+    packing.warm()                                             # x* by max flows, rerouted trees, arc checks
+    balanced.warm()                                            # the balanced trees the reroute starts from
+    reroute.warm()
+    stream.warm()                                              # the trees run event-driven
 
 
 def _dependency() -> None:

@@ -29,7 +29,18 @@ Construction (both steps use only max flows, no LP):
    tree is split (the rest continues from the same partial tree later), so multiplicities stay integral
    and few distinct trees are made. A blocked arc's tight set blocks every arc entering it from U for good
    (slacks only shrink while a tree grows), so those are skipped without another flow. Arcs are tried
-   shallowest tail first, widest first, which keeps the trees shallow (the pipeline's depth, `pipeline`).
+   shallowest tail first, widest first; late trees still take what is left, so they run deep (height 23 on
+   an 8 x 8 torus of diameter 8: the pipeline's depth, `pipeline`).
+
+At scale (and first, at every size) the trees come from `reroute`: shortest-path trees rerouted one parent at a
+time towards x*, K = 2p trees of weight 1 per root while the schedule stays small (fewer beyond). Where they reach
+x* exactly they are served (an optimal packing, and shallower: height 8 against the construction's 23 on an 8 x 8
+torus, so the pipeline fills faster); otherwise the construction above runs up to MAX_PACKING_NODES nodes, and
+beyond it the rerouted trees are served at the rate they reach, with x* computed exactly beside it
+(`Packing.optimal`, `Packing.gap`): the stated bound of that fallback, instance by instance. In general the
+rerouted rate is at least the balanced shortest-path trees' (`balanced`: the reroute starts from them, and a move
+never raises the larger load ratio of the two arcs it touches) and at most x*; no constant factor is proven
+between them.
 
 Bandwidths are put on an integer grid first: exactly when they are small rational multiples of the
 largest (e.g. 25, 12.5 and 5 Gbps), otherwise rounded down to 2^-20 of the largest (the trees then use at
@@ -46,18 +57,22 @@ import numpy as np
 
 from numba import njit
 
-from services.synthesis.forest.balanced import balanced_trees
 from services.synthesis.forest.flow import INF, _max_flow, max_flow
+from services.synthesis.forest.reroute import rerouted_trees
 from services.synthesis.schedule.limits import ScheduleTooLarge
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees", "cut_bound_seconds",
-           "MAX_PACKING_NODES", "MAX_TREE_NODES"]
+           "MAX_PACKING_NODES", "MAX_TREE_NODES", "MAX_TREE_ROWS", "trees_per_root"]
 
 MAX_PACKING_NODES = 128
-"""Largest topology packed exactly: the max flows grow with N^2 (trees x arcs per tree), about 1 s at 64 nodes.
-Larger ones get one balanced shortest-path tree per root (`balanced`), up to MAX_TREE_NODES."""
+"""Largest topology the Lovasz construction runs on when the rerouted trees miss x*: its max flows grow with N^2
+(trees x arcs per tree), about 1 s at 64 nodes. Beyond it the rerouted trees (`reroute`) are served at the rate
+they reach, with x* beside it, up to MAX_TREE_NODES."""
 MAX_TREE_NODES = 2048
+MAX_TREE_ROWS = 1 << 19
+"""Tree arcs of one pipeline chunk (trees x (N - 1)) the rerouted packing may have: 8 chunks within the pipeline's
+transfer limit (`pipeline.MAX_TREE_TRANSFERS`)."""
 _FINE = 1 << 20
 
 
@@ -89,14 +104,23 @@ class Packing:
     flows: int = 0
     seconds: float = 0.0
     critical_set: np.ndarray = field(default=None, repr=False)
+    optimal: Fraction | None = None         # x*, exactly (`optimal_rate`)
+    method: str = "exact"                   # "exact" (Lovasz's construction) or "rerouted" (`reroute`)
+    weight_sum: int | None = None           # each root's tree weights (default: the rate's numerator)
 
     @property
     def per_root(self) -> int:
-        return self.rate.numerator
+        return self.rate.numerator if self.weight_sum is None else self.weight_sum
 
     @property
-    def scale(self) -> int:
-        return self.rate.denominator
+    def scale(self) -> Fraction:
+        """q: every arc carries trees of total weight at most q c_e (an integer unless `weight_sum` is set)."""
+        return Fraction(self.rate.denominator) if self.weight_sum is None else self.weight_sum / self.rate
+
+    @property
+    def gap(self) -> Fraction:
+        """x* / x: how far the trees' rate is from the optimum (1 when they reach it)."""
+        return Fraction(1) if self.optimal is None else self.optimal / self.rate
 
     @property
     def height(self) -> int:
@@ -200,16 +224,28 @@ class _Partial:
         return other
 
 
+def trees_per_root(n: int, optimum: Fraction) -> int:
+    """K for the rerouted trees: twice x*'s numerator p (K / x* an integer, so x* is reachable; two trees per unit
+    of rate give each node more routes from each root: on the two-tier 8 x 8 torus, whose every arc is tight, the
+    event-driven run takes 1.0100x the cut bound at K = 2p against 1.0142 at p, 1.0136 at 3p, 1.0132 at 4p); p when
+    2p trees per root would pass MAX_TREE_ROWS tree arcs (K N (N - 1)), else as many as fit (at least 1)."""
+    fit = MAX_TREE_ROWS // (n * (n - 1))
+    for k in (2 * optimum.numerator, optimum.numerator):
+        if k <= fit:
+            return k
+    return max(1, fit)
+
+
 def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES) -> Packing:
     """Spanning out-trees of every root reaching the cut bound on arcs of the given bandwidths (bytes/s, one
-    per arc of g, in arc order); see the module docstring. Beyond `max_nodes` nodes (up to MAX_TREE_NODES),
-    one balanced shortest-path tree per root (`balanced.balanced_trees`), whose rate may fall short of x*.
+    per arc of g, in arc order); see the module docstring: the rerouted trees where they reach x*, else the exact
+    construction up to `max_nodes` nodes, else (up to MAX_TREE_NODES) the rerouted trees at the rate they reach.
 
     >>> from services.synthesis.topology.catalog import build
     >>> g = build("ring(4)")
     >>> pk = pack_trees(g, np.ones(g.arcs))
-    >>> pk.rate, len(pk.trees), [t.height for t in pk.trees]
-    (Fraction(1, 3), 4, [3, 3, 3, 3])
+    >>> pk.rate, pk.method, len(pk.trees), [t.height for t in pk.trees]
+    (Fraction(1, 3), 'rerouted', 4, [3, 3, 3, 3])
     """
     t0 = time.perf_counter()
     n = g.nodes
@@ -221,11 +257,37 @@ def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES
     if b.shape != (g.arcs,) or not (np.isfinite(b).all() and (b > 0).all()):
         raise ValueError(f"need one finite positive bandwidth per arc ({g.arcs} arcs)")
     capacity, unit = integer_capacities(b)
-    if n > max_nodes:
-        rate, parent, depth = balanced_trees(g, capacity)
-        trees = [Tree(r, rate.numerator, parent[r], depth[r]) for r in range(n)]
-        return Packing(g, capacity, unit, rate, trees, 0, time.perf_counter() - t0, None)
-    rate, critical, flows = optimal_rate(g, capacity)
+    optimum, critical, flows = optimal_rate(g, capacity)
+    k = trees_per_root(n, optimum)
+    rate, parent, depth = rerouted_trees(g, capacity, k)
+    if rate == optimum or n > max_nodes:
+        trees = _merged(n, k, parent, depth)
+        return Packing(g, capacity, unit, rate, trees, flows, time.perf_counter() - t0, critical, optimum,
+                       "rerouted", k)
+    pk = _construct(g, capacity, unit, optimum, critical, flows)
+    pk.seconds = time.perf_counter() - t0
+    return pk
+
+
+def _merged(n: int, k: int, parent: np.ndarray, depth: np.ndarray) -> list[Tree]:
+    """Root r's K trees of weight 1 (rows r K .. r K + K - 1), equal ones merged into one of their total weight."""
+    trees = []
+    for r in range(n):
+        seen: dict[bytes, Tree] = {}
+        for j in range(r * k, r * k + k):
+            key = parent[j].tobytes()
+            if key in seen:
+                seen[key].weight += 1
+            else:
+                seen[key] = Tree(r, 1, parent[j].copy(), depth[j].copy())
+        trees.extend(seen.values())
+    return trees
+
+
+def _construct(g: Topology, capacity: np.ndarray, unit: float, rate: Fraction, critical: np.ndarray,
+               flows: int) -> Packing:
+    """Lovasz's construction (module docstring, step 2) of trees of rate x* = `rate`."""
+    n = g.nodes
     p, q = rate.numerator, rate.denominator
     usable = (g.tails != g.heads) & (capacity > 0)
     tails = g.tails.astype(np.int64)
@@ -266,8 +328,7 @@ def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES
             active.pop()
             total -= tree.mu
             done.append(Tree(tree.root, tree.mu, tree.parent, tree.depth))
-    pk = Packing(g, capacity, unit, rate, done, flows, time.perf_counter() - t0, critical)
-    return pk
+    return Packing(g, capacity, unit, rate, done, flows, 0.0, critical, rate, "exact")
 
 
 @njit(cache=True, nogil=True)
@@ -321,3 +382,13 @@ def _check(n, tails, heads, cap, unstarted, inside, mu, u, w, limit):
     t[i], h[i], c[i] = n + k, w, INF
     i += 1
     return _max_flow(n + 1 + k, t[:i], h[:i], c[:i], n, w, limit)
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the max flows, the rerouted trees and Lovasz's arc checks on a tiny
+    input (pack_trees alone skips the construction wherever the rerouted trees reach x*)."""
+    from services.synthesis.topology.catalog import build
+
+    g = build("ring(4)")
+    pk = pack_trees(g, np.ones(g.arcs))
+    _construct(g, pk.capacity, pk.unit, pk.optimal, pk.critical_set, 0)

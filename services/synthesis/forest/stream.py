@@ -1,0 +1,393 @@
+"""Tree packings run event-driven: every arc forwards the pieces its trees route through it the moment it is free,
+batching whatever has arrived into one message.
+
+A step-pipelined tree schedule (`pipeline`) puts block c of every tree into step c + depth: every (arc, step) group
+then waits for pieces of many trees at many depths, so as the runtimes run it (`schedule.dependency`) the groups
+stay in lockstep and the pipeline's fill costs about (H - 1) / (2 P) of the cut bound on top of P alpha (8 x 8
+torus, 1 GiB: 1.7-3 %). Here the same trees (`packing`, the rate x* wherever it is reached) are simulated on the
+links' own latencies and bandwidths, as TACOS simulates its matches (Won's dissertation, section 5.4: a link takes
+its next useful chunk the moment it is free), but along the trees' fixed routes:
+
+- each tree's share of its root's shard is cut into P pieces; a piece held by a node becomes ready on the arcs to
+  that node's children in the tree;
+- a free arc takes, as one message (alpha_l + bytes / b_l), the pieces ready on it, those whose receiver has the
+  largest subtree in its tree first (they feed the most arcs), up to a cap of seconds of data (at least one
+  piece): a bottleneck arc, whose pieces pile up while it sends, sends few large messages (few latencies), an arc
+  with slack forwards small ones at once (short fill). The cap may also grow with the time since the start and
+  shrink towards the expected end, so the first and last messages are small;
+- a node holds a piece when the message carrying it arrives.
+
+The messages are emitted as a step schedule (the tuple IR, App. B): each message is one (arc, step) group, in the
+step after the previous message on its arc and after every message that brought one of its pieces to the sender,
+so the model checker's holding rule holds by construction and the dependency-driven time of the schedule is the
+simulation's makespan (each group starts when its link is free and its pieces have arrived, exactly as
+simulated). Every arc still carries exactly its trees' load, so the bandwidth term stays the packing's
+(M/N) / (x unit); what the simulation adds is only latency and fill, which is what P and `batch` trade.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from services.synthesis.forest.packing import Packing
+from services.synthesis.schedule.ir import Collective, Op, Schedule
+from services.synthesis.schedule.links import LinkCosts
+
+__all__ = ["StreamResult", "stream_allgather", "stream_options", "fastest_stream", "stream_grid", "PRIORITIES",
+           "MAX_STREAM_DELIVERIES", "STREAM_BUDGET"]
+
+MAX_STREAM_DELIVERIES = 1 << 22
+"""Pieces delivered over all trees (trees x (N - 1) x P): the schedule's transfers, 4.2 M as the pipeline's."""
+STREAM_BUDGET = 3 << 20
+"""Deliveries simulated over all the options `fastest_stream` tries (3.1 M: the whole grid at 64 nodes, three
+options at N = 1024)."""
+BATCH_FRACTIONS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 128)
+"""Message caps tried, as fractions of the packing's bandwidth term, most often best first."""
+GROWTHS = (np.inf, 0.25, 0.1)
+"""Cap growth tried: a message starting at time t may also be at most `grow` times min(t, T - t) long (T the
+bandwidth term), so messages start small, grow, and shrink again towards the end (inf: the cap alone)."""
+
+
+@dataclass
+class StreamResult:
+    """The event-driven tree schedule and its simulated makespan (= its dependency-driven time)."""
+
+    schedule: Schedule | None          # None when only simulated
+    time_s: float
+    pieces: int
+    batch_s: float
+    messages: int
+    priority: str
+    grow: float = np.inf
+
+
+@njit(cache=True, nogil=True)
+def _push(hk, hv, size, key, v):
+    i = size
+    hk[i], hv[i] = key, v
+    while i > 0:
+        p = (i - 1) >> 1
+        if hk[p] < hk[i] or (hk[p] == hk[i] and hv[p] <= hv[i]):
+            break
+        hk[p], hk[i] = hk[i], hk[p]
+        hv[p], hv[i] = hv[i], hv[p]
+        i = p
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _pop(hk, hv, size):
+    key, v = hk[0], hv[0]
+    size -= 1
+    hk[0], hv[0] = hk[size], hv[size]
+    i = 0
+    while True:
+        a, b, m = 2 * i + 1, 2 * i + 2, i
+        if a < size and (hk[a] < hk[m] or (hk[a] == hk[m] and hv[a] < hv[m])):
+            m = a
+        if b < size and (hk[b] < hk[m] or (hk[b] == hk[m] and hv[b] < hv[m])):
+            m = b
+        if m == i:
+            break
+        hk[m], hk[i] = hk[i], hk[m]
+        hv[m], hv[i] = hv[i], hv[m]
+        i = m
+    return key, v, size
+
+
+@njit(cache=True, nogil=True)
+def _qpush(qk, qi, lo, size, key, item):
+    """Push onto the heap qk/qi[lo : lo + size] (smallest key first); returns the new size."""
+    i = size
+    qk[lo + i], qi[lo + i] = key, item
+    while i > 0:
+        p = (i - 1) >> 1
+        if qk[lo + p] <= qk[lo + i]:
+            break
+        qk[lo + p], qk[lo + i] = qk[lo + i], qk[lo + p]
+        qi[lo + p], qi[lo + i] = qi[lo + i], qi[lo + p]
+        i = p
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _qpop(qk, qi, lo, size):
+    item = qi[lo]
+    size -= 1
+    qk[lo], qi[lo] = qk[lo + size], qi[lo + size]
+    i = 0
+    while True:
+        a, b, m = 2 * i + 1, 2 * i + 2, i
+        if a < size and qk[lo + a] < qk[lo + m]:
+            m = a
+        if b < size and qk[lo + b] < qk[lo + m]:
+            m = b
+        if m == i:
+            break
+        qk[lo + m], qk[lo + i] = qk[lo + i], qk[lo + m]
+        qi[lo + m], qi[lo + i] = qi[lo + i], qi[lo + m]
+        i = m
+    return item, size
+
+
+@njit(cache=True, nogil=True)
+def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, pieces, alpha, batch_s, grow, horizon):
+    """Event-driven run of the trees (`parent[j, v]` arc into v in tree j, -1 at its root `root[j]`); a piece of
+    tree j has piece_bytes[j] bytes, arc e takes inv_bw[e] seconds per byte; arc e's ready pieces wait in a heap
+    in seg[e] .. seg[e + 1] (its deliveries), smallest (rank of the receiver, piece, arrival) first. Returns
+    (makespan, messages, per delivery (tree, piece, node, message), per message (arc, step))."""
+    trees = parent.shape[0]
+    first = np.full((trees, n), -1, np.int64)          # children lists per tree
+    nxt = np.full((trees, n), -1, np.int64)
+    for j in range(trees):
+        for v in range(n):
+            e = parent[j, v]
+            if e >= 0:
+                u = tails[e]
+                nxt[j, v] = first[j, u]
+                first[j, u] = v
+    total = trees * (n - 1) * pieces
+    it_tree = np.empty(total, np.int64)
+    it_piece = np.empty(total, np.int64)
+    it_node = np.empty(total, np.int64)
+    it_msg = np.full(total, -1, np.int64)
+    it_next2 = np.full(total, -1, np.int64)          # deliveries of one message, chained
+    mhead = np.full(total, -1, np.int64)
+    qk = np.empty(total, np.int64)
+    qi = np.empty(total, np.int64)
+    qsize = np.zeros(arcs, np.int64)
+    busy = np.zeros(arcs, np.bool_)
+    last_step = np.zeros(arcs, np.int64)
+    piece_step = np.zeros((trees * pieces, n), np.int64)     # step of the message that brought piece (j, c) to v
+    hk = np.empty(total + 2 * arcs + 4, np.float64)
+    hv = np.empty(total + 2 * arcs + 4, np.int64)
+    size = 0
+    count = 0
+    msg_arc = np.empty(total, np.int64)
+    msg_step = np.empty(total, np.int64)
+    messages = 0
+    for j in range(trees):                              # every root holds its pieces at time 0
+        r = root[j]
+        for c in range(pieces):
+            v = first[j, r]
+            while v >= 0:
+                e = parent[j, v]
+                it_tree[count], it_piece[count], it_node[count] = j, c, v
+                qsize[e] = _qpush(qk, qi, seg[e], qsize[e], (rank[j, v] * pieces + c) * total + count, count)
+                count += 1
+                v = nxt[j, v]
+    for e in range(arcs):
+        if qsize[e] > 0:
+            size = _push(hk, hv, size, 0.0, e)
+    makespan = 0.0
+    while size > 0:
+        t, e, size = _pop(hk, hv, size)
+        if e >= arcs:                                   # a message arrives: its pieces are held by its head
+            m = e - arcs
+            a = msg_arc[m]
+            busy[a] = False
+            i = mhead[m]
+            while i >= 0:
+                j, c, v = it_tree[i], it_piece[i], it_node[i]
+                piece_step[j * pieces + c, v] = msg_step[m]
+                w = first[j, v]
+                while w >= 0:
+                    f = parent[j, w]
+                    it_tree[count], it_piece[count], it_node[count] = j, c, w
+                    qsize[f] = _qpush(qk, qi, seg[f], qsize[f], (rank[j, w] * pieces + c) * total + count, count)
+                    if not busy[f] and qsize[f] == 1:
+                        size = _push(hk, hv, size, t, f)
+                    count += 1
+                    w = nxt[j, w]
+                i = it_next2[i]
+            if t > makespan:
+                makespan = t
+            if qsize[a] > 0:
+                size = _push(hk, hv, size, t, a)
+            continue
+        if busy[e] or qsize[e] == 0:
+            continue
+        # a free arc with ready pieces: one message of the ready pieces by priority, up to batch_s seconds
+        m = messages
+        messages += 1
+        dur = 0.0
+        step = last_step[e] + 1
+        prev = -1
+        cap_s = batch_s
+        if grow < np.inf:
+            edge = max(min(t, horizon - t), 0.0)
+            if grow * edge < cap_s:
+                cap_s = grow * edge
+        while qsize[e] > 0:
+            i = qi[seg[e]]
+            j, c = it_tree[i], it_piece[i]
+            d = piece_bytes[j] * inv_bw[e]
+            if prev >= 0 and dur + d > cap_s:
+                break
+            i, qsize[e] = _qpop(qk, qi, seg[e], qsize[e])
+            dur += d
+            s = piece_step[j * pieces + c, tails[e]] + 1
+            if s > step:
+                step = s
+            it_msg[i] = m
+            if prev < 0:
+                mhead[m] = i
+            else:
+                it_next2[prev] = i
+            prev = i
+        last_step[e] = step
+        msg_arc[m], msg_step[m] = e, step
+        busy[e] = True
+        size = _push(hk, hv, size, t + alpha[e] + dur, arcs + m)
+    return makespan, messages, it_tree[:count], it_piece[:count], it_node[:count], it_msg[:count], \
+        msg_arc[:messages], msg_step[:messages]
+
+
+@njit(cache=True, nogil=True)
+def _subtrees(parent, depth, tails, n):
+    """Per tree and node: the nodes in its subtree and the longest path below it (hops)."""
+    trees = parent.shape[0]
+    size = np.ones((trees, n), np.int64)
+    below = np.zeros((trees, n), np.int64)
+    for j in range(trees):
+        order = np.argsort(-depth[j], kind="mergesort")
+        for k in range(n):
+            v = order[k]
+            e = parent[j, v]
+            if e >= 0:
+                u = tails[e]
+                size[j, u] += size[j, v]
+                if below[j, v] + 1 > below[j, u]:
+                    below[j, u] = below[j, v] + 1
+    return size, below
+
+
+def stream_options(packing: Packing) -> list[int]:
+    """Pieces per tree share offered: 1, 2, 4, ... within MAX_STREAM_DELIVERIES deliveries, at most 64."""
+    rows = len(packing.trees) * (packing.topology.nodes - 1)
+    out, p = [], 1
+    while p <= 64 and p * rows <= MAX_STREAM_DELIVERIES:
+        out.append(p)
+        p *= 2
+    return out
+
+
+PRIORITIES = ("subtree", "height", "piece")
+"""Which ready piece a free arc sends first: the one whose receiver has the largest subtree in its tree (feeds
+the most arcs), the longest path below it, or simply the lowest piece index (then all by piece index)."""
+
+
+def stream_allgather(packing: Packing, costs: LinkCosts, size_bytes: float, pieces: int,
+                     batch_s: float, priority: str = "subtree", grow: float = np.inf) -> StreamResult:
+    """The trees of `packing` run event-driven on `costs` at `size_bytes` (see the module docstring): `pieces` per
+    tree share, messages of at most `batch_s` seconds of data (and, with a finite `grow`, of at most grow x
+    min(t, T - t) for a message starting at t, T the packing's bandwidth term; always at least one piece),
+    `priority` one of PRIORITIES, as a step schedule whose dependency-driven time is the returned makespan.
+
+    >>> from services.synthesis.topology.catalog import build
+    >>> from services.synthesis.forest.packing import pack_trees
+    >>> from services.synthesis.schedule.dependency import dependency_time
+    >>> g = build("ring(4)")
+    >>> costs = LinkCosts(g, np.full(g.arcs, 1e-5), np.full(g.arcs, 1e9))
+    >>> r = stream_allgather(pack_trees(g, costs.bandwidth_Bps), costs, 1 << 20, 2, 1.0)
+    >>> round(r.time_s * 1e6, 3) == round(dependency_time(r.schedule, costs, 1 << 20) * 1e6, 3)
+    True
+    """
+    return _Run(packing, costs).run(size_bytes, pieces, batch_s, priority, emit=True, grow=grow)
+
+
+class _Run:
+    """One packing on one set of links, prepared once for several simulations."""
+
+    def __init__(self, packing: Packing, costs: LinkCosts):
+        g = packing.topology
+        if costs.topology is not g and costs.topology.expr != g.expr:
+            raise ValueError("the link costs are for another topology")
+        self.packing, self.g = packing, g
+        self.parent = np.array([t.parent_arc for t in packing.trees], dtype=np.int64)
+        self.root = np.array([t.root for t in packing.trees], dtype=np.int64)
+        self.weight = np.array([t.weight for t in packing.trees], dtype=np.int64)
+        self.tails = g.tails.astype(np.int64)
+        self.alpha = np.asarray(costs.alpha_s, dtype=np.float64)
+        self.inv_bw = 1.0 / np.asarray(costs.bandwidth_Bps, dtype=np.float64)
+        depth = np.array([t.depth for t in packing.trees], dtype=np.int64)
+        sub, below = _subtrees(self.parent, depth, self.tails, g.nodes)
+        self.ranks = {"subtree": (g.nodes - sub).astype(np.int64), "height": (g.nodes - below).astype(np.int64),
+                      "piece": np.zeros_like(sub)}
+        self.load = np.bincount(self.parent[self.parent >= 0], minlength=g.arcs).astype(np.int64)
+
+    def run(self, size_bytes: float, pieces: int, batch_s: float, priority: str, emit: bool,
+            grow: float = np.inf) -> StreamResult:
+        g, p = self.g, self.packing.per_root
+        if isinstance(pieces, bool) or not isinstance(pieces, (int, np.integer)) or pieces < 1:
+            raise ValueError(f"pieces must be a positive integer, got {pieces!r}")
+        if not (size_bytes > 0 and np.isfinite(size_bytes)) or not batch_s >= 0 or not grow >= 0:
+            raise ValueError("need a positive finite size, a non-negative batch and a non-negative growth")
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
+        if self.parent.shape[0] * (g.nodes - 1) * pieces > MAX_STREAM_DELIVERIES:
+            raise ValueError(f"{pieces} pieces: more than {MAX_STREAM_DELIVERIES} deliveries")
+        piece_bytes = self.weight / (int(pieces) * p) * (size_bytes / g.nodes)
+        seg = np.concatenate([[0], np.cumsum(self.load * int(pieces))]).astype(np.int64)
+        makespan, messages, tree, piece, node, msg, msg_arc, msg_step = _simulate(
+            g.nodes, g.arcs, self.tails, self.parent, self.root, self.ranks[priority], seg, piece_bytes, self.inv_bw,
+            int(pieces), self.alpha, float(batch_s), float(grow), self.packing.bandwidth_seconds(size_bytes))
+        out = StreamResult(None, float(makespan), int(pieces), float(batch_s), int(messages), priority, float(grow))
+        if not emit:
+            return out
+        offset = np.zeros(len(self.packing.trees), np.int64)           # tree j's place in its root's share
+        seen = np.zeros(g.nodes, np.int64)
+        for j, t in enumerate(self.packing.trees):
+            offset[j] = seen[t.root]
+            seen[t.root] += t.weight
+        arc = self.parent[tree, node]
+        lo = piece * p + offset[tree]
+        step = msg_step[msg]
+        out.schedule = Schedule.from_arrays(
+            Collective.ALLGATHER, g.nodes, int(pieces) * p, step, [Op.COPY] * int(step.max()), g.expr,
+            source=self.root[tree], sender=g.tails[arc], receiver=node, lane=g.lanes[arc], lo=lo,
+            hi=lo + self.weight[tree])
+        return out
+
+
+def stream_grid(packing: Packing) -> list[tuple[str, int, float, float]]:
+    """(priority, pieces, batch fraction, growth) options `fastest_stream` tries, most promising first, within
+    STREAM_BUDGET simulated deliveries (at least one): pieces 1, 4, 16 (as `stream_options` allows), every cap
+    growth and fraction, receivers with the largest subtree first."""
+    rows = len(packing.trees) * (packing.topology.nodes - 1)
+    out: list[tuple[str, int, float, float]] = []
+    spent = 0
+    for p in (x for x in stream_options(packing) if x in (1, 4, 16)):
+        for grow in GROWTHS:
+            for frac in BATCH_FRACTIONS:
+                if spent + rows * p > STREAM_BUDGET and out:
+                    return out
+                out.append(("subtree", p, frac, grow))
+                spent += rows * p
+    return out
+
+
+def fastest_stream(packing: Packing, costs: LinkCosts, size_bytes: float) -> StreamResult:
+    """The `stream_allgather` of `packing` with the smallest makespan at `size_bytes` among `stream_grid`'s options
+    (the message cap is the fraction times the packing's bandwidth term at that size); fewer pieces on a tie."""
+    tb = packing.bandwidth_seconds(size_bytes)
+    run = _Run(packing, costs)
+    best = None
+    for pr, p, frac, grow in stream_grid(packing):
+        r = run.run(size_bytes, p, frac * tb, pr, emit=False, grow=grow)
+        if best is None or r.time_s < best.time_s:
+            best = r
+    assert best is not None
+    return run.run(size_bytes, best.pieces, best.batch_s, best.priority, emit=True, grow=best.grow)
+
+
+def warm() -> None:
+    """Compile (or load from numba's cache) the simulation on a tiny input."""
+    from services.synthesis.forest.packing import pack_trees
+    from services.synthesis.topology.catalog import build
+
+    g = build("ring(3)")
+    costs = LinkCosts(g, np.full(g.arcs, 1e-5), np.full(g.arcs, 1e9))
+    stream_allgather(pack_trees(g, costs.bandwidth_Bps), costs, 1 << 10, 1, 0.0)
