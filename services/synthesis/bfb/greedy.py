@@ -46,6 +46,7 @@ from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Op, Schedule, allreduce
 from services.synthesis.schedule.links import LinkCosts
 from services.synthesis.topology.graph import Topology
+from services.synthesis.schedule.event_heap import heap_pop, heap_push
 
 __all__ = ["GreedyResult", "greedy_allgather", "greedy_schedule", "tacos_allgather", "chunk_options", "ChunkLayout",
            "SIMULATION_BUDGET", "MAX_GREEDY_TRANSFERS"]
@@ -274,40 +275,6 @@ def _csr(tails: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 # the compiled event simulation
 # ---------------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def _heap_push(ht, ha, size, t, a):
-    i = size
-    ht[i], ha[i] = t, a
-    while i > 0:
-        p = (i - 1) >> 1
-        if ht[p] < ht[i] or (ht[p] == ht[i] and ha[p] <= ha[i]):
-            break
-        ht[p], ht[i] = ht[i], ht[p]
-        ha[p], ha[i] = ha[i], ha[p]
-        i = p
-    return size + 1
-
-
-@njit(cache=True, nogil=True)
-def _heap_pop(ht, ha, size):
-    t, a = ht[0], ha[0]
-    size -= 1
-    ht[0], ha[0] = ht[size], ha[size]
-    i = 0
-    while True:
-        l, r, m = 2 * i + 1, 2 * i + 2, i
-        if l < size and (ht[l] < ht[m] or (ht[l] == ht[m] and ha[l] < ha[m])):
-            m = l
-        if r < size and (ht[r] < ht[m] or (ht[r] == ht[m] and ha[r] < ha[m])):
-            m = r
-        if m == i:
-            break
-        ht[m], ht[i] = ht[i], ht[m]
-        ha[m], ha[i] = ha[i], ha[m]
-        i = m
-    return t, a, size
-
-
-@njit(cache=True, nogil=True)
 def _pick(held, pend, w, u, b, in_ptr, in_arcs, tails, holders, width, narrow, scratch, rng):
     """The chunk link b = (w, u) takes: useful (held by w, neither held by u nor on its way to u); the widest
     (the narrowest when `narrow`), then one no other in-neighbour of u holds or is receiving (no other link can
@@ -445,10 +412,10 @@ def _simulate(tails, heads, alpha, unit_time, width, shard_ptr, grid, out_ptr, o
             free_at[b] = f
             out_arc[done], out_chunk[done], out_start[done], out_finish[done] = b, c, t, f
             done += 1
-            size = _heap_push(ht, ha, size, f, b)
+            size = heap_push(ht, ha, size, f, b)
         if size == 0:
             break
-        t, a, size = _heap_pop(ht, ha, size)
+        t, a, size = heap_pop(ht, ha, size)
         u = heads[a]
         c = carrying[a]
         carrying[a] = -1

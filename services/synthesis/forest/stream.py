@@ -34,6 +34,7 @@ from numba import njit
 from services.synthesis.forest.packing import Packing
 from services.synthesis.schedule.ir import Collective, Op, Schedule
 from services.synthesis.schedule.links import LinkCosts
+from services.synthesis.schedule.event_heap import heap_pop, heap_push
 
 __all__ = ["StreamResult", "stream_allgather", "stream_options", "fastest_stream", "stream_grid", "PRIORITIES",
            "MAX_STREAM_DELIVERIES", "STREAM_BUDGET"]
@@ -61,40 +62,6 @@ class StreamResult:
     messages: int
     priority: str
     grow: float = np.inf
-
-
-@njit(cache=True, nogil=True)
-def _push(hk, hv, size, key, v):
-    i = size
-    hk[i], hv[i] = key, v
-    while i > 0:
-        p = (i - 1) >> 1
-        if hk[p] < hk[i] or (hk[p] == hk[i] and hv[p] <= hv[i]):
-            break
-        hk[p], hk[i] = hk[i], hk[p]
-        hv[p], hv[i] = hv[i], hv[p]
-        i = p
-    return size + 1
-
-
-@njit(cache=True, nogil=True)
-def _pop(hk, hv, size):
-    key, v = hk[0], hv[0]
-    size -= 1
-    hk[0], hv[0] = hk[size], hv[size]
-    i = 0
-    while True:
-        a, b, m = 2 * i + 1, 2 * i + 2, i
-        if a < size and (hk[a] < hk[m] or (hk[a] == hk[m] and hv[a] < hv[m])):
-            m = a
-        if b < size and (hk[b] < hk[m] or (hk[b] == hk[m] and hv[b] < hv[m])):
-            m = b
-        if m == i:
-            break
-        hk[m], hk[i] = hk[i], hk[m]
-        hv[m], hv[i] = hv[i], hv[m]
-        i = m
-    return key, v, size
 
 
 @njit(cache=True, nogil=True)
@@ -180,10 +147,10 @@ def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, piec
                 v = nxt[j, v]
     for e in range(arcs):
         if qsize[e] > 0:
-            size = _push(hk, hv, size, 0.0, e)
+            size = heap_push(hk, hv, size, 0.0, e)
     makespan = 0.0
     while size > 0:
-        t, e, size = _pop(hk, hv, size)
+        t, e, size = heap_pop(hk, hv, size)
         if e >= arcs:                                   # a message arrives: its pieces are held by its head
             m = e - arcs
             a = msg_arc[m]
@@ -198,14 +165,14 @@ def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, piec
                     it_tree[count], it_piece[count], it_node[count] = j, c, w
                     qsize[f] = _qpush(qk, qi, seg[f], qsize[f], (rank[j, w] * pieces + c) * total + count, count)
                     if not busy[f] and qsize[f] == 1:
-                        size = _push(hk, hv, size, t, f)
+                        size = heap_push(hk, hv, size, t, f)
                     count += 1
                     w = nxt[j, w]
                 i = it_next2[i]
             if t > makespan:
                 makespan = t
             if qsize[a] > 0:
-                size = _push(hk, hv, size, t, a)
+                size = heap_push(hk, hv, size, t, a)
             continue
         if busy[e] or qsize[e] == 0:
             continue
@@ -240,7 +207,7 @@ def _simulate(n, arcs, tails, parent, root, rank, seg, piece_bytes, inv_bw, piec
         last_step[e] = step
         msg_arc[m], msg_step[m] = e, step
         busy[e] = True
-        size = _push(hk, hv, size, t + alpha[e] + dur, arcs + m)
+        size = heap_push(hk, hv, size, t + alpha[e] + dur, arcs + m)
     return makespan, messages, it_tree[:count], it_piece[:count], it_node[:count], it_msg[:count], \
         msg_arc[:messages], msg_step[:messages]
 
