@@ -17,6 +17,7 @@ bandwidth term is (M/N) max_e L_e / b_e. O(N (N + arcs)) time, compiled.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -89,6 +90,40 @@ def _grow(n, tails, heads, cap, in_ptr, in_arcs, out_ptr, out_arcs, passes):
     return parent, depth, load, True
 
 
+@dataclass(frozen=True)
+class SparseArcs:
+    """The arcs of positive capacity of a digraph (self-loops dropped), as the compiled tree kernels take them:
+    `arcs` their indices in g, tails, heads, integer capacities, and CSR orders by head and by tail."""
+
+    arcs: np.ndarray
+    tails: np.ndarray
+    heads: np.ndarray
+    cap: np.ndarray
+    in_ptr: np.ndarray
+    in_order: np.ndarray
+    out_ptr: np.ndarray
+    out_order: np.ndarray
+
+
+def grown_trees(g: Topology, capacity: np.ndarray) -> tuple[SparseArcs, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The arcs (`SparseArcs`) and one balanced shortest-path out-tree per root on them: (parent, depth, load)
+    with parent[r, v] an index into `arcs` (-1 at the root) and load[e] the trees using arc e."""
+    n = g.nodes
+    arcs = np.flatnonzero((g.tails != g.heads) & (capacity > 0))
+    tails = g.tails[arcs].astype(np.int64)
+    heads = g.heads[arcs].astype(np.int64)
+    sp = SparseArcs(arcs, tails, heads, capacity[arcs].astype(np.int64),
+                    np.concatenate([[0], np.cumsum(np.bincount(heads, minlength=n))]).astype(np.int64),
+                    np.argsort(heads, kind="stable").astype(np.int64),
+                    np.concatenate([[0], np.cumsum(np.bincount(tails, minlength=n))]).astype(np.int64),
+                    np.argsort(tails, kind="stable").astype(np.int64))
+    parent, depth, load, ok = _grow(n, sp.tails, sp.heads, sp.cap, sp.in_ptr, sp.in_order, sp.out_ptr, sp.out_order,
+                                    PASSES)
+    if not ok:
+        raise ValueError(f"{g.expr}: some node cannot be reached over arcs of positive capacity")
+    return sp, (parent, depth, load)
+
+
 def balanced_trees(g: Topology, capacity: np.ndarray) -> tuple[Fraction, np.ndarray, np.ndarray]:
     """One balanced shortest-path out-tree per root on integer arc capacities (`packing.integer_capacities`;
     see the module docstring): (rate x = min_e c_e / L_e, parent_arc[r, v] the arc of g into v in r's tree or
@@ -99,19 +134,8 @@ def balanced_trees(g: Topology, capacity: np.ndarray) -> tuple[Fraction, np.ndar
     >>> rate, parent[0].tolist(), depth[0].tolist()
     (Fraction(1, 3), [-1, 0, 1, 2], [0, 1, 2, 3])
     """
-    n = g.nodes
-    keep = (g.tails != g.heads) & (capacity > 0)
-    arcs = np.flatnonzero(keep)
-    tails = g.tails[arcs].astype(np.int64)
-    heads = g.heads[arcs].astype(np.int64)
-    cap = capacity[arcs].astype(np.int64)
-    in_order = np.argsort(heads, kind="stable").astype(np.int64)
-    in_ptr = np.concatenate([[0], np.cumsum(np.bincount(heads, minlength=n))]).astype(np.int64)
-    out_order = np.argsort(tails, kind="stable").astype(np.int64)
-    out_ptr = np.concatenate([[0], np.cumsum(np.bincount(tails, minlength=n))]).astype(np.int64)
-    parent, depth, load, ok = _grow(n, tails, heads, cap, in_ptr, in_order, out_ptr, out_order, PASSES)
-    if not ok:
-        raise ValueError(f"{g.expr}: some node cannot be reached over arcs of positive capacity")
+    sp, (parent, depth, load) = grown_trees(g, capacity)
+    arcs, cap = sp.arcs, sp.cap
     used = load > 0
     ratio = cap[used] / load[used]
     k = int(np.argmin(ratio))

@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
-from services.synthesis.forest.balanced import PASSES, _grow
+from services.synthesis.forest.balanced import grown_trees
 from services.synthesis.topology.graph import Topology
 
 __all__ = ["rerouted_trees", "SWEEPS"]
@@ -160,18 +160,8 @@ def rerouted_trees(g: Topology, capacity: np.ndarray, per_root: int = 1, *,
     if isinstance(per_root, bool) or not isinstance(per_root, (int, np.integer)) or per_root < 1:
         raise ValueError(f"need at least one tree per root, got {per_root!r}")
     k = int(per_root)
-    keep = (g.tails != g.heads) & (capacity > 0)
-    arcs = np.flatnonzero(keep)
-    tails = g.tails[arcs].astype(np.int64)
-    heads = g.heads[arcs].astype(np.int64)
-    cap = capacity[arcs].astype(np.int64)
-    in_order = np.argsort(heads, kind="stable").astype(np.int64)
-    in_ptr = np.concatenate([[0], np.cumsum(np.bincount(heads, minlength=n))]).astype(np.int64)
-    out_order = np.argsort(tails, kind="stable").astype(np.int64)
-    out_ptr = np.concatenate([[0], np.cumsum(np.bincount(tails, minlength=n))]).astype(np.int64)
-    parent0, depth0, load0, ok = _grow(n, tails, heads, cap, in_ptr, in_order, out_ptr, out_order, PASSES)
-    if not ok:
-        raise ValueError(f"{g.expr}: some node cannot be reached over arcs of positive capacity")
+    sp, (parent0, depth0, load0) = grown_trees(g, capacity)
+    arcs, tails, heads, cap, in_ptr, in_order = sp.arcs, sp.tails, sp.heads, sp.cap, sp.in_ptr, sp.in_order
     parent = np.repeat(parent0, k, axis=0)
     depth = np.repeat(depth0, k, axis=0)
     load = load0 * k
