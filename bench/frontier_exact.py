@@ -254,9 +254,12 @@ def main() -> None:
     ap.add_argument("--resume", help="JSON-lines file of checked pairs: appended to, and skipped when present")
     ap.add_argument("--time-only", action="store_true")
     ap.add_argument("--check-only", action="store_true", help="skip the frontier sweep's timing")
+    ap.add_argument("--sample", type=int, default=SAMPLE,
+                    help=f"offset sets sampled per circulant kind beyond {ORBIT_LIMIT} (default {SAMPLE})")
     ap.add_argument("--dcirculant-proof", action="store_true",
                     help="count the (N, d) where directed circulants are ruled out, by bound or proven table row")
     args = ap.parse_args()
+    globals()["SAMPLE"] = args.sample          # read by _offset_sets
     if args.dcirculant_proof:
         print(dcirculant_proof(args.max_nodes, args.max_degree))
         return
