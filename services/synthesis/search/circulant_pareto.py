@@ -41,8 +41,9 @@ from services.synthesis.search.circulants import (_BATCH_ROWS, _batches, _canoni
                                                   _random_rows, _seeds, KINDS, canonical_count,
                                                   diameter_floor, domain, generators)
 
-__all__ = ["LINE_TABLE", "LINE_CAP", "line_base", "line_lookup", "EVALUATE_BUDGET", "SAMPLE_ROWS", "PRICE_CAP", "PARETO_TABLE", "PARETO_KS", "ParetoOffsets", "bfb_tau",
-           "pareto_offsets", "pareto_lookup", "pareto_rows"]
+__all__ = ["EVALUATE_BUDGET", "SAMPLE_ROWS", "PRICE_CAP", "KEEP_MIN_DIAMETER", "PARETO_TABLE", "PARETO_KS",
+           "ParetoOffsets", "bfb_tau", "pareto_offsets", "pareto_lookup", "pareto_rows",
+           "LINE_TABLE", "LINE_CAP", "line_base", "line_lookup", "line_rows"]
 
 EVALUATE_BUDGET = 1_500_000   # every canonical offset set has its diameter evaluated when there are at most this many
 SAMPLE_ROWS = 100_000         # else a fixed-seed sample of this many sets containing 1
