@@ -190,41 +190,43 @@ LINE_CAP = 256                # bases of the least diameter whose line digraph i
 
 
 def line_base(n: int, k: int, kind: str = "dcirculant", budget: int = EVALUATE_BUDGET, sample: int = SAMPLE_ROWS,
-              cap: int = LINE_CAP) -> tuple[int, Fraction, tuple[int, ...], int, int] | None:
-    """The base G among the least-diameter offset sets of (n, k) whose line digraph L(G) has the least BFB tau
-    (D(L(G)) = D(G) + 1 steps, Definition 12): BFB on L(G) depends on G beyond its (steps, tau), e.g. of the
-    2,202 BW-optimal directed circulants of (18, 5) of diameter 3, 160 have a BW-optimal line digraph and the
-    rest tau = 1. Up to `cap` sets are priced (BW-optimal bases first), stopping at a BW-optimal L(G).
-    Returns (D(G), tau of L(G), offsets, sets priced, sets of that diameter) or None."""
+              cap: int = LINE_CAP, levels: int = 1) -> list[tuple[int, Fraction, tuple[int, ...], int, int]]:
+    """Bases G among the offset sets of the `levels` smallest diameters of (n, k) whose line digraphs L(G)
+    have the least BFB tau (D(L(G)) = D(G) + 1 steps, Definition 12): BFB on L(G) depends on G beyond its
+    (steps, tau), e.g. of the 2,202 BW-optimal directed circulants of (18, 5) of diameter 3, 160 have a
+    BW-optimal line digraph and the rest tau = 1. Per diameter up to `cap` sets are priced (BW-optimal bases
+    first), stopping at a BW-optimal L(G), which ends the search (larger diameters cannot do better).
+    Returns the Pareto entries (D(G), tau of L(G), offsets, sets priced, sets of that diameter)."""
     from services.synthesis.search.pricing import price
 
     batches, _ = _rows(n, k, kind, budget, sample)
-    low, pool, count = n, [], 0
+    pools: dict[int, list[tuple[int, ...]]] = {}
+    counts: dict[int, int] = {}
     for rows in batches:
         rows = rows[(np.diff(rows, axis=1) != 0).all(axis=1) & _connected(n, rows, kind)]
         if not len(rows):
             continue
         diam = circulant_eccentricities(n, generators(n, rows, kind), 0)
-        if not (diam < n).any():
-            continue
-        m = int(diam.min())
-        if m < low:
-            low, pool, count = m, [], 0
-        if m == low:
-            count += int((diam == low).sum())
-            pool += [tuple(int(x) for x in r) for r in rows[diam == low][:cap]]
-    if not pool:
-        return None
-    pool = sorted(set(pool), key=lambda o: (_bfb_tau_of(n, kind, o)[1], o))[:cap]
-    star, best, tried = Fraction(n * k - 1, n * k), None, 0
-    for offs in pool:
-        p = price(f"line({kind}({n}, {', '.join(map(str, offs))}))")
-        tried += 1
-        if best is None or p.tau < best[0]:
-            best = (p.tau, offs)
-        if p.tau == star:
+        for dm in np.unique(diam[diam < n]).tolist():
+            counts[dm] = counts.get(dm, 0) + int((diam == dm).sum())
+            pools.setdefault(dm, []).extend(tuple(int(x) for x in r) for r in rows[diam == dm][:cap])
+    star = Fraction(n * k - 1, n * k)
+    out: list[tuple[int, Fraction, tuple[int, ...], int, int]] = []
+    for dm in sorted(pools)[:levels]:
+        pool = sorted(set(pools[dm]), key=lambda o: (_bfb_tau_of(n, kind, o)[1], o))[:cap]
+        best, tried = None, 0
+        for offs in pool:
+            p = price(f"line({kind}({n}, {', '.join(map(str, offs))}))")
+            tried += 1
+            if best is None or p.tau < best[0]:
+                best = (p.tau, offs)
+            if p.tau == star:
+                break
+        if best is not None and (not out or best[0] < out[-1][1]):
+            out.append((dm, best[0], best[1], tried, counts[dm]))
+        if out and out[-1][1] == star:
             break
-    return low, best[0], best[1], tried, count
+    return out
 
 
 def line_rows() -> list[dict]:
@@ -234,28 +236,41 @@ def line_rows() -> list[dict]:
 
 
 @lru_cache(maxsize=1)
-def _line_index() -> dict[tuple[str, int, int], tuple[int, Fraction, tuple[int, ...]]]:
-    return {(r["kind"], r["k"], r["n"]): (r["diameter"], Fraction(r["tau"]), tuple(r["offsets"])) for r in line_rows()}
+def _line_index() -> dict[tuple[str, int, int], tuple[tuple[int, Fraction, tuple[int, ...]], ...]]:
+    out = {}
+    for r in line_rows():                          # a later row for the same (n, k) replaces an earlier one
+        first = (r["diameter"], Fraction(r["tau"]), tuple(r["offsets"]))
+        out[(r["kind"], r["k"], r["n"])] = (first,) + tuple((d, Fraction(t), tuple(o)) for d, t, o in r.get("next", []))
+    return out
 
 
-def line_lookup(n: int, k: int, kind: str = "dcirculant") -> tuple[int, Fraction, tuple[int, ...]] | None:
-    """(D(G), BFB tau of L(G), G's offsets) of the tabulated line-digraph base of (n, k), or None."""
-    return _line_index().get((kind, k, n))
+def line_lookup(n: int, k: int, kind: str = "dcirculant") -> tuple[tuple[int, Fraction, tuple[int, ...]], ...]:
+    """(D(G), BFB tau of L(G), G's offsets) of the tabulated line-digraph bases of (n, k): the least diameter's
+    best and, where its line digraph is not BW-optimal, the next diameter's when better; () when untabulated."""
+    return _line_index().get((kind, k, n), ())
 
 
-def _build_lines(ks) -> None:
-    done = {(r["kind"], r["k"], r["n"]) for r in line_rows()}
+def _build_lines(ks, levels: int = 1) -> None:
+    """Append a row per (n, k) not in the table; with levels = 2, re-do the rows whose line digraph is not
+    BW-optimal over the two smallest diameters (the new row replaces the old one)."""
+    rows = line_rows()
+    done = {(r["kind"], r["k"], r["n"]) for r in rows}
+    redo = {(r["kind"], r["k"], r["n"]) for r in rows
+            if Fraction(r["tau"]) != Fraction(r["n"] * r["k"] - 1, r["n"] * r["k"])} if levels > 1 else set()
     with LINE_TABLE.open("a") as fh:
         for k in ks:
             for n in range(k + 2, LINE_MAX_NODES // k + 1):
-                if ("dcirculant", k, n) in done:
+                key = ("dcirculant", k, n)
+                if key in done and key not in redo:
                     continue
                 t0 = time.perf_counter()
-                r = line_base(n, k)
-                if r is None:
+                found = line_base(n, k, levels=levels)
+                if not found:
                     continue
-                fh.write(json.dumps({"kind": "dcirculant", "k": k, "n": n, "diameter": r[0], "tau": str(r[1]),
-                                     "offsets": list(r[2]), "priced": r[3], "of": r[4],
+                (d, tau, offs, priced, of), rest = found[0], found[1:]
+                fh.write(json.dumps({"kind": "dcirculant", "k": k, "n": n, "diameter": d, "tau": str(tau),
+                                     "offsets": list(offs), "priced": priced, "of": of,
+                                     "next": [[d2, str(t2), list(o2)] for d2, t2, o2, _, _ in rest],
                                      "seconds": round(time.perf_counter() - t0, 3)}) + "\n")
                 fh.flush()
 
@@ -265,9 +280,11 @@ def main() -> None:
     ap.add_argument("--k", type=int, action="append", help="only these offset counts")
     ap.add_argument("--max-nodes", type=int, default=400)
     ap.add_argument("--line", action="store_true", help="the line-digraph bases (dcirculant_line.jsonl)")
+    ap.add_argument("--line-next", action="store_true",
+                    help="re-do the line rows without a BW-optimal line digraph over the two smallest diameters")
     args = ap.parse_args()
-    if args.line:
-        _build_lines(args.k or (5, 6, 7, 8, 4, 3, 2))
+    if args.line or args.line_next:
+        _build_lines(args.k or (5, 6, 7, 8, 4, 3, 2), 2 if args.line_next else 1)
         return
     done = {(r["kind"], r["k"], r["n"]) for r in pareto_rows()}
     with PARETO_TABLE.open("a") as fh:

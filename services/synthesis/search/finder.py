@@ -111,8 +111,7 @@ def _line_specs(n: int, deg: int, target: bool) -> list[Spec]:
         bases = line_base_circulants(n, deg) if target else line_base_circulants(n, deg, INNER_LINE_BASES)
         out += [line_spec_of(s) for s in bases if s.expr not in seen]
         seen |= {s.expr for s in bases}
-    if target and (row := line_lookup(n, deg)) is not None:     # the tabulated base of least line tau
-        diameter, tau, offs = row
+    for diameter, tau, offs in line_lookup(n, deg) if target else ():     # tabulated bases of least line tau
         base = f"dcirculant({n}, {', '.join(map(str, offs))})"
         if base not in seen:
             spec = line_spec_of(Spec(base, "dcirculant", n, deg, diameter, Fraction(n - 1, n), False, True))

@@ -78,5 +78,12 @@ def test_line_rows_price_as_recorded():
     rows = cp.line_rows()
     assert rows
     for r in random.Random(4).sample(rows, min(6, len(rows))):
-        base = _expr(r["n"], r["offsets"])
-        assert _measured(f"line({base})") == (r["diameter"] + 1, Fraction(r["tau"])), r
+        for d, tau, offs in [(r["diameter"], r["tau"], r["offsets"]), *r.get("next", [])]:
+            assert _measured(f"line({_expr(r['n'], offs)})") == (d + 1, Fraction(tau)), r
+
+
+def test_line_bases_go_to_the_next_diameter_when_the_least_gives_no_bw_optimal_line():
+    """(80, 5): the one base of diameter 4 in the sample has a line digraph of tau 1; one of diameter 5 has a
+    BW-optimal one (6 steps, 399/400), which a product of 7 steps at 399/400 must not beat."""
+    first, *rest = cp.line_lookup(80, 5)
+    assert first[:2] == (4, Fraction(1)) and rest and rest[0][:2] == (5, Fraction(399, 400))
