@@ -1,23 +1,28 @@
-"""The frontier against an independent enumeration on every (N, d) with N <= 400 and d <= 8, and the
-frontier's time (paper section 5.4; target: no dominated entry, frontier time within 2x of the finder before
-the exact circulant search).
+"""The frontier against an independent enumeration on (N, d) with N <= 400 and d <= 8, and the frontier's
+time (paper section 5.4; target: no dominated entry, frontier time within 2x of the finder before the exact
+circulant search).
 
-    python -m bench.frontier_exact                      # time, then the dominated-entry count
+    python -m bench.frontier_exact                      # time, then the dominated-entry count on every pair
     python -m bench.frontier_exact --time-only          # the frontier sweep's time alone
     PYTHONPATH=/path/to/other/checkout python bench/frontier_exact.py --time-only   # another finder
+    python -m bench.frontier_exact --check-only --nodes 101-400/3 --degrees 5-6 --resume FILE
+                                                        # some pairs; FILE holds one JSON line per pair done
+    python -m bench.frontier_exact --dcirculant-proof   # where directed circulants are ruled out, and how
 
 The enumeration is this script's own: every family expression with N nodes and degree d (as
 tests/synthesis/search/test_frontier_exact.py lists them) and one expansion level of family members (line
-digraphs, degree expansions, Cartesian powers, products of two). Circulants and directed circulants are listed per orbit
-under the units of Z_N when there are at most ORBIT_LIMIT offset sets, otherwise by a fixed-seed sample of
-SAMPLE sets containing 1 (so the count is a lower bound where the space is sampled). A candidate is built
-(`construct`, the path of `fabricplan schedule`) and measured by the model checker only when its lower bound
-(diameter, or the diameters' sum / D + 1 for an expansion, in steps; (N-1)/N in tau) could dominate an entry.
+digraphs, degree expansions, Cartesian powers, products of two). Circulants and directed circulants are listed
+per orbit under the units of Z_N when there are at most ORBIT_LIMIT offset sets, otherwise by a fixed-seed
+sample of SAMPLE sets containing 1 (so the count is a lower bound where the space is sampled). A candidate is
+built (`construct`, the path of `fabricplan schedule`) and measured by the model checker only when its lower
+bound (diameter, or the diameters' sum / D + 1 for an expansion, in steps; (N-1)/N in tau) could dominate an
+entry.
 """
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
 import time
@@ -92,22 +97,15 @@ def circulant_members(n: int, d: int) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _factorisations(n: int, smallest: int = 2) -> list[tuple[int, ...]]:
-    out = [(n,)] if n >= smallest else []
-    for f in range(smallest, math.isqrt(n) + 1):
-        if n % f == 0:
-            out += [(f, *rest) for rest in _factorisations(n // f, f)]
-    return out
-
-
 @lru_cache(maxsize=None)
 def members(n: int, d: int) -> tuple[tuple[str, int], ...]:
     """(expression, diameter) of every family member with n nodes and degree d."""
     from services.synthesis.topology.catalog import build
     from services.synthesis.topology.distreg import CATALOGUE
+    from services.synthesis.topology.families import torus_factorisations
 
     exprs = [f"ring({n}, {d})", f"biring({n}, {d})", f"complete({n})", f"bipartite({n // 2})"]
-    exprs += [f"torus({', '.join(map(str, dims))})" for dims in _factorisations(n)]
+    exprs += [f"torus({', '.join(map(str, dims))})" for dims in torus_factorisations(n)]
     exprs += [f"twisted_torus({a}, {n // a}, {s})" for a in range(2, n + 1) if n % a == 0 and n // a >= 2
               for s in range(a)] if d in (3, 4) else []
     exprs += [f"hamming({k}, {q})" for k in range(1, 10) for q in range(2, n + 1) if q ** k == n]
@@ -179,37 +177,107 @@ def dominated(n: int, d: int) -> tuple[list[tuple[str, str]], int]:
     return out, built
 
 
+def dcirculant_proof(max_nodes: int, max_degree: int) -> dict[str, int]:
+    """Per (N, d), 2 <= d: why no directed circulant of d offsets dominates a frontier entry. "bound": every
+    entry has fewer steps than the abelian Moore floor of d directed offsets (or is that floor at (N-1)/N);
+    "row proven": the tabulated Pareto row is proven (`ParetoOffsets.proven`); "sampled": neither."""
+    from services.synthesis.search.circulant_pareto import pareto_lookup
+    from services.synthesis.search.circulants import diameter_floor
+    from services.synthesis.search.finder import frontier
+
+    out = {"bound": 0, "row proven": 0, "sampled": 0, "no row": 0}
+    for d in range(2, max_degree + 1):
+        for n in range(d + 2, max_nodes + 1):
+            floor, star = diameter_floor(n, d, "dcirculant"), Fraction(n - 1, n)
+            if not any(c.steps >= floor and (c.steps, c.tau) != (floor, star) for c in frontier(n, d)):
+                out["bound"] += 1
+            elif (row := pareto_lookup(n, d)) is None:
+                out["no row"] += 1
+            else:
+                out["row proven" if row.proven else "sampled"] += 1
+    return out
+
+
+def _numbers(spec: str) -> list[int]:
+    """"2-100", "101-400/7" (every 7th), "84,90" or a mix: the listed integers, in order."""
+    out: list[int] = []
+    for part in spec.split(","):
+        rng, _, step = part.partition("/")
+        lo, _, hi = rng.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1, int(step or 1)))
+    return out
+
+
+def _check(pairs: list[tuple[int, int]], resume: str | None) -> None:
+    """The dominated-entry check on (N, d) pairs; with `resume`, one JSON line per pair appended to that
+    file, and pairs already in it are not checked again (their results are counted)."""
+    done: dict[tuple[int, int], dict] = {}
+    if resume:
+        try:
+            with open(resume) as fh:
+                for line in fh:
+                    r = json.loads(line)
+                    done[(r["n"], r["d"])] = r
+        except FileNotFoundError:
+            pass
+    t0 = time.perf_counter()
+    out = open(resume, "a") if resume else None
+    results = []
+    for n, d in pairs:
+        if (n, d) in done:
+            results.append(done[(n, d)])
+            continue
+        t1 = time.perf_counter()
+        bad, built = dominated(n, d)
+        r = {"n": n, "d": d, "dominated": sorted({e for e, _ in bad}), "by": [b for _, b in bad][:3],
+             "built": built, "seconds": round(time.perf_counter() - t1, 2)}
+        results.append(r)
+        if out:
+            out.write(json.dumps(r) + "\n")
+            out.flush()
+        if bad:
+            print(f"  ({n}, {d}): {bad[0][0]} dominated by {bad[0][1]}", flush=True)
+    bad_pairs = [r for r in results if r["dominated"]]
+    total_bad = sum(len(r["dominated"]) for r in results)
+    print(f"\ndominated frontier entries over {len(results)} (N, d) pairs: {total_bad} (target 0) in "
+          f"{len(bad_pairs)} pairs; {sum(r['built'] for r in results)} candidates built and model-checked; "
+          f"{time.perf_counter() - t0:.0f} s this run")
+    sys.exit(0 if total_bad == 0 else 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-nodes", type=int, default=MAX_NODES)
     ap.add_argument("--max-degree", type=int, default=MAX_DEGREE)
+    ap.add_argument("--nodes", help='the N to check, e.g. "2-100,101-400/7" (default 2..--max-nodes)')
+    ap.add_argument("--degrees", help='the d to check, e.g. "5-8" (default 1..--max-degree)')
+    ap.add_argument("--resume", help="JSON-lines file of checked pairs: appended to, and skipped when present")
     ap.add_argument("--time-only", action="store_true")
+    ap.add_argument("--check-only", action="store_true", help="skip the frontier sweep's timing")
+    ap.add_argument("--sample", type=int, default=SAMPLE,
+                    help=f"offset sets sampled per circulant kind beyond {ORBIT_LIMIT} (default {SAMPLE})")
+    ap.add_argument("--dcirculant-proof", action="store_true",
+                    help="count the (N, d) where directed circulants are ruled out, by bound or proven table row")
     args = ap.parse_args()
+    globals()["SAMPLE"] = args.sample          # read by _offset_sets
+    if args.dcirculant_proof:
+        print(dcirculant_proof(args.max_nodes, args.max_degree))
+        return
     from services.synthesis.bfb.warm import warm
 
     warm()
-    rows = _time_sweep(args.max_nodes, args.max_degree)
-    print(f"frontier(N, d) for N = 2..{args.max_nodes}, each d, one process, cold in-memory caches")
-    print(f"{'d':>3} {'wall s':>8} {'CPU s':>8}")
-    for d, w, c in rows:
-        print(f"{d:>3} {w:>8.2f} {c:>8.2f}")
-    print(f"all {sum(r[1] for r in rows):>8.2f} {sum(r[2] for r in rows):>8.2f}")
+    if not args.check_only:
+        rows = _time_sweep(args.max_nodes, args.max_degree)
+        print(f"frontier(N, d) for N = 2..{args.max_nodes}, each d, one process, cold in-memory caches")
+        print(f"{'d':>3} {'wall s':>8} {'CPU s':>8}")
+        for d, w, c in rows:
+            print(f"{d:>3} {w:>8.2f} {c:>8.2f}")
+        print(f"all {sum(r[1] for r in rows):>8.2f} {sum(r[2] for r in rows):>8.2f}")
     if args.time_only:
         return
-    t0 = time.perf_counter()
-    total_bad, total_built, pairs = 0, 0, []
-    for d in range(1, args.max_degree + 1):
-        for n in range(2, args.max_nodes + 1):
-            bad, built = dominated(n, d)
-            total_built += built
-            if bad:
-                total_bad += len({e for e, _ in bad})
-                pairs.append((n, d, bad[0]))
-                print(f"  ({n}, {d}): {bad[0][0]} dominated by {bad[0][1]}", flush=True)
-    print(f"\ndominated frontier entries over N <= {args.max_nodes}, d <= {args.max_degree}: {total_bad} "
-          f"(target 0) in {len(pairs)} (N, d) pairs; {total_built} candidates built and model-checked; "
-          f"{time.perf_counter() - t0:.0f} s")
-    sys.exit(0 if total_bad == 0 else 1)
+    nodes = _numbers(args.nodes) if args.nodes else list(range(2, args.max_nodes + 1))
+    degrees = _numbers(args.degrees) if args.degrees else list(range(1, args.max_degree + 1))
+    _check([(n, d) for d in degrees for n in nodes], args.resume)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     python -m bench.schedules            # ten graphs and the 72-node revision, JSON lines then a table
     python -m bench.schedules --quick    # the three smallest graphs
     python -m bench.schedules --targets  # TACOS and the served schedule against the cut bound (below)
+    python -m bench.schedules --hetero   # where heterogeneous BFB (LP (14)) is the fastest allgather
 
 For every graph and collective (allgather, allreduce) the schedule set is built (`bfb.schedule_sets`: BFB,
 LP (14), BFB without the slow links, greedy, pipelined trees) and at 1 KiB, 1 MiB and 1 GiB the bench prints
@@ -194,12 +195,55 @@ def print_targets(rows: list[dict]) -> None:
               f"{r['today']} | {r['today_us']:.1f} |")
 
 
+HETERO_CASES = (("torus(4, 4)", 5), ("genkautz(4, 32)", 6), ("circulant(24, 1, 5)", 7))
+
+
+def hetero_crossover(expr: str, seed: int) -> dict:
+    """LP (14) (`bfb-hetero@1MiB`, `@1GiB`) against every other allgather candidate of a schedule set on random
+    per-link costs (alpha uniform in 2-12 us, 100 Gbps with five arcs at 25 Gbps; fixed seed): the sizes where
+    a heterogeneous BFB schedule is the fastest (exact ranges of the lower envelope), the set's ranges it
+    serves, and its time against the cut bound at 1 GiB."""
+    from fractions import Fraction
+
+    from services.synthesis.bfb.schedule_sets import schedule_sets
+    from services.synthesis.forest.packing import cut_bound_seconds
+    from services.synthesis.schedule.envelope import integer_ranges, lower_envelope
+    from services.synthesis.schedule.ir import Collective
+    from services.synthesis.schedule.links import LinkCosts
+    from services.synthesis.topology.catalog import build
+
+    g = build(expr)
+    rng = np.random.default_rng(seed)
+    bw = np.full(g.arcs, 100 * GBPS)
+    bw[rng.choice(g.arcs, 5, replace=False)] = 25 * GBPS
+    costs = LinkCosts(g, rng.uniform(2e-6, 12e-6, g.arcs), bw)
+    ag = Collective.ALLGATHER
+    full = schedule_sets(g, costs, (ag,), greedy_chunks=(1,))[ag]
+    others = schedule_sets(g, costs, (ag,), schedulers=("bfb", "bfb-fast", "greedy", "trees"), greedy_chunks=(1,))[ag]
+    hetero = schedule_sets(g, costs, (ag,), schedulers=("bfb-hetero",))[ag]
+    served = [(r.min_bytes, r.max_bytes, r.scheduler) for r in full.ranges if r.scheduler.startswith("bfb-hetero")]
+    curves = [r.curve for r in hetero.ranges] + [r.curve for r in others.ranges]
+    lp14 = [(lo, hi) for lo, hi, k in integer_ranges(lower_envelope(curves)) if k < len(hetero.ranges)]
+    gib = 1 << 30
+    bound = cut_bound_seconds(g, bw, gib)
+    best_h = min(float(r.curve(Fraction(gib))) for r in hetero.ranges)
+    return {"expr": expr, "seed": seed, "lp14_fastest_bytes": lp14, "set_serves_lp14": served,
+            "lp14_x_cut_bound_1GiB": round(best_h / bound, 3),
+            "served_x_cut_bound_1GiB": round(float(full.at(gib).curve(Fraction(gib))) / bound, 3),
+            "served_1GiB": full.at(gib).scheduler, "served_1KiB": full.at(1 << 10).scheduler}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--targets", action="store_true", help="TACOS and the served schedule against the cut bound")
     p.add_argument("--only", type=int, nargs="*", help="with --targets: which target graphs (0-based)")
+    p.add_argument("--hetero", action="store_true", help="where heterogeneous BFB (LP (14)) is the fastest")
     args = p.parse_args(argv)
+    if args.hetero:
+        for expr, seed in HETERO_CASES:
+            print(json.dumps(hetero_crossover(expr, seed)), flush=True)
+        return 0
     if args.targets:
         rows = []
         for i, case in enumerate(target_cases()):

@@ -34,7 +34,7 @@ from services.synthesis.bfb.incremental import bfb_allgather_near
 from services.synthesis.bfb.lp import ScheduleTooLarge, bfb_allgather
 from services.synthesis.bfb.fast_links import FastLinksUnavailable, bfb_fast_links
 from services.synthesis.forest.packing import pack_trees
-from services.synthesis.bfb.schedule_sets import fastest_trees
+from services.synthesis.bfb.schedule_sets import fastest_tree_allreduce, fastest_trees
 from services.synthesis.schedule.cost import measured_tau
 from services.synthesis.schedule.dependency import dependency_time
 from services.synthesis.schedule.ir import Collective, Schedule, allreduce
@@ -286,6 +286,10 @@ def _hetero_builder(size_bytes: float) -> Builder:
 def _trees_builder(size_bytes: float) -> Builder:
     def build(g: Topology, c: LinkCosts, _transposed: bool):
         return fastest_trees(pack_trees(g, c.bandwidth_Bps), c, size_bytes), None, None
+
+    def allreduce_phases(g: Topology, c: LinkCosts) -> tuple[Schedule, Schedule]:
+        return fastest_tree_allreduce(g, c, size_bytes)      # the set's pair, not the phases' own choices
+    build.allreduce_phases = allreduce_phases                # type: ignore[attr-defined]
     return build
 
 
@@ -325,6 +329,12 @@ def _sum(a, b):
     return a + b if a is not None and b is not None else None
 
 
+def _phase_candidate(made: dict, phase: Collective, name: str, schedule: Schedule) -> Candidate:
+    """The candidate already made for this very phase schedule (checked once), else a new one."""
+    c = made.get(phase)
+    return c if c is not None and c.schedule is schedule else Candidate(name, schedule)
+
+
 def _by_orientation(out: dict, name: str, g: Topology, costs: LinkCosts, size_bytes: float, build: Builder) -> None:
     """Allgather on G and, for reduce-scatter and allreduce, on G^T (its arcs priced as the arcs of G they
     reverse; G's own allgather when G^T = G on uniform links); then the wanted collectives, priced."""
@@ -348,6 +358,13 @@ def _by_orientation(out: dict, name: str, g: Topology, costs: LinkCosts, size_by
             made[c] = priced(name, ag, costs, size_bytes, t_ag, ag_tau, ag_time)
         elif c is Collective.REDUCESCATTER:
             made[c] = priced(name, rs, costs, size_bytes, t_all - t_ag, rs_tau, rs_time)
+        elif (pair := getattr(build, "allreduce_phases", None)) is not None:
+            t1 = time.perf_counter()
+            rs_ar, ag_ar = pair(g, costs)              # phases chosen together (schedule_sets' allreduce)
+            made[c] = priced(name, allreduce(rs_ar, ag_ar), costs, size_bytes, t_all + time.perf_counter() - t1,
+                             None, None)
+            made[c].phases = (_phase_candidate(made, Collective.REDUCESCATTER, name, rs_ar),
+                              _phase_candidate(made, Collective.ALLGATHER, name, ag_ar))
         else:
             made[c] = priced(name, allreduce(rs, ag), costs, size_bytes, t_all, _sum(ag_tau, rs_tau),
                              _sum(ag_time, rs_time))

@@ -9,15 +9,17 @@ frontier. Paper families the text leaves under-specified are replaced by derived
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from services.synthesis.schedule.cost import moore_steps, optimal_tau
 from services.synthesis.search import pricing
 from services.synthesis.search.candidates import Spec, candidate, exact_spec
+from services.synthesis.search.circulant_pareto import KEEP_MIN_DIAMETER, pareto_lookup
 from services.synthesis.search.circulants import best_offsets
 from services.synthesis.search.offset_table import lookup
 from services.synthesis.topology.distreg import CATALOGUE
-from services.synthesis.topology.families import theorem22_offsets
+from services.synthesis.topology.families import theorem22_offsets, torus_factorisations
 
 __all__ = ["DERIVED", "instances", "line_base_circulants"]
 
@@ -60,17 +62,8 @@ def _ring_family(n: int, d: int) -> list[Spec]:
 def _torus_family(n: int, d: int) -> list[Spec]:
     """Every factorisation of n into dimensions whose degree (2 per dimension >= 3, 1 per size-2 one) is d:
     BW-optimal with steps = sum floor(d_i / 2) (Theorem 13)."""
-    return [_theorem(f"torus({', '.join(map(str, dims))})", "torus") for dims in _factorisations(n)
+    return [_theorem(f"torus({', '.join(map(str, dims))})", "torus") for dims in torus_factorisations(n)
             if len(dims) >= 2 and sum(1 if x == 2 else 2 for x in dims) == d]
-
-
-@lru_cache(maxsize=None)
-def _factorisations(n: int, smallest: int = 2) -> tuple[tuple[int, ...], ...]:
-    out = [(n,)] if n >= smallest else []
-    for f in range(smallest, math.isqrt(n) + 1):
-        if n % f == 0:
-            out += [(f, *rest) for rest in _factorisations(n // f, f)]
-    return tuple(out)
 
 
 def _hamming_family(n: int, d: int) -> list[Spec]:
@@ -90,10 +83,12 @@ SMALL_LINE_BASE, SMALL_LINE_BASE_KEEP = 16, 32
 
 def _offsets(n: int, k: int, kind: str, keep: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """(diameter, offsets) of the `keep` smallest-diameter circulants of the kind: the offline exhaustive
-    table (`offset_table`), else `circulants.best_offsets` (exhaustive over canonical sets when they are
-    few, sampled beyond; one search keeps LINE_BASE_KEEP sets for both uses); with keep > 4, the run-time
-    search's sets rather than the table's."""
+    table (`offset_table`), else the directed-circulant table's (`circulant_pareto`), else
+    `circulants.best_offsets` (exhaustive over canonical sets when they are few, sampled beyond; one search
+    keeps LINE_BASE_KEEP sets for both uses); with keep > 4, the run-time search's sets rather than a table's."""
     table = lookup(n, k, kind) if keep <= 4 else None
+    if table is None and keep <= KEEP_MIN_DIAMETER and (row := pareto_lookup(n, k, kind)) is not None:
+        return row.smallest[:keep]
     searched = SMALL_LINE_BASE_KEEP if n <= SMALL_LINE_BASE else LINE_BASE_KEEP
     return (table or best_offsets(n, k, kind, searched)).found[:keep]
 
@@ -107,15 +102,17 @@ def line_base_circulants(n: int, d: int, keep: int = LINE_BASE_KEEP) -> list[Spe
 def _circulant_family(n: int, d: int, keep: int = 4) -> list[Spec]:
     """The smallest-diameter circulants of degree d on n nodes (`circulants`): undirected with d/2 offsets
     (even d; Theorem 22 for d = 4), with (d-1)/2 offsets and the involution n/2 (odd d, even n), and
-    directed with d offsets; each at least its diameter in steps (Theorem 15)."""
+    directed with d offsets, and from the directed-circulant table the least-tau set of each diameter that
+    can enter a frontier (`circulant_pareto`: BFB on two directed circulants of one diameter can differ in
+    tau); each at least its diameter in steps (Theorem 15)."""
     out = []
 
-    def add(name: str, offsets, extra: tuple[int, ...] = ()) -> None:
-        for diameter, offs in offsets:
+    def add(name: str, offsets, extra: tuple[int, ...] = (), taus=None) -> None:
+        for i, (diameter, offs) in enumerate(offsets):
             expr = f"{name}({n}, {', '.join(map(str, offs + extra))})"
             if all(s.expr != expr for s in out):
-                out.append(_lazy(expr, name, n, d, diameter, bidirectional=name == "circulant",
-                                 reverse_symmetric=True))
+                spec = _lazy(expr, name, n, d, diameter, bidirectional=name == "circulant", reverse_symmetric=True)
+                out.append(spec if taus is None else replace(spec, tau=taus[i]))
 
     if d % 2 == 0 and d >= 4 and n >= d + 1:
         k = d // 2
@@ -128,6 +125,8 @@ def _circulant_family(n: int, d: int, keep: int = 4) -> list[Spec]:
         add("circulant", _offsets(n, (d - 1) // 2, "half", keep), (n // 2,))
     if n >= d + 2:
         add("dcirculant", _offsets(n, d, "dcirculant", keep))
+        if (row := pareto_lookup(n, d)) is not None:       # the least BFB tau per diameter (tabulated, exact)
+            add("dcirculant", [(dm, offs) for dm, _, offs in row.entries], taus=[t for _, t, _ in row.entries])
     return out
 
 

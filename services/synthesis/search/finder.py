@@ -18,13 +18,14 @@ d/2.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
 from services.synthesis.schedule.cost import LinkModel, moore_steps, optimal_tau
 from services.synthesis.schedule.ir import ALLGATHER_FAMILY, Collective
 from services.synthesis.search.bases import BASE_MAX_NODES, instances, line_base_circulants
+from services.synthesis.search.circulant_pareto import line_lookup
 from services.synthesis.search.candidates import (Candidate, Spec, bidir_spec, degree_spec, line_spec,
                                                   line_spec_of, power_spec, product_spec, resolve)
 from services.synthesis.search.pricing import CACHE
@@ -101,13 +102,20 @@ def _line_specs(n: int, deg: int, target: bool) -> list[Spec]:
     diameter + 1 without pricing the base. BFB on L(G) depends on more than G's (steps, tau): Theorem 10's
     lift is not always optimal, and line(dcirculant(64, 1, 4, 43, 49)) is BW-optimal while
     line(dcirculant(64, 1, 4, 16, 29)) is not, from bases of equal cost, so bases tied with a Pareto state
-    are expanded too."""
+    are expanded too; at the target, also the directed circulant of (n, deg) whose line digraph has the
+    least tau (`circulant_pareto.line_lookup`, tabulated for line digraphs of up to 400 nodes)."""
     states = _state(n, deg)
     out = [line_spec(c) for c in states]
+    seen = {c.expr for c in states}
     if n <= BASE_MAX_NODES:
-        seen = {c.expr for c in states}
         bases = line_base_circulants(n, deg) if target else line_base_circulants(n, deg, INNER_LINE_BASES)
         out += [line_spec_of(s) for s in bases if s.expr not in seen]
+        seen |= {s.expr for s in bases}
+    for diameter, tau, offs in line_lookup(n, deg) if target else ():     # tabulated bases of least line tau
+        base = f"dcirculant({n}, {', '.join(map(str, offs))})"
+        if base not in seen:
+            spec = line_spec_of(Spec(base, "dcirculant", n, deg, diameter, Fraction(n - 1, n), False, True))
+            out.append(replace(spec, tau=max(spec.tau, tau)))
     return out
 
 

@@ -133,6 +133,20 @@ def hypercube(n: int) -> Topology:
     return cayley(t, [_unit(t, axis) for axis in range(n)], f"hypercube({n})")
 
 
+def torus_factorisations(n: int, smallest: int = 2) -> tuple[tuple[int, ...], ...]:
+    """Every torus shape on n nodes: the non-decreasing factorisations of n into factors >= `smallest`
+    (n itself included), e.g. 12 -> (12,), (2, 6), (2, 2, 3), (3, 4).
+
+    >>> torus_factorisations(12)
+    ((12,), (2, 6), (2, 2, 3), (3, 4))
+    """
+    out = [(n,)] if n >= smallest else []
+    for f in range(smallest, math.isqrt(n) + 1):
+        if n % f == 0:
+            out += [(f, *rest) for rest in torus_factorisations(n // f, f)]
+    return tuple(out)
+
+
 def torus(*dims: int) -> Topology:
     """d_1 x ... x d_k torus = product of bidirectional rings; a size-2 dimension is one duplex link
     (K_2), which keeps the product simple so Theorem 13 gives BW-optimal BFB (section 5.3, Theorem 13)."""

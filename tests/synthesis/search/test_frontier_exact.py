@@ -22,12 +22,14 @@ from functools import lru_cache
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+import pytest
 
 from services.synthesis.schedule.verify import verify
 from services.synthesis.search.construct import construct
 from services.synthesis.search.finder import frontier
 from services.synthesis.topology.catalog import build
 from services.synthesis.topology.distreg import CATALOGUE
+from services.synthesis.topology.families import torus_factorisations
 
 
 def _units(n: int) -> list[int]:
@@ -65,14 +67,6 @@ def _circulants(n: int, d: int) -> list[str]:
     return out
 
 
-def _factorisations(n: int, smallest: int = 2) -> list[tuple[int, ...]]:
-    out = [(n,)] if n >= smallest else []
-    for f in range(smallest, math.isqrt(n) + 1):
-        if n % f == 0:
-            out += [(f, *rest) for rest in _factorisations(n // f, f)]
-    return out
-
-
 @lru_cache(maxsize=None)
 def families(n: int, d: int) -> tuple[str, ...]:
     """Every family expression with n nodes and degree d (explicit arc lists excepted)."""
@@ -84,7 +78,7 @@ def families(n: int, d: int) -> tuple[str, ...]:
     if n % 2 == 0 and d == n // 2:
         out.append(f"bipartite({n // 2})")
     out += _circulants(n, d)
-    for dims in _factorisations(n):
+    for dims in torus_factorisations(n):
         if sum(1 if x == 2 else 2 for x in dims) == d:
             out.append(f"torus({', '.join(map(str, dims))})")
     for a in range(2, n + 1):
@@ -174,3 +168,19 @@ def dominated_entries(n: int, d: int) -> list[tuple[str, tuple, str, tuple]]:
 @example(n=14, d=3)
 def test_no_frontier_entry_is_dominated_by_an_enumerated_candidate(n, d):
     assert dominated_entries(n, d) == []
+
+
+@pytest.mark.parametrize("n,d,rival", [
+    (73, 5, "dcirculant(73, 1, 3, 7, 30, 48)"),           # 4 steps BW-optimal: the floor, beyond the old table
+    (84, 5, "dcirculant(84, 1, 32, 40, 65, 69)"),         # one of 2 such orbits in 6.0 million sets
+    (51, 6, "dcirculant(51, 1, 2, 6, 12, 28, 44)"),       # Moore steps (3) at 50/51 < genkautz's 20/17
+    (65, 7, "dcirculant(65, 1, 2, 5, 17, 20, 27, 61)"),   # likewise against genkautz(7, 65)'s 224/195
+    (90, 5, "line(dcirculant(18, 1, 5, 8, 12, 16))"),     # a line digraph of an equal-cost base: (4, 89/90)
+    (400, 5, "line(dcirculant(80, 1, 5, 19, 35, 53))"),   # a base of the second-smallest diameter: (6, 399/400)
+])
+def test_no_entry_is_dominated_by_the_directed_circulants_that_dominated_the_previous_finder(n, d, rival):
+    """Each rival dominated an entry of the finder that kept the smallest-diameter offset sets only
+    (bench/frontier_exact.py over N <= 100, d <= 8): directed circulants of one diameter differ in tau."""
+    cost = measured(rival)
+    assert not [c.expr for c in frontier(n, d)
+                if cost[0] <= c.steps and cost[1] <= c.tau and cost != (c.steps, c.tau)]
