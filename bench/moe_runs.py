@@ -156,9 +156,7 @@ def without_memory_check(run: MoeRun, recompute: str = "selective") -> float:
 
     job, fabric = _job_fabric(run, run.precision)
     s = replace(moe_prediction(run)[1].strategy, recompute=recompute)
-    check(job.__class__(job.model, job.name, job.global_batch,
-                        job.device.model_copy(update={"hbm_bytes": 1e14}), job.hosts, job.gpus_per_host,
-                        job.precision, zero3_efficiency=job.zero3_efficiency), s)      # every other rule still holds
+    check(replace(job, device=job.device.model_copy(update={"hbm_bytes": 1e14})), s)   # every other rule still holds
     r = evaluate(job, s, fabric, checked=True)
     return run.global_batch * job.model.seq_len / r.iteration_s / job.gpus
 

@@ -449,8 +449,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     mb, n_l = lay["m"], lay["stage_layers"]
     tokens = m.seq_len * s.micro_batch
     frac = n_l / m.layers
-    width = m.heads * (m.head_dim or m.hidden // m.heads)
-    scores = 4.0 * m.seq_len * width * m.layers            # attention-score FLOPs per token (all layers)
+    scores = m.attention_score_flops_per_token()
     executed = m.forward_flops_per_token() - (scores / 2 if job.attention == "causal" else 0.0)
     attn_exec = scores / 2 if job.attention == "causal" else scores
 

@@ -142,8 +142,8 @@ def predict(run: PublishedRun, *, device: GpuProfile | None = None,
     else:
         flops = job.model_flops()
         if run.flops == "model-causal":
-            m = run.model
-            flops -= 3.0 * 2.0 * m.seq_len * m.hidden * m.layers * m.seq_len * run.global_batch
+            m = run.model            # the masked half of the scores, forward and backward (3x)
+            flops -= 3.0 * m.attention_score_flops_per_token() / 2 * m.seq_len * run.global_batch
     return Prediction(run, flops / r.iteration_s / run.gpus / 1e12, r)
 
 

@@ -157,12 +157,16 @@ class Transformer(BaseModel):
         ef = self.expert_ffn_hidden or self.ffn
         matmul = self.layers * self._attn() + (self.layers - moe) * self._mlp(self.ffn)
         matmul += moe * ((self.k + self.shared_experts) * self._mlp(ef) + h * (self.experts or 0))
-        width = self.heads * (self.head_dim or h // self.heads)
-        return 2.0 * matmul + self.layers * 4.0 * self.seq_len * width + 2.0 * h * self.vocab
+        return 2.0 * matmul + self.attention_score_flops_per_token() + 2.0 * h * self.vocab
 
     def forward_flops_per_token(self) -> float:
         """Model FLOPs of one token's forward pass (module docstring)."""
         return self._forward_flops
+
+    def attention_score_flops_per_token(self) -> float:
+        """The attention scores and their product with V in one token's forward pass, every layer: 4 s (heads
+        head_dim) (module docstring; no causal halving)."""
+        return self.layers * 4.0 * self.seq_len * self.heads * (self.head_dim or self.hidden // self.heads)
 
     def activation_bytes_per_layer(self, micro_batch: int, tp: int, recompute: str, sp: bool = True,
                                    cp: int = 1) -> float:
