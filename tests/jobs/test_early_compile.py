@@ -31,6 +31,14 @@ def _schedules(expr: str) -> dict:
     return {c.value: b.schedule for c, b in construct_collectives(expr).items()}
 
 
+def _wait_until(check, timeout: float = HANG_S):
+    """check()'s value once it is truthy, or its last value when `timeout` has passed."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -70,20 +78,14 @@ def _cancel_while_compiling(settings) -> None:
     scheds = _schedules("torus(4, 4)")
     early = early_compile.start(pid, ["executor", "oneccl"], scheds, {c: len(s.to_bytes()) for c, s in scheds.items()},
                                 lambda u, s: time.sleep(10 * HANG_S))
-    deadline = time.monotonic() + HANG_S
-    while not _children(early.launcher) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    compiling = _children(early.launcher)
+    compiling = _wait_until(lambda: _children(early.launcher))
     assert compiling, "the launcher started no compile process"
     stopping = threading.Thread(target=early_compile.cancel, args=(pid,), daemon=True)
     stopping.start()
     stopping.join(HANG_S)
     assert not stopping.is_alive(), "cancel did not return"
     assert _gone(early.launcher) and early_compile.take(pid) is None
-    deadline = time.monotonic() + HANG_S
-    while any(_running(p) for p in compiling) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_running(p) for p in compiling)
+    assert _wait_until(lambda: not any(_running(p) for p in compiling))
     assert all(o is None for o in early.outcomes().values())        # nothing compiled was handed back
     with session_scope(settings.sqlalchemy_url) as s:
         assert all(compiles.get(s, pid, u.collective, u.options.key()) is None for u in early.units)
@@ -167,14 +169,8 @@ def test_a_killed_job_process_leaves_no_compiles(settings):
     os.close(w)
     with os.fdopen(r) as fh:
         launcher = int(fh.readline())
-    deadline = time.monotonic() + HANG_S
-    while not _children(launcher) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    compiling = _children(launcher)
+    compiling = _wait_until(lambda: _children(launcher))
     assert compiling, "the launcher started no compile process"
     os.kill(job, signal.SIGKILL)
     os.waitpid(job, 0)
-    deadline = time.monotonic() + HANG_S
-    while any(_running(p) for p in [launcher, *compiling]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_running(p) for p in [launcher, *compiling])
+    assert _wait_until(lambda: not any(_running(p) for p in [launcher, *compiling]))
