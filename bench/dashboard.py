@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.service import HOST, Proc, child_env, cli, free_port, minimal_body, wait_ready
+from bench.service import embedded_server, minimal_body
 
 PAGE_TARGET_S = 2.0
 BULK_PLANS = 1000
@@ -91,40 +91,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="fabricplan-bench-dashboard-") as tmp:
         data = Path(tmp)
-        port = free_port()
-        base = f"http://{HOST}:{port}"
-        server = Proc("serve", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"),
-                      child_env("embedded", data), data)
-        try:
-            with httpx.Client(base_url=base, timeout=60, trust_env=False) as client:
-                wait_ready(client, server)
-                small, _ = plan(client, minimal_body(f"dash-{uuid.uuid4().hex[:6]}", 16), 120)
-                cpu0 = server_cpu_s(server.popen.pid)
-                big, big_s = plan(client, minimal_body(f"dash-big-{uuid.uuid4().hex[:6]}", args.nodes, args.degree),
-                                  args.timeout)
-                big_cpu = server_cpu_s(server.popen.pid) - cpu0
-                from services.store.db import session_scope
-                from services.store.models import Plan
-                from tests.browser import insert_plan_copies
+        with embedded_server(data) as (client, base, server):
+            small, _ = plan(client, minimal_body(f"dash-{uuid.uuid4().hex[:6]}", 16), 120)
+            cpu0 = server_cpu_s(server.popen.pid)
+            big, big_s = plan(client, minimal_body(f"dash-big-{uuid.uuid4().hex[:6]}", args.nodes, args.degree),
+                              args.timeout)
+            big_cpu = server_cpu_s(server.popen.pid) - cpu0
+            from services.store.db import session_scope
+            from services.store.models import Plan
+            from tests.browser import insert_plan_copies
 
-                url = f"sqlite:///{(data / 'fabricplan.db').resolve()}"
-                with session_scope(url) as s:
-                    template = s.get(Plan, small["id"])
-                insert_plan_copies(url, template, BULK_PLANS)
-                total = client.get("/v1/plans", params={"limit": 1}).headers["X-Total-Count"]
-                print(f"{args.nodes}-node plan {big['topology']['expr']}: {big_s:.1f} s wall, {big_cpu:.1f} s server CPU; "
-                      f"{total} plans in the database", file=sys.stderr)
-                pid = big["id"]
-                pages = [("plans (1,000+)", "/plans"), ("plans, page 10", "/plans?page=10"),
-                         ("plans, failed", "/plans?status=failed"), (f"plan N={args.nodes}", f"/plans/{pid}"),
-                         (f"frontier N={args.nodes}", f"/plans/{pid}/frontier"),
-                         (f"topology N={args.nodes} (summary)", f"/plans/{pid}/topology"),
-                         (f"schedule N={args.nodes} (256 columns)", f"/plans/{pid}/schedule?collective=allreduce"),
-                         (f"frontier form N={args.nodes}", f"/frontier?nodes={args.nodes}&degree={args.degree}"),
-                         ("fabrics", "/fabrics")]
-                rows = measure_pages(base, pages, server.popen.pid)
-        finally:
-            server.stop()
+            url = f"sqlite:///{(data / 'fabricplan.db').resolve()}"
+            with session_scope(url) as s:
+                template = s.get(Plan, small["id"])
+            insert_plan_copies(url, template, BULK_PLANS)
+            total = client.get("/v1/plans", params={"limit": 1}).headers["X-Total-Count"]
+            print(f"{args.nodes}-node plan {big['topology']['expr']}: {big_s:.1f} s wall, {big_cpu:.1f} s server CPU; "
+                  f"{total} plans in the database", file=sys.stderr)
+            pid = big["id"]
+            pages = [("plans (1,000+)", "/plans"), ("plans, page 10", "/plans?page=10"),
+                     ("plans, failed", "/plans?status=failed"), (f"plan N={args.nodes}", f"/plans/{pid}"),
+                     (f"frontier N={args.nodes}", f"/plans/{pid}/frontier"),
+                     (f"topology N={args.nodes} (summary)", f"/plans/{pid}/topology"),
+                     (f"schedule N={args.nodes} (256 columns)", f"/plans/{pid}/schedule?collective=allreduce"),
+                     (f"frontier form N={args.nodes}", f"/frontier?nodes={args.nodes}&degree={args.degree}"),
+                     ("fabrics", "/fabrics")]
+            rows = measure_pages(base, pages, server.popen.pid)
     print(f"{'page':36} {'rendered s':>10} {'server CPU s':>12} {'JSON KiB':>9} {'DOM nodes':>9}  target")
     missed = False
     for r in rows:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.service import HOST, ROOT, Proc, child_env, cli, free_port, wait_ready
+from bench.service import ROOT, embedded_server
 
 MAX_BYTES = 300_000
 PLAN_TIMEOUT_S = 600.0
@@ -124,17 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fabricplan-screenshots-") as tmp:
-        data = Path(tmp)
-        port = free_port()
-        base = f"http://{HOST}:{port}"
-        server = Proc("serve", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"),
-                      child_env("embedded", data), data)
-        try:
-            with httpx.Client(base_url=base, timeout=60, trust_env=False) as client:
-                wait_ready(client, server)
-                problems = photograph(base, shots(seed(client)), args.out.resolve())
-        finally:
-            server.stop()
+        with embedded_server(Path(tmp)) as (client, base, _server):
+            problems = photograph(base, shots(seed(client)), args.out.resolve())
     for p in problems:
         print(f"bench.dashboard_screenshots: {p}", file=sys.stderr)
     return 1 if problems else 0

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -249,6 +250,22 @@ def histogram_quantile(before: dict[float, float], after: dict[float, float], q:
 
 
 # ----- main -----------------------------------------------------------------------------------------------
+@contextmanager
+def embedded_server(data: Path):
+    """The embedded service on a free port with its state in `data`, answering: (client, base URL, server),
+    stopped on exit."""
+    port = free_port()
+    base = f"http://{HOST}:{port}"
+    server = Proc("serve", cli("serve", "--host", HOST, "--port", str(port), "--log-level", "warning"),
+                  child_env("embedded", data), data)
+    try:
+        with httpx.Client(base_url=base, timeout=60, trust_env=False) as client:
+            wait_ready(client, server)
+            yield client, base, server
+    finally:
+        server.stop()
+
+
 def start_service(backend: str, tmpdir: Path, run_id: str, procs: list[Proc], port: int = 0,
                   concurrency: int = 1) -> tuple[Proc, str]:
     """The service as subprocesses in `tmpdir` (appended to `procs`, for the caller to stop): the embedded
