@@ -75,6 +75,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
+from services.synthesis.evaluate.gemm import expert_time_factor
 from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, dualpipe_bubble, dualpipe_refusal,
                                              expert_layout, expert_tp, exposed_alltoall, remote_copies,
                                              unpaired_share, valid_expert_degree)
@@ -456,7 +457,13 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     def secs(flops: float) -> float:
         return dev.seconds(flops, job.precision, m.hidden)
 
-    t_f = secs(executed * tokens * frac / (s.tp * s.cp))
+    # routed experts' GEMMs at their own shapes (`gemm.expert_time_factor`), the rest at the calibrated e(h)
+    routed = m.routed_expert_flops_per_token() if m.experts is not None else 0.0
+    slow = 1.0
+    if routed > 0:
+        slow = expert_time_factor(tokens, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k, m.experts,
+                                  s.ep, lay["etp"], m.gated)
+    t_f = secs((executed + routed * (slow - 1)) * tokens * frac / (s.tp * s.cp))
     t_b = 2 * t_f
     t_r = {"none": 0.0, "full": t_f, "selective": secs(attn_exec * tokens * frac / (s.tp * s.cp))}[s.recompute]
     a = m.activation_message_bytes(s.micro_batch) / s.cp

@@ -159,6 +159,10 @@ class Transformer(BaseModel):
         matmul += moe * ((self.k + self.shared_experts) * self._mlp(ef) + h * (self.experts or 0))
         return 2.0 * matmul + self.attention_score_flops_per_token() + 2.0 * h * self.vocab
 
+    def routed_expert_flops_per_token(self) -> float:
+        """The routed experts' share of `forward_flops_per_token`: top_k expert MLPs in every MoE layer."""
+        return 2.0 * self.moe_layers * self.k * self._mlp(self.expert_ffn_hidden or self.ffn) if self.experts else 0.0
+
     def forward_flops_per_token(self) -> float:
         """Model FLOPs of one token's forward pass (module docstring)."""
         return self._forward_flops
