@@ -21,7 +21,8 @@ def hybrid_wanted(args) -> bool:
     from services.synthesis.evaluate.model_catalog import CATALOG
     from services.synthesis.evaluate.transformer import LLM_CATALOG
 
-    if args.gpus_per_host != 1 or args.parallelism or args.global_batch is not None:
+    if (args.gpus_per_host != 1 or args.parallelism or args.global_batch is not None
+            or args.zero3_efficiency is not None):
         return True
     if args.topology and args.topology.lower().replace("_", "-").replace("optimized", "optimised") in SWITCHED:
         return True
@@ -80,7 +81,12 @@ def _hybrid_job(args):
         device = gpu_profile(args.device or "a100")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return Job(model, name, batch, device, args.nodes, args.gpus_per_host)
+    kw = {}
+    if args.zero3_efficiency is not None:
+        if not 0 < args.zero3_efficiency <= 1:     # also refuses nan
+            raise UsageError(f"--zero3-efficiency must be in (0, 1], got {args.zero3_efficiency:g}")
+        kw["zero3_efficiency"] = args.zero3_efficiency
+    return Job(model, name, batch, device, args.nodes, args.gpus_per_host, **kw)
 
 
 def run_hybrid(args) -> int:

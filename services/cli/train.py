@@ -107,6 +107,10 @@ def register(sub) -> None:
     p.add_argument("--gpus-per-host", type=int, default=1,
                     help="GPUs per host joined by a scale-up domain (default 1: the paper's one accelerator per node)")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration (hybrid parallelism)")
+    p.add_argument("--zero3-efficiency", type=float, default=None,
+                   help="the fraction of the schedules' collective bandwidth ZeRO-3's collectives reach, in (0, 1] "
+                        "(hybrid; default 0.1248, DeepSpeed ZeRO-3 in Narayanan et al. SC'21 Table 2; 1.0 for an "
+                        "implementation at the schedules' rate)")
     p.add_argument("--parallelism", default=None,
                     help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..]"
                          "[,recompute=..][,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]: "

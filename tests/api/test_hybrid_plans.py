@@ -52,6 +52,8 @@ def test_hybrid_plan_chooses_topology_and_strategy(client):
     ({"transformer_spec": {**TINY, "global_batch": None}, "gpus_per_host": 8}, "workload.training.global_batch"),
     ({"model": "llama3-8b", "gpus_per_host": 8, "device": "b300"}, "workload.training.device"),
     ({"model": "llama3-8b", "gpus_per_host": 100}, "workload.training.gpus_per_host"),
+    ({"model": "llama3-8b", "gpus_per_host": 8, "zero3_efficiency": 0}, "workload.training.zero3_efficiency"),
+    ({"model": "llama3-8b", "gpus_per_host": 8, "zero3_efficiency": 1.5}, "workload.training.zero3_efficiency"),
 ])
 def test_bad_hybrid_bodies_get_422_with_the_field(client, training, field):
     r = client.post("/v1/plans", json={**BASE, "job_id": unique_job(), "workload": {"training": training}})

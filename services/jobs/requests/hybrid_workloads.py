@@ -36,7 +36,8 @@ def is_hybrid(spec: PlanSpec) -> bool:
     t = spec.training
     if t is None:
         return False
-    if t.gpus_per_host > 1 or t.strategy or t.global_batch or t.transformer_spec is not None:
+    if (t.gpus_per_host > 1 or t.strategy or t.global_batch or t.transformer_spec is not None
+            or t.zero3_efficiency is not None):
         return True
     name = (t.model or "").lower()
     return name in LLM_CATALOG and name not in CATALOG
@@ -75,7 +76,8 @@ def hybrid_job(spec: PlanSpec, error=HybridInputError) -> tuple[Job, dict | None
         raise error((*loc, "gpus_per_host"), f"at most {HYBRID_MAX_GPUS} GPUs in all, got {spec.nodes} x {g}")
     strategy = t.strategy
     fixed = parse_parallelism(strategy) if strategy and strategy.lower() != "auto" else None
-    return Job(model, name, batch, dev, spec.nodes, g), fixed
+    kw = {} if t.zero3_efficiency is None else {"zero3_efficiency": t.zero3_efficiency}
+    return Job(model, name, batch, dev, spec.nodes, g, **kw), fixed
 
 
 def check_hybrid(spec: PlanSpec, error=HybridInputError) -> Job:

@@ -85,6 +85,10 @@ class TrainingWorkload(Input):
     strategy: str | None = Field(default=None, min_length=1, max_length=200, description="'auto' (default: "
                                  "searched) or tp=8,pp=8,dp=16[,ep=..][,zero=..][,mb=..][,vp=..][,recompute=..]"
                                  "[,overlap=..][,dispatch=..] (given keys fixed, the rest searched); hybrid")
+    zero3_efficiency: float | None = Field(default=None, gt=0, le=1, description="the fraction of the "
+                                           "schedules' collective bandwidth ZeRO-3's collectives reach (hybrid; "
+                                           "default 0.1248, solved from DeepSpeed ZeRO-3 in Narayanan et al. "
+                                           "SC'21 Table 2; 1.0 prices an implementation at the schedules' rate)")
     transformer_spec: TransformerModelFile | None = Field(default=None, description="an inline transformer by "
                                                           "its hyperparameters, the file form of `fabricplan "
                                                           "train --model FILE` {name, transformer, global_batch?}")
