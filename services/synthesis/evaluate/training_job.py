@@ -29,6 +29,8 @@ import json
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from services.synthesis.evaluate.devices import gpu_profile
+
 __all__ = ["DEFAULT_BUCKETS_BYTES", "DEVICES", "DeviceProfile", "Layer", "MAX_BUCKETS", "ModelSpec",
            "ModelSpecError", "parse_model_spec", "MAX_LAYERS"]
 
@@ -54,16 +56,24 @@ class DeviceProfile(BaseModel):
         return flops / (self.peak_flops * self.efficiency)
 
 
-# Peaks: NVIDIA A100 datasheet (A100 SXM4 80GB: 312 TFLOPS BF16/FP16 tensor, dense) and H100 datasheet
-# (H100 SXM5: 989 TFLOPS BF16 tensor, dense; 1979 with sparsity). Efficiencies: model FLOPs utilisation
-# reported for large transformer training, Narayanan et al., "Efficient Large-Scale Language Model Training
-# on GPU Clusters Using Megatron-LM" (SC'21): 163 TFLOP/s per A100 for GPT-3 175B (52 % of peak); Llama 3
-# (Dubey et al. 2024, Table 4): 38-43 % BF16 MFU on H100.
+# Peaks: the hybrid model's calibrated GPU profiles (`devices.GPU_PROFILES`: the datasheets' dense BF16 peak,
+# 312 and 989.5 TFLOP/s), the same quantity, so both models read one table. Efficiencies: not the hybrid model's
+# e(h). That curve is the fraction of the peak on the FLOPs a transformer layer of hidden size h executes (solved
+# from Megatron-LM and Llama 3 runs); this simulator's layers are any architecture's (ResNet-50, DLRM, BERT, GPT,
+# Switch: `model_catalog`), given in model FLOPs with no hidden size, so it keeps one model FLOPs utilisation per
+# device: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM"
+# (SC'21): 163 TFLOP/s per A100 for GPT-3 175B (52 % of peak); Llama 3 (Dubey et al. 2024, Table 4): 38-43 %
+# BF16 MFU on H100 (docs/training.md, "One accelerator per node").
+def _simulator_device(name: str, efficiency: float, why: str) -> DeviceProfile:
+    gpu = gpu_profile(name)
+    return DeviceProfile(name=name, peak_flops=gpu.peak("bf16"), efficiency=efficiency,
+                         source=f"{gpu.source.split(';')[0]}, BF16 dense {gpu.peak('bf16') / 1e12:g} TFLOP/s "
+                                f"(devices.GPU_PROFILES); MFU {efficiency:g} ({why})")
+
+
 DEVICES = {
-    "a100": DeviceProfile(name="a100", peak_flops=312e12, efficiency=0.5,
-                          source="A100 SXM4 80GB, BF16 dense 312 TFLOP/s; MFU 0.5 (Megatron-LM, SC'21: 52 %)"),
-    "h100": DeviceProfile(name="h100", peak_flops=989e12, efficiency=0.4,
-                          source="H100 SXM5, BF16 dense 989 TFLOP/s; MFU 0.4 (Llama 3 paper: 38-43 %)"),
+    "a100": _simulator_device("a100", 0.5, "Megatron-LM, SC'21: 52 %"),
+    "h100": _simulator_device("h100", 0.4, "Llama 3 paper: 38-43 %"),
 }
 
 

@@ -15,6 +15,7 @@ from services.synthesis.evaluate.iteration import (
     simulate_iteration,
     topology_lower_bound,
 )
+from services.synthesis.evaluate.devices import gpu_profile
 from services.synthesis.evaluate.model_catalog import CATALOG, catalog_model
 from services.synthesis.evaluate.training_job import DEVICES, ModelSpecError, parse_model_spec
 from services.synthesis.schedule.cost import LinkModel, moore_steps
@@ -114,7 +115,8 @@ def test_file_form_and_devices():
     spec = parse_model_spec('{"name": "m", "device": "h100", "buckets_bytes": [10, 5, 10], "layers": ['
                             '{"name": "a", "params_bytes": 4, "forward_flops": 989e12, "backward_s": 2.5}]}')
     fwd, bwd = spec.compute_times()
-    assert fwd[0] == pytest.approx(1 / DEVICES["h100"].efficiency) and bwd[0] == 2.5
+    assert fwd[0] == pytest.approx(989e12 / DEVICES["h100"].peak_flops / DEVICES["h100"].efficiency) and bwd[0] == 2.5
+    assert DEVICES["h100"].peak_flops == gpu_profile("h100").peak("bf16")          # one table for both models
     assert spec.buckets_bytes == [5, 10]
     custom = parse_model_spec({"name": "m", "device": {"name": "x", "peak_flops": 1e12, "efficiency": 0.5},
                                "layers": [{"name": "a", "params_bytes": 0, "forward_flops": 1e12,
