@@ -117,7 +117,7 @@ MOE_RUNS: list[MoeRun] = [
            2048 * 4096 / 29.0 / 256, "2048 x 4096 tokens / 29.0 s / 256 GPUs",
            target_miss="what the model does not price: with the expert GEMMs at their own shape (512 tokens an "
                        "expert per micro-batch, 1.88x the dense MLP's time per FLOP by `gemm.expert_time_factor`) "
-                       "the run is still predicted 38 % fast; left out are the host overhead of 256 micro-batches "
+                       "the run is still predicted 44 % fast; left out are the host overhead of 256 micro-batches "
                        "a step with 16 local experts each, NCCL ring bandwidth below the NVLink line rate for the "
                        "TP 4 collectives (the ModelZoo config sets NCCL_NVLS_ENABLE=0), and load imbalance should "
                        "the run be dropless (the same readme measures this layout at 16K tokens at 237 TFLOP/s "

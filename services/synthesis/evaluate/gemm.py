@@ -24,6 +24,7 @@ over etp; `expert_time_factor` is the time per FLOP of the expert MLP's six GEMM
 weight gradient of both projections) over that of the same model's dense MLP at the calibrated shapes. Dense
 models never use it, so the calibration rows are unchanged; it multiplies the routed experts' compute only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,27 +32,57 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["GEMM_POINTS", "GEMM_SOURCE", "GemmCurve", "expert_time_factor", "gemm_curve", "gemm_efficiency",
-           "mlp_seconds_per_flop", "tokens_per_expert"]
+__all__ = [
+    "GEMM_POINTS",
+    "GEMM_SOURCE",
+    "GemmCurve",
+    "expert_time_factor",
+    "gemm_curve",
+    "gemm_efficiency",
+    "mlp_seconds_per_flop",
+    "tokens_per_expert",
+]
 
-GEMM_SOURCE = ("DeepSeek-AI, DeepGEMM README (github.com/deepseek-ai/DeepGEMM, February 2025), tables 'Normal GEMMs "
-               "for dense models' and 'Grouped GEMMs for MoE models' (contiguous and masked layouts): H800 SXM, FP8, "
-               "TFLOP/s per (groups, m per group, n, k), over the 1979 TFLOP/s FP8 dense peak")
-PEAK_TFLOPS = 1979.0        # H800/H100 SXM FP8 dense peak (NVIDIA H100 datasheet, sparsity halved)
+GEMM_SOURCE = (
+    "DeepSeek-AI, DeepGEMM README (github.com/deepseek-ai/DeepGEMM, February 2025), tables 'Normal GEMMs "
+    "for dense models' and 'Grouped GEMMs for MoE models' (contiguous and masked layouts): H800 SXM, FP8, "
+    "TFLOP/s per (groups, m per group, n, k), over the 1979 TFLOP/s FP8 dense peak"
+)
+PEAK_TFLOPS = 1979.0  # H800/H100 SXM FP8 dense peak (NVIDIA H100 datasheet, sparsity halved)
 
 # (m per group, n, k, TFLOP/s) as the DeepGEMM README lists them; grouped rows give m per group
 GEMM_POINTS: tuple[tuple[int, int, int, float], ...] = (
     # Normal GEMMs for dense models
-    (64, 2112, 7168, 206), (64, 24576, 1536, 289), (64, 32768, 512, 219), (64, 7168, 16384, 336),
-    (64, 4096, 7168, 287), (64, 7168, 2048, 295), (128, 2112, 7168, 352), (128, 24576, 1536, 535),
-    (128, 32768, 512, 358), (128, 7168, 16384, 645), (128, 4096, 7168, 533), (128, 7168, 2048, 510),
-    (4096, 2112, 7168, 1058), (4096, 24576, 1536, 990), (4096, 32768, 512, 590), (4096, 7168, 16384, 1358),
-    (4096, 4096, 7168, 1304), (4096, 7168, 2048, 1025),
+    (64, 2112, 7168, 206),
+    (64, 24576, 1536, 289),
+    (64, 32768, 512, 219),
+    (64, 7168, 16384, 336),
+    (64, 4096, 7168, 287),
+    (64, 7168, 2048, 295),
+    (128, 2112, 7168, 352),
+    (128, 24576, 1536, 535),
+    (128, 32768, 512, 358),
+    (128, 7168, 16384, 645),
+    (128, 4096, 7168, 533),
+    (128, 7168, 2048, 510),
+    (4096, 2112, 7168, 1058),
+    (4096, 24576, 1536, 990),
+    (4096, 32768, 512, 590),
+    (4096, 7168, 16384, 1358),
+    (4096, 4096, 7168, 1304),
+    (4096, 7168, 2048, 1025),
     # Grouped GEMMs, contiguous layout (4 groups of 8192, 8 groups of 4096)
-    (8192, 4096, 7168, 1297), (8192, 7168, 2048, 1099), (4096, 4096, 7168, 1288), (4096, 7168, 2048, 1093),
+    (8192, 4096, 7168, 1297),
+    (8192, 7168, 2048, 1099),
+    (4096, 4096, 7168, 1288),
+    (4096, 7168, 2048, 1093),
     # Grouped GEMMs, masked layout (1 x 1024, 2 x 512, 4 x 256)
-    (1024, 4096, 7168, 1233), (1024, 7168, 2048, 925), (512, 4096, 7168, 1040), (512, 7168, 2048, 916),
-    (256, 4096, 7168, 932), (256, 7168, 2048, 815),
+    (1024, 4096, 7168, 1233),
+    (1024, 7168, 2048, 925),
+    (512, 4096, 7168, 1040),
+    (512, 7168, 2048, 916),
+    (256, 4096, 7168, 932),
+    (256, 7168, 2048, 815),
 )
 
 
@@ -98,9 +129,15 @@ def mlp_seconds_per_flop(tokens: float, width: float, hidden: int, gated: bool) 
     projection h -> (2 if gated else 1) width, the second width -> h; each forward, input gradient and weight
     gradient (the last with the tokens as its inner dimension)."""
     w1 = (2 if gated else 1) * width
-    shapes = ((tokens, w1, hidden), (tokens, hidden, width),           # forward
-              (tokens, hidden, w1), (tokens, width, hidden),           # input gradients
-              (hidden, w1, tokens), (width, hidden, tokens))           # weight gradients
+    # forward, input gradients, weight gradients (the tokens the inner dimension)
+    shapes = (
+        (tokens, w1, hidden),
+        (tokens, hidden, width),
+        (tokens, hidden, w1),
+        (tokens, width, hidden),
+        (hidden, w1, tokens),
+        (width, hidden, tokens),
+    )
     flops = [m * n * k for m, n, k in shapes]
     return sum(f / gemm_efficiency(*s) for f, s in zip(flops, shapes)) / sum(flops)
 
@@ -115,8 +152,18 @@ def tokens_per_expert(seq_tokens: float, top_k: int, experts: int, tp: int, ep: 
     return seq_tokens * top_k * etp * ep / (experts * tp)
 
 
-def expert_time_factor(seq_tokens: float, hidden: int, dense_width: int, tp: int, expert_width: int,
-                       top_k: int, experts: int, ep: int, etp: int, gated: bool) -> float:
+def expert_time_factor(
+    seq_tokens: float,
+    hidden: int,
+    dense_width: int,
+    tp: int,
+    expert_width: int,
+    top_k: int,
+    experts: int,
+    ep: int,
+    etp: int,
+    gated: bool,
+) -> float:
     """The routed experts' time per FLOP over the calibrated dense MLP's (module docstring): the expert MLP at
     `tokens_per_expert` rows and width expert_width / etp, against the dense MLP at the micro-batch's
     `seq_tokens` rows and width dense_width / tp.
@@ -125,5 +172,6 @@ def expert_time_factor(seq_tokens: float, hidden: int, dense_width: int, tp: int
     1.88
     """
     m_e = tokens_per_expert(seq_tokens, top_k, experts, tp, ep, etp)
-    return (mlp_seconds_per_flop(m_e, expert_width / etp, hidden, gated)
-            / mlp_seconds_per_flop(seq_tokens, dense_width / tp, hidden, gated))
+    return mlp_seconds_per_flop(m_e, expert_width / etp, hidden, gated) / mlp_seconds_per_flop(
+        seq_tokens, dense_width / tp, hidden, gated
+    )

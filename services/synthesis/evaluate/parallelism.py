@@ -15,7 +15,8 @@ Traffic per GPU (16-bit activations A = 2 s b h / cp bytes per micro-batch of b 
 dense and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = experts / (tp pp ep)):
 - TP (Shoeybi et al. 2019; sequence parallelism, Korthikanti et al. 2022 section 4.2.2, turns each allreduce
   into a reduce-scatter and an allgather of the same volume): 4 allreduces of A per layer and micro-batch
-  (6 with full recomputation), ring on the scale-up domain: 2 (tp-1) alpha_nv + 2 (tp-1)/tp A / nvlink.
+  (6 with full recomputation), ring on the scale-up domain: 2 (tp-1) alpha_nv + 2 (tp-1)/tp A / nvlink; an MoE
+  layer folded over TP with etp = 1 has only the attention's half (`_tp_collectives`).
 - CP (ring attention, Liu et al. 2023; Megatron-Core context parallelism): per layer the K and V of the other
   cp-1 sequence chunks (an allgather of K,V: 2 x 2 s b kv_dim/tp bytes in all) forward, and again plus the
   reduce-scatter of their gradients backward; overlapped with the layer's attention compute.
@@ -39,7 +40,8 @@ dense and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = expert
   parallelism when ep < dp, folding over the TP ranks when ep > dp).
 
 Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp cp peak e(h)) with
-e(h) the device's efficiency at the model's hidden size (`devices`), backward 2 t_f, full recomputation
+e(h) the device's efficiency at the model's hidden size (`devices`), the routed experts' FLOPs weighted by
+their GEMM shapes' time per FLOP over the dense MLP's (`gemm.expert_time_factor`), backward 2 t_f, full recomputation
 + t_f, selective + the attention scores' FLOPs; attention scores at half their FLOPs when the job's
 attention kernel skips the causal mask's empty half, FlashAttention-2, Dao 2023 section 3.1):
     t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP      (blocking)
@@ -344,8 +346,8 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     m = job.model
     lay = _layout(job, s)
     a = m.activation_message_bytes(s.micro_batch) / s.cp
-    n_tp = 6 if s.recompute == "full" else 4
-    tp = lay["m"] * lay["stage_layers"] * n_tp * 2 * (s.tp - 1) / s.tp * a if s.tp > 1 else 0.0
+    n_tp = _tp_collectives(m, s, lay) * lay["stage_layers"]
+    tp = lay["m"] * n_tp * 2 * (s.tp - 1) / s.tp * a if s.tp > 1 else 0.0
     pp = lay["m"] * 2 * s.interleave * a / s.tp if s.pp > 1 else 0.0
     dp = 0.0
     for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp * s.cp),
@@ -363,6 +365,20 @@ def traffic(job: Job, s: Strategy) -> Traffic:
             ep *= (inter + intra) / ((s.ep - 1) / s.ep)
     cp = lay["m"] * lay["stage_layers"] * 3 * _kv_bytes(m, s) * (s.cp - 1) / s.cp if s.cp > 1 else 0.0
     return Traffic(tp, pp, dp, ep, cp)
+
+
+def _tp_collectives(m: Transformer, s: Strategy, lay: dict) -> float:
+    """TP collectives (allreduce-equivalents: a reduce-scatter and an allgather with SP) per layer of the busiest
+    stage, on average: 4 a layer (6 with full recomputation), the attention's and the MLP's, forward and
+    backward; an MoE layer whose experts are not split over TP (etp = 1, Megatron-Core's parallel folding) has
+    only the attention's, 2 (3): its tokens go to the experts by the expert-parallel all-to-all straight from
+    the sequence-parallel shards (Liu et al. 2025, arXiv:2504.14960, section 3; Megatron-Core's token
+    dispatchers gather over the expert tensor-parallel group only when etp > 1)."""
+    n = 6 if s.recompute == "full" else 4
+    if m.experts is None or lay["etp"] != 1 or s.tp == 1:
+        return float(n)
+    moe = min(lay["stage_moe"], lay["stage_layers"])
+    return (n * (lay["stage_layers"] - moe) + n / 2 * moe) / lay["stage_layers"]
 
 
 def _ring_nv(job: Job, n: int, size: float) -> float:
@@ -468,7 +484,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     t_r = {"none": 0.0, "full": t_f, "selective": secs(attn_exec * tokens * frac / (s.tp * s.cp))}[s.recompute]
     a = m.activation_message_bytes(s.micro_batch) / s.cp
     n_coll = 6 if s.recompute == "full" else 4
-    tp_layer = n_coll * 2 * _ring_nv(job, s.tp, a) if s.tp > 1 else 0.0
+    tp_layer = _tp_collectives(m, s, lay) * 2 * _ring_nv(job, s.tp, a) if s.tp > 1 else 0.0
     t_tp = n_l * tp_layer
     t_pp = 0.0
     if s.pp > 1:
