@@ -25,7 +25,7 @@ Where every arc is tight (the two-tier torus(8, 8): each node's four in-links ar
 load plus one alpha per message plus its idle time, so the makespan is the cut bound plus the worst arc's
 messages x alpha plus its idle time. Without the feed limit, messages large enough for few latencies starve
 some arcs in mid-run (their own root's data spent, the next pieces held in a neighbour's large message); with
-it they stay large where the backlogs allow (about 30-60 messages per arc instead of 90-120), and the tapered
+it they stay large where the backlogs allow (20-60 messages per arc instead of 54-118), and the tapered
 pieces and the work-first order shorten the drain (the last pieces a slow arc sends are small and rarely bound
 for another slow arc). Chunk counts per tree (more pieces for heavier trees) add nothing here: the messages
 batch pieces of many trees per arc, and splitting every tree into weight-1 copies (pieces of equal bytes) gives
