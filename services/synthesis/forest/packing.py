@@ -15,32 +15,29 @@ spanning arborescences with root sets R_j (using arc e at most its capacity time
 nonempty S, cap(delta_in S) >= #{j : R_j disjoint from S}; with p trees rooted at each node and capacities
 q c_e this is exactly p (N - |S|) <= q c(delta_in S).
 
-Construction (both steps use only max flows, no LP):
+Construction (max flows only, no LP):
 
 1. x* exactly, by Dinkelbach's iteration on the ratio: with a super source s and arcs s -> v of capacity p
    (and q c_e on the arcs of G), every minimum s-v cut is at least p N iff the condition holds for p/q; a
    smaller cut's sink side S is a set of smaller ratio, which becomes the next p/q (`optimal_rate`).
-2. The trees, grown one arc at a time in the constructive proof of Edmonds' theorem (Lovasz 1976): a
-   partial tree of multiplicity mu with vertex set U (its root set) may take the arc (u, w), u in U, w not
-   in U, with multiplicity mu' when no set S with w in S, u not in S, S meeting U has slack
-   cap(delta_in S) - #{j : R_j disjoint from S} below mu'. The largest such mu' is one max flow in the
-   auxiliary graph of the branching theorem (node a_j per partial tree, s -> a_j of capacity mu_j,
-   a_j -> v for v in R_j) from {s, u} to {w, a_g}, minus the total multiplicity K; when it is below mu the
-   tree is split (the rest continues from the same partial tree later), so multiplicities stay integral
-   and few distinct trees are made. A blocked arc's tight set blocks every arc entering it from U for good
-   (slacks only shrink while a tree grows), so those are skipped without another flow. Arcs are tried
-   shallowest tail first, widest first; late trees still take what is left, so they run deep (height 23 on
-   an 8 x 8 torus of diameter 8: the pipeline's depth, `pipeline`).
+2. Trees from `reroute`: shortest-path trees rerouted one parent at a time towards x*, K = 2p trees of weight 1
+   per root while the schedule stays small (fewer beyond: 8 at 256 nodes, 1 at 1024). Where they reach x* exactly
+   they are served as they are (shallow: height 8 on an 8 x 8 torus, so the pipeline fills fast).
+3. Where they miss x* (usually by integrality: one tree per root cannot split a node's 1023 entries 5:5:5:1),
+   `repair` makes the packing exact with trees of unequal integer weights: every root's trees weigh
+   W = lcm(K, p), each rerouted tree W/K; it cuts the subtrees below arcs over their bound (W/x*) c_e off the
+   trees using them (and, where Edmonds' condition fails on what is left, off trees entering the violated set
+   more often than they must), and regrows the partial trees by the constructive proof of Edmonds' theorem (Lovasz 1976, compiled in
+   `lovasz`: one max flow per arc attempt, trees split where an arc has less room than their weight). The result
+   is checked in exact arithmetic (`_check_exact`): rate x*, every root's weights summing to W, every arc within
+   its bound. On torus(32, 32) with six 5 Gbps arcs it cuts 17 of 1024 trees, regrows 18 nodes and ends with
+   1042 trees (height 33 against the diameter 32).
 
-At scale (and first, at every size) the trees come from `reroute`: shortest-path trees rerouted one parent at a
-time towards x*, K = 2p trees of weight 1 per root while the schedule stays small (fewer beyond). Where they reach
-x* exactly they are served (an optimal packing, and shallower: height 8 against the construction's 23 on an 8 x 8
-torus, so the pipeline fills faster); otherwise the construction above runs up to MAX_PACKING_NODES nodes, and
-beyond it the rerouted trees are served at the rate they reach, with x* computed exactly beside it
-(`Packing.optimal`, `Packing.gap`): the stated bound of that fallback, instance by instance. In general the
-rerouted rate is at least the balanced shortest-path trees' (`balanced`: the reroute starts from them, and a move
-never raises the larger load ratio of the two arcs it touches) and at most x*; no constant factor is proven
-between them.
+So every packing up to MAX_TREE_NODES reaches x* (`Packing.method`: "rerouted", "repaired", or "exact" when every
+tree was cut to its root); `pack_trees(max_nodes=...)` can switch the repair off above a size, and then the rerouted
+trees are served at the rate they reach with x* beside it (`Packing.optimal`, `Packing.gap`). The repair's cost
+is about one max flow per regrown node (plus N per failed attempt, to find the violated set): small when the
+rerouted trees are close, about N^2 flows when every tree is cut to its root.
 
 Bandwidths are put on an integer grid first: exactly when they are small rational multiples of the
 largest (e.g. 25, 12.5 and 5 Gbps), otherwise rounded down to 2^-20 of the largest (the trees then use at
@@ -65,9 +62,8 @@ __all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees"
            "MAX_PACKING_NODES", "MAX_TREE_NODES", "MAX_TREE_ROWS", "trees_per_root"]
 
 MAX_PACKING_NODES = 128
-"""Largest topology the Lovasz construction runs on when the rerouted trees miss x*: its max flows grow with N^2
-(trees x arcs per tree), about 1 s at 64 nodes. Beyond it the rerouted trees (`reroute`) are served at the rate
-they reach, with x* beside it, up to MAX_TREE_NODES."""
+"""Largest topology whose revision and plan schedule sets add the tree packing and the greedy scheduler
+(`jobs.stages.size_sets`: the sets' build time); the packing itself is exact up to MAX_TREE_NODES."""
 MAX_TREE_NODES = 2048
 MAX_TREE_ROWS = 1 << 19
 """Tree arcs of one pipeline chunk (trees x (N - 1)) the rerouted packing may have: 8 chunks within the pipeline's
@@ -107,8 +103,9 @@ class Packing:
     method: str = "exact"                   # "rerouted" (`reroute`), "repaired" (`repair`) or "exact" (every tree
                                             # from Lovasz's construction, `lovasz`)
     weight_sum: int | None = None           # each root's tree weights (default: the rate's numerator)
-    rebuilt: int = 0                        # trees from Lovasz's construction (`repair`)
-    dropped: int = 0                        # rerouted trees the repair dropped
+    cut: int = 0                            # rerouted trees the repair cut (`repair`)
+    regrown: int = 0                        # nodes it regrew into them
+    rebuilt: int = 0                        # trees Lovasz's construction made of them
 
     @property
     def per_root(self) -> int:
@@ -246,7 +243,7 @@ def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_TREE_NODES) -
     rep = repaired_trees(g, capacity, optimum, k, parent, depth)
     trees = _merged(rep.root, rep.weight, rep.parent, rep.depth)
     pk = Packing(g, capacity, unit, optimum, trees, flows + rep.flows, 0.0, critical, optimum,
-                 "exact" if rep.dropped == n * k else "repaired", rep.weight_sum, rep.rebuilt, rep.dropped)
+                 "exact" if rep.scratch else "repaired", rep.weight_sum, rep.cut, rep.regrown, rep.rebuilt)
     _check_exact(pk)
     pk.seconds = time.perf_counter() - t0
     return pk

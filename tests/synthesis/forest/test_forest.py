@@ -341,7 +341,7 @@ def _random_trees(g, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def test_repair_is_exact_on_random_digraphs(case, k, seed):
     """The repair (`forest.repair`) packs at x* exactly, started from k copies of each root's balanced
     shortest-path tree (seed None) or from k random spanning trees per root: both often far below x*, so trees are
-    dropped for arcs over their bound and for wasteful entries into sets violating Edmonds' condition."""
+    cut for arcs over their bound and for wasteful entries into sets violating Edmonds' condition."""
     from services.synthesis.forest.balanced import balanced_trees
     from services.synthesis.forest.packing import optimal_rate
     from services.synthesis.forest.repair import repaired_trees
@@ -357,25 +357,27 @@ def test_repair_is_exact_on_random_digraphs(case, k, seed):
     _check_repaired(g, cap, repaired_trees(g, cap, x, k, parent, depth), x)
 
 
-def test_repair_drops_a_tree_wasteful_on_a_violated_set():
-    """Arcs 0->2 (3), 1->0 (1), 2->0 (1), 2->1 (3): x* = 1. Each root's tree enters node 0 over 1->0 but for root 0;
-    1->0 is over its bound, so root 1's tree is dropped; then {0, 2} has residual 0 entering (1->0 still carries
-    root 2's tree) against root 1's demand 1: root 2's tree, rooted inside {0, 2} yet entering it, is dropped too,
-    and both are rebuilt at x*."""
+def test_repair_cuts_a_tree_wasteful_on_a_violated_set():
+    """Arcs 0->3 twice (1 each), 1->0 (3), 2->1 (1), 3->1 (3), 3->2 (3): x* = 2/3, W = 2, arc bounds 3 c_e. 0->3
+    and 2->1 carry two trees of weight 2 each: root 2's tree is cut at 3, then at 1 (its subtrees there are the
+    smallest), to its root alone. Regrowing it fails: {0, 1, 3} has residual 1 entering (2->1, which root 3's tree
+    also uses) against root 2's weight 2. Root 3's tree, rooted inside {0, 1, 3} yet entering it, is wasteful and cut
+    at 1; both then regrow at x*, root 2's as two trees of weight 1."""
     from services.synthesis.forest.repair import repaired_trees
 
-    g = Topology(3, [0, 1, 2, 2], [2, 0, 0, 1], "four arcs")
-    cap = np.array([3, 1, 1, 3], np.int64)
-    parent = np.array([[-1, 3, 0], [1, -1, 0], [1, 3, -1]], np.int64)
-    depth = np.array([[0, 2, 1], [1, 0, 2], [1, 1, 0]], np.int64)
-    rep = repaired_trees(g, cap, Fraction(1), 1, parent, depth)
-    _check_repaired(g, cap, rep, Fraction(1))
-    assert rep.dropped == 2 and rep.rebuilt == 2 and sorted(rep.root.tolist()) == [0, 1, 2]
+    g = Topology(4, [0, 0, 1, 2, 3, 3], [3, 3, 0, 1, 1, 2], "six arcs")
+    cap = np.array([1, 1, 3, 1, 3, 3], np.int64)
+    parent = np.array([[-1, 4, 5, 1], [2, -1, 5, 0], [2, 3, -1, 0], [2, 3, 5, -1]], np.int64)
+    depth = np.array([[0, 2, 2, 1], [1, 0, 3, 2], [2, 1, 0, 3], [3, 2, 1, 0]], np.int64)
+    rep = repaired_trees(g, cap, Fraction(2, 3), 1, parent, depth)
+    _check_repaired(g, cap, rep, Fraction(2, 3))
+    assert rep.cut == 2 and rep.rebuilt == 3
+    assert rep.root.tolist() == [0, 1, 2, 2, 3] and rep.weight.tolist() == [2, 2, 1, 1, 2]
 
 
 def test_repair_beyond_128_nodes_where_one_tree_per_root_misses_x_star():
     """torus(16, 10), 160 nodes, six 5 Gbps arcs: x* = 16/159 asks the bottleneck node's 159 tree entries be split
-    5:5:5:1, which one rerouted tree per root cannot do; the repair drops a few and rebuilds them by Lovasz's
+    5:5:5:1, which one rerouted tree per root cannot do; the repair cuts a few and regrows them by Lovasz's
     construction at x* exactly, and its schedule verifies."""
     from services.synthesis.forest.packing import Packing, _merged, optimal_rate
     from services.synthesis.forest.repair import repaired_trees
@@ -389,6 +391,6 @@ def test_repair_beyond_128_nodes_where_one_tree_per_root_misses_x_star():
     assert x == Fraction(16, 159) and rate < x
     rep = repaired_trees(g, cap, x, 1, parent, depth)
     _check_repaired(g, cap, rep, x)
-    assert 0 < rep.dropped < 16 and rep.rebuilt < 40
+    assert 0 < rep.cut < 16 and rep.rebuilt < 40
     pk = Packing(g, cap, unit, x, _merged(rep.root, rep.weight, rep.parent, rep.depth), weight_sum=rep.weight_sum)
     assert verify(pipelined_allgather(pk, 2), g).ok
