@@ -1,8 +1,8 @@
-"""Tree packing beyond the exact construction's reach: one shortest-path out-tree per root, parents chosen to
-balance every arc's load against its bandwidth.
+"""The rerouted trees' start (`reroute`): one shortest-path out-tree per root, parents chosen to balance every
+arc's load against its bandwidth.
 
-The exact packing (`packing.pack_trees`: Edmonds' branching theorem made constructive, one max flow per tree
-arc) asks about N^2 max flows, which is out of reach at N = 1024. Here every root r gets a single spanning
+Edmonds' branching theorem made constructive from scratch (`lovasz`, one max flow per tree arc) asks about N^2 max
+flows, out of reach at N = 1024; these trees cost O(N (N + arcs)). Here every root r gets a single spanning
 out-arborescence of the breadth-first layers of G from r (so its height is r's eccentricity, never more than
 D(G): the pipeline stays short). Roots are taken one after another; a node v at distance k from r takes as
 its parent the arc (u, v) with u at distance k - 1 whose load after taking it, in trees per unit of capacity

@@ -15,32 +15,29 @@ spanning arborescences with root sets R_j (using arc e at most its capacity time
 nonempty S, cap(delta_in S) >= #{j : R_j disjoint from S}; with p trees rooted at each node and capacities
 q c_e this is exactly p (N - |S|) <= q c(delta_in S).
 
-Construction (both steps use only max flows, no LP):
+Construction (max flows only, no LP):
 
 1. x* exactly, by Dinkelbach's iteration on the ratio: with a super source s and arcs s -> v of capacity p
    (and q c_e on the arcs of G), every minimum s-v cut is at least p N iff the condition holds for p/q; a
    smaller cut's sink side S is a set of smaller ratio, which becomes the next p/q (`optimal_rate`).
-2. The trees, grown one arc at a time in the constructive proof of Edmonds' theorem (Lovasz 1976): a
-   partial tree of multiplicity mu with vertex set U (its root set) may take the arc (u, w), u in U, w not
-   in U, with multiplicity mu' when no set S with w in S, u not in S, S meeting U has slack
-   cap(delta_in S) - #{j : R_j disjoint from S} below mu'. The largest such mu' is one max flow in the
-   auxiliary graph of the branching theorem (node a_j per partial tree, s -> a_j of capacity mu_j,
-   a_j -> v for v in R_j) from {s, u} to {w, a_g}, minus the total multiplicity K; when it is below mu the
-   tree is split (the rest continues from the same partial tree later), so multiplicities stay integral
-   and few distinct trees are made. A blocked arc's tight set blocks every arc entering it from U for good
-   (slacks only shrink while a tree grows), so those are skipped without another flow. Arcs are tried
-   shallowest tail first, widest first; late trees still take what is left, so they run deep (height 23 on
-   an 8 x 8 torus of diameter 8: the pipeline's depth, `pipeline`).
+2. Trees from `reroute`: shortest-path trees rerouted one parent at a time towards x*, K = 2p trees of weight 1
+   per root while the schedule stays small (fewer beyond: 8 at 256 nodes, 1 at 1024). Where they reach x* exactly
+   they are served as they are (shallow: height 8 on an 8 x 8 torus, so the pipeline fills fast).
+3. Where they miss x* (usually by integrality: one tree per root cannot split a node's 1023 entries 5:5:5:1),
+   `repair` makes the packing exact with trees of unequal integer weights: every root's trees weigh
+   W = lcm(K, p), each rerouted tree W/K; it cuts the subtrees below arcs over their bound (W/x*) c_e off the
+   trees using them (and, where Edmonds' condition fails on what is left, off trees entering the violated set
+   more often than they must), and regrows the partial trees by the constructive proof of Edmonds' theorem (Lovasz 1976, compiled in
+   `lovasz`: one max flow per arc attempt, trees split where an arc has less room than their weight). The result
+   is checked in exact arithmetic (`_check_exact`): rate x*, every root's weights summing to W, every arc within
+   its bound. On torus(32, 32) with six 5 Gbps arcs it cuts 17 of 1024 trees, regrows 18 nodes and ends with
+   1042 trees (height 33 against the diameter 32).
 
-At scale (and first, at every size) the trees come from `reroute`: shortest-path trees rerouted one parent at a
-time towards x*, K = 2p trees of weight 1 per root while the schedule stays small (fewer beyond). Where they reach
-x* exactly they are served (an optimal packing, and shallower: height 8 against the construction's 23 on an 8 x 8
-torus, so the pipeline fills faster); otherwise the construction above runs up to MAX_PACKING_NODES nodes, and
-beyond it the rerouted trees are served at the rate they reach, with x* computed exactly beside it
-(`Packing.optimal`, `Packing.gap`): the stated bound of that fallback, instance by instance. In general the
-rerouted rate is at least the balanced shortest-path trees' (`balanced`: the reroute starts from them, and a move
-never raises the larger load ratio of the two arcs it touches) and at most x*; no constant factor is proven
-between them.
+So every packing up to MAX_TREE_NODES reaches x* (`Packing.method`: "rerouted", "repaired", or "exact" when every
+tree was cut to its root); `pack_trees(max_nodes=...)` can switch the repair off above a size, and then the rerouted
+trees are served at the rate they reach with x* beside it (`Packing.optimal`, `Packing.gap`). The repair's cost
+is about one max flow per regrown node (plus N per failed attempt, to find the violated set): small when the
+rerouted trees are close, about N^2 flows when every tree is cut to its root.
 
 Bandwidths are put on an integer grid first: exactly when they are small rational multiples of the
 largest (e.g. 25, 12.5 and 5 Gbps), otherwise rounded down to 2^-20 of the largest (the trees then use at
@@ -55,9 +52,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from numba import njit
-
-from services.synthesis.forest.flow import INF, _max_flow, max_flow
+from services.synthesis.forest.flow import max_flow
+from services.synthesis.forest.repair import repaired_trees
 from services.synthesis.forest.reroute import rerouted_trees
 from services.synthesis.schedule.limits import ScheduleTooLarge
 from services.synthesis.topology.graph import Topology
@@ -66,9 +62,8 @@ __all__ = ["Tree", "Packing", "integer_capacities", "optimal_rate", "pack_trees"
            "MAX_PACKING_NODES", "MAX_TREE_NODES", "MAX_TREE_ROWS", "trees_per_root"]
 
 MAX_PACKING_NODES = 128
-"""Largest topology the Lovasz construction runs on when the rerouted trees miss x*: its max flows grow with N^2
-(trees x arcs per tree), about 1 s at 64 nodes. Beyond it the rerouted trees (`reroute`) are served at the rate
-they reach, with x* beside it, up to MAX_TREE_NODES."""
+"""Largest topology whose revision and plan schedule sets add the tree packing and the greedy scheduler
+(`jobs.stages.size_sets`: the sets' build time); the packing itself is exact up to MAX_TREE_NODES."""
 MAX_TREE_NODES = 2048
 MAX_TREE_ROWS = 1 << 19
 """Tree arcs of one pipeline chunk (trees x (N - 1)) the rerouted packing may have: 8 chunks within the pipeline's
@@ -105,8 +100,12 @@ class Packing:
     seconds: float = 0.0
     critical_set: np.ndarray = field(default=None, repr=False)
     optimal: Fraction | None = None         # x*, exactly (`optimal_rate`)
-    method: str = "exact"                   # "exact" (Lovasz's construction) or "rerouted" (`reroute`)
+    method: str = "exact"                   # "rerouted" (`reroute`), "repaired" (`repair`) or "exact" (every tree
+                                            # from Lovasz's construction, `lovasz`)
     weight_sum: int | None = None           # each root's tree weights (default: the rate's numerator)
+    cut: int = 0                            # rerouted trees the repair cut (`repair`)
+    regrown: int = 0                        # nodes it regrew into them
+    rebuilt: int = 0                        # trees Lovasz's construction made of them
 
     @property
     def per_root(self) -> int:
@@ -201,29 +200,6 @@ def cut_bound_seconds(g: Topology, bandwidth_Bps, size_bytes: float) -> float:
     return size_bytes / g.nodes * (g.nodes - int(s.sum())) / float(b[entering].sum())
 
 
-class _Partial:
-    """A tree being grown: multiplicity, vertex set, parent arcs, depths, arcs known to be blocked."""
-
-    __slots__ = ("root", "mu", "inside", "parent", "depth", "blocked", "size")
-
-    def __init__(self, root: int, mu: int, n: int, arcs: int):
-        self.root, self.mu = root, mu
-        self.inside = np.zeros(n, bool)
-        self.inside[root] = True
-        self.parent = np.full(n, -1, np.int64)
-        self.depth = np.zeros(n, np.int64)
-        self.blocked = np.zeros(arcs, bool)
-        self.size = 1
-
-    def split(self, mu: int) -> "_Partial":
-        other = _Partial.__new__(_Partial)
-        other.root, other.mu, other.size = self.root, mu, self.size
-        other.inside, other.parent = self.inside.copy(), self.parent.copy()
-        other.depth, other.blocked = self.depth.copy(), self.blocked.copy()
-        self.mu -= mu
-        return other
-
-
 def trees_per_root(n: int, optimum: Fraction) -> int:
     """K for the rerouted trees: twice x*'s numerator p (K / x* an integer, so x* is reachable; two trees per unit
     of rate give each node more routes from each root: on the two-tier 8 x 8 torus, whose every arc is tight, the
@@ -236,10 +212,10 @@ def trees_per_root(n: int, optimum: Fraction) -> int:
     return max(1, fit)
 
 
-def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES) -> Packing:
-    """Spanning out-trees of every root reaching the cut bound on arcs of the given bandwidths (bytes/s, one
-    per arc of g, in arc order); see the module docstring: the rerouted trees where they reach x*, else the exact
-    construction up to `max_nodes` nodes, else (up to MAX_TREE_NODES) the rerouted trees at the rate they reach.
+def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_TREE_NODES) -> Packing:
+    """Spanning out-trees of every root reaching the cut bound exactly on arcs of the given bandwidths (bytes/s, one
+    per arc of g, in arc order); see the module docstring: the rerouted trees where they reach x*, else the repaired
+    ones (`repair`) up to `max_nodes` nodes, else the rerouted trees at the rate they reach.
 
     >>> from services.synthesis.topology.catalog import build
     >>> g = build("ring(4)")
@@ -261,134 +237,51 @@ def pack_trees(g: Topology, bandwidth_Bps, *, max_nodes: int = MAX_PACKING_NODES
     k = trees_per_root(n, optimum)
     rate, parent, depth = rerouted_trees(g, capacity, k)
     if rate == optimum or n > max_nodes:
-        trees = _merged(n, k, parent, depth)
+        trees = _merged(np.repeat(np.arange(n), k), np.ones(n * k, np.int64), parent, depth)
         return Packing(g, capacity, unit, rate, trees, flows, time.perf_counter() - t0, critical, optimum,
                        "rerouted", k)
-    pk = _construct(g, capacity, unit, optimum, critical, flows)
+    rep = repaired_trees(g, capacity, optimum, k, parent, depth)
+    trees = _merged(rep.root, rep.weight, rep.parent, rep.depth)
+    pk = Packing(g, capacity, unit, optimum, trees, flows + rep.flows, 0.0, critical, optimum,
+                 "exact" if rep.scratch else "repaired", rep.weight_sum, rep.cut, rep.regrown, rep.rebuilt)
+    _check_exact(pk)
     pk.seconds = time.perf_counter() - t0
     return pk
 
 
-def _merged(n: int, k: int, parent: np.ndarray, depth: np.ndarray) -> list[Tree]:
-    """Root r's K trees of weight 1 (rows r K .. r K + K - 1), equal ones merged into one of their total weight."""
+def _check_exact(pk: Packing) -> None:
+    """Every root's weights sum to W and every arc carries at most (W / x*) c_e, in exact arithmetic (a failure is
+    a bug of the construction, not of the input)."""
+    weights = np.zeros(pk.topology.nodes, np.int64)
+    for t in pk.trees:
+        weights[t.root] += t.weight
+    scale = Fraction(pk.per_root) / pk.rate
+    if not ((weights == pk.per_root).all() and all(Fraction(int(u)) <= scale * int(c)
+                                                    for u, c in zip(pk.arc_weights(), pk.capacity))):
+        raise RuntimeError(f"{pk.topology.expr}: the repaired trees miss x* (a bug)")
+
+
+def _merged(root: np.ndarray, weight: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> list[Tree]:
+    """Trees from rows (root[i], weight[i], parent[i], depth[i]), equal ones of one root merged into one of their
+    total weight; ordered by root."""
     trees = []
-    for r in range(n):
-        seen: dict[bytes, Tree] = {}
-        for j in range(r * k, r * k + k):
-            key = parent[j].tobytes()
-            if key in seen:
-                seen[key].weight += 1
-            else:
-                seen[key] = Tree(r, 1, parent[j].copy(), depth[j].copy())
-        trees.extend(seen.values())
+    seen: dict[tuple[int, bytes], Tree] = {}
+    for i in np.argsort(root, kind="stable"):
+        key = (int(root[i]), parent[i].tobytes())
+        if key in seen:
+            seen[key].weight += int(weight[i])
+        else:
+            seen[key] = Tree(int(root[i]), int(weight[i]), parent[i].copy(), depth[i].copy())
+            trees.append(seen[key])
     return trees
 
 
-def _construct(g: Topology, capacity: np.ndarray, unit: float, rate: Fraction, critical: np.ndarray,
-               flows: int) -> Packing:
-    """Lovasz's construction (module docstring, step 2) of trees of rate x* = `rate`."""
-    n = g.nodes
-    p, q = rate.numerator, rate.denominator
-    usable = (g.tails != g.heads) & (capacity > 0)
-    tails = g.tails.astype(np.int64)
-    heads = g.heads.astype(np.int64)
-    cap = np.where(usable, capacity, 0).astype(np.int64) * q     # residual capacity of every arc
-    unstarted = np.full(n, p, np.int64)                 # weight of trees of each root not begun yet
-    active: list[_Partial] = []                         # trees begun and not finished (the stack)
-    done: list[Tree] = []
-    total = n * p                                       # weight of unfinished trees (K)
-    for r in range(n):
-        unstarted[r] = 0
-        active.append(_Partial(r, p, n, g.arcs))
-        while active:
-            tree = active[-1]
-            while tree.size < n:
-                e = _next_arc(tails, heads, cap, tree.inside, tree.depth, tree.blocked)
-                if e < 0:
-                    raise RuntimeError(f"{g.expr}: no arc can extend a tree of root {tree.root} (a bug)")
-                u, w = int(tails[e]), int(heads[e])
-                want = min(tree.mu, int(cap[e]))
-                inside = np.array([x.inside for x in active])
-                mus = np.array([x.mu for x in active], np.int64)
-                f, side = _check(n, tails, heads, cap, unstarted, inside, mus, u, w, total + want)
-                flows += 1
-                slack = f - total
-                if slack <= 0:
-                    _block(tails, heads, tree.inside, side, tree.blocked)   # sink side: a tight set
-                    tree.blocked[e] = True
-                    continue
-                take = min(want, slack)
-                if take < tree.mu:
-                    active.insert(len(active) - 1, tree.split(tree.mu - take))
-                cap[e] -= take
-                tree.inside[w] = True
-                tree.parent[w] = e
-                tree.depth[w] = tree.depth[u] + 1
-                tree.size += 1
-            active.pop()
-            total -= tree.mu
-            done.append(Tree(tree.root, tree.mu, tree.parent, tree.depth))
-    return Packing(g, capacity, unit, rate, done, flows, 0.0, critical, rate, "exact")
-
-
-@njit(cache=True, nogil=True)
-def _next_arc(tails, heads, cap, inside, depth, blocked):
-    """The arc leaving the tree with the shallowest tail, widest residual capacity first; -1 if none."""
-    best, bd, bc = -1, 0, 0
-    for e in range(tails.size):
-        if cap[e] > 0 and inside[tails[e]] and not inside[heads[e]] and not blocked[e]:
-            d = depth[tails[e]]
-            if best < 0 or d < bd or (d == bd and cap[e] > bc):
-                best, bd, bc = e, d, cap[e]
-    return best
-
-
-@njit(cache=True, nogil=True)
-def _block(tails, heads, inside, source_side, blocked):
-    """Arcs from the tree outside the tight set S (the sink side) into S outside the tree can never be taken."""
-    for e in range(tails.size):
-        if inside[tails[e]] and source_side[tails[e]] and not source_side[heads[e]] and not inside[heads[e]]:
-            blocked[e] = True
-
-
-@njit(cache=True, nogil=True)
-def _check(n, tails, heads, cap, unstarted, inside, mu, u, w, limit):
-    """Max flow (up to `limit`) from {s, u} to {w, a_g} in the branching theorem's auxiliary graph: G with
-    the residual capacities, s -> r for trees of root r not begun, s -> a_j -> R_j for trees begun (row j of
-    `inside` is R_j, mu[j] its weight; the last row is g, the tree taking the arc u -> w); s = n, a_j = n+1+j."""
-    k = mu.size
-    m = tails.size + 2 * n + k + k * n + 2
-    t = np.empty(m, np.int64)
-    h = np.empty(m, np.int64)
-    c = np.empty(m, np.int64)
-    i = 0
-    for e in range(tails.size):
-        if cap[e] > 0:
-            t[i], h[i], c[i] = tails[e], heads[e], cap[e]
-            i += 1
-    for r in range(n):
-        if unstarted[r] > 0:
-            t[i], h[i], c[i] = n, r, unstarted[r]
-            i += 1
-    for j in range(k):
-        t[i], h[i], c[i] = n, n + 1 + j, mu[j]
-        i += 1
-        for v in range(n):
-            if inside[j, v]:
-                t[i], h[i], c[i] = n + 1 + j, v, INF
-                i += 1
-    t[i], h[i], c[i] = n, u, INF
-    i += 1
-    t[i], h[i], c[i] = n + k, w, INF
-    i += 1
-    return _max_flow(n + 1 + k, t[:i], h[:i], c[:i], n, w, limit)
-
-
 def warm() -> None:
-    """Compile (or load from numba's cache) the max flows, the rerouted trees and Lovasz's arc checks on a tiny
-    input (pack_trees alone skips the construction wherever the rerouted trees reach x*)."""
+    """Compile (or load from numba's cache) the max flows, the rerouted trees and the repair's construction on a
+    tiny input (pack_trees alone skips the repair wherever the rerouted trees reach x*)."""
+    from services.synthesis.forest.lovasz import warm as warm_lovasz
     from services.synthesis.topology.catalog import build
 
     g = build("ring(4)")
-    pk = pack_trees(g, np.ones(g.arcs))
-    _construct(g, pk.capacity, pk.unit, pk.optimal, pk.critical_set, 0)
+    pack_trees(g, np.ones(g.arcs))
+    warm_lovasz()

@@ -1,7 +1,7 @@
 """Tree packing at scale: shortest-path trees rerouted, one parent at a time, towards the exact rate x*.
 
-The exact construction (`packing.pack_trees`: Edmonds' branching theorem made constructive after Lovasz, one max
-flow per tree arc) asks about N^2 max flows and, its arc order being greedy, grows deep trees (late trees take
+The exact construction alone (`lovasz`: Edmonds' branching theorem made constructive after Lovasz, one max flow
+per tree arc) asks about N^2 max flows and, its arc order being greedy, grows deep trees (late trees take
 what is left: height 23 on an 8 x 8 torus of diameter 8). The balanced heuristic (`balanced`) keeps every tree a
 shortest-path tree, so a node whose shortest paths from some root all end on a slow arc must take it: 1.52x below
 x* on an 8 x 8 torus with two slow arcs into one node.
@@ -20,9 +20,10 @@ shallowest wins. Sweeps stop when one moves nothing or after SWEEPS. Then, at th
 shallower tails wherever the new arc stays within that rate (the pipeline's depth, `pipeline`, shrinks; the rate
 does not change), again until a sweep moves nothing.
 
-The rate reached is not guaranteed to be x* (a tight set larger than one node can block every move); `pack_trees`
-computes x* exactly beside it and keeps the exact construction wherever it is in reach, so every packing states
-its gap. O(SWEEPS K N^2 d h) time (d the in-degree, h the height), compiled.
+The rate reached is not guaranteed to be x* (a tight set larger than one node can block every move, and K trees of
+weight 1 cannot split a node's entries in a ratio whose denominator does not divide K); `pack_trees` computes x*
+exactly beside it and, where the trees miss it, `repair` keeps all but a few of them and rebuilds those at x*.
+O(SWEEPS K N^2 d h) time (d the in-degree, h the height), compiled.
 """
 from __future__ import annotations
 
