@@ -204,12 +204,12 @@ def dominated(n: int, d: int, listed=candidates) -> tuple[list[tuple[str, str]],
 def dcirculant_proof(max_nodes: int, max_degree: int) -> dict[str, int]:
     """Per (N, d), 2 <= d: why no directed circulant of d offsets dominates a frontier entry. "bound": every
     entry has fewer steps than the abelian Moore floor of d directed offsets (or is that floor at (N-1)/N);
-    "row proven": the tabulated Pareto row is proven (`ParetoOffsets.proven`); "sampled": neither."""
+    "row proven": the tabulated Pareto row is proven (`ParetoOffsets.proven`); "searched": neither."""
     from services.synthesis.search.circulant_pareto import pareto_lookup
     from services.synthesis.search.circulants import diameter_floor
     from services.synthesis.search.finder import frontier
 
-    out = {"bound": 0, "row proven": 0, "sampled": 0, "no row": 0}
+    out = {"bound": 0, "row proven": 0, "searched": 0, "no row": 0}
     for d in range(2, max_degree + 1):
         for n in range(d + 2, max_nodes + 1):
             floor, star = diameter_floor(n, d, "dcirculant"), Fraction(n - 1, n)
@@ -218,7 +218,7 @@ def dcirculant_proof(max_nodes: int, max_degree: int) -> dict[str, int]:
             elif (row := pareto_lookup(n, d)) is None:
                 out["no row"] += 1
             else:
-                out["row proven" if row.proven else "sampled"] += 1
+                out["row proven" if row.proven else "searched"] += 1
     return out
 
 

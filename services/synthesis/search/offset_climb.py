@@ -13,6 +13,7 @@ found can be priced by BFB afterwards (`circulant_pareto`).
 A climb finds sets; it proves nothing: a row built from it is exact only where the abelian Moore floor is met
 by a BW-optimal set (`circulant_pareto.ParetoOffsets.proven`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ __all__ = ["ClimbResult", "climb", "score"]
 class ClimbResult:
     """Sets accepted by the climbs (rows, sorted offsets) with their diameters, and the evaluations spent."""
 
-    rows: np.ndarray          # (P, k) offset sets, each containing 1
-    diameters: np.ndarray     # (P,) D(G) of each row
-    evaluated: int            # breadth-first searches run
-    climbs: int               # climbs run
+    rows: np.ndarray  # (P, k) offset sets, each containing 1
+    diameters: np.ndarray  # (P,) D(G) of each row
+    evaluated: int  # breadth-first searches run
+    climbs: int  # climbs run
 
 
 @njit(cache=True, nogil=True)
@@ -127,8 +128,14 @@ def score(n: int, offsets) -> tuple[int, int]:
     full = np.full(words, ~np.uint64(0), dtype=np.uint64)
     if n % 64:
         full[words - 1] = (np.uint64(1) << np.uint64(n % 64)) - np.uint64(1)
-    d, last = _score(n, np.asarray(offsets, dtype=np.int64), n, np.empty(words, dtype=np.uint64),
-                     np.empty(words, dtype=np.uint64), full)
+    d, last = _score(
+        n,
+        np.asarray(offsets, dtype=np.int64),
+        n,
+        np.empty(words, dtype=np.uint64),
+        np.empty(words, dtype=np.uint64),
+        full,
+    )
     return int(d), int(last)
 
 
@@ -139,7 +146,7 @@ def climb(n: int, k: int, seed: int, budget: int, patience: int, record: int = 2
         raise ValueError(f"a climb needs 2 <= k <= n - 1 offsets, got k = {k}, n = {n}")
     rng = np.random.default_rng(seed)
     starts = max(1, budget // max(patience, 1))
-    rest = np.argsort(rng.random((starts, n - 2)), axis=1)[:, :k - 1] + 2
+    rest = np.argsort(rng.random((starts, n - 2)), axis=1)[:, : k - 1] + 2
     rows = np.concatenate([np.ones((starts, 1), dtype=np.int64), rest.astype(np.int64)], axis=1)
     out, diam, evaluated, climbs = _climb(n, rows, int(rng.integers(1 << 31)), patience, budget, record)
     return ClimbResult(np.sort(out, axis=1), diam, int(evaluated), int(climbs))
