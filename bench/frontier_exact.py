@@ -7,6 +7,8 @@ circulant search).
     PYTHONPATH=/path/to/other/checkout python bench/frontier_exact.py --time-only   # another finder
     python -m bench.frontier_exact --check-only --nodes 101-400/3 --degrees 5-6 --resume FILE
                                                         # some pairs; FILE holds one JSON line per pair done
+    python -m bench.frontier_exact --check-only --dcirculant-only --sample 200000 --nodes 101-400 --degrees 6-8
+                                                        # directed circulants alone, a larger sample
     python -m bench.frontier_exact --dcirculant-proof   # where directed circulants are ruled out, and how
 
 The enumeration is this script's own: every family expression with N nodes and degree d (as
@@ -17,6 +19,11 @@ sample of SAMPLE sets containing 1 (so the count is a lower bound where the spac
 built (`construct`, the path of `fabricplan schedule`) and measured by the model checker only when its lower
 bound (diameter, or the diameters' sum / D + 1 for an expansion, in steps; (N-1)/N in tau) could dominate an
 entry.
+
+`--dcirculant-only` checks the frontier against directed circulants alone: a fixed-seed sample of SAMPLE sets
+{1, a_2, ..., a_d} (every directed circulant with a unit offset is isomorphic to one containing 1), not reduced
+by units (a set drawn twice is measured once), their diameters by the compiled bitset search, so that a sample
+of hundreds of thousands costs about a second per pair.
 """
 from __future__ import annotations
 
@@ -145,6 +152,23 @@ def candidates(n: int, d: int):
                             yield f"product({x}, {y})", dx + dy
 
 
+def dcirculant_candidates(n: int, d: int):
+    """(expression, diameter) of a fixed-seed sample of SAMPLE directed circulants {1, a_2, ..., a_d} of Z_n."""
+    from services.synthesis.bfb.kernels import circulant_eccentricities
+
+    if d < 2 or d > n - 1:
+        return
+    rng = np.random.default_rng([n, d, 23])
+    rest = np.concatenate([np.argsort(rng.random((min(4_096, SAMPLE - i), n - 2)), axis=1)[:, :d - 1] + 2
+                           for i in range(0, SAMPLE, 4_096)])
+    rows = np.concatenate([np.ones((SAMPLE, 1), dtype=np.int64), np.sort(rest, axis=1).astype(np.int64)], axis=1)
+    rows = np.unique(rows, axis=0)
+    diam = circulant_eccentricities(n, rows)
+    for i in np.argsort(diam, kind="stable").tolist():
+        if diam[i] < n:
+            yield f"dcirculant({n}, {', '.join(map(str, rows[i].tolist()))})", int(diam[i])
+
+
 def _measured(expr: str) -> tuple[int, Fraction] | None:
     from services.synthesis.schedule.verify import verify
     from services.synthesis.search.construct import construct
@@ -159,14 +183,14 @@ def _measured(expr: str) -> tuple[int, Fraction] | None:
     return report.steps, report.tau
 
 
-def dominated(n: int, d: int) -> tuple[list[tuple[str, str]], int]:
-    """(entry, dominating candidate) pairs at (n, d), and how many candidates were built."""
+def dominated(n: int, d: int, listed=candidates) -> tuple[list[tuple[str, str]], int]:
+    """(entry, dominating candidate) pairs at (n, d) among `listed(n, d)`, and how many were built."""
     from services.synthesis.search.finder import frontier
 
     entries = [(c.expr, c.steps, c.tau) for c in frontier(n, d)]
     star = Fraction(n - 1, n)
     out, built = [], 0
-    for expr, lo in candidates(n, d):
+    for expr, lo in listed(n, d):
         if not any(lo <= s and (lo < s or star < t) for _, s, t in entries):
             continue
         cost = _measured(expr)
@@ -180,12 +204,12 @@ def dominated(n: int, d: int) -> tuple[list[tuple[str, str]], int]:
 def dcirculant_proof(max_nodes: int, max_degree: int) -> dict[str, int]:
     """Per (N, d), 2 <= d: why no directed circulant of d offsets dominates a frontier entry. "bound": every
     entry has fewer steps than the abelian Moore floor of d directed offsets (or is that floor at (N-1)/N);
-    "row proven": the tabulated Pareto row is proven (`ParetoOffsets.proven`); "sampled": neither."""
+    "row proven": the tabulated Pareto row is proven (`ParetoOffsets.proven`); "searched": neither."""
     from services.synthesis.search.circulant_pareto import pareto_lookup
     from services.synthesis.search.circulants import diameter_floor
     from services.synthesis.search.finder import frontier
 
-    out = {"bound": 0, "row proven": 0, "sampled": 0, "no row": 0}
+    out = {"bound": 0, "row proven": 0, "searched": 0, "no row": 0}
     for d in range(2, max_degree + 1):
         for n in range(d + 2, max_nodes + 1):
             floor, star = diameter_floor(n, d, "dcirculant"), Fraction(n - 1, n)
@@ -194,7 +218,7 @@ def dcirculant_proof(max_nodes: int, max_degree: int) -> dict[str, int]:
             elif (row := pareto_lookup(n, d)) is None:
                 out["no row"] += 1
             else:
-                out["row proven" if row.proven else "sampled"] += 1
+                out["row proven" if row.proven else "searched"] += 1
     return out
 
 
@@ -208,7 +232,7 @@ def _numbers(spec: str) -> list[int]:
     return out
 
 
-def _check(pairs: list[tuple[int, int]], resume: str | None) -> None:
+def _check(pairs: list[tuple[int, int]], resume: str | None, listed=candidates) -> None:
     """The dominated-entry check on (N, d) pairs; with `resume`, one JSON line per pair appended to that
     file, and pairs already in it are not checked again (their results are counted)."""
     done: dict[tuple[int, int], dict] = {}
@@ -228,7 +252,7 @@ def _check(pairs: list[tuple[int, int]], resume: str | None) -> None:
             results.append(done[(n, d)])
             continue
         t1 = time.perf_counter()
-        bad, built = dominated(n, d)
+        bad, built = dominated(n, d, listed)
         r = {"n": n, "d": d, "dominated": sorted({e for e, _ in bad}), "by": [b for _, b in bad][:3],
              "built": built, "seconds": round(time.perf_counter() - t1, 2)}
         results.append(r)
@@ -256,6 +280,8 @@ def main() -> None:
     ap.add_argument("--check-only", action="store_true", help="skip the frontier sweep's timing")
     ap.add_argument("--sample", type=int, default=SAMPLE,
                     help=f"offset sets sampled per circulant kind beyond {ORBIT_LIMIT} (default {SAMPLE})")
+    ap.add_argument("--dcirculant-only", action="store_true",
+                    help="check against a sample of --sample directed circulants alone (no other family)")
     ap.add_argument("--dcirculant-proof", action="store_true",
                     help="count the (N, d) where directed circulants are ruled out, by bound or proven table row")
     args = ap.parse_args()
@@ -277,7 +303,8 @@ def main() -> None:
         return
     nodes = _numbers(args.nodes) if args.nodes else list(range(2, args.max_nodes + 1))
     degrees = _numbers(args.degrees) if args.degrees else list(range(1, args.max_degree + 1))
-    _check([(n, d) for d in degrees for n in nodes], args.resume)
+    _check([(n, d) for d in degrees for n in nodes], args.resume,
+           dcirculant_candidates if args.dcirculant_only else candidates)
 
 
 if __name__ == "__main__":

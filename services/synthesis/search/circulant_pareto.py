@@ -37,16 +37,19 @@ import numpy as np
 
 from services.synthesis.bfb.kernels import circulant_eccentricities
 from services.synthesis.bfb.price import cyclic_step_maxima
+from services.synthesis.search.offset_climb import climb
 from services.synthesis.search.circulants import (_BATCH_ROWS, _batches, _canonical_chunks, _connected,
                                                   _random_rows, _seeds, KINDS, canonical_count,
                                                   diameter_floor, domain, generators)
 
-__all__ = ["EVALUATE_BUDGET", "SAMPLE_ROWS", "PRICE_CAP", "KEEP_MIN_DIAMETER", "PARETO_TABLE", "PARETO_KS",
+__all__ = ["EVALUATE_BUDGET", "SAMPLE_ROWS", "CLIMB_EVALS", "CLIMB_PATIENCE", "PRICE_CAP", "KEEP_MIN_DIAMETER", "PARETO_TABLE", "PARETO_KS",
            "ParetoOffsets", "bfb_tau", "pareto_offsets", "pareto_lookup", "pareto_rows",
            "LINE_TABLE", "LINE_CAP", "line_base", "line_lookup", "line_rows"]
 
 EVALUATE_BUDGET = 1_500_000   # every canonical offset set has its diameter evaluated when there are at most this many
-SAMPLE_ROWS = 100_000         # else a fixed-seed sample of this many sets containing 1
+SAMPLE_ROWS = 100_000         # else a fixed-seed sample of this many sets containing 1 ...
+CLIMB_EVALS = 600_000         # ... and local search (`offset_climb`) spending this many breadth-first searches ...
+CLIMB_PATIENCE = 1_000        # ... in climbs that end after this many moves in a row without a better score
 PRICE_CAP = 600               # sets priced by BFB per diameter
 KEEP_MIN_DIAMETER = 4         # smallest-diameter sets kept beside the Pareto entries (line-digraph bases)
 PARETO_TABLE = Path(__file__).with_name("dcirculant_pareto.jsonl")
@@ -64,6 +67,7 @@ class ParetoOffsets:
     exhaustive: bool              # every canonical set's diameter was evaluated
     complete: bool                # every set of each entry's diameter (and below) was priced
     evaluated: int                # offset sets whose diameter was evaluated
+    climbed: int = 0              # breadth-first searches spent by local search (0: none ran)
 
     @property
     def proven(self) -> bool:
@@ -72,6 +76,11 @@ class ParetoOffsets:
             return self.exhaustive
         d, tau, _ = self.entries[0]
         return (d == self.floor and tau == Fraction(self.nodes - 1, self.nodes)) or (self.exhaustive and self.complete)
+
+    @property
+    def how(self) -> str:
+        """"proven" (see `proven`) or "searched" (the sample and, where `climbed`, local search found these)."""
+        return "proven" if self.proven else "searched"
 
 
 def bfb_tau(n: int, gens) -> tuple[int, Fraction]:
@@ -93,10 +102,12 @@ def _rows(n: int, k: int, kind: str, budget: int, sample: int):
 
 
 def pareto_offsets(n: int, k: int, kind: str = "dcirculant", budget: int = EVALUATE_BUDGET,
-                   sample: int = SAMPLE_ROWS, price_cap: int = PRICE_CAP) -> ParetoOffsets:
+                   sample: int = SAMPLE_ROWS, price_cap: int = PRICE_CAP, climb_evals: int = CLIMB_EVALS,
+                   patience: int = CLIMB_PATIENCE) -> ParetoOffsets:
     """The Pareto set of (D(G), BFB tau) over offset sets of k offsets of the kind on n nodes (module
     docstring). Cost: at most `budget` diameter evaluations (one bitset breadth-first search each, about
-    1 us at 400 nodes; `sample` beyond) and `price_cap` BFB pricings per diameter (about 0.2 ms each)."""
+    1 us at 400 nodes; beyond, `sample` and `climb_evals` for local search of directed circulants) and
+    `price_cap` BFB pricings per diameter (about 0.2 ms each)."""
     floor = diameter_floor(n, k, kind)
     if (kind == "half" and n % 2) or k < 1 or k > domain(n, kind):
         return ParetoOffsets(n, entries=(), smallest=(), floor=floor, exhaustive=True, complete=True, evaluated=0)
@@ -119,6 +130,16 @@ def pareto_offsets(n: int, k: int, kind: str = "dcirculant", budget: int = EVALU
         if floor in levels and _meets(n, kind, levels[floor], tau_star):
             exhaustive = False                # stopped: a BW-optimal set at the floor dominates every other
             break
+    climbed = 0
+    if not exhaustive and kind == "dcirculant" and climb_evals > 0 and k >= 2 and not (
+            floor in levels and _meets(n, kind, levels[floor], tau_star)):
+        found = climb(n, k, seed=n * 64 + k, budget=climb_evals, patience=patience)
+        climbed = found.evaluated
+        for dm in np.unique(found.diameters).tolist():
+            fresh = sorted({tuple(int(x) for x in r) for r in found.rows[found.diameters == dm]})
+            counts[dm] = counts.get(dm, 0) + len(fresh)
+            old = levels.get(dm, [])
+            levels[dm] = (fresh + [o for o in old if o not in set(fresh)])[:price_cap]   # the climb's sets first
     entries: list[tuple[int, Fraction, tuple[int, ...]]] = []
     complete = True
     for dm in sorted(levels):
@@ -140,7 +161,7 @@ def pareto_offsets(n: int, k: int, kind: str = "dcirculant", budget: int = EVALU
         low = min(levels)
         smallest = tuple((low, offs) for offs in sorted(set(levels[low]))[:KEEP_MIN_DIAMETER])
     return ParetoOffsets(n, entries=tuple(entries), smallest=smallest, floor=floor, exhaustive=exhaustive,
-                 complete=complete, evaluated=evaluated)
+                         complete=complete, evaluated=evaluated, climbed=climbed)
 
 
 def _meets(n: int, kind: str, rows: list[tuple[int, ...]], tau_star: Fraction) -> bool:
@@ -155,9 +176,32 @@ def _bfb_tau_of(n: int, kind: str, offs: tuple[int, ...]) -> tuple[int, Fraction
 
 # ----- the offline table ---------------------------------------------------------------------------
 def _row(kind: str, k: int, n: int, p: ParetoOffsets, seconds: float) -> dict:
-    return {"kind": kind, "k": k, "n": n, "floor": p.floor, "exhaustive": p.exhaustive, "complete": p.complete,
-            "evaluated": p.evaluated, "entries": [[d, str(t), list(o)] for d, t, o in p.entries],
-            "smallest": [[d, list(o)] for d, o in p.smallest], "seconds": round(seconds, 3)}
+    """One table line; "how" is "proven" or "searched", and a searched row by local search names its budget
+    ("climb": [breadth-first searches spent, patience])."""
+    row = {"kind": kind, "k": k, "n": n, "floor": p.floor, "how": p.how, "exhaustive": p.exhaustive,
+           "complete": p.complete, "evaluated": p.evaluated,
+           "entries": [[d, str(t), list(o)] for d, t, o in p.entries],
+           "smallest": [[d, list(o)] for d, o in p.smallest], "seconds": round(seconds, 3)}
+    if p.climbed:
+        row["climb"] = [p.climbed, CLIMB_PATIENCE]
+    return row
+
+
+def _merged(new: ParetoOffsets, old: ParetoOffsets | None) -> ParetoOffsets:
+    """The Pareto set of both searches' entries (each entry is the exact (D, tau) of its offsets, so the union
+    is as exact as either) and the smallest-diameter sets of both; the flags and counts are the new search's."""
+    if old is None:
+        return new
+    out: list[tuple[int, Fraction, tuple[int, ...]]] = []
+    for d, t, o in sorted(set(new.entries) | set(old.entries)):
+        if not out or t < out[-1][1]:
+            out.append((d, t, o))
+    both = sorted(set(new.smallest) | set(old.smallest))
+    low = both[0][0] if both else 0
+    smallest = tuple(x for x in both if x[0] == low)[:KEEP_MIN_DIAMETER]
+    return ParetoOffsets(new.nodes, entries=tuple(out), smallest=smallest, floor=new.floor,
+                         exhaustive=new.exhaustive, complete=new.complete, evaluated=new.evaluated,
+                         climbed=new.climbed)
 
 
 def pareto_rows() -> list[dict]:
@@ -174,7 +218,8 @@ def _index() -> dict[tuple[str, int, int], ParetoOffsets]:
         out[(r["kind"], r["k"], r["n"])] = ParetoOffsets(
             r["n"], entries=tuple((d, Fraction(t), tuple(o)) for d, t, o in r["entries"]),
             smallest=tuple((d, tuple(o)) for d, o in r["smallest"]), floor=r["floor"],
-            exhaustive=r["exhaustive"], complete=r["complete"], evaluated=r["evaluated"])
+            exhaustive=r["exhaustive"], complete=r["complete"], evaluated=r["evaluated"],
+            climbed=r.get("climb", [0])[0])
     return out
 
 
@@ -275,6 +320,37 @@ def _build_lines(ks, levels: int = 1) -> None:
                 fh.flush()
 
 
+def _redo_searched(ks, min_nodes: int) -> None:
+    """Rebuild the rows that are not proven (sample only, before local search existed) with the sample and
+    local search, merged with the old row (`_merged`); every row gains its "how". Resumable: a row with a
+    "climb" field is done. Order: the given offset counts, larger n first; the file is rewritten (atomically)
+    after every 10 rows."""
+    rows = pareto_rows()
+    todo = [i for k in ks for i in sorted(range(len(rows)), key=lambda i: -rows[i]["n"])
+            if rows[i]["k"] == k and rows[i]["n"] >= min_nodes and "climb" not in rows[i]
+            and not _index()[(rows[i]["kind"], k, rows[i]["n"])].proven]
+    for r in rows:
+        if "how" not in r:
+            r["how"] = _index()[(r["kind"], r["k"], r["n"])].how
+    for done, i in enumerate(todo, 1):
+        r = rows[i]
+        t0, c0 = time.perf_counter(), time.process_time()
+        p = _merged(pareto_offsets(r["n"], r["k"], r["kind"]), _index()[(r["kind"], r["k"], r["n"])])
+        rows[i] = {**_row(r["kind"], r["k"], r["n"], p, time.perf_counter() - t0),
+                   "cpu": round(time.process_time() - c0, 3)}
+        if done % 10 == 0 or done == len(todo):
+            _write(rows)
+            print(f"{done}/{len(todo)} rows rebuilt (last: k = {r['k']}, n = {r['n']})", flush=True)
+    if not todo:
+        _write(rows)
+
+
+def _write(rows: list[dict]) -> None:
+    tmp = PARETO_TABLE.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(PARETO_TABLE)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, action="append", help="only these offset counts")
@@ -282,7 +358,13 @@ def main() -> None:
     ap.add_argument("--line", action="store_true", help="the line-digraph bases (dcirculant_line.jsonl)")
     ap.add_argument("--line-next", action="store_true",
                     help="re-do the line rows without a BW-optimal line digraph over the two smallest diameters")
+    ap.add_argument("--redo-searched", action="store_true",
+                    help="rebuild the rows not proven with local search (resumable; --k orders them)")
+    ap.add_argument("--min-nodes", type=int, default=3, help="with --redo-searched: only rows of this many nodes up")
     args = ap.parse_args()
+    if args.redo_searched:
+        _redo_searched(args.k or (6, 7, 8, 5, 4, 3, 2), args.min_nodes)
+        return
     if args.line or args.line_next:
         _build_lines(args.k or (5, 6, 7, 8, 4, 3, 2), 2 if args.line_next else 1)
         return

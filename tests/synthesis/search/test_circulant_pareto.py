@@ -11,7 +11,9 @@ from fractions import Fraction
 import pytest
 
 from services.synthesis.schedule.verify import verify
+from services.synthesis.bfb.kernels import circulant_eccentricities
 from services.synthesis.search import circulant_pareto as cp
+from services.synthesis.search import offset_climb
 from services.synthesis.search.construct import construct
 
 
@@ -54,6 +56,52 @@ def test_proven_needs_the_floor_met_bw_optimally_or_every_set():
     p = cp.pareto_offsets(84, 5, budget=0, sample=2_000)     # a small sample misses the 4-step sets
     assert not p.exhaustive and p.entries[0][0] > p.floor
     assert not p.proven
+
+
+def _levels(n: int, offs) -> list[int]:
+    """Node counts at each distance from 0, by a plain breadth-first search over x -> x + a (mod n)."""
+    dist = {0: 0}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for x in frontier:
+            for a in offs:
+                y = (x + a) % n
+                if y not in dist:
+                    dist[y] = dist[x] + 1
+                    nxt.append(y)
+        frontier = nxt
+    return [list(dist.values()).count(t) for t in range(max(dist.values()) + 1)] if len(dist) == n else []
+
+
+def test_climb_scores_are_the_diameter_and_the_farthest_level():
+    rng = random.Random(11)
+    for _ in range(60):
+        n = rng.randint(5, 150)
+        offs = sorted(rng.sample(range(1, n), rng.randint(1, min(5, n - 1))))
+        levels = _levels(n, offs)
+        assert offset_climb.score(n, offs) == ((len(levels) - 1, levels[-1]) if levels else (n, 0)), (n, offs)
+    found = offset_climb.climb(97, 4, seed=3, budget=20_000, patience=200)
+    assert found.evaluated == 20_000 and len(found.rows) and (found.rows[:, 0] == 1).all()
+    assert (circulant_eccentricities(97, found.rows) == found.diameters).all()
+
+
+def test_local_search_finds_the_rare_six_step_sets_of_387_nodes():
+    """(387, 6): about 3 in 100,000 sets have diameter 6 (the floor is 5); the fixed sample alone has none,
+    the climbs find BW-optimal ones, and the table holds one."""
+    assert cp.pareto_offsets(387, 6, climb_evals=0).entries[0][0] == 7
+    p = cp.pareto_offsets(387, 6)
+    assert p.entries[0][:2] == (6, Fraction(386, 387)) and p.climbed == cp.CLIMB_EVALS and p.how == "searched"
+    row = cp.pareto_lookup(387, 6)
+    assert row is not None and row.entries[0][:2] == (6, Fraction(386, 387))
+    assert _measured(_expr(387, row.entries[0][2])) == (6, Fraction(386, 387))
+
+
+def test_rows_say_how_they_were_obtained():
+    for r in cp.pareto_rows():
+        p = cp.pareto_lookup(r["n"], r["k"], r["kind"])
+        assert r["how"] == p.how, r
+        assert "climb" not in r or (r["climb"][0] > 0 and not r["exhaustive"]), r
 
 
 def test_the_rare_four_step_sets_of_84_nodes_are_in_the_table():

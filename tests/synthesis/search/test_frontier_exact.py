@@ -177,6 +177,7 @@ def test_no_frontier_entry_is_dominated_by_an_enumerated_candidate(n, d):
     (65, 7, "dcirculant(65, 1, 2, 5, 17, 20, 27, 61)"),   # likewise against genkautz(7, 65)'s 224/195
     (90, 5, "line(dcirculant(18, 1, 5, 8, 12, 16))"),     # a line digraph of an equal-cost base: (4, 89/90)
     (400, 5, "line(dcirculant(80, 1, 5, 19, 35, 53))"),   # a base of the second-smallest diameter: (6, 399/400)
+    (387, 6, "dcirculant(387, 1, 57, 90, 94, 116, 126)"),  # (6, 386/387): ~3 in 100,000 sets, missed by a sample
 ])
 def test_no_entry_is_dominated_by_the_directed_circulants_that_dominated_the_previous_finder(n, d, rival):
     """Each rival dominated an entry of the finder that kept the smallest-diameter offset sets only
