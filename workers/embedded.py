@@ -138,6 +138,8 @@ class EmbeddedWorker:
                 time.sleep(0.5)
 
     def _start_jobs(self) -> None:
+        from services.store.jobs import embedded_worker_id
+
         while len(self.running) < self.settings.worker_concurrency:
             with self.lock:
                 if not self.pending:
@@ -147,7 +149,8 @@ class EmbeddedWorker:
             from services.store import notify
 
             job.process = _context().Process(target=_job_main, args=(self.settings, job.kind, job.job_id,
-                                                                    job.attempt, child, notify.origin()),
+                                                                    job.attempt, child, notify.origin(),
+                                                                    embedded_worker_id()),
                                              name=f"fabricplan-{job.kind}-{job.job_id[:8]}", daemon=True)
             job.process.start()
             child.close()
@@ -259,17 +262,20 @@ def _kill(job: _Job) -> None:
 
 
 def _job_main(settings: Settings, kind: str, job_id: str, attempt: int, conn: Connection,
-              origin: str | None = None) -> None:
-    """A job process: the parent's settings, the limits, then the job's tasks run eagerly."""
+              origin: str | None = None, holder: str | None = None) -> None:
+    """A job process: the parent's settings, the limits, then the job's tasks run eagerly, holding the job as
+    the parent's embedded worker (`holder`), whose row beats and which supervises this process."""
     os.setpgrp()
     from services import config
-    from services.store import job_metrics, notify
+    from services.store import job_metrics, jobs, notify
 
     from . import limits
     from .app import celery_app, configure
 
     config.install(settings)
     configure(celery_app, settings)
+    if holder is not None:
+        jobs.hold_as(holder)
     lock = threading.Lock()
 
     def send(*msg):

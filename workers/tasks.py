@@ -231,6 +231,11 @@ class Heartbeats:
 
     @staticmethod
     def _release(url: str, kind: str, job_id: str, attempt: int | None, me: str) -> None:
+        """Scaled: the job waits for its next task, held by nobody. Embedded: the next task runs in this
+        process and its API process's worker holds the job until the process ends (released here, another
+        API process of `serve --workers N` would count it lost between two tasks)."""
+        if get_settings().embedded:
+            return
         with session_scope(url) as s:
             jobs.release(s, kind, job_id, attempt, me)
 

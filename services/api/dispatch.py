@@ -101,9 +101,10 @@ class Dispatcher:
         lost = []
         with session_scope(st.sqlalchemy_url) as s:
             if self.embedded:
-                jobs.beat_worker(s, "api:" + jobs.worker_id(), kind="embedded")
+                jobs.beat_worker(s, jobs.embedded_worker_id(), kind="embedded")
             if time.monotonic() - self.database_back_at > st.stale_plan_s:
-                lost = jobs.lost(s, st.stale_plan_s, st.max_attempts, held)
+                lost = jobs.lost(s, st.stale_plan_s, st.max_attempts, held,
+                                 jobs.embedded_worker_id() if self.embedded else None)
         for kind, job_id, reason in lost:
             if reason is None:
                 log.warning("%s %s: worker lost; delivered again", kind, job_id)
@@ -148,5 +149,5 @@ class Dispatcher:
                 jobs.undo_dispatch(s, kind, job_id, attempt)
             return False
         with session_scope(url) as s:
-            jobs.mark_dispatched(s, kind, job_id, attempt)
+            jobs.mark_dispatched(s, kind, job_id, attempt, jobs.embedded_worker_id() if self.embedded else None)
         return True

@@ -105,10 +105,14 @@ def undo_dispatch(s: Session, kind: str, job_id: str, attempt: int) -> None:
               .values(attempts=model.attempts - 1))
 
 
-def mark_dispatched(s: Session, kind: str, job_id: str, attempt: int) -> None:
+def mark_dispatched(s: Session, kind: str, job_id: str, attempt: int, holder: str | None = None) -> None:
+    """`attempt` was handed to a worker. `holder`: the embedded worker's process that now runs it (an API
+    process of `serve --workers N`), so the other processes neither send it again (`undispatched`) nor count it
+    lost (`lost`) while that process is alive; Celery workers take their jobs themselves (`take`)."""
     model = KINDS[kind]
+    values = {"dispatched_at": utcnow(), **({"holder": holder} if holder is not None else {})}
     s.execute(update(model).where(model.id == job_id, model.attempts == attempt, model.dispatched_at.is_(None))
-              .values(dispatched_at=utcnow()))
+              .values(**values))
 
 
 def claim(s: Session, kind: str, job_id: str, attempt: int | None) -> bool:
@@ -146,6 +150,19 @@ def worker_id() -> str:
     return _identity[1]
 
 
+def embedded_worker_id() -> str:
+    """The embedded worker of this API process (`serve`, `serve --workers N`): its row in `workers` and the
+    holder of every job it runs, also while a job process of its own runs the job (`hold_as`)."""
+    return "api:" + worker_id()
+
+
+def hold_as(worker: str) -> None:
+    """This process takes and beats jobs as `worker` (an embedded job process: as its API process's worker,
+    which supervises it and whose row beats)."""
+    global _identity
+    _identity = (os.getpid(), worker)
+
+
 def take(s: Session, kind: str, job_id: str, attempt: int | None, holder: str) -> bool:
     """A task of the job's `attempt` starts in worker `holder`: the job is held by it (False: the job is
     finished or another attempt took over)."""
@@ -181,14 +198,16 @@ def workers_alive(s: Session, within_s: float, kind: str | None = None) -> int:
 
 
 def lost(s: Session, older_than_s: float, max_attempts: int,
-         held: set[tuple[str, str]] | None = None) -> list[tuple[str, str, str | None]]:
+         held: set[tuple[str, str]] | None = None, me: str | None = None) -> list[tuple[str, str, str | None]]:
     """Running jobs whose worker is gone. Scaled (`held` None): the job's holder sent no heartbeat (of its own
     row in `workers`, nor of the job) for `older_than_s`; a job nobody holds waits for its next task and is
     not lost (the resend of `undispatched` finds a lost message), except one never sent that runs inside
     another job (a plan's compile jobs) whose heartbeat stopped. Embedded (`held`: the embedded worker's
     jobs, read before this): the worker supervises its job processes, so a job it holds is never lost however
     late its heartbeat (a database busy with other writers); one it no longer holds is lost at once if the
-    dispatcher sent it, else once its heartbeat is older than `older_than_s`.
+    dispatcher sent it, else once its heartbeat is older than `older_than_s`. `me`: this process's worker id;
+    a job held by another embedded process (`serve --workers N`) is that process's to supervise while its
+    worker row beats (each process sees only its own worker's jobs in `held`).
 
     Each lost job counts one loss (`lose`): put back in the outbox for its next attempt, or - `max_attempts`
     losses - returned with the reason to fail it with (the caller fails it: a plan also releases its
@@ -203,7 +222,9 @@ def lost(s: Session, older_than_s: float, max_attempts: int,
             inside = model.holder.is_(None) & model.dispatched_at.is_(None)
             rows = list(s.scalars(select(model).where(running, stale, gone | inside)))
         else:
-            rows = [job for job in s.scalars(select(model).where(running, stale | model.dispatched_at.is_not(None)))
+            others = model.holder.is_not(None) & (model.holder != me) & model.holder.in_(alive)
+            rows = [job for job in s.scalars(select(model).where(running, stale | model.dispatched_at.is_not(None),
+                                                                 ~others))
                     if (kind, job.id) not in held]
         for job in rows:
             if held is not None and job.dispatched_at is not None and job.heartbeat_at is not None \

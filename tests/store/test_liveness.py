@@ -126,6 +126,53 @@ def test_embedded_a_job_its_worker_holds_is_never_lost_for_a_late_heartbeat(url)
     assert _lost(url, held=set()) == [("plan", pid, None)]
 
 
+def _embedded_send(url: str, holder: str, worker_ago_s: float) -> str:
+    """A plan the dispatcher of the API process `holder` (`serve --workers N`) sent to its embedded worker,
+    running; that process's worker row beat `worker_ago_s` ago."""
+    with session_scope(url) as s:
+        plan, _ = repo.create_plan(s, {**MINIMAL, "job_id": unique_job()}, None)
+        s.flush()
+        attempt = jobs.begin_dispatch(s, "plan", plan.id, 2.0)
+        jobs.mark_dispatched(s, "plan", plan.id, attempt, holder)
+        repo.advance(s, plan.id, stage="schedules", progress=0.3, attempt=attempt)
+        jobs.beat_worker(s, holder, kind="embedded")
+        s.execute(update(Worker).where(Worker.id == holder)
+                  .values(heartbeat_at=utcnow() - timedelta(seconds=worker_ago_s)))
+        return plan.id
+
+
+def test_embedded_a_job_another_live_process_runs_is_neither_lost_nor_sent_again(url):
+    """`serve --workers 2`: each API process's sweep sees only its own worker's jobs in `held`; a job the other
+    process runs is that process's while its worker row beats (the sweep used to count it lost at once, three
+    times, and fail it)."""
+    pid = _embedded_send(url, "api:other", worker_ago_s=1)
+    with session_scope(url) as s:
+        s.execute(update(Plan).where(Plan.id == pid).values(dispatched_at=utcnow() - timedelta(seconds=600)))
+    with session_scope(url) as s:
+        assert jobs.lost(s, STALE_S, 3, held=set(), me="api:me") == []
+        assert ("plan", pid) not in jobs.undispatched(s, resend_after_s=2.0, held=set())
+    with session_scope(url) as s:
+        p = repo.get_plan(s, pid)
+        assert (p.status, p.losses, p.attempts, p.holder) == ("running", 0, 1, "api:other")
+
+
+def test_embedded_a_job_of_a_process_that_stopped_beating_is_lost(url):
+    """The other process died (its worker row is older than the stale limit): its job is delivered again."""
+    pid = _embedded_send(url, "api:gone", worker_ago_s=600)
+    with session_scope(url) as s:
+        assert jobs.lost(s, STALE_S, 3, held=set(), me="api:me") == [("plan", pid, None)]
+    with session_scope(url) as s:
+        p = repo.get_plan(s, pid)
+        assert (p.status, p.losses, p.holder) == ("queued", 1, None)
+
+
+def test_embedded_a_job_this_process_sent_and_no_longer_holds_is_lost_at_once(url):
+    """Its own worker's job process ended without an outcome: lost at once, as before."""
+    pid = _embedded_send(url, "api:me", worker_ago_s=1)
+    with session_scope(url) as s:
+        assert jobs.lost(s, STALE_S, 3, held=set(), me="api:me") == [("plan", pid, None)]
+
+
 def test_a_task_takes_and_releases_its_job(url, monkeypatch):
     """What a worker task does around its body (workers.tasks.Heartbeats.holding): held by this worker
     process while it runs, released (handed to the queue) when it ends, whatever its outcome."""
