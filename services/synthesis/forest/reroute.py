@@ -65,6 +65,16 @@ def _depths(parent, tails, root, n, depth, known):
 
 
 @njit(cache=True, nogil=True)
+def _below(parent, tails, u, v):
+    """Whether u is in v's subtree of the tree `parent` (v on the path from u up to the root, u itself
+    included): a parent arc from u would close a cycle."""
+    w = u
+    while w != v and parent[w] >= 0:
+        w = tails[parent[w]]
+    return w == v
+
+
+@njit(cache=True, nogil=True)
 def _reroute(n, k, tails, heads, cap, in_ptr, in_arcs, parent, depth, load, sweeps):
     """Move parents to less loaded in-arcs (see the module docstring); parent, depth, load updated in place.
     Returns the sweeps run."""
@@ -89,15 +99,7 @@ def _reroute(n, k, tails, heads, cap, in_ptr, in_arcs, parent, depth, load, swee
                     du = depth[tr, u]
                     if best >= 0 and (num * bc > bn * den or (num * bc == bn * den and du >= bd)):
                         continue
-                    w, ok = u, True                             # is u in v's subtree? walk up from u
-                    while parent[tr, w] >= 0:
-                        if w == v:
-                            ok = False
-                            break
-                        w = tails[parent[tr, w]]
-                    if w == v:
-                        ok = False
-                    if ok:
+                    if not _below(parent[tr], tails, u, v):
                         best, bn, bc, bd = f, num, den, du
                 if best >= 0:
                     load[e] -= 1
@@ -130,10 +132,7 @@ def _shallow(n, k, tails, cap, in_ptr, in_arcs, parent, depth, load, rn, rd, swe
                     u = tails[f]
                     if f == e or depth[tr, u] >= bd or (load[f] + 1) * rd > rn * cap[f]:
                         continue
-                    w = u
-                    while w != v and parent[tr, w] >= 0:
-                        w = tails[parent[tr, w]]
-                    if w != v:
+                    if not _below(parent[tr], tails, u, v):
                         best, bd = f, depth[tr, u]
                 if best >= 0:
                     load[e] -= 1
