@@ -5,8 +5,9 @@ published runs; tests/synthesis/evaluate/test_moe.py holds the rows not used for
 
     python -m bench.moe_runs
 
-No row is used for calibration: no constant of the MoE model was fitted (the communication SM share, the node
-limit, the bandwidths and the configurations are the publications' own). Each row fixes what its publication
+One row is used for calibration: the all-to-all row gives the host time per local expert and grouped-GEMM
+call (`moe.HOST_EXPERT_S`, `calibrate_host`); no other constant of the MoE model was fitted (the communication SM
+share, the node limit, the bandwidths and the configurations are the publications' own). Each row fixes what its publication
 states (tp, pp, ep, ZeRO stage, micro-batch, interleaving, the overlap and the dispatcher) and searches the rest
 (recomputation where the publication names only some modules). Throughput is tokens per second per GPU:
 global batch x sequence / iteration time / GPUs, against the published figure converted the same way.
@@ -105,43 +106,46 @@ MOE_RUNS: list[MoeRun] = [
            # Megatron-Core's FSDP, not the 2021 DeepSpeed ZeRO-3 that `parallelism.ZERO3_EFFICIENCY` was solved
            # from (Narayanan et al. SC'21 Table 2): priced at the schedules' bandwidth, with no fitted factor
            zero3_efficiency=1.0),
+    MoeRun("qwen3-235b (256 H100, EP 8, PP 32, a2a)",
+           _ZOO + ", intra-node EP strategy, second row: all-to-all dispatcher, TP 2, EP 8, ETP 1, PP 32, VPP 3, DP 4, "
+           "micro-batch 1, recomputation of norms and activations: 24.2 s per step (200 TFLOP/s a GPU); 96 chunks "
+           "of one layer, the embedding and the loss counted as layers (the ModelZoo's Qwen3 config: "
+           "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split, 96 layers). "
+           "Calibration row of `moe.HOST_EXPERT_S` (`calibrate_host`)",
+           "qwen3-235b-a22b", "h100", 32, 2048,
+           {"tp": 2, "pp": 32, "ep": 8, "etp": 1, "zero": 1, "micro_batch": 1, "interleave": 3,
+            "recompute": "selective", "moe_overlap": "none", "moe_dispatch": "alltoall"},
+           2048 * 4096 / 24.2 / 256, "2048 x 4096 tokens / 24.2 s / 256 GPUs", calibration=True),
     MoeRun("qwen3-235b (256 H100, EP 8, TP 4)",
            _ZOO + ", intra-node EP strategy, third row: TP 4, EP 8, ETP 1, EDP 4, PP 8, VPP 4, DP 8, micro-batch 1, "
            "no recomputation (taken as our 'selective', whose memory is what flash attention keeps): 29.0 s per "
-           "step (167 TFLOP/s a GPU). Its second row (all-to-all dispatcher, PP 32 x VPP 3 = 96 chunks of 94 "
-           "layers with first and last stages of fewer layers) is outside the model: pp x vp must not exceed "
-           "the layers",
+           "step (167 TFLOP/s a GPU)",
            "qwen3-235b-a22b", "h100", 32, 2048,
            {"tp": 4, "pp": 8, "ep": 8, "etp": 1, "zero": 1, "micro_batch": 1, "interleave": 4,
             "recompute": "selective", "moe_overlap": "none", "moe_dispatch": "deepep"},
-           2048 * 4096 / 29.0 / 256, "2048 x 4096 tokens / 29.0 s / 256 GPUs",
-           target_miss="what the model does not price: with the expert GEMMs at their own shape (512 tokens an "
-                       "expert per micro-batch, 1.88x the dense MLP's time per FLOP by `gemm.expert_time_factor`) "
-                       "the run is still predicted 44 % fast; left out are the host overhead of 256 micro-batches "
-                       "a step with 16 local experts each, NCCL ring bandwidth below the NVLink line rate for the "
-                       "TP 4 collectives (the ModelZoo config sets NCCL_NVLS_ENABLE=0), and load imbalance should "
-                       "the run be dropless (the same readme measures this layout at 16K tokens at 237 TFLOP/s "
-                       "dropless against 295 forced-balanced; the table does not say which it ran)"),
+           2048 * 4096 / 29.0 / 256, "2048 x 4096 tokens / 29.0 s / 256 GPUs"),
 ]
 
 
 def moe_prediction(run: MoeRun, **override):
     """(predicted tokens per second per GPU, the strategy result) of `run` on its cluster: hosts of 8 GPUs, 8 NICs
     of `nic_gbps`, the ideal fat-tree, alpha 5 us; `override` replaces fixed keys (sensitivity: another overlap
-    or dispatcher) or, with `precision=`, the precision."""
+    or dispatcher) or, with `precision=` and `host_expert_s=`, the precision and the host time per expert."""
     from services.synthesis.evaluate.parallelism import search
 
-    job, fabric = _job_fabric(run, override.pop("precision", run.precision))
+    job, fabric = _job_fabric(run, override.pop("precision", run.precision), override.pop("host_expert_s", None))
     r = search(job, fabric, {**run.fixed, **override})
     return run.global_batch * job.model.seq_len / r.iteration_s / job.gpus, r
 
 
-def _job_fabric(run: MoeRun, precision: str):
+def _job_fabric(run: MoeRun, precision: str, host_expert_s: float | None = None):
     from services.synthesis.evaluate.fabrics import switched_fabric
     from services.synthesis.evaluate.parallelism import Job
     from services.synthesis.schedule.cost import LinkModel
 
-    kw = {} if run.zero3_efficiency is None else {"zero3_efficiency": run.zero3_efficiency}
+    kw: dict = {} if run.zero3_efficiency is None else {"zero3_efficiency": run.zero3_efficiency}
+    if host_expert_s is not None:
+        kw["host_expert_s"] = host_expert_s
     job = Job(_models()[run.model], run.name, run.global_batch, _device(run.device), run.hosts, 8, precision, **kw)
     return job, switched_fabric("fat-tree", run.hosts, 8, LinkModel.from_units(5, 8 * run.nic_gbps))
 
@@ -160,6 +164,20 @@ def without_memory_check(run: MoeRun, recompute: str = "selective") -> float:
     return run.global_batch * job.model.seq_len / r.iteration_s / job.gpus
 
 
+def calibrate_host() -> float:
+    """`moe.HOST_EXPERT_S` solved from the calibration row: the host time per local expert and grouped-GEMM call
+    at which the row's predicted throughput equals the published one (the iteration time is linear in it)."""
+    run = next(r for r in MOE_RUNS if r.calibration)
+    lo, hi = 0.0, 1e-3
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if moe_prediction(run, host_expert_s=mid)[0] > run.published_tokens_per_gpu_s:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
 def _expert_factor(run: MoeRun, s) -> float:
     """`gemm.expert_time_factor` of the row's predicted strategy `s`."""
     from services.synthesis.evaluate.gemm import expert_time_factor
@@ -172,25 +190,32 @@ def _expert_factor(run: MoeRun, s) -> float:
 
 def moe_validation() -> list[float]:
     """Print the table; return the errors of the rows not used for calibration."""
+    from services.synthesis.evaluate.moe import HOST_EXPERT_S
+
     t0 = time.perf_counter()
-    print("\nMixture-of-experts runs with expert parallelism (none used for calibration): tokens/s per GPU")
-    print(f"{'run':<38} {'published':>9} {'predicted':>9} {'error':>7} {'no overlap':>10} {'alltoall':>9} "
-          f"{'fp8 peak':>9} {'expert x':>8}  strategy; exposed EP / bubble (% of iteration)")
+    print("\nMixture-of-experts runs with expert parallelism ('cal' marks the calibration row of moe.HOST_EXPERT_S, "
+          f"{HOST_EXPERT_S * 1e6:.1f} us; solved again here: {calibrate_host() * 1e6:.1f} us): tokens/s per GPU")
+    print(f"{'run':<44} {'published':>9} {'predicted':>9} {'error':>7} {'no host':>8} {'no overlap':>10} "
+          f"{'alltoall':>9} {'fp8 peak':>9} {'expert x':>8}  strategy; exposed EP / host / bubble (% of iteration)")
     errors = []
     for run in MOE_RUNS:
         pred, r = moe_prediction(run)
         err = pred / run.published_tokens_per_gpu_s - 1
         if not run.calibration:
             errors.append(err)
+        no_host = moe_prediction(run, host_expert_s=0.0)[0]
         plain = moe_prediction(run, moe_overlap="none")[0]
         per_copy = moe_prediction(run, moe_dispatch="alltoall")[0]
         fp8 = moe_prediction(run, precision="fp8")[0]
         s, b = r.strategy, r.breakdown
-        print(f"{run.name:<38} {run.published_tokens_per_gpu_s:>9.0f} {pred:>9.0f} {err:>+7.1%} {plain:>10.0f} "
-              f"{per_copy:>9.0f} {fp8:>9.0f} {_expert_factor(run, s):>8.2f}  tp {s.tp} pp {s.pp} dp {s.dp} ep {s.ep} zero {s.zero} mb "
-              f"{s.micro_batch} vp {s.interleave} {s.recompute} {s.moe_overlap} {s.moe_dispatch}; "
-              f"{b.ep / r.iteration_s:.1%} / {b.bubble / r.iteration_s:.1%}")
-    print(f"'no overlap', 'alltoall' (every copy of a token on its own) and 'fp8 peak' (the same efficiency at the "
+        name = run.name + (" cal" if run.calibration else "")
+        print(f"{name:<44} {run.published_tokens_per_gpu_s:>9.0f} {pred:>9.0f} {err:>+7.1%} {no_host:>8.0f} "
+              f"{plain:>10.0f} {per_copy:>9.0f} {fp8:>9.0f} {_expert_factor(run, s):>8.2f}  tp {s.tp} pp {s.pp} "
+              f"dp {s.dp} ep {s.ep} zero {s.zero} mb {s.micro_batch} vp {s.interleave} {s.recompute} "
+              f"{s.moe_overlap} {s.moe_dispatch}; {b.ep / r.iteration_s:.1%} / {b.host / r.iteration_s:.1%} / "
+              f"{b.bubble / r.iteration_s:.1%}")
+    print(f"'no host' drops the host time the GPU waits for (moe.exposed_host: a CUDA-graphed or sync-free stack); "
+          f"'no overlap', 'alltoall' (every copy of a token on its own) and 'fp8 peak' (the same efficiency at the "
           f"FP8 dense peak) change one thing of the row's configuration; 'expert x' is the routed experts' time per "
           f"FLOP over the dense MLP's at their GEMM shapes (gemm.expert_time_factor) ({time.perf_counter() - t0:.1f} s)")
     for run in MOE_RUNS:

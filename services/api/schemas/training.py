@@ -58,7 +58,7 @@ class HybridEntryOut(BaseModel):
     parallelism: dict | None = Field(default=None, description="tp, pp, dp, ep, zero, micro_batch, interleave, "
                                      "recompute, cp, sp, moe_overlap, moe_dispatch, etp")
     breakdown: dict | None = Field(default=None, description="compute_s, bubble_s, exposed_tp_s, exposed_pp_s, "
-                                   "exposed_dp_s, exposed_ep_s, exposed_cp_s")
+                                   "exposed_dp_s, exposed_ep_s, exposed_cp_s, exposed_host_s")
     memory_per_gpu_bytes: dict | None = None
     traffic_per_gpu_bytes: dict | None = None
     strategies_searched: int | None = None

@@ -51,6 +51,20 @@ Overlap of dispatch and combine with compute (`MOE_OVERLAP`):
   and backward chunk (our t_mb, the overlapped micro-batch), B the backward with its recomputation and W the
   weight-gradient half of the backward (`dualpipe_bubble`); it keeps two copies of the parameters and pp + 1
   micro-batches' activations, and needs an even pp, no interleaving and an even number of micro-batches.
+Host time (`exposed_host`): a dropless MoE layer synchronises device and host in its forward to learn the tokens
+per expert (NVIDIA, "Optimizing DeepSeek-V3 Training Performance on NVIDIA GB200 NVL72", Megatron-LM
+docs/discussions, 2025, section 3.1: "eliminate the device-host sync in the MoE model (its purpose is to get the
+tokens per expert information)"), and its local experts' grouped GEMMs are issued from the host one expert at a
+time (Transformer Engine's grouped linear: one cuBLAS GEMM per expert on several streams, the same guide section 1,
+item 3) after per-expert host work (splits, output tensors: "a simple torch.empty will not call any CUDA kernel, but
+it will generate a few microseconds of overhead on the host side", section 2). With small experts the GPU waits for
+that host work ("CPU overhead or host boundedness", section 2): per MoE layer and micro-batch
+    calls x local experts x h
+with 6 grouped-GEMM calls (the two expert linears forward, their data and weight gradients backward), 8 with full
+recomputation, and h the host time per expert and call (`HOST_EXPERT_S`, solved from one published run,
+bench/moe_runs.py; CUDA-graphed or sync-free stacks set `Job.host_expert_s` to 0). It is why one layout runs at
+167 TFLOP/s with 16 local experts of 512 tokens and at 295 with 2,048 tokens (Megatron-MoE-ModelZoo, Qwen3 readme,
+H100 TP 4 EP 8 PP 8 at 4K and 16K tokens): the same host work is spread over 4x the GPU work.
 Tutel's adaptive pipelining (Hwang et al. MLSys'23, section 3.3) and FasterMoE (He et al. PPoPP'22) overlap the
 all-to-all with the same layer's expert GEMMs only; the micro-batch overlap hides at least as much (a whole
 layer's compute), and is what the published large runs use.
@@ -60,13 +74,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import comb
 
-__all__ = ["COMM_SM_SHARE", "ExpertLayout", "MOE_DISPATCH", "MOE_OVERLAP", "dualpipe_bubble", "dualpipe_refusal",
-           "expert_layout", "expert_tp", "unpaired_share", "exposed_alltoall", "remote_copies",
-           "valid_expert_degree"]
+__all__ = ["COMM_SM_SHARE", "ExpertLayout", "HOST_EXPERT_S", "MOE_DISPATCH", "MOE_OVERLAP", "dualpipe_bubble",
+           "dualpipe_refusal", "expert_layout", "expert_tp", "unpaired_share", "exposed_alltoall", "exposed_host",
+           "remote_copies", "valid_expert_degree"]
 
 MOE_OVERLAP = ("none", "microbatch", "dualpipe")
 MOE_DISPATCH = ("alltoall", "deepep")
 COMM_SM_SHARE = 20 / 132           # DeepSeek-V3 report section 3.2.2: 20 of the H800's 132 SMs communicate
+# Host time per local expert and grouped-GEMM call the GPU waits for (module docstring, "Host time"): solved from
+# the Megatron-MoE-ModelZoo Qwen3-235B all-to-all row (TP 2, EP 8, PP 32 x VPP 3: 24.2 s a step) by
+# `bench.moe_runs.calibrate_host`; every other MoE row is a prediction.
+HOST_EXPERT_S = 35.07e-6
+GROUPED_GEMM_CALLS = 6             # per MoE layer and micro-batch: fc1, fc2 forward; their dgrad and wgrad backward
 
 
 @dataclass(frozen=True)
@@ -198,3 +217,15 @@ def exposed_alltoall(alltoall_s: float, compute_s: float, overlap: str, sm_share
         slowed = compute_s + min(alltoall_s, compute_s) * sm_share / (1 - sm_share)
         return max(alltoall_s, slowed) - compute_s
     raise ValueError(f"moe overlap must be one of {', '.join(MOE_OVERLAP)}, got {overlap!r}")
+
+
+def exposed_host(moe_layers: int, local_experts: int, full_recompute: bool, per_expert_s: float = HOST_EXPERT_S) -> float:
+    """Host time the GPU waits for in one micro-batch of `moe_layers` MoE layers with `local_experts` experts on
+    the GPU (module docstring, "Host time"): each layer's grouped-GEMM calls (6, or 8 when the forward is
+    recomputed) prepare every local expert on the host after the layer's device-host sync.
+
+    >>> round(exposed_host(12, 16, False, 35e-6), 6), round(exposed_host(12, 16, True, 35e-6), 6)
+    (0.04032, 0.05376)
+    """
+    calls = GROUPED_GEMM_CALLS + (2 if full_recompute else 0)
+    return moe_layers * calls * local_experts * per_expert_s

@@ -44,7 +44,9 @@ e(h) the device's efficiency at the model's hidden size (`devices`), the routed 
 their GEMM shapes' time per FLOP over the dense MLP's (`gemm.expert_time_factor`), backward 2 t_f, full recomputation
 + t_f, selective + the attention scores' FLOPs; attention scores at half their FLOPs when the job's
 attention kernel skips the causal mask's empty half, FlashAttention-2, Dao 2023 section 3.1):
-    t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP      (blocking)
+    t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP + t_host   (blocking)
+t_host = the host work the GPU waits for in MoE layers (`moe.exposed_host`: per MoE layer the local experts'
+grouped-GEMM calls after the layer's device-host sync, at `Job.host_expert_s` per expert and call)
 t_EP = MoE layers x the all-to-alls the compute waits for (`moe.exposed_alltoall`: all of them without
 overlap, what exceeds one layer's forward + backward compute with the micro-batch overlap, except on the
 `moe.unpaired_share` of chunks of the pipeline's warm-up and cool-down)
@@ -78,9 +80,9 @@ from dataclasses import asdict, dataclass, field, replace
 from services.synthesis.evaluate.devices import GpuProfile
 from services.synthesis.evaluate.fabrics import Fabric
 from services.synthesis.evaluate.gemm import expert_time_factor
-from services.synthesis.evaluate.moe import (MOE_DISPATCH, MOE_OVERLAP, dualpipe_bubble, dualpipe_refusal,
-                                             expert_layout, expert_tp, exposed_alltoall, remote_copies,
-                                             unpaired_share, valid_expert_degree)
+from services.synthesis.evaluate.moe import (HOST_EXPERT_S, MOE_DISPATCH, MOE_OVERLAP, dualpipe_bubble,
+                                             dualpipe_refusal, expert_layout, expert_tp, exposed_alltoall,
+                                             exposed_host, remote_copies, unpaired_share, valid_expert_degree)
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
@@ -115,6 +117,9 @@ class Job:
     # decoders train with) or "full" (computed whole and masked: Megatron-LM 2021)
     attention: str = "causal"
     zero3_efficiency: float = ZERO3_EFFICIENCY
+    # host time per local expert and grouped-GEMM call the GPU waits for (`moe.exposed_host`): Megatron-Core's
+    # eager dropless MoE layers; 0 for a CUDA-graphed or sync-free implementation
+    host_expert_s: float = HOST_EXPERT_S
 
     @property
     def gpus(self) -> int:
@@ -192,15 +197,16 @@ class Breakdown:
     dp: float
     ep: float
     cp: float = 0.0
+    host: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.compute + self.bubble + self.tp + self.pp + self.dp + self.ep + self.cp
+        return self.compute + self.bubble + self.tp + self.pp + self.dp + self.ep + self.cp + self.host
 
     def to_dict(self) -> dict:
         return {"compute_s": self.compute, "bubble_s": self.bubble, "exposed_tp_s": self.tp,
                 "exposed_pp_s": self.pp, "exposed_dp_s": self.dp, "exposed_ep_s": self.ep,
-                "exposed_cp_s": self.cp}
+                "exposed_cp_s": self.cp, "exposed_host_s": self.host}
 
 
 @dataclass(frozen=True)
@@ -536,11 +542,16 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         once = _pass_exposure(n_l, c_b, tp_b, rs_nv, rs_net) + _pass_exposure(n_l, c_f, tp_f, ag_nv, ag_net)
     else:
         once = _pass_exposure(n_l, c_b, tp_b, rs_nv + ag_nv, rs_net + ag_net)
-    t_mb = t_f + t_b + t_r + t_tp + t_cp + t_pp + t_ep + per_mb
+    # host work the GPU waits for: the local experts' grouped GEMMs after each MoE layer's device-host sync
+    t_host = 0.0
+    if m.experts is not None:
+        t_host = exposed_host(lay["stage_moe"], m.experts // s.ep, s.recompute == "full", job.host_expert_s)
+    t_mb = t_f + t_b + t_r + t_tp + t_cp + t_pp + t_ep + per_mb + t_host
     bubble = (s.pp - 1) / s.interleave * t_mb
     if s.moe_overlap == "dualpipe":
         bubble = dualpipe_bubble(s.pp, t_mb, t_b, t_r)
-    return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, mb * per_mb + once, mb * t_ep, mb * t_cp)
+    return Breakdown(mb * (t_f + t_b + t_r), bubble, mb * t_tp, mb * t_pp, mb * per_mb + once, mb * t_ep, mb * t_cp,
+                     mb * t_host)
 
 
 # ----- search ---------------------------------------------------------------------------------------------

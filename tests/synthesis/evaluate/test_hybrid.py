@@ -206,7 +206,7 @@ def test_evaluate_hybrid_over_given_topologies():
     for e in d["entries"]:
         assert {"tp", "pp", "dp", "ep", "zero", "micro_batch"} <= e["parallelism"].keys()
         assert {"compute_s", "bubble_s", "exposed_tp_s", "exposed_pp_s", "exposed_dp_s", "exposed_ep_s",
-                "exposed_cp_s"} == set(
+                "exposed_cp_s", "exposed_host_s"} == set(
             e["breakdown"])
         assert e["memory_per_gpu_bytes"]["total"] <= A100.hbm_bytes and 0 < e["mfu"] < 1
 

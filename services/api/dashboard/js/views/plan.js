@@ -221,7 +221,7 @@ function topologyStrategy(p) {
 
 const HYBRID_PARTS = [["compute_s", "compute"], ["bubble_s", "pipeline bubble"], ["exposed_tp_s", "exposed TP"],
   ["exposed_pp_s", "exposed PP"], ["exposed_dp_s", "exposed DP"], ["exposed_ep_s", "exposed EP"],
-  ["exposed_cp_s", "exposed CP"]];
+  ["exposed_cp_s", "exposed CP"], ["exposed_host_s", "host (MoE)"]];
 
 /** A hybrid-parallel training job (multi-GPU hosts): every entry's strategy and iteration breakdown. */
 function trainingHybrid(p) {
