@@ -22,7 +22,7 @@ def hybrid_wanted(args) -> bool:
     from services.synthesis.evaluate.transformer import LLM_CATALOG
 
     if (args.gpus_per_host != 1 or args.parallelism or args.global_batch is not None
-            or args.zero3_efficiency is not None):
+            or args.zero3_efficiency is not None or args.moe_host_us is not None):
         return True
     if args.topology and args.topology.lower().replace("_", "-").replace("optimized", "optimised") in SWITCHED:
         return True
@@ -86,6 +86,10 @@ def _hybrid_job(args):
         if not 0 < args.zero3_efficiency <= 1:     # also refuses nan
             raise UsageError(f"--zero3-efficiency must be in (0, 1], got {args.zero3_efficiency:g}")
         kw["zero3_efficiency"] = args.zero3_efficiency
+    if args.moe_host_us is not None:
+        if not 0 <= args.moe_host_us <= 10000:     # also refuses nan
+            raise UsageError(f"--moe-host-us must be in [0, 10000], got {args.moe_host_us:g}")
+        kw["host_expert_s"] = args.moe_host_us * 1e-6
     return Job(model, name, batch, device, args.nodes, args.gpus_per_host, **kw)
 
 

@@ -111,6 +111,10 @@ def register(sub) -> None:
                    help="the fraction of the schedules' collective bandwidth ZeRO-3's collectives reach, in (0, 1] "
                         "(hybrid; default 0.1248, DeepSpeed ZeRO-3 in Narayanan et al. SC'21 Table 2; 1.0 for an "
                         "implementation at the schedules' rate)")
+    p.add_argument("--moe-host-us", type=float, default=None,
+                   help="host time in microseconds per local expert and grouped-GEMM call the GPU waits for in a "
+                        "dropless MoE layer, in [0, 10000] (hybrid; default 35.07, solved from a published "
+                        "Megatron-Core run; 0 for a CUDA-graphed or sync-free stack)")
     p.add_argument("--parallelism", default=None,
                     help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..]"
                          "[,recompute=..][,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]: "

@@ -37,7 +37,7 @@ def is_hybrid(spec: PlanSpec) -> bool:
     if t is None:
         return False
     if (t.gpus_per_host > 1 or t.strategy or t.global_batch or t.transformer_spec is not None
-            or t.zero3_efficiency is not None):
+            or t.zero3_efficiency is not None or t.moe_host_us is not None):
         return True
     name = (t.model or "").lower()
     return name in LLM_CATALOG and name not in CATALOG
@@ -76,7 +76,9 @@ def hybrid_job(spec: PlanSpec, error=HybridInputError) -> tuple[Job, dict | None
         raise error((*loc, "gpus_per_host"), f"at most {HYBRID_MAX_GPUS} GPUs in all, got {spec.nodes} x {g}")
     strategy = t.strategy
     fixed = parse_parallelism(strategy) if strategy and strategy.lower() != "auto" else None
-    kw = {} if t.zero3_efficiency is None else {"zero3_efficiency": t.zero3_efficiency}
+    kw: dict = {} if t.zero3_efficiency is None else {"zero3_efficiency": t.zero3_efficiency}
+    if t.moe_host_us is not None:
+        kw["host_expert_s"] = t.moe_host_us * 1e-6
     return Job(model, name, batch, dev, spec.nodes, g, **kw), fixed
 
 

@@ -89,6 +89,10 @@ class TrainingWorkload(Input):
                                            "schedules' collective bandwidth ZeRO-3's collectives reach (hybrid; "
                                            "default 0.1248, solved from DeepSpeed ZeRO-3 in Narayanan et al. "
                                            "SC'21 Table 2; 1.0 prices an implementation at the schedules' rate)")
+    moe_host_us: float | None = Field(default=None, ge=0, le=10000, allow_inf_nan=False, description="host "
+                                      "time in microseconds per local expert and grouped-GEMM call that the GPU "
+                                      "waits for in a dropless MoE layer (hybrid; default 35.07, solved from a "
+                                      "published Megatron-Core run; 0 prices a CUDA-graphed or sync-free stack)")
     transformer_spec: TransformerModelFile | None = Field(default=None, description="an inline transformer by "
                                                           "its hyperparameters, the file form of `fabricplan "
                                                           "train --model FILE` {name, transformer, global_batch?}")
