@@ -349,14 +349,17 @@ def test_training_plan_shows_every_entry_and_its_alltoall_schedule(page, site):
 
 def test_hybrid_training_plan_shows_strategy_and_breakdown(page, site):
     """A hybrid-parallel training plan (8 GPUs a host): one stacked bar per entry and part (compute, bubble,
-    exposed TP / PP / DP / EP / CP), a table row per entry with its strategy, the chosen one marked."""
+    exposed TP / PP / DP / EP / CP, the MoE host time), a table row per entry with its strategy, the chosen one
+    marked."""
     pg, _ = page
     p = _plan(site["http"], nodes=8, degree=3, alpha_us=5, bandwidth_gbps=600, workload={"training": {
         "gpus_per_host": 8, "transformer_spec": {"name": "tiny", "global_batch": 64, "transformer": {
             "hidden": 1024, "layers": 8, "heads": 16, "seq_len": 512, "vocab": 32000}}}})
     t = p["training_hybrid"]
     show(pg, site, f"/plans/{p['id']}")
-    assert pg.locator("#training-hybrid-chart g.iteration-bar rect").count() == 7 * len(t["entries"])
+    parts = len(t["entries"][0]["breakdown"])
+    assert parts == 8 and pg.locator("#training-hybrid-chart g.iteration-bar rect").count() == parts * len(t["entries"])
+    assert "host (MoE)" in pg.locator("#training-hybrid-chart").inner_text()
     assert pg.locator("#plan-training-hybrid tbody tr").count() == len(t["entries"])
     chosen = pg.locator(f"#plan-training-hybrid tr[data-kind=frontier][data-expr='{t['best']}']")
     s = next(e for e in t["entries"] if e["expr"] == t["best"] and e["kind"] == "frontier")["parallelism"]
