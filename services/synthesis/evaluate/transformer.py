@@ -56,8 +56,10 @@ Catalog sources (hyperparameters; published parameter counts; batch):
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -105,6 +107,12 @@ class Transformer(BaseModel):
         if self.node_limit is not None and self.experts is None:
             raise ValueError("node_limit needs experts")
         return self
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A validated copy with `update` applied. Pydantic's copy keeps the instance's dictionary, and with it
+        the cached FLOP and parameter counts of this model: a copy with another sequence length would price
+        attention at the old one. Built afresh, it computes its own."""
+        return self.model_validate({**self.model_dump(), **(update or {})})
 
     # ----- shapes -----
     @property
