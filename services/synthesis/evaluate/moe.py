@@ -62,9 +62,9 @@ that host work ("CPU overhead or host boundedness", section 2): per MoE layer an
     calls x local experts x h
 with 6 grouped-GEMM calls (the two expert linears forward, their data and weight gradients backward), 8 with full
 recomputation, and h the host time per expert and call (`HOST_EXPERT_S`, solved from one published run,
-bench/moe_runs.py; CUDA-graphed or sync-free stacks set `Job.host_expert_s` to 0). It is why one layout runs at
-167 TFLOP/s with 16 local experts of 512 tokens and at 295 with 2,048 tokens (Megatron-MoE-ModelZoo, Qwen3 readme,
-H100 TP 4 EP 8 PP 8 at 4K and 16K tokens): the same host work is spread over 4x the GPU work.
+bench/moe_runs.py; CUDA-graphed or sync-free stacks set `Job.host_expert_s` to 0). One published layout shows
+it (Megatron-MoE-ModelZoo, Qwen3 readme, H100, TP 4, EP 8, PP 8): 167 TFLOP/s with 16 local experts of 512 tokens
+a micro-batch (4K sequences), 295 with 2,048 (16K): the same host work under four times the GPU work.
 Tutel's adaptive pipelining (Hwang et al. MLSys'23, section 3.3) and FasterMoE (He et al. PPoPP'22) overlap the
 all-to-all with the same layer's expert GEMMs only; the micro-batch overlap hides at least as much (a whole
 layer's compute), and is what the published large runs use.
