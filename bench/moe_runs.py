@@ -52,7 +52,23 @@ def _models() -> dict:
     qwen3 = Transformer(hidden=4096, layers=94, heads=64, kv_heads=4, head_dim=128, seq_len=4096, vocab=151936,
                         ffn_hidden=12288, expert_ffn_hidden=1536, experts=128, top_k=8, gated=True,
                         attention_params=2 * 4096 * 8192 + 2 * 4096 * 512 + 256)
-    return {"deepseek-v3": LLM_CATALOG["deepseek-v3"].model, "qwen3-235b-a22b": qwen3}
+    long = {f"qwen3-235b-a22b-{k}k": qwen3.model_copy(update={"seq_len": k * 1024}) for k in (16, 32, 64, 128)}
+    return {"deepseek-v3": LLM_CATALOG["deepseek-v3"].model, "qwen3-235b-a22b": qwen3, **long}
+
+
+def megatron_step_s(model, global_batch: int, tflops_per_gpu: float, gpus: int) -> float:
+    """The step time a published TFLOP/s per GPU stands for, by Megatron-LM's own count (`training.py`,
+    num_floating_point_operations, with which the ModelZoo reports; GQA, every layer an MoE layer, no shared
+    experts): per token 12 L h (k f_e g) + 12 L h^2 (1 + kv/heads + s/(2h)) (heads d_head / h) + 6 h V, g = 3/2
+    gated; the scores at half (the causal mask). Reproduces the readme's 4K rows: 29.0 s <-> 167 TFLOP/s."""
+    m = model
+    g = 1.5 if m.gated else 1.0
+    q_ratio = m.heads * (m.head_dim or m.hidden // m.heads) / m.hidden
+    per_token = (12 * m.layers * m.hidden * (m.k * (m.expert_ffn_hidden or m.ffn) * g)
+                 + 12 * m.layers * m.hidden ** 2 * (1 + (m.kv_heads or m.heads) / m.heads
+                                                    + m.seq_len / m.hidden / 2) * q_ratio
+                 + 6 * m.hidden * m.vocab)
+    return per_token * global_batch * m.seq_len / (tflops_per_gpu * 1e12 * gpus)
 
 
 def _device(name: str):
@@ -72,6 +88,26 @@ _ZOO = ("NVIDIA Megatron-MoE-ModelZoo (github.com/yanring/Megatron-MoE-ModelZoo)
         "4096, global batch 2048, DeepEP dispatcher, the distributed optimizer taken as ZeRO-1)")
 _QWEN3_ZOO = (_ZOO + ", cross-node EP strategy: TP 2, CP 1, EP 32, ETP 1, EDP 1, PP 8, VPP 4, DP 16, micro-batch 1, "
               "recomputation of norms and activations")
+
+_LONG = ("NVIDIA Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md, 'Long Context' (H100, NVLink 4, InfiniBand "
+         "8 x 50 GB/s; Qwen3-235B-A22B, DeepEP, BF16; 32 nodes, GBS 256; its command: PP 8, VPP 4, EP 8, "
+         "--recompute-granularity selective --recompute-modules layernorm moe, forced balance with "
+         "--moe-router-force-load-balancing), row ")
+
+
+def _long_run(k: int, tp: int, cp: int, forced: float, dropless: float) -> MoeRun:
+    """A row of the readme's long-context table at its forced-balance figure (the model routes balanced); the
+    step time is Megatron-LM's FLOP count over the published TFLOP/s (`megatron_step_s`)."""
+    seq, gpus = k * 1024, 256
+    step = megatron_step_s(_models()[f"qwen3-235b-a22b-{k}k"], 256, forced, gpus)
+    return MoeRun(f"qwen3-235b {k}K (256 H100, TP {tp}, CP {cp})",
+                  _LONG + f"SEQ_LEN {seq}, TP {tp}, CP {cp}: {forced:g} TFLOP/s (forced balance) / {dropless:g} "
+                  "(dropless)", f"qwen3-235b-a22b-{k}k", "h100", 32, 256,
+                  {"tp": tp, "pp": 8, "ep": 8, "etp": 1, "cp": cp, "zero": 1, "micro_batch": 1, "interleave": 4,
+                   "recompute": "moe", "moe_overlap": "none", "moe_dispatch": "deepep"},
+                  256 * seq / step / gpus, f"256 x {seq} tokens / {step:.2f} s / 256 GPUs ({forced:g} TFLOP/s by "
+                  "Megatron-LM's FLOP count)")
+
 
 MOE_RUNS: list[MoeRun] = [
     MoeRun("deepseek-v3 (2048 H800)",
@@ -124,6 +160,8 @@ MOE_RUNS: list[MoeRun] = [
            {"tp": 4, "pp": 8, "ep": 8, "etp": 1, "zero": 1, "micro_batch": 1, "interleave": 4,
             "recompute": "selective", "moe_overlap": "none", "moe_dispatch": "deepep"},
            2048 * 4096 / 29.0 / 256, "2048 x 4096 tokens / 29.0 s / 256 GPUs"),
+    *[_long_run(k, 4, cp, forced, dropless) for k, cp, forced, dropless in
+      ((16, 1, 295, 237), (32, 2, 335, 277), (64, 4, 368, 320), (128, 8, 389, 357))],
 ]
 
 
@@ -184,7 +222,7 @@ def _expert_factor(run: MoeRun, s) -> float:
     from services.synthesis.evaluate.moe import expert_tp
 
     m = _models()[run.model]
-    return expert_time_factor(m.seq_len * s.micro_batch, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k,
+    return expert_time_factor(m.seq_len * s.micro_batch / s.cp, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k,
                               m.experts, s.ep, expert_tp(s.tp, s.dp, s.ep, s.etp), m.gated)
 
 

@@ -113,8 +113,8 @@ def register(sub) -> None:
                         "implementation at the schedules' rate)")
     p.add_argument("--moe-host-us", type=float, default=None,
                    help="host time in microseconds per local expert and grouped-GEMM call the GPU waits for in a "
-                        "dropless MoE layer, in [0, 10000] (hybrid; default 35.07, solved from a published "
-                        "Megatron-Core run; 0 for a CUDA-graphed or sync-free stack)")
+                        "dropless MoE layer, in [0, 10000] (hybrid; default: solved from a published Megatron-Core "
+                        "run, docs/training.md; 0 for a CUDA-graphed or sync-free stack)")
     p.add_argument("--parallelism", default=None,
                     help="auto (search) or tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..]"
                          "[,recompute=..][,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]: "

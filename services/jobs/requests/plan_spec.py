@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from services.compiler.runtimes.names import DEFAULT_RUNTIME, Runtime
 from services.synthesis.evaluate.devices import GPU_PROFILES
 from services.synthesis.evaluate.model_catalog import catalog_names
+from services.synthesis.evaluate.moe import HOST_EXPERT_S
 from services.synthesis.evaluate.training_job import DEVICES, MAX_BUCKETS, DeviceProfile, ModelSpec
 from services.synthesis.evaluate.transformer import LLM_CATALOG, TransformerModelFile
 from services.synthesis.schedule.cost import LinkModel
@@ -91,8 +92,9 @@ class TrainingWorkload(Input):
                                            "SC'21 Table 2; 1.0 prices an implementation at the schedules' rate)")
     moe_host_us: float | None = Field(default=None, ge=0, le=10000, allow_inf_nan=False, description="host "
                                       "time in microseconds per local expert and grouped-GEMM call that the GPU "
-                                      "waits for in a dropless MoE layer (hybrid; default 35.07, solved from a "
-                                      "published Megatron-Core run; 0 prices a CUDA-graphed or sync-free stack)")
+                                      f"waits for in a dropless MoE layer (hybrid; default {HOST_EXPERT_S * 1e6:.2f}, "
+                                      "solved from a published Megatron-Core run; 0 prices a CUDA-graphed or "
+                                      "sync-free stack)")
     transformer_spec: TransformerModelFile | None = Field(default=None, description="an inline transformer by "
                                                           "its hyperparameters, the file form of `fabricplan "
                                                           "train --model FILE` {name, transformer, global_batch?}")

@@ -47,7 +47,7 @@ GiB = float(1 << 30)     # HBM capacities are binary: an "80 GB" A100 or H100 re
 # (e_max, h0) of the A100 and e_max of the H100: solved by `services.synthesis.evaluate.published_runs.calibrate`
 # from the calibration rows named below (bench.training re-solves them and prints both).
 A100_EFFICIENCY = (0.6055, 821.4)
-H100_E_MAX = 0.6293
+H100_E_MAX = 0.6225
 A100_EFFICIENCY_SOURCE = (
     "e(h) = e_max h / (h + h0) solved from Narayanan et al., SC'21, Table 1, rows 1.7B (137 TFLOP/s per A100, "
     "h 2304, tp 1, 32 GPUs) and 1008B (163 TFLOP/s, h 25600, tp 8, pp 64, 3072 GPUs); bench.training re-solves it")

@@ -84,7 +84,7 @@ COMM_SM_SHARE = 20 / 132           # DeepSeek-V3 report section 3.2.2: 20 of the
 # Host time per local expert and grouped-GEMM call the GPU waits for (module docstring, "Host time"): solved from
 # the Megatron-MoE-ModelZoo Qwen3-235B all-to-all row (TP 2, EP 8, PP 32 x VPP 3: 24.2 s a step) by
 # `bench.moe_runs.calibrate_host`; every other MoE row is a prediction.
-HOST_EXPERT_S = 35.07e-6
+HOST_EXPERT_S = 38.67e-6
 GROUPED_GEMM_CALLS = 6             # per MoE layer and micro-batch: fc1, fc2 forward; their dgrad and wgrad backward
 
 

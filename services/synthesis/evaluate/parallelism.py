@@ -6,10 +6,13 @@ strategy search. Pure arithmetic.
 Placement (Megatron-LM's rank order: TP innermost, then CP, then DP, then PP): TP groups are inside a host
 (tp | G, the scale-up domain); CP takes the next cp_local = min(cp, G/tp) ranks of a host (a CP group spans
 h_cp = cp tp / G hosts when larger); a host holds dp_local = min(dp, G/(tp cp)) consecutive DP ranks of one
-stage, so a DP group spans h_dp = dp / dp_local hosts; an EP group is ep consecutive DP ranks (experts % ep == 0
-and ep | dp; expert weights are replicated over edp = dp/ep ranks, expert-data parallelism, when there are fewer
-experts than DP ranks). Gradients are reduced and ZeRO shards over the dp cp ranks holding the same weights
-(Megatron-Core folds CP into the data-parallel group for both).
+stage, so a DP group spans h_dp = dp / dp_local hosts. The experts fold over the stage's tp cp dp ranks
+(`moe.expert_layout` with cp dp in the place of dp: Megatron-Core's MoE parallel folding, whose expert groups
+etp x ep x edp re-factor tp x cp x dp); with etp = tp an EP group is ep consecutive cp dp ranks (experts % ep
+== 0, expert weights replicated over edp = cp dp/ep ranks, expert-data parallelism, when there are fewer experts
+than ranks), and each GPU dispatches the s b / (tp cp) tokens it holds. Gradients are reduced and ZeRO shards over
+the dp cp ranks holding the same weights (Megatron-Core folds CP into the data-parallel group for both), the
+expert gradients over the edp ranks.
 
 Traffic per GPU (16-bit activations A = 2 s b h / cp bytes per micro-batch of b sequences; Psi_d, Psi_e the
 dense and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = experts / (tp pp ep)):
@@ -42,8 +45,13 @@ dense and expert parameters a GPU holds, Psi_d = dense / (tp pp), Psi_e = expert
 Time (per micro-batch of the busiest stage: ceil(L/pp) layers; forward t_f = FLOPs / (tp cp peak e(h)) with
 e(h) the device's efficiency at the model's hidden size (`devices`), the routed experts' FLOPs weighted by
 their GEMM shapes' time per FLOP over the dense MLP's (`gemm.expert_time_factor`), backward 2 t_f, full recomputation
-+ t_f, selective + the attention scores' FLOPs; attention scores at half their FLOPs when the job's
-attention kernel skips the causal mask's empty half, FlashAttention-2, Dao 2023 section 3.1):
++ t_f, `moe` recomputation + the MoE modules' forward (routed and shared experts, router) of the stage's MoE layers,
+selective + the attention scores' FLOPs. With a flash kernel (the job's attention "causal": FlashAttention-2, Dao
+2023, sections 3.1-3.2) the scores take half their FLOPs (the causal mask's empty half is skipped), run at the
+device's e_max (the kernel tiles the sequence: FlashAttention-3, Shah et al. 2024, measures the H100's BF16
+forward at 60-65 % of peak with head dim 128 from 2K to 16K tokens, where e(h) of a 4096-wide model is 45 %), and
+the backward recomputes Q K^T (five products for the forward's two), which is then also all that selective
+recomputation adds; the "full" kernel, Megatron-LM's 2021, stores the scores or recomputes both products):
     t_mb = t_f + t_b + t_r + t_TP + t_CP + t_PP + t_EP + exposed per-micro-batch DP + t_host   (blocking)
 t_host = the host work the GPU waits for in MoE layers (`moe.exposed_host`: per MoE layer the local experts'
 grouped-GEMM calls after the layer's device-host sync, at `Job.host_expert_s` per expert and call)
@@ -90,7 +98,7 @@ __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", 
            "breakdown", "check", "evaluate", "feasible", "leanest", "memory", "parse_parallelism", "search",
            "strategies", "traffic"]
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "moe", "full")
 MICRO_BATCHES = (1, 2, 4, 8, 16)
 INTERLEAVE = (1, 2, 4, 8)
 GRAD_BYTES = PARAM_BYTES = 2
@@ -236,7 +244,7 @@ def _layout(job: Job, s: Strategy) -> dict:
     dp_local = min(s.dp, max(1, g // (s.tp * s.cp)))
     h_dp = max(1, s.dp // dp_local)
     h_cp = max(1, s.cp // cp_local)
-    ex = expert_layout(s.tp, s.dp, s.ep, g, s.etp)     # cp = 1 whenever ep > 1 (`check`)
+    ex = expert_layout(s.tp, s.cp * s.dp, s.ep, g, s.etp)     # the experts fold over the stage's tp x cp x dp ranks
     return {"dp_local": dp_local, "h_dp": h_dp, "ep_local": ex.ep_local, "cp_local": cp_local, "h_cp": h_cp,
             "dpcp_local": dp_local * cp_local, "h_dpcp": h_dp * h_cp,
             "h_ep": ex.h_ep, "edp": ex.edp, "edp_local": ex.edp_local, "etp": ex.etp,
@@ -279,8 +287,6 @@ def check(job: Job, s: Strategy) -> None:
         raise Infeasible(f"moe_overlap must be one of {', '.join(MOE_OVERLAP)}")
     if s.moe_dispatch not in MOE_DISPATCH:
         raise Infeasible(f"moe_dispatch must be one of {', '.join(MOE_DISPATCH)}")
-    if s.cp > 1 and s.ep > 1:
-        raise Infeasible("context parallelism with expert parallelism is not modelled: cp must be 1 when ep > 1")
     if job.global_batch % (s.dp * s.micro_batch):
         raise Infeasible(f"global batch {job.global_batch} is not a multiple of dp x micro_batch = "
                          f"{s.dp * s.micro_batch}", "batch")
@@ -290,16 +296,15 @@ def check(job: Job, s: Strategy) -> None:
     if m.experts is None:
         if s.ep != 1:
             raise Infeasible(f"ep={s.ep} needs a mixture-of-experts model")
-        if s.moe_overlap != "none" or s.moe_dispatch != "alltoall" or s.etp:
-            raise Infeasible("moe_overlap, moe_dispatch and etp need a mixture-of-experts model")
+        if s.moe_overlap != "none" or s.moe_dispatch != "alltoall" or s.etp or s.recompute == "moe":
+            raise Infeasible("moe_overlap, moe_dispatch, etp and recompute=moe need a mixture-of-experts model")
     else:
-        why = valid_expert_degree(m.experts, s.tp, s.dp, s.ep, s.etp)
+        why = valid_expert_degree(m.experts, s.tp, s.cp * s.dp, s.ep, s.etp)
         if why:
             raise Infeasible(why)
-        block = expert_tp(s.tp, s.dp, s.ep, s.etp) * s.ep
-        if s.tp * s.dp >= g and block % g and g % block:
-            raise Infeasible(f"ep={s.ep} neither fills nor divides the {g // expert_tp(s.tp, s.dp, s.ep, s.etp)} "
-                             "expert ranks of a host")
+        e = expert_tp(s.tp, s.cp * s.dp, s.ep, s.etp)
+        if s.tp * s.cp * s.dp >= g and (e * s.ep) % g and g % (e * s.ep):
+            raise Infeasible(f"ep={s.ep} neither fills nor divides the {g // e} expert ranks of a host")
         if s.ep == 1 and (s.moe_overlap != "none" or s.moe_dispatch != "alltoall"):
             raise Infeasible("moe_overlap and moe_dispatch shape the expert-parallel all-to-all: they need ep > 1")
         if s.moe_overlap != "none" and mb < 2:
@@ -322,12 +327,16 @@ def memory(job: Job, s: Strategy) -> Memory:
     lay = _layout(job, s)
     psi_d = m.dense_params / (s.tp * s.pp)
     psi_e = m.expert_params / (lay["etp"] * s.pp * s.ep)
-    shard_d, shard_e = s.dp * s.cp, lay["edp"] * s.cp
+    shard_d, shard_e = s.dp * s.cp, lay["edp"]
 
     def part(nbytes: float, stage: int) -> float:
         return nbytes * psi_d / (shard_d if s.zero >= stage else 1) + nbytes * psi_e / (shard_e if s.zero >= stage else 1)
 
     per_layer = m.activation_bytes_per_layer(s.micro_batch, s.tp, s.recompute, s.sp and s.tp > 1, s.cp)
+    if s.recompute == "moe":               # the MoE layers recompute their MoE module; the dense ones are selective
+        n_l, n_moe = lay["stage_layers"], min(lay["stage_moe"], lay["stage_layers"])
+        dense = m.activation_bytes_per_layer(s.micro_batch, s.tp, "selective", s.sp and s.tp > 1, s.cp)
+        per_layer = (dense * (n_l - n_moe) + per_layer * n_moe) / n_l
     in_flight = min(lay["m"], s.pp + (1 if s.moe_overlap == "dualpipe" else 0))
     first = per_layer * lay["stage_layers"] * in_flight
     if s.interleave > 1:
@@ -357,20 +366,26 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     pp = lay["m"] * 2 * s.interleave * a / s.tp if s.pp > 1 else 0.0
     dp = 0.0
     for psi, n in ((m.dense_params / (s.tp * s.pp), s.dp * s.cp),
-                   (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp"] * s.cp)):
+                   (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp"])):
         if n > 1:
             rs, ag = _dp_volume(s, psi, lay["m"])
             dp += (rs + ag) * (n - 1) / n
     ep = 0.0
     if m.experts is not None and s.ep > 1:
-        d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
-        ep = lay["m"] * lay["stage_moe"] * (6 if s.recompute == "full" else 4) * d * (s.ep - 1) / s.ep
+        d = 2.0 * (m.seq_len / (s.tp * s.cp)) * s.micro_batch * m.hidden * m.k
+        ep = lay["m"] * lay["stage_moe"] * _alltoalls(s) * d * (s.ep - 1) / s.ep
         if s.moe_dispatch == "deepep" and lay["h_ep"] > 1:     # once per remote host, then NVLink forwarding
             inter = remote_copies(m.k, m.experts, lay["h_ep"], m.node_limit, "deepep") / m.k
             intra = (lay["ep_local"] - 1) / lay["ep_local"]
             ep *= (inter + intra) / ((s.ep - 1) / s.ep)
     cp = lay["m"] * lay["stage_layers"] * 3 * _kv_bytes(m, s) * (s.cp - 1) / s.cp if s.cp > 1 else 0.0
     return Traffic(tp, pp, dp, ep, cp)
+
+
+def _alltoalls(s: Strategy) -> int:
+    """Expert-parallel all-to-alls per MoE layer and micro-batch: dispatch and combine forward and backward, and
+    forward again when the MoE module is recomputed (full or `moe` recomputation)."""
+    return 6 if s.recompute in ("full", "moe") else 4
 
 
 def _tp_collectives(m: Transformer, s: Strategy, lay: dict) -> float:
@@ -381,10 +396,12 @@ def _tp_collectives(m: Transformer, s: Strategy, lay: dict) -> float:
     the sequence-parallel shards (Liu et al. 2025, arXiv:2504.14960, section 3; Megatron-Core's token
     dispatchers gather over the expert tensor-parallel group only when etp > 1)."""
     n = 6 if s.recompute == "full" else 4
-    if m.experts is None or lay["etp"] != 1 or s.tp == 1:
+    moe = min(lay["stage_moe"], lay["stage_layers"]) if m.experts is not None else 0
+    if s.tp == 1 or moe == 0 or (lay["etp"] != 1 and s.recompute != "moe"):
         return float(n)
-    moe = min(lay["stage_moe"], lay["stage_layers"])
-    return (n * (lay["stage_layers"] - moe) + n / 2 * moe) / lay["stage_layers"]
+    # an MoE layer: the attention's n/2, and its MLP's n/2 (+1 when the module is recomputed) unless etp = 1
+    per_moe = n / 2 + (0 if lay["etp"] == 1 else n / 2 + (1 if s.recompute == "moe" else 0))
+    return (n * (lay["stage_layers"] - moe) + per_moe * moe) / lay["stage_layers"]
 
 
 def _ring_nv(job: Job, n: int, size: float) -> float:
@@ -452,7 +469,7 @@ def _alltoall(job: Job, s: Strategy, fabric: Fabric, lay: dict) -> float:
     the share for other hosts between hosts (G D (ep - ep_local)/ep per host, or the node-limited copies of
     `moe.remote_copies` with the "deepep" dispatcher), the rest over NVLink, both at once."""
     m, dev, g = job.model, job.device, job.gpus_per_host
-    d = 2.0 * (m.seq_len / s.tp) * s.micro_batch * m.hidden * m.k
+    d = 2.0 * (m.seq_len / (s.tp * s.cp)) * s.micro_batch * m.hidden * m.k
     local, hosts = lay["ep_local"], lay["h_ep"]
     if s.moe_dispatch == "deepep" and hosts > 1:
         between = g * d / m.k * remote_copies(m.k, m.experts, hosts, m.node_limit, "deepep")
@@ -483,11 +500,25 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     routed = m.routed_expert_flops_per_token() if m.experts is not None else 0.0
     slow = 1.0
     if routed > 0:
-        slow = expert_time_factor(tokens, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k, m.experts,
+        slow = expert_time_factor(tokens / s.cp, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k, m.experts,
                                   s.ep, lay["etp"], m.gated)
-    t_f = secs((executed + routed * (slow - 1)) * tokens * frac / (s.tp * s.cp))
+    # the attention scores in a flash kernel (the "causal" jobs) run at the device's e_max: its tiles are blocks of
+    # the sequence, whatever the hidden size e(h) describes (module docstring)
+    def attn_secs(flops: float) -> float:
+        return dev.seconds(flops, job.precision, None) if job.attention == "causal" else secs(flops)
+
+    t_f = (secs((executed - attn_exec + routed * (slow - 1)) * tokens * frac / (s.tp * s.cp))
+           + attn_secs(attn_exec * tokens * frac / (s.tp * s.cp)))
     t_b = 2 * t_f
-    t_r = {"none": 0.0, "full": t_f, "selective": secs(attn_exec * tokens * frac / (s.tp * s.cp))}[s.recompute]
+    # recomputation; a flash kernel's backward recomputes the scores QK^T (FlashAttention-2, Dao 2023, section
+    # 3.1.2: five matrix products backward for the forward's two) whatever the strategy keeps
+    scores_f = attn_secs(attn_exec * tokens * frac / (s.tp * s.cp))
+    flash = scores_f / 2 if job.attention == "causal" else 0.0
+    selective = flash if job.attention == "causal" else scores_f
+    t_r = {"none": flash, "full": t_f + flash, "selective": selective, "moe": selective}[s.recompute]
+    if s.recompute == "moe" and m.experts is not None:          # the MoE layers' modules forward again
+        t_r += secs((m.moe_module_flops_per_token() + routed * (slow - 1)) * tokens
+                    * lay["stage_moe"] / m.moe_layers / (s.tp * s.cp))
     a = m.activation_message_bytes(s.micro_batch) / s.cp
     n_coll = 6 if s.recompute == "full" else 4
     tp_layer = _tp_collectives(m, s, lay) * 2 * _ring_nv(job, s.tp, a) if s.tp > 1 else 0.0
@@ -502,7 +533,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
         t_pp = 2 * s.interleave * cross
     t_ep = 0.0
     if m.experts is not None and s.ep > 1:
-        a2a = n_coll * _alltoall(job, s, fabric, lay)
+        a2a = _alltoalls(s) * _alltoall(job, s, fabric, lay)
         hidden = exposed_alltoall(a2a, (t_f + t_b + t_r) / lay["stage_layers"], s.moe_overlap)
         if s.moe_overlap != "none":          # the warm-up and cool-down chunks have no partner
             u = unpaired_share(s.pp, s.interleave, mb)
@@ -521,8 +552,8 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     tp_f, tp_b = tp_layer * 2 / n_coll, tp_layer * (n_coll - 2) / n_coll
     rs_nv = rs_net = ag_nv = ag_net = 0.0
     for psi, local, hosts, n in ((m.dense_params / (s.tp * s.pp), lay["dpcp_local"], lay["h_dpcp"], s.dp * s.cp),
-                                 (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp_local"] * lay["cp_local"],
-                                  lay["h_edp"] * lay["h_cp"], lay["edp"] * s.cp)):
+                                 (m.expert_params / (lay["etp"] * s.pp * s.ep), lay["edp_local"], lay["h_edp"],
+                                  lay["edp"])):
         if n > 1 and psi > 0:
             x, y = _hier(job, fabric, local, hosts, GRAD_BYTES * psi / n_l, "rs")
             rs_nv, rs_net = rs_nv + x, rs_net + y
@@ -545,7 +576,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     # host work the GPU waits for: the local experts' grouped GEMMs after each MoE layer's device-host sync
     t_host = 0.0
     if m.experts is not None:
-        t_host = exposed_host(lay["stage_moe"], m.experts // s.ep, s.recompute == "full", job.host_expert_s)
+        t_host = exposed_host(lay["stage_moe"], m.experts // s.ep, s.recompute in ("full", "moe"), job.host_expert_s)
     t_mb = t_f + t_b + t_r + t_tp + t_cp + t_pp + t_ep + per_mb + t_host
     bubble = (s.pp - 1) / s.interleave * t_mb
     if s.moe_overlap == "dualpipe":
@@ -561,7 +592,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def parse_parallelism(text: str) -> dict:
-    """`tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..][,recompute=none|selective|full]
+    """`tp=8,pp=8,dp=16[,ep=..][,cp=..][,sp=0|1][,zero=..][,mb=..][,vp=..][,recompute=none|selective|moe|full]
     [,overlap=none|microbatch|dualpipe][,dispatch=alltoall|deepep][,etp=..]` -> fixed keys."""
     keys = {"tp": "tp", "pp": "pp", "dp": "dp", "ep": "ep", "cp": "cp", "sp": "sp", "zero": "zero",
             "mb": "micro_batch", "micro_batch": "micro_batch", "vp": "interleave", "interleave": "interleave",
@@ -611,8 +642,7 @@ def strategies(job: Job, fixed: dict | None = None):
             if pp < 1 or job.gpus % (tp * pp):
                 continue
             cps = [fixed["cp"]] if "cp" in fixed else [
-                c for c in CONTEXT_PARALLEL if c == 1 or (m.experts is None and m.seq_len >= CP_MIN_SEQ
-                                                         and (job.gpus // (tp * pp)) % c == 0)]
+                c for c in CONTEXT_PARALLEL if c == 1 or (m.seq_len >= CP_MIN_SEQ and (job.gpus // (tp * pp)) % c == 0)]
             for cp in cps:
                 if cp < 1 or job.gpus % (tp * pp * cp):
                     continue
@@ -620,21 +650,23 @@ def strategies(job: Job, fixed: dict | None = None):
                 if "dp" in fixed and fixed["dp"] != dp:
                     continue
                 eps = [fixed["ep"]] if "ep" in fixed else (
-                    [1] if m.experts is None else [e for e in _divisors(tp * dp) if m.experts % e == 0 and
-                                                   valid_expert_degree(m.experts, tp, dp, e, fixed.get("etp", 0)) is None])
+                    [1] if m.experts is None else [e for e in _divisors(tp * cp * dp) if m.experts % e == 0 and
+                                                   valid_expert_degree(m.experts, tp, cp * dp, e,
+                                                                       fixed.get("etp", 0)) is None])
                 overlaps = [fixed["moe_overlap"]] if "moe_overlap" in fixed else (
                     ["none"] if m.experts is None else list(MOE_OVERLAP))
                 dispatches = [fixed["moe_dispatch"]] if "moe_dispatch" in fixed else (
                     ["alltoall"] if m.experts is None else list(MOE_DISPATCH))
                 vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
+                recomputes = [r for r in RECOMPUTE if r != "moe" or m.experts is not None]
                 sp = fixed.get("sp", tp > 1)
                 for ep, zero, b, v, rc, ov, dis in itertools.product(
                         eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),
                         [fixed["micro_batch"]] if "micro_batch" in fixed else MICRO_BATCHES, vs,
-                        [fixed["recompute"]] if "recompute" in fixed else RECOMPUTE, overlaps, dispatches):
+                        [fixed["recompute"]] if "recompute" in fixed else recomputes, overlaps, dispatches):
                     if ep == 1 and (ov, dis) != ("none", "alltoall"):
                         continue                     # no all-to-all to overlap or dispatch
-                    etp = fixed.get("etp", 0) if m.experts is None else expert_tp(tp, dp, ep, fixed.get("etp", 0))
+                    etp = fixed.get("etp", 0) if m.experts is None else expert_tp(tp, cp * dp, ep, fixed.get("etp", 0))
                     yield Strategy(tp, pp, dp, ep, zero, b, v, rc, cp=cp, sp=sp, moe_overlap=ov, moe_dispatch=dis,
                                    etp=etp)
 

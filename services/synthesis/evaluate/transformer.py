@@ -33,7 +33,8 @@ and output, 2 x 2 f/h):
 A model trained without dropout (`dropout` false: the Llama family, Touvron et al. 2023 and Dubey et al. 2024
 list none) keeps no masks: 8 instead of 10 whole, 2 a s / h (the softmax output) instead of 5 a s / h.
 So GPT: s b h (10 + 24/t + 5 a s/(h t)) without SP, s b h (34 + 5 a s/h)/t with SP (Table 2); selective drops the
-score term; full recomputation keeps the layer's input only, 2 s b h (/t with SP). Context parallelism over c
+score term; full recomputation keeps the layer's input only, 2 s b h (/t with SP); recomputing an MoE layer's
+MoE module as well (`moe`, Megatron-Core's --recompute-modules moe) also drops its feed-forward inner tensors. Context parallelism over c
 ranks splits the sequence: every term / c (each rank's s/c queries attend to all s keys, so the score term
 becomes 5 a s (s/c) b, the same / c).
 Catalog sources (hyperparameters; published parameter counts; batch):
@@ -171,6 +172,14 @@ class Transformer(BaseModel):
         """The routed experts' share of `forward_flops_per_token`: top_k expert MLPs in every MoE layer."""
         return 2.0 * self.moe_layers * self.k * self._mlp(self.expert_ffn_hidden or self.ffn) if self.experts else 0.0
 
+    def moe_module_flops_per_token(self) -> float:
+        """The MoE modules' share of `forward_flops_per_token` (what recomputing them repeats): the routed and shared
+        experts and the router of every MoE layer."""
+        if not self.experts:
+            return 0.0
+        ef = self.expert_ffn_hidden or self.ffn
+        return 2.0 * self.moe_layers * ((self.k + self.shared_experts) * self._mlp(ef) + self.hidden * self.experts)
+
     def forward_flops_per_token(self) -> float:
         """Model FLOPs of one token's forward pass (module docstring)."""
         return self._forward_flops
@@ -187,9 +196,10 @@ class Transformer(BaseModel):
         if recompute == "full":
             return 2.0 * sbh / (tp if sp else 1)
         f = self.ffn / self.hidden
-        split = 2 + 4 * (self.kv_heads or self.heads) / self.heads + 2 + (6 if self.gated else 4) * f
+        inner = 0.0 if recompute == "moe" else (6 if self.gated else 4) * f      # "moe": an MoE layer's module
+        split = 2 + 4 * (self.kv_heads or self.heads) / self.heads + 2 + inner    # recomputed from its input
         whole = 10.0 if self.dropout else 8.0
-        scores = 0.0 if recompute == "selective" else (5.0 if self.dropout else 2.0) * self.heads * self.seq_len / self.hidden
+        scores = 0.0 if recompute in ("selective", "moe") else (5.0 if self.dropout else 2.0) * self.heads * self.seq_len / self.hidden
         return sbh * ((whole + split + scores) / tp if sp else whole + (split + scores) / tp)
 
     def activation_message_bytes(self, micro_batch: int) -> float:

@@ -8,14 +8,14 @@ import pytest
 
 from dataclasses import replace
 
-from bench.moe_runs import MOE_RUNS, calibrate_host, moe_prediction
+from bench.moe_runs import MOE_RUNS, _models, calibrate_host, megatron_step_s, moe_prediction
 from services.synthesis.evaluate.devices import gpu_profile
 from services.synthesis.evaluate.fabrics import switched_fabric
 from services.synthesis.evaluate.moe import (
     COMM_SM_SHARE, HOST_EXPERT_S, ExpertLayout, dualpipe_bubble, expert_layout, exposed_alltoall, exposed_host,
     remote_copies, unpaired_share, valid_expert_degree)
 from services.synthesis.evaluate.parallelism import (
-    Infeasible, Job, Strategy, breakdown, check, memory, parse_parallelism, search)
+    Infeasible, Job, Strategy, breakdown, check, memory, parse_parallelism, search, strategies, traffic)
 from services.synthesis.evaluate.transformer import Transformer
 from services.synthesis.schedule.cost import LinkModel
 
@@ -212,3 +212,50 @@ def test_host_time_decides_the_small_expert_layout():
     assert fast / run.published_tokens_per_gpu_s - 1 > 0.25 >= abs(pred / run.published_tokens_per_gpu_s - 1)
     b = r.breakdown
     assert b.host > max(b.ep, b.tp, b.pp, b.dp, b.bubble)
+
+
+def test_context_parallelism_with_expert_parallelism():
+    # the experts fold over the stage's tp x cp x dp ranks: TP 2, CP 2, DP 2 on 8 GPUs a host, EP 8 with ETP 1 is
+    # one host's 8 ranks; each GPU dispatches its s b / (tp cp) tokens, half of what it holds without CP
+    long = MOE.model_copy(update={"seq_len": 64})
+    j = Job(long, "moe", 16, FAST_NV, 2, 8)
+    with_cp = Strategy(2, 1, 4, ep=4, etp=1, cp=2)
+    without = Strategy(2, 1, 8, ep=4, etp=1)
+    for s in (with_cp, without):
+        check(j, s)
+    t_cp, t_no = traffic(j, with_cp), traffic(j, without)
+    assert t_cp.ep == pytest.approx(t_no.ep)     # half the tokens a micro-batch, twice the micro-batches
+    # expert-data parallelism over cp dp / ep ranks: the same expert weights, the same optimizer shards
+    assert memory(j, with_cp).weights == pytest.approx(memory(j, without).weights)
+    assert memory(j, with_cp).optimizer == pytest.approx(memory(j, without).optimizer)
+    assert {s.cp for s in strategies(j, {"ep": 4, "etp": 1, "tp": 2, "pp": 1})} == {1}     # 64 tokens: no CP searched
+    with pytest.raises(Infeasible, match="must divide"):
+        check(j, Strategy(2, 1, 4, ep=3, etp=1, cp=2))
+
+
+def test_moe_recomputation():
+    # recompute=moe: the MoE modules' forward again (compute, its two all-to-alls, the experts' two grouped-GEMM
+    # calls), their feed-forward tensors not kept; selective otherwise; only for MoE models
+    j = Job(MOE, "moe", 16, FAST_NV, 2, 4)
+    fab = switched_fabric("fat-tree", 2, 4, LINK0)
+    sel, rec = (Strategy(2, 1, 4, ep=4, recompute=r) for r in ("selective", "moe"))
+    for s in (sel, rec):
+        check(j, s)
+    b_sel, b_rec = breakdown(j, sel, fab), breakdown(j, rec, fab)
+    assert b_rec.compute > b_sel.compute and b_rec.ep == pytest.approx(b_sel.ep * 6 / 4)
+    assert b_rec.host == pytest.approx(b_sel.host * 8 / 6)
+    assert memory(j, rec).activations < memory(j, sel).activations
+    assert traffic(j, rec).ep == pytest.approx(traffic(j, sel).ep * 6 / 4)
+    dense = Transformer(hidden=64, layers=4, heads=4, seq_len=16, vocab=100)
+    with pytest.raises(Infeasible, match="recompute=moe need"):
+        check(Job(dense, "d", 16, FAST_NV, 2, 2), Strategy(1, 1, 4, recompute="moe"))
+    assert "moe" not in {s.recompute for s in strategies(Job(dense, "d", 16, FAST_NV, 2, 2))}
+    assert parse_parallelism("recompute=moe") == {"recompute": "moe"}
+
+
+def test_megatron_flop_count_reproduces_the_published_pairs():
+    # the ModelZoo reports both step time and TFLOP/s for its 4K rows: Megatron-LM's count links them (within the
+    # rounding of two three-digit figures); counting the scores whole instead would be 13 % off
+    qwen = _models()["qwen3-235b-a22b"]
+    for step, tflops in ((29.0, 167), (19.7, 245), (24.2, 200), (17.6, 276)):
+        assert megatron_step_s(qwen, 2048, tflops, 256) == pytest.approx(step, rel=0.006)

@@ -51,14 +51,22 @@ def test_zero3_per_layer_by_hand():
 
 
 def test_causal_attention_halves_the_scores():
-    # FlashAttention-2 skips the causal mask's empty half: the forward runs the scores' FLOPs at half
+    # FlashAttention-2 skips the causal mask's empty half (the forward runs the scores' FLOPs at half), runs them
+    # at the device's e_max (its tiles are blocks of the sequence, not of h), and its backward recomputes Q K^T
+    # (half of the scores' two products); Megatron-LM's 2021 kernel computes them whole at e(h) and keeps them
     m = Transformer(hidden=64, layers=4, heads=4, seq_len=4096, vocab=100)
     fab = switched_fabric("fat-tree", 1, 1, LINK)
     s = Strategy(1, 1, 1, micro_batch=1)
     full = breakdown(Job(m, "m", 1, A100, 1, 1, attention="full"), s, fab).compute
     causal = breakdown(Job(m, "m", 1, A100, 1, 1), s, fab).compute
     scores = 4.0 * m.seq_len * m.hidden * m.layers * m.seq_len          # per sequence
-    assert full - causal == pytest.approx(3 * A100.seconds(scores / 2, hidden=m.hidden))
+    flash = A100.seconds(scores / 2)                                     # at e_max: no hidden size given
+    assert full - causal == pytest.approx(3 * A100.seconds(scores, hidden=m.hidden) - 3 * flash - flash / 2)
+    # selective recomputation adds nothing beyond the flash backward; with the 2021 kernel both products again
+    sel = Strategy(1, 1, 1, micro_batch=1, recompute="selective")
+    assert breakdown(Job(m, "m", 1, A100, 1, 1), sel, fab).compute == pytest.approx(causal)
+    assert (breakdown(Job(m, "m", 1, A100, 1, 1, attention="full"), sel, fab).compute - full
+            == pytest.approx(A100.seconds(scores, hidden=m.hidden)))
 
 
 def test_scale_up_phase_is_one_step():
