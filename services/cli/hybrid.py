@@ -133,7 +133,7 @@ def run_hybrid(args) -> int:
     print(f"{job.name} on {job.hosts} hosts x {job.gpus_per_host} {job.device.name} ({args.degree} NICs, "
           f"{gbps:g} Gbps per host, alpha {alpha:g} us), global batch {job.global_batch}")
     print(f"{'iteration s':>11} {'TFLOP/s':>7} {'MFU':>5} {'tp':>3} {'cp':>3} {'pp':>3} {'dp':>4} {'ep':>3} {'z':>1} "
-          f"{'mb':>2} {'vp':>2} {'rc':>4} {'bubble':>7} {'TP':>6} {'CP':>6} {'PP':>6} {'DP':>6} {'EP':>6} {'GB/GPU':>6}  "
+          f"{'mb':>2} {'vp':>2} {'rc':>4} {'bubble':>7} {'TP':>6} {'CP':>6} {'PP':>6} {'DP':>6} {'EP':>6} {'host':>6} {'GB/GPU':>6}  "
           f"topology")
     for e in ev.entries:
         label = e.fabric.expr if e.fabric.kind != "baseline" else f"{e.fabric.name}: {e.fabric.expr}"
@@ -144,7 +144,7 @@ def run_hybrid(args) -> int:
         r, s, b = e.result, e.result.strategy, e.result.breakdown
         print(f"{r.iteration_s:>11.4f} {r.achieved_tflops_per_gpu:>7.1f} {r.mfu:>5.2f} {s.tp:>3} {s.cp:>3} {s.pp:>3} "
               f"{s.dp:>4} {s.ep:>3} {s.zero:>1} {s.micro_batch:>2} {s.interleave:>2} {s.recompute[:4]:>4} "
-              f"{b.bubble:>7.3f} {b.tp:>6.3f} {b.cp:>6.3f} {b.pp:>6.3f} {b.dp:>6.3f} {b.ep:>6.3f} "
+              f"{b.bubble:>7.3f} {b.tp:>6.3f} {b.cp:>6.3f} {b.pp:>6.3f} {b.dp:>6.3f} {b.ep:>6.3f} {b.host:>6.3f} "
               f"{r.memory.total / 1e9:>6.1f} {mark}{label}")
     print(ev.why)
     return 0 if ev.best is not None else 2
