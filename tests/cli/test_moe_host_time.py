@@ -54,3 +54,11 @@ def test_moe_host_time_in_a_plan_request():
     for bad in (-1, 10001, float("nan")):
         with pytest.raises(ValidationError, match="moe_host_us"):
             PlanSpec.load(_spec(bad))
+
+
+def test_text_table_has_the_host_column(capsys):
+    code = main([a for a in ARGS if a != "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("iteration s"))
+    assert header.split()[-3:] == ["host", "GB/GPU", "topology"]
