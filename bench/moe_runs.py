@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cache
 
 __all__ = ["MOE_RUNS", "MoeRun", "moe_prediction", "without_memory_check"]
 
@@ -42,6 +43,7 @@ class MoeRun:
     zero3_efficiency: float | None = None   # `Job.zero3_efficiency` for an implementation other than the calibrated one
 
 
+@cache
 def _models() -> dict:
     from services.synthesis.evaluate.transformer import LLM_CATALOG, Transformer
 

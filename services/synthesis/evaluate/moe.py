@@ -60,8 +60,8 @@ item 3) after per-expert host work (splits, output tensors: "a simple torch.empt
 it will generate a few microseconds of overhead on the host side", section 2). With small experts the GPU waits for
 that host work ("CPU overhead or host boundedness", section 2): per MoE layer and micro-batch
     calls x local experts x h
-with 6 grouped-GEMM calls (the two expert linears forward, their data and weight gradients backward), 8 with full
-recomputation, and h the host time per expert and call (`HOST_EXPERT_S`, solved from one published run,
+with 6 grouped-GEMM calls (the two expert linears forward, their data and weight gradients backward), 8 when the
+MoE forward is recomputed (full or `moe` recomputation), and h the host time per expert and call (`HOST_EXPERT_S`, solved from one published run,
 bench/moe_runs.py; CUDA-graphed or sync-free stacks set `Job.host_expert_s` to 0). One published layout shows
 it (Megatron-MoE-ModelZoo, Qwen3 readme, H100, TP 4, EP 8, PP 8): 167 TFLOP/s with 16 local experts of 512 tokens
 a micro-batch (4K sequences), 295 with 2,048 (16K): the same host work under four times the GPU work.
@@ -219,7 +219,7 @@ def exposed_alltoall(alltoall_s: float, compute_s: float, overlap: str, sm_share
     raise ValueError(f"moe overlap must be one of {', '.join(MOE_OVERLAP)}, got {overlap!r}")
 
 
-def exposed_host(moe_layers: int, local_experts: int, full_recompute: bool, per_expert_s: float = HOST_EXPERT_S) -> float:
+def exposed_host(moe_layers: int, local_experts: int, forward_again: bool, per_expert_s: float = HOST_EXPERT_S) -> float:
     """Host time the GPU waits for in one micro-batch of `moe_layers` MoE layers with `local_experts` experts on
     the GPU (module docstring, "Host time"): each layer's grouped-GEMM calls (6, or 8 when the forward is
     recomputed) prepare every local expert on the host after the layer's device-host sync.
@@ -227,5 +227,5 @@ def exposed_host(moe_layers: int, local_experts: int, full_recompute: bool, per_
     >>> round(exposed_host(12, 16, False, 35e-6), 6), round(exposed_host(12, 16, True, 35e-6), 6)
     (0.04032, 0.05376)
     """
-    calls = GROUPED_GEMM_CALLS + (2 if full_recompute else 0)
+    calls = GROUPED_GEMM_CALLS + (2 if forward_again else 0)
     return moe_layers * calls * local_experts * per_expert_s

@@ -382,10 +382,15 @@ def traffic(job: Job, s: Strategy) -> Traffic:
     return Traffic(tp, pp, dp, ep, cp)
 
 
+def _moe_forward_again(s: Strategy) -> bool:
+    """The MoE modules run their forward again in the backward (full or `moe` recomputation)."""
+    return s.recompute in ("full", "moe")
+
+
 def _alltoalls(s: Strategy) -> int:
     """Expert-parallel all-to-alls per MoE layer and micro-batch: dispatch and combine forward and backward, and
-    forward again when the MoE module is recomputed (full or `moe` recomputation)."""
-    return 6 if s.recompute in ("full", "moe") else 4
+    forward again when the MoE module is recomputed."""
+    return 6 if _moe_forward_again(s) else 4
 
 
 def _tp_collectives(m: Transformer, s: Strategy, lay: dict) -> float:
@@ -507,12 +512,11 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     def attn_secs(flops: float) -> float:
         return dev.seconds(flops, job.precision, None) if job.attention == "causal" else secs(flops)
 
-    t_f = (secs((executed - attn_exec + routed * (slow - 1)) * tokens * frac / (s.tp * s.cp))
-           + attn_secs(attn_exec * tokens * frac / (s.tp * s.cp)))
+    scores_f = attn_secs(attn_exec * tokens * frac / (s.tp * s.cp))
+    t_f = secs((executed - attn_exec + routed * (slow - 1)) * tokens * frac / (s.tp * s.cp)) + scores_f
     t_b = 2 * t_f
     # recomputation; a flash kernel's backward recomputes the scores QK^T (FlashAttention-2, Dao 2023, section
     # 3.1.2: five matrix products backward for the forward's two) whatever the strategy keeps
-    scores_f = attn_secs(attn_exec * tokens * frac / (s.tp * s.cp))
     flash = scores_f / 2 if job.attention == "causal" else 0.0
     selective = flash if job.attention == "causal" else scores_f
     t_r = {"none": flash, "full": t_f + flash, "selective": selective, "moe": selective}[s.recompute]
@@ -576,7 +580,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     # host work the GPU waits for: the local experts' grouped GEMMs after each MoE layer's device-host sync
     t_host = 0.0
     if m.experts is not None:
-        t_host = exposed_host(lay["stage_moe"], m.experts // s.ep, s.recompute in ("full", "moe"), job.host_expert_s)
+        t_host = exposed_host(lay["stage_moe"], m.experts // s.ep, _moe_forward_again(s), job.host_expert_s)
     t_mb = t_f + t_b + t_r + t_tp + t_cp + t_pp + t_ep + per_mb + t_host
     bubble = (s.pp - 1) / s.interleave * t_mb
     if s.moe_overlap == "dualpipe":
@@ -634,6 +638,7 @@ def strategies(job: Job, fixed: dict | None = None):
     fixed = fixed or {}
     m, g = job.model, job.gpus_per_host
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in _divisors(g) if m.heads % t == 0]
+    recomputes = [r for r in RECOMPUTE if r != "moe" or m.experts is not None]
     for tp in tps:
         if tp < 1 or job.gpus % tp:
             continue
@@ -658,7 +663,6 @@ def strategies(job: Job, fixed: dict | None = None):
                 dispatches = [fixed["moe_dispatch"]] if "moe_dispatch" in fixed else (
                     ["alltoall"] if m.experts is None else list(MOE_DISPATCH))
                 vs = [fixed["interleave"]] if "interleave" in fixed else [v for v in INTERLEAVE if v == 1 or pp > 1]
-                recomputes = [r for r in RECOMPUTE if r != "moe" or m.experts is not None]
                 sp = fixed.get("sp", tp > 1)
                 for ep, zero, b, v, rc, ov, dis in itertools.product(
                         eps, [fixed["zero"]] if "zero" in fixed else (0, 1, 2, 3),

@@ -162,11 +162,9 @@ class Transformer(BaseModel):
     @cached_property
     def _forward_flops(self) -> float:
         """Model FLOPs of one token's forward pass (module docstring)."""
-        h, moe = self.hidden, self.moe_layers
-        ef = self.expert_ffn_hidden or self.ffn
-        matmul = self.layers * self._attn() + (self.layers - moe) * self._mlp(self.ffn)
-        matmul += moe * ((self.k + self.shared_experts) * self._mlp(ef) + h * (self.experts or 0))
-        return 2.0 * matmul + self.attention_score_flops_per_token() + 2.0 * h * self.vocab
+        dense = self.layers * self._attn() + (self.layers - self.moe_layers) * self._mlp(self.ffn)
+        return (2.0 * dense + self.moe_module_flops_per_token() + self.attention_score_flops_per_token()
+                + 2.0 * self.hidden * self.vocab)
 
     def routed_expert_flops_per_token(self) -> float:
         """The routed experts' share of `forward_flops_per_token`: top_k expert MLPs in every MoE layer."""
@@ -177,8 +175,8 @@ class Transformer(BaseModel):
         experts and the router of every MoE layer."""
         if not self.experts:
             return 0.0
-        ef = self.expert_ffn_hidden or self.ffn
-        return 2.0 * self.moe_layers * ((self.k + self.shared_experts) * self._mlp(ef) + self.hidden * self.experts)
+        shared_and_router = self.shared_experts * self._mlp(self.expert_ffn_hidden or self.ffn) + self.hidden * self.experts
+        return self.routed_expert_flops_per_token() + 2.0 * self.moe_layers * shared_and_router
 
     def forward_flops_per_token(self) -> float:
         """Model FLOPs of one token's forward pass (module docstring)."""
