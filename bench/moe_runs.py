@@ -219,13 +219,11 @@ def calibrate_host() -> float:
 
 
 def _expert_factor(run: MoeRun, s) -> float:
-    """`gemm.expert_time_factor` of the row's predicted strategy `s`."""
-    from services.synthesis.evaluate.gemm import expert_time_factor
-    from services.synthesis.evaluate.moe import expert_tp
+    """The routed experts' time per FLOP over the dense MLP's (`parallelism.expert_slowdown`) under the row's
+    predicted strategy `s`."""
+    from services.synthesis.evaluate.parallelism import expert_slowdown
 
-    m = _models()[run.model]
-    return expert_time_factor(m.seq_len * s.micro_batch / s.cp, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k,
-                              m.experts, s.ep, expert_tp(s.tp, s.dp, s.ep, s.etp), m.gated)
+    return expert_slowdown(_job_fabric(run, run.precision)[0], s)
 
 
 def moe_validation() -> list[float]:

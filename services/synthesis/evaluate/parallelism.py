@@ -94,7 +94,7 @@ from services.synthesis.evaluate.moe import (HOST_EXPERT_S, MOE_DISPATCH, MOE_OV
 from services.synthesis.evaluate.transformer import Transformer
 
 __all__ = ["Breakdown", "Infeasible", "Job", "Memory", "RECOMPUTE", "Strategy", "StrategyResult", "Traffic",
-           "ZERO3_EFFICIENCY", "layer_exposure",
+           "ZERO3_EFFICIENCY", "expert_slowdown", "layer_exposure",
            "breakdown", "check", "evaluate", "feasible", "leanest", "memory", "parse_parallelism", "search",
            "strategies", "traffic"]
 
@@ -486,6 +486,20 @@ def _alltoall(job: Job, s: Strategy, fabric: Fabric, lay: dict) -> float:
     return max(intra, fabric.alltoall_s(hosts, between, g, dev.nvlink_Bps))
 
 
+def _expert_slowdown(m: Transformer, s: Strategy, etp: int) -> float:
+    """`gemm.expert_time_factor` of the routed experts under `s` (expert tensor-parallel degree `etp`): a GPU's
+    s b / cp tokens of a micro-batch, spread over the experts."""
+    return expert_time_factor(m.seq_len * s.micro_batch / s.cp, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn,
+                              m.k, m.experts, s.ep, etp, m.gated)
+
+
+def expert_slowdown(job: Job, s: Strategy) -> float:
+    """The routed experts' time per FLOP over the dense MLP's under `s` (1 for a dense model), as `breakdown`
+    prices them."""
+    m = job.model
+    return _expert_slowdown(m, s, _layout(job, s)["etp"]) if m.experts is not None else 1.0
+
+
 def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
     """The iteration's parts for a checked strategy (`evaluate` without memory and traffic: what the search
     compares)."""
@@ -503,10 +517,7 @@ def breakdown(job: Job, s: Strategy, fabric: Fabric) -> Breakdown:
 
     # routed experts' GEMMs at their own shapes (`gemm.expert_time_factor`), the rest at the calibrated e(h)
     routed = m.routed_expert_flops_per_token() if m.experts is not None else 0.0
-    slow = 1.0
-    if routed > 0:
-        slow = expert_time_factor(tokens / s.cp, m.hidden, m.ffn, s.tp, m.expert_ffn_hidden or m.ffn, m.k, m.experts,
-                                  s.ep, lay["etp"], m.gated)
+    slow = _expert_slowdown(m, s, lay["etp"]) if routed > 0 else 1.0
     # the attention scores in a flash kernel (the "causal" jobs) run at the device's e_max: its tiles are blocks of
     # the sequence, whatever the hidden size e(h) describes (module docstring)
     def attn_secs(flops: float) -> float:
